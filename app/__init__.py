@@ -1,0 +1,1 @@
+"""WLM: a goal-oriented workload manager offered as a REST service."""

@@ -1,0 +1,1 @@
+"""Audit trail: who changed what, when (policy installs, keys, operator commands)."""

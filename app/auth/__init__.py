@@ -1,0 +1,1 @@
+"""Access control: principals with roles, hashed API keys, and SAF-style permits for server connects."""

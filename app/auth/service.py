@@ -1,0 +1,218 @@
+"""API keys, principals and the bootstrap admin."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import secrets
+import time
+from collections import OrderedDict
+from datetime import datetime
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.audit.service import record
+from app.auth.models import ApiKey, Principal, ServerPermit
+from app.auth.roles import PrincipalInfo, Role, effective_roles
+from app.auth.schemas import ApiKeyIn, PrincipalIn, PrincipalUpdate
+from app.db import utcnow
+from app.errors import Conflict, NotFound, Unauthenticated, ValidationFailed
+
+log = logging.getLogger(__name__)
+
+BOOTSTRAP_PRINCIPAL = "admin"
+KEY_PREFIX = "wlm_"
+
+
+def hash_key(key: str) -> str:
+    # Keys are 256-bit random strings, so a plain SHA-256 is enough; a slow password hash would only cost latency.
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def new_key() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+class KeyCache:
+    """Verified keys per process for a few seconds, so a busy server's every call does not hit the database."""
+
+    def __init__(self, ttl_seconds: float, max_entries: int = 10_000) -> None:
+        self.ttl = ttl_seconds
+        self.max_entries = max_entries
+        self._entries: OrderedDict[str, tuple[float, PrincipalInfo]] = OrderedDict()
+
+    def get(self, key_hash: str) -> PrincipalInfo | None:
+        entry = self._entries.get(key_hash)
+        if entry is None or entry[0] < time.monotonic():
+            return None
+        return entry[1]
+
+    def put(self, key_hash: str, info: PrincipalInfo) -> None:
+        if self.ttl <= 0:
+            return
+        self._entries[key_hash] = (time.monotonic() + self.ttl, info)
+        self._entries.move_to_end(key_hash)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+async def authenticate(session: AsyncSession, key: str, cache: KeyCache) -> PrincipalInfo:
+    key_hash = hash_key(key)
+    cached = cache.get(key_hash)
+    if cached is not None:
+        return cached
+    api_key = await session.scalar(select(ApiKey).where(ApiKey.key_hash == key_hash))
+    now = utcnow()
+    if api_key is None or api_key.revoked_at is not None:
+        raise Unauthenticated("unknown or revoked API key", code="invalid_api_key")
+    if api_key.expires_at is not None and api_key.expires_at <= now:
+        raise Unauthenticated("the API key has expired", code="expired_api_key")
+    principal = api_key.principal
+    info = PrincipalInfo(
+        id=principal.id,
+        name=principal.name,
+        roles=effective_roles(principal.roles),
+        permits=tuple(p.profile for p in principal.permits),
+        key_id=api_key.id,
+    )
+    cache.put(key_hash, info)
+    return info
+
+
+async def get_principal(session: AsyncSession, name: str) -> Principal:
+    principal = await session.scalar(select(Principal).where(Principal.name == name))
+    if principal is None:
+        raise NotFound(f"no principal {name!r}", code="unknown_principal")
+    return principal
+
+
+async def list_principals(session: AsyncSession) -> list[Principal]:
+    return list(await session.scalars(select(Principal).order_by(Principal.name)))
+
+
+async def create_principal(session: AsyncSession, actor: str, data: PrincipalIn) -> Principal:
+    principal = Principal(
+        name=data.name,
+        description=data.description,
+        roles=sorted({r.value for r in data.roles}),
+        created_by=actor,
+        permits=[ServerPermit(profile=p) for p in dict.fromkeys(data.permits)],
+    )
+    session.add(principal)
+    record(session, actor, "principal.create", data.name, roles=principal.roles, permits=list(data.permits))
+    try:
+        await session.commit()
+    except IntegrityError as exc:
+        await session.rollback()
+        raise Conflict(f"principal {data.name!r} already exists", code="duplicate_principal") from exc
+    return principal
+
+
+async def update_principal(session: AsyncSession, actor: str, name: str, data: PrincipalUpdate, cache: KeyCache) -> Principal:
+    principal = await get_principal(session, name)
+    if data.description is not None:
+        principal.description = data.description
+    if data.roles is not None:
+        principal.roles = sorted({r.value for r in data.roles})
+    if data.permits is not None:
+        wanted = list(dict.fromkeys(data.permits))
+        principal.permits = [p for p in principal.permits if p.profile in wanted]
+        have = {p.profile for p in principal.permits}
+        principal.permits += [ServerPermit(profile=p) for p in wanted if p not in have]
+    record(session, actor, "principal.update", name, **data.model_dump(exclude_none=True, mode="json"))
+    await session.commit()
+    cache.clear()
+    await session.refresh(principal)
+    return principal
+
+
+async def create_api_key(session: AsyncSession, actor: str, data: ApiKeyIn) -> tuple[ApiKey, str]:
+    principal = await get_principal(session, data.principal)
+    if data.expires_at is not None:
+        if data.expires_at.tzinfo is None:
+            raise ValidationFailed([{"path": "expires_at", "message": "give a time zone (e.g. Z or +00:00)"}])
+        if data.expires_at <= utcnow():
+            raise ValidationFailed([{"path": "expires_at", "message": "must be in the future"}])
+    key = new_key()
+    api_key = _new_api_key(principal, key, actor, data.description, data.expires_at)
+    session.add(api_key)
+    record(session, actor, "api_key.create", api_key.id, principal=principal.name)
+    await session.commit()
+    return api_key, key
+
+
+def _new_api_key(principal: Principal, key: str, actor: str, description: str, expires_at: datetime | None) -> ApiKey:
+    return ApiKey(
+        id="k_" + secrets.token_hex(8),
+        principal=principal,
+        key_hash=hash_key(key),
+        description=description,
+        created_by=actor,
+        expires_at=expires_at,
+    )
+
+
+async def list_api_keys(session: AsyncSession, principal: str | None) -> list[ApiKey]:
+    query = select(ApiKey).order_by(ApiKey.created_at)
+    if principal is not None:
+        query = query.join(ApiKey.principal).where(Principal.name == principal)
+    return list(await session.scalars(query))
+
+
+async def revoke_api_key(session: AsyncSession, actor: str, key_id: str, cache: KeyCache) -> ApiKey:
+    api_key = await session.get(ApiKey, key_id)
+    if api_key is None:
+        raise NotFound(f"no API key {key_id!r}", code="unknown_api_key")
+    if api_key.revoked_at is None:
+        api_key.revoked_at = utcnow()
+        record(session, actor, "api_key.revoke", key_id, principal=api_key.principal.name)
+        await session.commit()
+        cache.clear()
+    return api_key
+
+
+async def ensure_bootstrap_admin(factory: async_sessionmaker[AsyncSession], configured_key: str | None, data_dir: Path) -> str | None:
+    """Make sure an admin can get in. Returns a newly generated key (to print once), else None.
+
+    With `configured_key` (WLM_BOOTSTRAP_ADMIN_KEY) that key is made valid for the bootstrap admin. Without it,
+    a key is generated only when no principal holds the admin role yet. Several replicas may start at once: the
+    unique constraints make one of them win and the others find its work done.
+    """
+    async with factory() as session:
+        admin = await session.scalar(select(Principal).where(Principal.name == BOOTSTRAP_PRINCIPAL))
+        if configured_key is None:
+            principals = await session.scalars(select(Principal))
+            if any(Role.ADMIN.value in p.roles for p in principals):
+                return None
+        elif await session.scalar(select(ApiKey.id).where(ApiKey.key_hash == hash_key(configured_key))):
+            return None
+        if admin is None:
+            admin = Principal(name=BOOTSTRAP_PRINCIPAL, description="bootstrap administrator", roles=[Role.ADMIN.value], created_by="bootstrap")
+            session.add(admin)
+        key = configured_key or new_key()
+        session.add(_new_api_key(admin, key, "bootstrap", "bootstrap admin key", None))
+        record(session, "bootstrap", "api_key.create", BOOTSTRAP_PRINCIPAL, bootstrap=True)
+        try:
+            await session.commit()
+        except IntegrityError:
+            await session.rollback()
+            return None
+    if configured_key is not None:
+        return None
+    _save_key(data_dir, key)
+    return key
+
+
+def _save_key(data_dir: Path, key: str) -> None:
+    """Kept beside the data (mode 0600) so the local CLI works after `make run`; delete it once copied elsewhere."""
+    path = data_dir / "admin.key"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(key + "\n")

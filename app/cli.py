@@ -1,0 +1,198 @@
+"""The `wlm` command: serve the API, migrate the database, and talk to a running service as an admin."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from app.config import get_settings
+
+
+class CliError(Exception):
+    pass
+
+
+# ---- serving and the database ---------------------------------------------------------------------------
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from app.embedded_redis import EmbeddedRedis
+    from app.migrate import upgrade
+
+    settings = get_settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    upgrade(settings.resolved_database_url)
+    embedded = None
+    if settings.redis_url is None:
+        # Started here rather than in each worker, so every uvicorn worker shares one Redis.
+        embedded = EmbeddedRedis(settings.data_dir)
+        os.environ["WLM_REDIS_URL"] = embedded.start()
+        get_settings.cache_clear()
+    try:
+        uvicorn.run(
+            "app.main:create_app",
+            factory=True,
+            host=args.host or settings.host,
+            port=args.port or settings.port,
+            workers=settings.workers,
+            log_level=settings.log_level,
+        )
+    finally:
+        if embedded is not None:
+            embedded.stop()
+
+
+def cmd_db(args: argparse.Namespace) -> None:
+    from app import migrate
+
+    url = get_settings().resolved_database_url
+    if args.action == "upgrade":
+        migrate.upgrade(url, args.revision or "head")
+    elif args.action == "downgrade":
+        if not args.revision:
+            raise CliError("downgrade needs a revision (e.g. base)")
+        migrate.downgrade(url, args.revision)
+    print(f"database {args.action}d to {args.revision or 'head'}")
+
+
+# ---- talking to a running service -----------------------------------------------------------------------
+
+
+def _client(args: argparse.Namespace) -> httpx.Client:
+    settings = get_settings()
+    url = args.url or os.environ.get("WLM_URL") or f"http://{settings.host}:{settings.port}"
+    key = args.key or os.environ.get("WLM_API_KEY")
+    key_file = settings.data_dir / "admin.key"
+    if not key and key_file.exists():
+        key = key_file.read_text().strip()
+    if not key:
+        raise CliError("no API key: pass --key, set WLM_API_KEY, or run where the service saved data/admin.key")
+    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+
+
+def _call(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
+    try:
+        response = client.request(method, path, **kwargs)
+    except httpx.HTTPError as exc:
+        raise CliError(f"cannot reach the service at {client.base_url}: {exc}") from exc
+    if response.status_code >= 400:
+        try:
+            error = response.json()["error"]
+        except (ValueError, KeyError, TypeError):
+            raise CliError(f"HTTP {response.status_code}: {response.text[:500]}") from None
+        lines = [f"error {response.status_code} {error.get('code')}: {error.get('message')}"]
+        lines += [f"  {item['path']}: {item['message']}" for item in error.get("errors", [])]
+        raise CliError("\n".join(lines))
+    return response.json() if response.content else None
+
+
+def _print(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
+def cmd_policy(args: argparse.Namespace) -> None:
+    with _client(args) as client:
+        if args.action == "install":
+            path = Path(args.file)
+            if not path.exists():
+                raise CliError(f"no such file: {path}")
+            media = "application/json" if path.suffix.lower() == ".json" else "application/yaml"
+            result = _call(client, "PUT", "/v1/policy", content=path.read_bytes(), headers={"Content-Type": media}, params={"dry_run": args.dry_run})
+            verb = "valid (dry run)" if args.dry_run else "installed and active" if result["changed"] else "unchanged: already active"
+            print(f"policy {result['name']} version {result['version']}: {verb}")
+        elif args.action == "show":
+            response = client.get("/v1/policy", headers={"Accept": "application/yaml"})
+            if response.status_code >= 400:
+                _call(client, "GET", "/v1/policy")
+            print(response.text, end="")
+        elif args.action == "versions":
+            for item in _call(client, "GET", "/v1/policy/versions")["items"]:
+                print(f"{item['version']:>5}  {item['name']:<12} {item['installed_at']}  by {item['installed_by']}")
+
+
+def cmd_keys(args: argparse.Namespace) -> None:
+    with _client(args) as client:
+        if args.action == "create":
+            existing = client.get(f"/v1/principals/{args.principal}")
+            if existing.status_code == 404:
+                if not args.role:
+                    raise CliError(f"principal {args.principal} does not exist yet: give its --role")
+                _call(client, "POST", "/v1/principals", json={"name": args.principal, "roles": args.role, "permits": args.permit or []})
+            elif args.role or args.permit:
+                patch = {k: v for k, v in (("roles", args.role), ("permits", args.permit)) if v}
+                _call(client, "PATCH", f"/v1/principals/{args.principal}", json=patch)
+            created = _call(client, "POST", "/v1/api-keys", json={"principal": args.principal, "description": args.description})
+            print(f"key {created['id']} for {created['principal']} (shown once):", file=sys.stderr)
+            print(created["key"])
+        elif args.action == "list":
+            for item in _call(client, "GET", "/v1/api-keys")["items"]:
+                state = "revoked" if item["revoked_at"] else "active"
+                print(f"{item['id']}  {item['principal']:<20} {state:<8} {item['description']}")
+        elif args.action == "revoke":
+            _call(client, "DELETE", f"/v1/api-keys/{args.key_id}")
+            print(f"revoked {args.key_id}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="wlm", description="WLM: goal-oriented workload manager")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="migrate the database and serve the API")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.set_defaults(func=cmd_serve)
+
+    db = sub.add_parser("db", help="database schema migrations")
+    db.add_argument("action", choices=["upgrade", "downgrade"])
+    db.add_argument("revision", nargs="?")
+    db.set_defaults(func=cmd_db)
+
+    def remote(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--url", help="service URL (default $WLM_URL or http://WLM_HOST:WLM_PORT)")
+        p.add_argument("--key", help="API key (default $WLM_API_KEY or data/admin.key)")
+        return p
+
+    policy = remote("policy", "install and read the service definition")
+    policy_sub = policy.add_subparsers(dest="action", required=True)
+    install = policy_sub.add_parser("install", help="install and activate a YAML or JSON file")
+    install.add_argument("file")
+    install.add_argument("--dry-run", action="store_true", help="validate only")
+    policy_sub.add_parser("show", help="print the active definition as YAML")
+    policy_sub.add_parser("versions", help="list installed versions")
+    policy.set_defaults(func=cmd_policy)
+
+    keys = remote("keys", "API keys and principals")
+    keys_sub = keys.add_subparsers(dest="action", required=True)
+    create = keys_sub.add_parser("create", help="create a key (and its principal if new)")
+    create.add_argument("--principal", required=True)
+    create.add_argument("--role", action="append", choices=["admin", "operator", "viewer", "queue_manager", "server"])
+    create.add_argument("--permit", action="append", help="server resource profile, e.g. 'CB.*.PAYROLL'")
+    create.add_argument("--description", default="")
+    keys_sub.add_parser("list", help="list keys")
+    revoke = keys_sub.add_parser("revoke", help="revoke a key")
+    revoke.add_argument("key_id")
+    keys.set_defaults(func=cmd_keys)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except CliError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""The one settings class. Every knob is an environment variable with the WLM_ prefix."""
+
+from functools import lru_cache
+from pathlib import Path
+
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="WLM_", env_file=".env", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    workers: int = Field(default=1, ge=1)
+    log_level: str = "info"
+
+    data_dir: Path = Path("data")
+    # None: SQLite in the data directory.
+    database_url: str | None = None
+    # None: the service starts its own redis-server under the data directory.
+    redis_url: str | None = None
+    # Prefix of every Redis key, so several deployments can share one Redis.
+    redis_prefix: str = "wlm"
+
+    # Taken as the bootstrap admin key on first start; otherwise one is generated and printed once.
+    bootstrap_admin_key: str | None = None
+    # Verified API keys are cached this long per process; a revoked key stops working within it.
+    auth_cache_seconds: float = Field(default=5.0, ge=0)
+    # How long a process trusts its cached copy of the active policy before checking the database again.
+    policy_cache_seconds: float = Field(default=1.0, ge=0)
+
+    max_policy_bytes: int = Field(default=1_048_576, ge=1024)
+
+    # Servers and queue managers are told to heartbeat this often; silence for the timeout is a termination.
+    heartbeat_interval_seconds: float = Field(default=10.0, gt=0)
+    heartbeat_timeout_seconds: float = Field(default=30.0, gt=0)
+    # Queue-manager exit URLs must match one of these patterns (`*` wildcards), comma-separated; empty: none
+    # allowed. Keeps the service from being pointed at internal hosts.
+    exit_url_allowlist: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
+    @field_validator("exit_url_allowlist", mode="before")
+    @classmethod
+    def _split_patterns(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{(self.data_dir / 'wlm.db').resolve()}"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Body, Depends, Query
+
+from app.auth.roles import PrincipalInfo, Role
+from app.connections import service
+from app.connections.schemas import (
+    ConnectIn,
+    ConnectionCreated,
+    ConnectionList,
+    ConnectionOut,
+    DisconnectOut,
+    HeartbeatOut,
+)
+from app.deps import SessionDep, StateDep, Viewer, require
+
+router = APIRouter(prefix="/v1/connections", tags=["connections"])
+
+Connector = Annotated[PrincipalInfo, Depends(require(Role.QUEUE_MANAGER, Role.SERVER))]
+Participant = Annotated[PrincipalInfo, Depends(require(Role.QUEUE_MANAGER, Role.SERVER, Role.ADMIN))]
+
+
+@router.post("", status_code=201, response_model=ConnectionCreated, summary="IWM4CON: connect a queue manager or a server")
+async def connect(
+    body: Annotated[ConnectIn, Body()], session: SessionDep, state: StateDep, principal: Connector
+) -> ConnectionCreated:
+    policy = await state.policies.active(session)
+    connection, token = await service.connect(session, principal, policy, body, state.settings.exit_url_allowlist)
+    return ConnectionCreated(
+        **ConnectionOut.model_validate(connection).model_dump(),
+        token=token,
+        heartbeat_interval_s=state.settings.heartbeat_interval_seconds,
+        heartbeat_timeout_s=state.settings.heartbeat_timeout_seconds,
+    )
+
+
+@router.get("", response_model=ConnectionList, summary="Connections, newest first")
+async def list_connections(
+    session: SessionDep,
+    _: Viewer,
+    role: Literal["queue_manager", "server"] | None = None,
+    state: Literal["active", "disconnected"] | None = None,
+    application_environment: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> ConnectionList:
+    rows, total = await service.list_connections(
+        session,
+        role=role,
+        state=state,
+        application_environment=application_environment.upper() if application_environment else None,
+        limit=limit,
+        offset=offset,
+    )
+    return ConnectionList(items=[ConnectionOut.model_validate(r) for r in rows], total=total, limit=limit, offset=offset)
+
+
+@router.post("/{token}/heartbeat", response_model=HeartbeatOut, summary="Liveness of a connection")
+async def heartbeat(token: str, session: SessionDep, state: StateDep, principal: Connector) -> HeartbeatOut:
+    connection = await service.heartbeat(session, principal, token)
+    return HeartbeatOut(
+        id=connection.id,
+        state=connection.state,
+        last_heartbeat_at=connection.last_heartbeat_at,
+        heartbeat_interval_s=state.settings.heartbeat_interval_seconds,
+    )
+
+
+@router.delete("/{token}", response_model=DisconnectOut, summary="IWM4DIS: disconnect")
+async def disconnect(token: str, session: SessionDep, principal: Participant) -> DisconnectOut:
+    connection, already = await service.disconnect(session, principal, token)
+    assert connection.disconnected_at is not None
+    return DisconnectOut(
+        id=connection.id, state=connection.state, disconnected_at=connection.disconnected_at, already_disconnected=already
+    )

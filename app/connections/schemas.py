@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from typing import Any
+
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator
+
+from app.schemas import Name, StrictModel, SubsystemType
+
+
+class QueueManagerConnect(StrictModel):
+    role: Literal["queue_manager"]
+    subsystem_type: SubsystemType
+    subsystem_name: Name
+    node: Name | None = None
+    # Called (POST, HMAC-signed) when the service deletes a request this queue manager queued; must match
+    # the allowlist the admin configures (WLM_EXIT_URL_ALLOWLIST).
+    exit_url: AnyHttpUrl | None = None
+
+
+class ServerConnect(StrictModel):
+    role: Literal["server"]
+    subsystem_type: SubsystemType
+    subsystem_name: Name
+    node: Name | None = None
+    application_environment: Name
+    worker_tasks: int = Field(default=1, ge=1, le=1000, description="requests the server can hold in flight at once")
+    worker_weight: int = Field(default=1, ge=1, le=1000, description="servers of higher weight get work first")
+    overflow: bool = Field(default=False, description="take work only when every other server of the AE is at capacity")
+
+
+ConnectIn = Annotated[QueueManagerConnect | ServerConnect, Field(discriminator="role")]
+CONNECT_ROLES = frozenset({"queue_manager", "server"})
+
+
+class ConnectionOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    role: str
+    principal: str
+    subsystem_type: str
+    subsystem_name: str
+    node: str | None
+    application_environment: str | None
+    worker_tasks: int | None
+    worker_weight: int | None
+    overflow: bool
+    exit_url: str | None
+    state: str
+    connected_at: datetime
+    last_heartbeat_at: datetime
+    disconnected_at: datetime | None
+    disconnect_reason: str | None
+
+    @field_validator("principal", mode="before")
+    @classmethod
+    def _principal_name(cls, value: Any) -> Any:
+        return getattr(value, "name", value)
+
+
+class ConnectionCreated(ConnectionOut):
+    # The connect token (IWM4CON's output); shown only here, sent back on every later call.
+    token: str
+    heartbeat_interval_s: float
+    heartbeat_timeout_s: float
+
+
+class HeartbeatOut(BaseModel):
+    id: int
+    state: str
+    last_heartbeat_at: datetime
+    heartbeat_interval_s: float
+
+
+class DisconnectOut(BaseModel):
+    id: int
+    state: str
+    disconnected_at: datetime
+    # True when an earlier DELETE already disconnected it; DELETE is idempotent.
+    already_disconnected: bool
+
+
+class ConnectionList(BaseModel):
+    items: list[ConnectionOut]
+    total: int
+    limit: int
+    offset: int

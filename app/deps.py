@@ -1,0 +1,71 @@
+"""FastAPI dependencies: the database session, Redis, the caller and role checks."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.auth.roles import PrincipalInfo, Role
+from app.auth.service import authenticate
+from app.errors import Forbidden, Unauthenticated
+from app.state import AppState
+
+
+def get_state(request: Request) -> AppState:
+    return request.app.state.wlm  # type: ignore[no-any-return]
+
+
+StateDep = Annotated[AppState, Depends(get_state)]
+
+
+async def get_session(state: StateDep) -> AsyncIterator[AsyncSession]:
+    async with state.sessions() as session:
+        yield session
+
+
+SessionDep = Annotated[AsyncSession, Depends(get_session)]
+
+
+def get_redis(state: StateDep) -> Redis:
+    return state.redis
+
+
+RedisDep = Annotated[Redis, Depends(get_redis)]
+
+_bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer wlm_...`")
+
+
+async def current_principal(
+    state: StateDep,
+    session: SessionDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> PrincipalInfo:
+    if credentials is None or not credentials.credentials:
+        raise Unauthenticated("send an API key as 'Authorization: Bearer <key>'", code="missing_api_key")
+    return await authenticate(session, credentials.credentials, state.key_cache)
+
+
+def require(*roles: Role) -> Callable[..., Coroutine[Any, Any, PrincipalInfo]]:
+    """A dependency that lets the caller through if it holds any of `roles` (admin implies operator and viewer)."""
+    allowed = frozenset(roles)
+
+    async def check(principal: Annotated[PrincipalInfo, Depends(current_principal)]) -> PrincipalInfo:
+        if not principal.has_any(allowed):
+            raise Forbidden(
+                f"this needs the role {' or '.join(sorted(allowed))}; {principal.name} has {', '.join(sorted(principal.roles)) or 'none'}",
+                code="missing_role",
+                required_roles=sorted(allowed),
+            )
+        return principal
+
+    return check
+
+
+Admin = Annotated[PrincipalInfo, Depends(require(Role.ADMIN))]
+Viewer = Annotated[PrincipalInfo, Depends(require(Role.VIEWER))]
+AnyPrincipal = Annotated[PrincipalInfo, Depends(current_principal)]

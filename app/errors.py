@@ -1,0 +1,177 @@
+"""One error hierarchy and the one place that renders it.
+
+Every failure a client can cause is an AppError subclass with a stable machine-readable `code` and an HTTP
+status; the handler renders all of them, FastAPI's validation errors and unknown routes as
+`{"error": {"code": ..., "message": ..., ...}}`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger(__name__)
+
+
+class ErrorDetail(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    code: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    """Every error response: a stable `code` to branch on, a `message` for people, and details by error."""
+
+    error: ErrorDetail
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": text}
+    for status, text in (
+        (400, "Malformed request"),
+        (401, "Missing, unknown, revoked or expired API key"),
+        (403, "The key's principal lacks the role or permit"),
+        (404, "Unknown resource"),
+        (409, "Not allowed in the resource's current state"),
+        (422, "Invalid field; `errors` lists each path"),
+    )
+}
+
+
+class AppError(Exception):
+    status: int = 400
+    code: str = "bad_request"
+
+    def __init__(self, message: str, *, code: str | None = None, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        if code:
+            self.code = code
+        self.details = details
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message, **self.details}}
+
+
+class BadRequest(AppError):
+    status, code = 400, "bad_request"
+
+
+class Unauthenticated(AppError):
+    status, code = 401, "unauthenticated"
+
+
+class Forbidden(AppError):
+    status, code = 403, "forbidden"
+
+
+class NotFound(AppError):
+    status, code = 404, "not_found"
+
+
+class Conflict(AppError):
+    status, code = 409, "conflict"
+
+
+class PayloadTooLarge(AppError):
+    status, code = 413, "payload_too_large"
+
+
+class UnsupportedMediaType(AppError):
+    status, code = 415, "unsupported_media_type"
+
+
+class ValidationFailed(AppError):
+    """422 with `errors: [{path, message}]`, one entry per offending field."""
+
+    status, code = 422, "validation_failed"
+
+    def __init__(self, errors: list[dict[str, str]], message: str | None = None) -> None:
+        if message is None:
+            message = f"{errors[0]['path']}: {errors[0]['message']}"
+            if len(errors) > 1:
+                message += f" (and {len(errors) - 1} more)"
+        summary = message
+        super().__init__(summary, errors=errors)
+
+
+class TooManyRequests(AppError):
+    status, code = 429, "too_many_requests"
+
+
+class ServiceUnavailable(AppError):
+    status, code = 503, "service_unavailable"
+
+
+def format_loc(loc: tuple[Any, ...] | list[Any]) -> str:
+    """('body', 'service_classes', 0, 'importance') -> 'service_classes[0].importance'."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += ("." if path else "") + str(part)
+    return path or "(root)"
+
+
+def pydantic_errors(
+    errors: list[dict[str, Any]], *, drop_prefix: tuple[str, ...] = (), union_tags: frozenset[str] = frozenset()
+) -> list[dict[str, str]]:
+    """Pydantic errors as [{path, message}]. Pydantic puts the tag of a discriminated union (e.g. 'percentile')
+    and validator names into the location; users wrote neither, so they are left out of the path."""
+    result = []
+    for err in errors:
+        loc = list(err.get("loc", ()))
+        while loc and loc[0] in drop_prefix:
+            loc.pop(0)
+        loc = [p for p in loc if not (isinstance(p, str) and (p in union_tags or p.startswith("function-")))]
+        result.append({"path": format_loc(loc), "message": err.get("msg", "invalid")})
+    return result
+
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    429: "too_many_requests",
+}
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(AppError)
+    async def _app_error(_: Request, exc: AppError) -> JSONResponse:
+        return _app_error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return _app_error_response(ValidationFailed(pydantic_errors(list(exc.errors()), drop_prefix=("body",))))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _HTTP_CODES.get(exc.status_code, "http_error")
+        body = {"error": {"code": code, "message": str(exc.detail)}}
+        return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error")
+        body = {"error": {"code": "internal", "message": "internal error; see the service log"}}
+        return JSONResponse(body, status_code=500)
+
+
+def _app_error_response(exc: AppError) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+    return JSONResponse(exc.body(), status_code=exc.status, headers=headers)

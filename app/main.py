@@ -1,0 +1,114 @@
+"""create_app(): the lifespan opens Redis (starting the embedded one if none is configured), the database
+and the caches; routers are mounted; errors are rendered by the one handler."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from redis.asyncio import Redis
+
+from app.audit.router import router as audit_router
+from app.auth.router import router as auth_router
+from app.auth.service import KeyCache, ensure_bootstrap_admin
+from app.config import Settings, get_settings
+from app.connections.router import router as connections_router
+from app.db import create_engine, session_factory
+from app.embedded_redis import EmbeddedRedis
+from app.errors import ERROR_RESPONSES, install_error_handlers
+from app.health.router import router as health_router
+from app.metrics import MetricsMiddleware
+from app.migrate import current_revision, head_revision
+from app.models import import_all_models
+from app.policy.router import router as policy_router
+from app.policy.schemas import ServiceDefinition
+from app.policy.service import PolicyStore
+from app.state import AppState
+
+log = logging.getLogger("wlm")
+
+
+def _announce_bootstrap_key(key: str, settings: Settings) -> None:
+    print(
+        "\n"
+        "  WLM bootstrap admin API key (shown once; also saved to "
+        f"{(settings.data_dir / 'admin.key').resolve()} with mode 0600):\n\n"
+        f"      {key}\n\n"
+        "  Use it as 'Authorization: Bearer <key>'; create other keys with `wlm keys create`.\n",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    settings: Settings = app.state.settings
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    embedded = None
+    redis_url = settings.redis_url
+    if redis_url is None:
+        embedded = EmbeddedRedis(settings.data_dir)
+        redis_url = embedded.start()
+    engine = create_engine(settings.resolved_database_url)
+    redis = Redis.from_url(redis_url, decode_responses=True, health_check_interval=30)
+    try:
+        head = head_revision()
+        if await current_revision(engine) != head:
+            raise RuntimeError("the database schema is not up to date: run `wlm db upgrade` (make run does)")
+        sessions = session_factory(engine)
+        key = await ensure_bootstrap_admin(sessions, settings.bootstrap_admin_key, settings.data_dir)
+        if key:
+            _announce_bootstrap_key(key, settings)
+        app.state.wlm = AppState(
+            settings=settings,
+            engine=engine,
+            sessions=sessions,
+            redis=redis,
+            key_cache=KeyCache(settings.auth_cache_seconds),
+            policies=PolicyStore(settings.policy_cache_seconds),
+            schema_head=head,
+        )
+        yield
+    finally:
+        await redis.aclose()
+        await engine.dispose()
+        if embedded is not None:
+            embedded.stop()
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """The generated schema, plus the service definition, whose body the policy route reads as YAML or JSON."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    definition = ServiceDefinition.model_json_schema(ref_template="#/components/schemas/{model}")
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    for name, sub_schema in definition.pop("$defs", {}).items():
+        components.setdefault(name, sub_schema)
+    components["ServiceDefinition"] = definition
+    app.openapi_schema = schema
+    return schema
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    import_all_models()
+    app = FastAPI(
+        title="WLM",
+        version="0.1.0",
+        description="A goal-oriented workload manager: classify work, queue it per application environment and "
+        "service class, and manage servers so the most important goals are met first.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings or get_settings()
+    install_error_handlers(app)
+    app.add_middleware(MetricsMiddleware)
+    app.include_router(health_router)
+    for router in (policy_router, connections_router, auth_router, audit_router):
+        app.include_router(router, responses=ERROR_RESPONSES)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app

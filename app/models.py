@@ -1,0 +1,8 @@
+"""Imports every ORM model so the metadata is complete (Alembic, and relationships by name)."""
+
+
+def import_all_models() -> None:
+    from app.audit import models as _audit  # noqa: F401
+    from app.auth import models as _auth  # noqa: F401
+    from app.connections import models as _connections  # noqa: F401
+    from app.policy import models as _policy  # noqa: F401

@@ -1,0 +1,2 @@
+"""The service definition: service classes and goals, report classes, classification rules, application
+environments and nodes; versioned, validated and activated atomically."""

@@ -1,0 +1,75 @@
+"""The active policy compiled for fast lookups (pure; built once per installed version)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from app.policy.classification import SYSOTHER, Classification, CompiledGroup, classify, compile_group
+from app.policy.schemas import (
+    ApplicationEnvironment,
+    DiscretionaryGoal,
+    Goal,
+    Qualifier,
+    ServiceDefinition,
+)
+
+# A policy that names no nodes has this one implicit node.
+DEFAULT_NODE = "LOCAL"
+
+
+@dataclass(frozen=True, slots=True)
+class ServicePeriod:
+    number: int  # 1-based, as WLM numbers periods
+    duration_ms: int | None
+    importance: int | None
+    goal: Goal
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceClassSpec:
+    name: str
+    description: str
+    periods: tuple[ServicePeriod, ...]
+
+
+_SYSOTHER = ServiceClassSpec(SYSOTHER, "work no rule classifies", (ServicePeriod(1, None, None, DiscretionaryGoal(type="discretionary")),))
+
+
+@dataclass(frozen=True, slots=True)
+class ActivePolicy:
+    version: int
+    definition: ServiceDefinition
+    service_classes: Mapping[str, ServiceClassSpec]
+    classification: Mapping[str, CompiledGroup]
+    application_environments: Mapping[str, ApplicationEnvironment]
+    nodes: tuple[str, ...]
+
+    def classify(self, subsystem_type: str, attributes: Mapping[Qualifier, str]) -> Classification:
+        return classify(self.classification, subsystem_type, attributes)
+
+    def hosts(self, application_environment: str, node: str) -> bool:
+        ae = self.application_environments.get(application_environment)
+        if ae is None or node not in self.nodes:
+            return False
+        return ae.nodes is None or node in ae.nodes
+
+
+def compile_policy(version: int, definition: ServiceDefinition) -> ActivePolicy:
+    """Compile a definition that `validate_definition` accepted."""
+    classes = {SYSOTHER: _SYSOTHER}
+    for sc in definition.service_classes:
+        if sc.periods is None:
+            periods = (ServicePeriod(1, None, sc.importance, sc.goal),)  # type: ignore[arg-type]
+        else:
+            periods = tuple(ServicePeriod(n, p.duration_ms, p.importance, p.goal) for n, p in enumerate(sc.periods, 1))
+        classes[sc.name] = ServiceClassSpec(sc.name, sc.description, periods)
+    return ActivePolicy(
+        version=version,
+        definition=definition,
+        service_classes=MappingProxyType(classes),
+        classification=MappingProxyType({g.subsystem_type: compile_group(g) for g in definition.classification}),
+        application_environments=MappingProxyType({ae.name: ae for ae in definition.application_environments}),
+        nodes=tuple(node.name for node in definition.nodes) or (DEFAULT_NODE,),
+    )

@@ -1,0 +1,109 @@
+"""Classification: assigning work to a service class and report class by the rules of its subsystem type.
+
+Pure functions, no I/O. Rules follow WLM: within one level the first matching rule wins; a matching rule's
+nested rules refine it (again first match wins), and a nested rule inherits the service class and report
+class it leaves blank from its parent; work that matches no rule gets the subsystem type's defaults, and a
+subsystem type without rules gets SYSOTHER.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from app.policy.schemas import ClassificationGroup, Qualifier, Rule
+
+SYSOTHER = "SYSOTHER"
+
+
+@lru_cache(maxsize=4096)
+def wildcard_pattern(value: str) -> re.Pattern[str]:
+    """`*` matches any run of characters (also none), `?` exactly one; everything else literally."""
+    parts = ("." if ch == "?" else ".*" if ch == "*" else re.escape(ch) for ch in value)
+    return re.compile("".join(parts), re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledRule:
+    qualifier: Qualifier
+    value: str
+    pattern: re.Pattern[str]
+    # Effective assignment, inheritance from the enclosing rules and the group defaults already applied.
+    service_class: str
+    report_class: str | None
+    children: tuple[CompiledRule, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.qualifier.value}={self.value}"
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledGroup:
+    subsystem_type: str
+    default_service_class: str
+    default_report_class: str | None
+    rules: tuple[CompiledRule, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Classification:
+    service_class: str
+    report_class: str | None
+    matched_rules: tuple[str, ...] = ()
+
+
+def compile_group(group: ClassificationGroup) -> CompiledGroup:
+    return CompiledGroup(
+        subsystem_type=group.subsystem_type,
+        default_service_class=group.default_service_class,
+        default_report_class=group.default_report_class,
+        rules=_compile_rules(group.rules, group.default_service_class, group.default_report_class),
+    )
+
+
+def _compile_rules(rules: Sequence[Rule], service_class: str, report_class: str | None) -> tuple[CompiledRule, ...]:
+    compiled = []
+    for rule in rules:
+        effective_sc = rule.service_class or service_class
+        effective_rc = rule.report_class or report_class
+        compiled.append(
+            CompiledRule(
+                qualifier=rule.qualifier,
+                value=rule.value,
+                pattern=wildcard_pattern(rule.value),
+                service_class=effective_sc,
+                report_class=effective_rc,
+                children=_compile_rules(rule.rules, effective_sc, effective_rc),
+            )
+        )
+    return tuple(compiled)
+
+
+def classify(
+    groups: Mapping[str, CompiledGroup], subsystem_type: str, attributes: Mapping[Qualifier, str]
+) -> Classification:
+    """Classify work of `subsystem_type` described by `attributes` (a missing attribute is blank)."""
+    group = groups.get(subsystem_type.upper())
+    if group is None:
+        return Classification(SYSOTHER, None)
+    path: list[str] = []
+    result = Classification(group.default_service_class, group.default_report_class)
+    level = group.rules
+    while level:
+        rule = _first_match(level, attributes)
+        if rule is None:
+            break
+        path.append(rule.label)
+        result = Classification(rule.service_class, rule.report_class, tuple(path))
+        level = rule.children
+    return result
+
+
+def _first_match(rules: Sequence[CompiledRule], attributes: Mapping[Qualifier, str]) -> CompiledRule | None:
+    for rule in rules:
+        if rule.pattern.fullmatch(attributes.get(rule.qualifier, "")) is not None:
+            return rule
+    return None

@@ -1,0 +1,220 @@
+"""The service definition as users write it (YAML or JSON), and the API's responses about it.
+
+These models check shape, types and ranges; cross-field rules and references are checked by
+`validation.validate_definition`, which can name every offending item at once.
+"""
+
+from __future__ import annotations
+
+import shlex
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, Field, StringConstraints, field_validator
+
+from app.schemas import Description, Name, StrictModel, SubsystemType
+
+MAX_PERIODS = 8
+MAX_RULE_DEPTH = 15
+DAY_MS = 86_400_000
+
+ResponseTimeMs = Annotated[int, Field(gt=0, le=DAY_MS)]
+
+
+class AverageGoal(StrictModel):
+    type: Literal["average"]
+    response_time_ms: ResponseTimeMs
+
+
+class PercentileGoal(StrictModel):
+    type: Literal["percentile"]
+    percentile: int = Field(ge=1, le=99)
+    response_time_ms: ResponseTimeMs
+
+
+class VelocityGoal(StrictModel):
+    type: Literal["velocity"]
+    velocity: int = Field(ge=1, le=99)
+
+
+class DiscretionaryGoal(StrictModel):
+    type: Literal["discretionary"]
+
+
+Goal = Annotated[AverageGoal | PercentileGoal | VelocityGoal | DiscretionaryGoal, Field(discriminator="type")]
+GOAL_TYPES = frozenset({"average", "percentile", "velocity", "discretionary"})
+Importance = Annotated[int, Field(ge=1, le=5)]
+
+
+class Period(StrictModel):
+    duration_ms: Annotated[int, Field(gt=0)] | None = None
+    importance: Importance | None = None
+    goal: Goal
+
+
+class ServiceClass(StrictModel):
+    """Either one period given directly (`importance`, `goal`) or a list of `periods`."""
+
+    name: Name
+    description: Description = ""
+    importance: Importance | None = None
+    goal: Goal | None = None
+    periods: list[Period] | None = None
+
+
+class ReportClass(StrictModel):
+    name: Name
+    description: Description = ""
+
+
+def _report_class_from_name(value: Any) -> Any:
+    return {"name": value} if isinstance(value, str) else value
+
+
+class Qualifier(StrEnum):
+    """Work qualifiers of WLM classification rules, by their WLM abbreviation."""
+
+    TN = "TN"  # transaction name
+    UI = "UI"  # userid
+    TC = "TC"  # transaction class
+    SI = "SI"  # subsystem instance
+    SPM = "SPM"  # subsystem parameter
+    PF = "PF"  # perform
+    PR = "PR"  # procedure name
+    PC = "PC"  # process name
+    CN = "CN"  # collection name
+    AI = "AI"  # accounting information
+    LU = "LU"  # LU name
+    NET = "NET"  # network id
+    SY = "SY"  # system (node) name
+    PK = "PK"  # package name
+    PN = "PN"  # plan name
+    CT = "CT"  # connection type
+    SE = "SE"  # scheduling environment
+
+
+# Classification attributes as the API spells them (enclave requests), by qualifier.
+QUALIFIER_ATTRIBUTES: dict[Qualifier, str] = {
+    Qualifier.TN: "transaction_name",
+    Qualifier.UI: "userid",
+    Qualifier.TC: "transaction_class",
+    Qualifier.SI: "subsystem_instance",
+    Qualifier.SPM: "subsystem_parameter",
+    Qualifier.PF: "perform",
+    Qualifier.PR: "procedure_name",
+    Qualifier.PC: "process_name",
+    Qualifier.CN: "collection_name",
+    Qualifier.AI: "accounting_information",
+    Qualifier.LU: "lu_name",
+    Qualifier.NET: "net_id",
+    Qualifier.SY: "system_name",
+    Qualifier.PK: "package_name",
+    Qualifier.PN: "plan_name",
+    Qualifier.CT: "connection_type",
+    Qualifier.SE: "scheduling_environment",
+}
+
+
+def _upper_if_str(value: Any) -> Any:
+    return value.upper() if isinstance(value, str) else value
+
+
+class Rule(StrictModel):
+    """Matches when the work's `qualifier` attribute matches `value` (`*` any run of characters, `?` one).
+    A nested rule refines its parent's match and inherits whatever it leaves blank."""
+
+    qualifier: Annotated[Qualifier, BeforeValidator(_upper_if_str)]
+    value: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    service_class: Name | None = None
+    report_class: Name | None = None
+    description: Description = ""
+    rules: list[Rule] = Field(default_factory=list)
+
+
+class ClassificationGroup(StrictModel):
+    subsystem_type: SubsystemType
+    description: Description = ""
+    default_service_class: Name
+    default_report_class: Name | None = None
+    rules: list[Rule] = Field(default_factory=list)
+
+
+class ServerLimits(StrictModel):
+    min: int = Field(default=0, ge=0, le=10_000)
+    max: int | None = Field(default=None, ge=1, le=10_000)
+    spread_min: bool = False
+
+
+class ApplicationEnvironment(StrictModel):
+    name: Name
+    description: Description = ""
+    subsystem_type: SubsystemType
+    # The server "procedure": argv of the process the launcher starts; a string is split like a shell would.
+    start_command: list[Annotated[str, StringConstraints(min_length=1)]] | None = None
+    server_limits: ServerLimits = Field(default_factory=ServerLimits)
+    completion_time_ms: Annotated[int, Field(gt=0, le=DAY_MS)] = 60_000
+    backlog_limit: Annotated[int, Field(gt=0, le=100_000_000)] = 100_000
+    # Deliveries of one request before it is abandoned (select, then completion time passes without an end).
+    max_deliveries: Annotated[int, Field(ge=1, le=100)] = 5
+    # Nodes that host this environment; none named: every node.
+    nodes: list[Name] | None = None
+
+    @field_validator("start_command", mode="before")
+    @classmethod
+    def _split_command(cls, value: Any) -> Any:
+        return shlex.split(value) if isinstance(value, str) else value
+
+
+class Node(StrictModel):
+    name: Name
+    description: Description = ""
+
+
+class ServiceDefinition(StrictModel):
+    name: Name
+    description: Description = ""
+    service_classes: list[ServiceClass] = Field(min_length=1)
+    report_classes: list[Annotated[ReportClass, BeforeValidator(_report_class_from_name)]] = Field(default_factory=list)
+    classification: list[ClassificationGroup] = Field(default_factory=list)
+    application_environments: list[ApplicationEnvironment] = Field(default_factory=list)
+    nodes: list[Node] = Field(default_factory=list)
+
+
+class PolicyVersionOut(BaseModel):
+    version: int
+    name: str
+    digest: str
+    installed_by: str
+    installed_at: datetime
+
+
+class PolicyOut(PolicyVersionOut):
+    definition: dict[str, Any]
+
+
+class PolicyInstallOut(PolicyVersionOut):
+    # False when the document equals the active one: nothing was installed, the active version is returned.
+    changed: bool
+    dry_run: bool = False
+
+
+class PolicyVersionList(BaseModel):
+    items: list[PolicyVersionOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class ClassifyIn(StrictModel):
+    subsystem_type: SubsystemType
+    # Attributes by API name (transaction_name, userid, ...) or by qualifier (TN, UI, ...).
+    attributes: dict[str, Annotated[str, StringConstraints(max_length=256)]] = Field(default_factory=dict)
+
+
+class ClassifyOut(BaseModel):
+    policy_version: int
+    service_class: str
+    report_class: str | None
+    # The nesting path of rules that matched, outermost first, e.g. ["UI=ATM*", "TN=CASH"]; empty for the default.
+    matched_rules: list[str]

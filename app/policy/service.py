@@ -1,0 +1,151 @@
+"""Installing, reading and caching the service definition."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.audit.service import record
+from app.errors import Conflict, NotFound, ValidationFailed, pydantic_errors
+from app.policy.active import ActivePolicy, compile_policy
+from app.policy.documents import parse_document
+from app.policy.models import PolicyVersion
+from app.policy.schemas import GOAL_TYPES, QUALIFIER_ATTRIBUTES, Qualifier, ServiceDefinition
+from app.policy.validation import validate_definition
+
+INSTALL_ATTEMPTS = 3
+NO_POLICY_MESSAGE = "no service definition is installed yet: PUT /v1/policy"
+
+
+def parse_definition(data: dict[str, Any]) -> ServiceDefinition:
+    """Plain data to a checked definition, or ValidationFailed naming every offending field."""
+    try:
+        definition = ServiceDefinition.model_validate(data)
+    except ValidationError as exc:
+        raise ValidationFailed(pydantic_errors(list(exc.errors()), union_tags=GOAL_TYPES)) from exc
+    problems = validate_definition(definition)
+    if problems:
+        raise ValidationFailed(problems)
+    return definition
+
+
+def digest_of(definition: ServiceDefinition) -> str:
+    canonical = json.dumps(definition.model_dump(mode="json", exclude_none=True), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class PolicyStore:
+    """The active policy, compiled, cached per process. Another replica's install is seen within
+    `ttl_seconds`; an install on this process is seen at once."""
+
+    def __init__(self, ttl_seconds: float) -> None:
+        self.ttl = ttl_seconds
+        self._policy: ActivePolicy | None = None
+        self._checked_at = float("-inf")
+        self._lock = asyncio.Lock()
+
+    async def active(self, session: AsyncSession) -> ActivePolicy:
+        if time.monotonic() - self._checked_at < self.ttl and self._policy is not None:
+            return self._policy
+        async with self._lock:
+            if time.monotonic() - self._checked_at >= self.ttl or self._policy is None:
+                await self._refresh(session)
+        if self._policy is None:
+            raise NotFound(NO_POLICY_MESSAGE, code="no_policy")
+        return self._policy
+
+    async def _refresh(self, session: AsyncSession) -> None:
+        latest = await session.scalar(select(func.max(PolicyVersion.version)))
+        if latest is not None and (self._policy is None or self._policy.version != latest):
+            row = await session.get(PolicyVersion, latest)
+            assert row is not None
+            self._policy = compile_policy(row.version, ServiceDefinition.model_validate(row.definition))
+        self._checked_at = time.monotonic()
+
+    def invalidate(self) -> None:
+        self._checked_at = float("-inf")
+
+
+_QUALIFIERS_BY_NAME: dict[str, Qualifier] = {name: q for q, name in QUALIFIER_ATTRIBUTES.items()} | {
+    q.value: q for q in Qualifier
+}
+
+
+def qualifier_attributes(attributes: dict[str, str], *, path: str) -> dict[Qualifier, str]:
+    """Work attributes by API name (`transaction_name`) or qualifier (`TN`) to a mapping by qualifier."""
+    result: dict[Qualifier, str] = {}
+    problems = []
+    for name, value in attributes.items():
+        qualifier = _QUALIFIERS_BY_NAME.get(name) or _QUALIFIERS_BY_NAME.get(name.upper())
+        if qualifier is None:
+            problems.append({"path": f"{path}.{name}", "message": f"unknown attribute; known: {', '.join(QUALIFIER_ATTRIBUTES.values())}"})
+        else:
+            result[qualifier] = value
+    if problems:
+        raise ValidationFailed(problems)
+    return result
+
+
+async def latest_version(session: AsyncSession) -> PolicyVersion | None:
+    return await session.scalar(select(PolicyVersion).order_by(PolicyVersion.version.desc()).limit(1))
+
+
+async def active_version(session: AsyncSession) -> PolicyVersion:
+    row = await latest_version(session)
+    if row is None:
+        raise NotFound(NO_POLICY_MESSAGE, code="no_policy")
+    return row
+
+
+async def install(
+    session: AsyncSession, store: PolicyStore, actor: str, body: bytes, content_type: str | None, *, dry_run: bool
+) -> tuple[PolicyVersion, bool]:
+    """Validate and activate a definition. Returns the version and whether anything changed."""
+    definition = parse_definition(parse_document(body, content_type))
+    digest = digest_of(definition)
+    for _ in range(INSTALL_ATTEMPTS):
+        current = await latest_version(session)
+        if current is not None and current.digest == digest:
+            return current, False
+        candidate = PolicyVersion(
+            version=(current.version if current else 0) + 1,
+            name=definition.name,
+            digest=digest,
+            definition=definition.model_dump(mode="json", exclude_none=True),
+            source=body.decode("utf-8"),
+            installed_by=actor,
+        )
+        if dry_run:
+            return candidate, True
+        session.add(candidate)
+        record(session, actor, "policy.install", definition.name, version=candidate.version, digest=digest)
+        try:
+            await session.commit()
+        except IntegrityError:
+            # Another replica installed the same version number first; read the new latest and try again.
+            await session.rollback()
+            continue
+        store.invalidate()
+        return candidate, True
+    raise Conflict("concurrent installs kept colliding; try again", code="install_conflict")
+
+
+async def get_version(session: AsyncSession, version: int) -> PolicyVersion:
+    row = await session.get(PolicyVersion, version)
+    if row is None:
+        raise NotFound(f"no policy version {version}", code="unknown_policy_version")
+    return row
+
+
+async def list_versions(session: AsyncSession, limit: int, offset: int) -> tuple[list[PolicyVersion], int]:
+    total = await session.scalar(select(func.count()).select_from(PolicyVersion))
+    rows = await session.scalars(select(PolicyVersion).order_by(PolicyVersion.version.desc()).limit(limit).offset(offset))
+    return list(rows), total or 0

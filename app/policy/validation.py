@@ -1,0 +1,117 @@
+"""Cross-field and reference checks of a service definition. Pure: a definition in, a list of problems out,
+each with the path of the offending field, so one install reports every mistake at once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from app.policy.classification import SYSOTHER
+from app.policy.schemas import MAX_PERIODS, MAX_RULE_DEPTH, Period, Rule, ServiceClass, ServiceDefinition
+
+Problem = dict[str, str]
+
+
+def _problem(path: str, message: str) -> Problem:
+    return {"path": path, "message": message}
+
+
+def validate_definition(definition: ServiceDefinition) -> list[Problem]:
+    problems: list[Problem] = []
+    problems += _duplicates("service_classes", (sc.name for sc in definition.service_classes))
+    problems += _duplicates("report_classes", (rc.name for rc in definition.report_classes))
+    problems += _duplicates("classification", (g.subsystem_type for g in definition.classification), "subsystem_type")
+    problems += _duplicates("application_environments", (ae.name for ae in definition.application_environments))
+    problems += _duplicates("nodes", (node.name for node in definition.nodes))
+
+    for i, service_class in enumerate(definition.service_classes):
+        problems += _service_class_problems(f"service_classes[{i}]", service_class)
+
+    service_classes = {sc.name for sc in definition.service_classes} | {SYSOTHER}
+    report_classes = {rc.name for rc in definition.report_classes}
+    for i, group in enumerate(definition.classification):
+        path = f"classification[{i}]"
+        problems += _reference(f"{path}.default_service_class", group.default_service_class, service_classes, "service class")
+        problems += _reference(f"{path}.default_report_class", group.default_report_class, report_classes, "report class")
+        problems += _rule_problems(f"{path}.rules", group.rules, service_classes, report_classes, depth=1)
+
+    nodes = {node.name for node in definition.nodes}
+    for i, ae in enumerate(definition.application_environments):
+        path = f"application_environments[{i}]"
+        limits = ae.server_limits
+        if limits.max is not None and limits.min > limits.max:
+            problems.append(_problem(f"{path}.server_limits.min", f"min ({limits.min}) exceeds max ({limits.max})"))
+        for j, node in enumerate(ae.nodes or ()):
+            if node not in nodes:
+                problems.append(_problem(f"{path}.nodes[{j}]", f"unknown node {node!r}; nodes: {_listing(nodes)}"))
+        if ae.nodes is not None:
+            problems += _duplicates(f"{path}.nodes", ae.nodes, attribute=None)
+    return problems
+
+
+def _service_class_problems(path: str, service_class: ServiceClass) -> list[Problem]:
+    if service_class.name == SYSOTHER:
+        return [_problem(f"{path}.name", f"{SYSOTHER} is reserved for work that no rule classifies")]
+    direct = service_class.goal is not None or service_class.importance is not None
+    if service_class.periods is not None:
+        if direct:
+            return [_problem(f"{path}.periods", "give either importance and goal, or periods, not both")]
+        return _period_problems(f"{path}.periods", service_class.periods)
+    if service_class.goal is None:
+        return [_problem(f"{path}.goal", "a service class needs a goal (or a list of periods)")]
+    return _period_problems(path, [Period(importance=service_class.importance, goal=service_class.goal)], single=True)
+
+
+def _period_problems(path: str, periods: Sequence[Period], single: bool = False) -> list[Problem]:
+    if not periods:
+        return [_problem(path, "at least one period is required")]
+    if len(periods) > MAX_PERIODS:
+        return [_problem(path, f"at most {MAX_PERIODS} periods")]
+    problems = []
+    last = len(periods) - 1
+    for n, period in enumerate(periods):
+        at = path if single else f"{path}[{n}]"
+        discretionary = period.goal.type == "discretionary"
+        if not discretionary and period.importance is None:
+            problems.append(_problem(f"{at}.importance", f"a {period.goal.type} goal needs an importance (1-5)"))
+        if discretionary and n != last:
+            problems.append(_problem(f"{at}.goal", "only the last period may have a discretionary goal"))
+        if n != last and period.duration_ms is None:
+            problems.append(_problem(f"{at}.duration_ms", "every period but the last needs a duration"))
+        if n == last and period.duration_ms is not None:
+            problems.append(_problem(f"{at}.duration_ms", "the last period has no duration"))
+    return problems
+
+
+def _rule_problems(
+    path: str, rules: Sequence[Rule], service_classes: set[str], report_classes: set[str], depth: int
+) -> list[Problem]:
+    problems: list[Problem] = []
+    if rules and depth > MAX_RULE_DEPTH:
+        return [_problem(path, f"rules nest at most {MAX_RULE_DEPTH} levels deep")]
+    for i, rule in enumerate(rules):
+        at = f"{path}[{i}]"
+        problems += _reference(f"{at}.service_class", rule.service_class, service_classes, "service class")
+        problems += _reference(f"{at}.report_class", rule.report_class, report_classes, "report class")
+        problems += _rule_problems(f"{at}.rules", rule.rules, service_classes, report_classes, depth + 1)
+    return problems
+
+
+def _reference(path: str, name: str | None, known: set[str], kind: str) -> list[Problem]:
+    if name is None or name in known:
+        return []
+    return [_problem(path, f"unknown {kind} {name!r}; defined: {_listing(known)}")]
+
+
+def _duplicates(path: str, names: Iterable[str], attribute: str | None = "name") -> list[Problem]:
+    seen: set[str] = set()
+    problems = []
+    for i, name in enumerate(names):
+        if name in seen:
+            at = f"{path}[{i}]" + (f".{attribute}" if attribute else "")
+            problems.append(_problem(at, f"duplicate {name!r}"))
+        seen.add(name)
+    return problems
+
+
+def _listing(names: Iterable[str]) -> str:
+    return ", ".join(sorted(names)) or "none"

@@ -1,0 +1,23 @@
+"""What one service process holds for its lifetime: engine, sessions, Redis, caches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from app.auth.service import KeyCache
+from app.config import Settings
+from app.policy.service import PolicyStore
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    engine: AsyncEngine
+    sessions: async_sessionmaker[AsyncSession]
+    redis: Redis
+    key_cache: KeyCache
+    policies: PolicyStore
+    schema_head: str | None
