@@ -121,19 +121,43 @@ def format_loc(loc: tuple[Any, ...] | list[Any]) -> str:
     return path or "(root)"
 
 
-def pydantic_errors(
-    errors: list[dict[str, Any]], *, drop_prefix: tuple[str, ...] = (), union_tags: frozenset[str] = frozenset()
-) -> list[dict[str, str]]:
-    """Pydantic errors as [{path, message}]. Pydantic puts the tag of a discriminated union (e.g. 'percentile')
-    and validator names into the location; users wrote neither, so they are left out of the path."""
+def pydantic_errors(errors: list[dict[str, Any]], data: Any, *, drop_prefix: tuple[str, ...] = ()) -> list[dict[str, str]]:
+    """Pydantic errors as [{path, message}] with paths into the document the user sent (`data`)."""
     result = []
     for err in errors:
         loc = list(err.get("loc", ()))
         while loc and loc[0] in drop_prefix:
             loc.pop(0)
-        loc = [p for p in loc if not (isinstance(p, str) and (p in union_tags or p.startswith("function-")))]
-        result.append({"path": format_loc(loc), "message": err.get("msg", "invalid")})
+        message = err.get("msg", "invalid")
+        ctx = err.get("ctx") or {}
+        if err.get("type") in ("union_tag_invalid", "union_tag_not_found"):
+            # Pydantic reports a bad or missing discriminator at the union; users look for the field.
+            loc.append(str(ctx.get("discriminator", "type")).strip("'"))
+            message = f"must be one of {ctx['expected_tags']}" if "expected_tags" in ctx else "is required"
+        result.append({"path": format_loc(_user_loc(loc, data)), "message": message})
     return result
+
+
+def _user_loc(loc: list[Any], data: Any) -> list[Any]:
+    """Pydantic puts the tag of a discriminated union (the `type: percentile` of a goal) and validator names
+    into locations; users wrote neither. Walking the document tells them apart: a tag is a value of the
+    object it appears in, and it is never the last element, as the error lies inside the tagged model."""
+    path: list[Any] = []
+    current = data
+    for i, part in enumerate(loc):
+        is_last = i == len(loc) - 1
+        if isinstance(part, str) and part.startswith("function-"):
+            continue
+        if isinstance(current, dict) and not is_last and part in current.values() and isinstance(part, str):
+            continue
+        path.append(part)
+        if isinstance(current, dict):
+            current = current.get(part)
+        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+            current = current[part]
+        else:
+            current = None
+    return path
 
 
 _HTTP_CODES = {
@@ -157,7 +181,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return _app_error_response(ValidationFailed(pydantic_errors(list(exc.errors()), drop_prefix=("body",))))
+        return _app_error_response(ValidationFailed(pydantic_errors(list(exc.errors()), exc.body, drop_prefix=("body",))))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -14,11 +14,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.audit.service import record
+from app.db import utcnow
 from app.errors import Conflict, NotFound, ValidationFailed, pydantic_errors
 from app.policy.active import ActivePolicy, compile_policy
 from app.policy.documents import parse_document
 from app.policy.models import PolicyVersion
-from app.policy.schemas import GOAL_TYPES, QUALIFIER_ATTRIBUTES, Qualifier, ServiceDefinition
+from app.policy.schemas import QUALIFIER_ATTRIBUTES, Qualifier, ServiceDefinition
 from app.policy.validation import validate_definition
 
 INSTALL_ATTEMPTS = 3
@@ -30,7 +31,7 @@ def parse_definition(data: dict[str, Any]) -> ServiceDefinition:
     try:
         definition = ServiceDefinition.model_validate(data)
     except ValidationError as exc:
-        raise ValidationFailed(pydantic_errors(list(exc.errors()), union_tags=GOAL_TYPES)) from exc
+        raise ValidationFailed(pydantic_errors(list(exc.errors()), data)) from exc
     problems = validate_definition(definition)
     if problems:
         raise ValidationFailed(problems)
@@ -122,6 +123,7 @@ async def install(
             definition=definition.model_dump(mode="json", exclude_none=True),
             source=body.decode("utf-8"),
             installed_by=actor,
+            installed_at=utcnow(),
         )
         if dry_run:
             return candidate, True

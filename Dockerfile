@@ -1,0 +1,76 @@
+# syntax=docker/dockerfile:1
+# The WLM service image: `docker build -t wlm .`, then `docker run -p 8000:8000 wlm` (embedded SQLite and Redis
+# under /data), or `docker compose up` for PostgreSQL and a real Redis (see docker-compose.yml).
+#
+# How the project is installed, and why:
+#   app/migrate.py finds alembic.ini and migrations/ next to the `app` package (ROOT = parent of app/). So the
+#   source tree is kept at /app and installed *editable* (`pip install -e .`): `app` is imported from /app/app,
+#   ROOT is /app, and /app/alembic.ini and /app/migrations/ are what `wlm serve` migrates with.
+#   A plain `pip install .` would put `app` and a top-level `migrations` package into site-packages without
+#   alembic.ini; that happens to work today only because Alembic ignores a missing ini file and migrate.py sets
+#   script_location itself. The editable install does not depend on that.
+#
+# Two stages: the build stage makes the virtualenv (pip, the dependency download, the editable build); the
+# runtime stage copies only the venv and the source. Both stages use the same base image, so the venv's
+# interpreter symlinks and the editable finder's /app paths are valid in the runtime stage. Every dependency
+# ships a manylinux wheel for x86_64; on an architecture without wheels, add a compiler to the build stage only.
+
+ARG PYTHON_IMAGE=python:3.11-slim
+
+# ---- build: the virtualenv ---------------------------------------------------------------------------------
+FROM ${PYTHON_IMAGE} AS build
+
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PATH=/opt/venv/bin:$PATH
+
+RUN python -m venv /opt/venv
+WORKDIR /app
+
+# Dependencies first, read from pyproject.toml alone, so a code change does not reinstall them.
+COPY pyproject.toml ./
+RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+        > /tmp/requirements.txt \
+    && pip install -r /tmp/requirements.txt
+
+# The project itself, editable over /app (see above). --no-deps: they are installed in the layer before.
+COPY . .
+RUN pip install --no-deps -e .
+
+# ---- runtime ---------------------------------------------------------------------------------------------
+FROM ${PYTHON_IMAGE} AS runtime
+
+ENV PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PATH=/opt/venv/bin:$PATH \
+    WLM_HOST=0.0.0.0 \
+    WLM_PORT=8000 \
+    WLM_DATA_DIR=/data
+
+# A non-root user that owns only the data directory; the code under /app stays root-owned and read-only to it.
+RUN groupadd --system --gid 10001 wlm \
+    && useradd --system --uid 10001 --gid wlm --home-dir /data --no-create-home --shell /usr/sbin/nologin wlm \
+    && mkdir -p /data \
+    && chown wlm:wlm /data
+
+COPY --from=build /opt/venv /opt/venv
+WORKDIR /app
+# The same tree the build stage installed from (.dockerignore keeps .venv, data, .git, caches and .env out;
+# .env matters: the settings read ./.env, and /app is the working directory).
+COPY . .
+
+# SQLite (when WLM_DATABASE_URL is unset), the embedded Redis (when WLM_REDIS_URL is unset), admin.key.
+VOLUME ["/data"]
+USER wlm
+EXPOSE 8000
+
+# Liveness only (/healthz: the process answers); /readyz also checks Redis, the database and the schema.
+# No curl in the slim image, so Python's urllib: any connection error or HTTP status >= 400 exits non-zero.
+HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('WLM_PORT', '8000'), timeout=4)"]
+
+# `wlm serve` runs `alembic upgrade head` (app.migrate.upgrade), then uvicorn with app.main:create_app on
+# WLM_HOST:WLM_PORT (WLM_WORKERS processes). Alembic takes no lock: when a release changes the schema, let
+# one replica migrate before starting the others.
+CMD ["wlm", "serve"]

@@ -1,0 +1,122 @@
+"""Fixtures that build real state: a real redis-server, real SQLite files and (where reachable) PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from fastapi import FastAPI
+
+from app.config import Settings
+from app.embedded_redis import EmbeddedRedis
+from app.main import create_app
+from app.migrate import upgrade
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE_POLICY = (ROOT / "examples" / "policy.yaml").read_bytes()
+ADMIN_KEY = "wlm_test-admin-key-0123456789abcdefghijklmnopqrstuv"
+LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def _postgres_admin_url() -> str | None:
+    """A PostgreSQL server the tests may create databases on, or None (tests that need one are skipped)."""
+    url = os.environ.get("WLM_TEST_DATABASE_URL") or LOCAL_POSTGRES
+    try:
+        with psycopg.connect(url, connect_timeout=2, autocommit=True):
+            return url
+    except psycopg.Error:
+        return None
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    server = EmbeddedRedis(tmp_path_factory.mktemp("redis"))
+    yield server.start()
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_database() -> Iterator[str]:
+    admin_url = _postgres_admin_url()
+    if admin_url is None:
+        pytest.skip("no PostgreSQL: set WLM_TEST_DATABASE_URL or run one on 127.0.0.1:5432")
+    name = f"wlm_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = admin_url.rsplit("/", 1)[0] + f"/{name}"
+    upgrade(url)
+    yield url
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def _truncate_postgres(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = [row[0] for row in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'alembic_version'")]
+        conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A migrated, empty database: a new SQLite file, or the session's PostgreSQL database emptied."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'wlm.db'}"
+        upgrade(url)
+        return url
+    url: str = request.getfixturevalue("postgres_database")
+    _truncate_postgres(url)
+    return url
+
+
+@pytest.fixture
+def settings(tmp_path: Path, redis_url: str, database_url: str) -> Settings:
+    return Settings(
+        data_dir=tmp_path / "data",
+        database_url=database_url,
+        redis_url=redis_url,
+        redis_prefix=f"wlmtest{uuid.uuid4().hex[:8]}",
+        bootstrap_admin_key=ADMIN_KEY,
+        exit_url_allowlist=["https://qm.example.com/*"],
+    )
+
+
+@pytest.fixture
+async def app(settings: Settings) -> AsyncIterator[FastAPI]:
+    application = create_app(settings)
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://wlm") as http:
+        yield http
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+ADMIN = bearer(ADMIN_KEY)
+
+
+async def make_key(client: httpx.AsyncClient, name: str, roles: list[str], permits: list[str] | None = None) -> dict[str, str]:
+    """A new principal with `roles` and `permits`, and auth headers with a fresh key of it."""
+    response = await client.post("/v1/principals", headers=ADMIN, json={"name": name, "roles": roles, "permits": permits or []})
+    assert response.status_code == 201, response.text
+    response = await client.post("/v1/api-keys", headers=ADMIN, json={"principal": name})
+    assert response.status_code == 201, response.text
+    return bearer(response.json()["key"])
+
+
+async def install_policy(client: httpx.AsyncClient, document: bytes | str = EXAMPLE_POLICY, media: str = "application/yaml") -> dict[str, Any]:
+    response = await client.put("/v1/policy", headers={**ADMIN, "Content-Type": media}, content=document)
+    assert response.status_code == 200, response.text
+    return response.json()  # type: ignore[no-any-return]
