@@ -121,6 +121,10 @@ def format_loc(loc: tuple[Any, ...] | list[Any]) -> str:
     return path or "(root)"
 
 
+# The fields that select the variant of a discriminated union in this API's bodies.
+UNION_DISCRIMINATORS = ("type", "role")
+
+
 def pydantic_errors(errors: list[dict[str, Any]], data: Any, *, drop_prefix: tuple[str, ...] = ()) -> list[dict[str, str]]:
     """Pydantic errors as [{path, message}] with paths into the document the user sent (`data`)."""
     result = []
@@ -140,15 +144,15 @@ def pydantic_errors(errors: list[dict[str, Any]], data: Any, *, drop_prefix: tup
 
 def _user_loc(loc: list[Any], data: Any) -> list[Any]:
     """Pydantic puts the tag of a discriminated union (the `type: percentile` of a goal) and validator names
-    into locations; users wrote neither. Walking the document tells them apart: a tag is a value of the
-    object it appears in, and it is never the last element, as the error lies inside the tagged model."""
+    into locations; users wrote neither. Walking the document tells them apart: a tag is the value of the
+    object's discriminator field, and never the last element, as the error lies inside the tagged model."""
     path: list[Any] = []
     current = data
     for i, part in enumerate(loc):
         is_last = i == len(loc) - 1
         if isinstance(part, str) and part.startswith("function-"):
             continue
-        if isinstance(current, dict) and not is_last and part in current.values() and isinstance(part, str):
+        if isinstance(current, dict) and not is_last and any(current.get(key) == part for key in UNION_DISCRIMINATORS):
             continue
         path.append(part)
         if isinstance(current, dict):
