@@ -71,6 +71,6 @@ HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('WLM_PORT', '8000'), timeout=4)"]
 
 # `wlm serve` runs `alembic upgrade head` (app.migrate.upgrade), then uvicorn with app.main:create_app on
-# WLM_HOST:WLM_PORT (WLM_WORKERS processes). Alembic takes no lock: when a release changes the schema, let
-# one replica migrate before starting the others.
+# WLM_HOST:WLM_PORT (WLM_WORKERS processes). On PostgreSQL the migration holds an advisory lock, so replicas
+# that start together migrate once.
 CMD ["wlm", "serve"]

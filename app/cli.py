@@ -68,7 +68,8 @@ def cmd_db(args: argparse.Namespace) -> None:
 
 def _client(args: argparse.Namespace) -> httpx.Client:
     settings = get_settings()
-    url = args.url or os.environ.get("WLM_URL") or f"http://{settings.host}:{settings.port}"
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
+    url = args.url or os.environ.get("WLM_URL") or f"http://{host}:{settings.port}"
     key = args.key or os.environ.get("WLM_API_KEY")
     key_file = settings.data_dir / "admin.key"
     if not key and key_file.exists():

@@ -37,9 +37,16 @@ class Settings(BaseSettings):
     # Servers and queue managers are told to heartbeat this often; silence for the timeout is a termination.
     heartbeat_interval_seconds: float = Field(default=10.0, gt=0)
     heartbeat_timeout_seconds: float = Field(default=30.0, gt=0)
-    # Queue-manager exit URLs must match one of these patterns (`*` wildcards), comma-separated; empty: none
-    # allowed. Keeps the service from being pointed at internal hosts.
+    # Queue-manager exit URLs must match one of these patterns, comma-separated; empty: none allowed. A pattern
+    # is scheme://host[:port]/path: the host exact or `*.domain` for its subdomains, the path exact or a prefix
+    # ending in `*`. Keeps the service from being pointed at internal hosts.
     exit_url_allowlist: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
+    @field_validator("database_url", "redis_url", "bootstrap_admin_key", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        # Compose and shells pass unset variables as "": that means "use the default", not an empty value.
+        return None if value == "" else value
 
     @field_validator("exit_url_allowlist", mode="before")
     @classmethod

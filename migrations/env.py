@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from alembic import context
+from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from app.config import get_settings
@@ -27,6 +28,9 @@ def _run(connection: Connection) -> None:
         compare_type=True,
     )
     with context.begin_transaction():
+        if connection.dialect.name == "postgresql":
+            # Replicas starting together: one migrates, the others wait here and then find nothing to do.
+            connection.execute(text("SELECT pg_advisory_xact_lock(727163)"))
         context.run_migrations()
 
 

@@ -70,6 +70,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         upgrade(url)
         return url
     url: str = request.getfixturevalue("postgres_database")
+    upgrade(url)  # a no-op unless an earlier test downgraded the schema
     _truncate_postgres(url)
     return url
 

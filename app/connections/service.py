@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections.abc import Sequence
-from fnmatch import fnmatchcase
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -13,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.audit.service import record
 from app.auth.profiles import is_permitted, server_resource
 from app.auth.roles import PrincipalInfo, Role
+from app.connections import exit_urls
 from app.connections.models import Connection
 from app.connections.schemas import QueueManagerConnect, ServerConnect
 from app.db import utcnow
@@ -25,10 +25,6 @@ _ROLE_FOR = {"queue_manager": Role.QUEUE_MANAGER, "server": Role.SERVER}
 
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
-
-
-def exit_url_allowed(url: str, patterns: Sequence[str]) -> bool:
-    return any(fnmatchcase(url, pattern) for pattern in patterns)
 
 
 def resolve_node(policy: ActivePolicy, node: str | None, *, required: bool) -> str | None:
@@ -71,7 +67,7 @@ def _queue_manager_connection(
     policy: ActivePolicy, request: QueueManagerConnect, exit_url_allowlist: Sequence[str]
 ) -> Connection:
     exit_url = str(request.exit_url) if request.exit_url is not None else None
-    if exit_url is not None and not exit_url_allowed(exit_url, exit_url_allowlist):
+    if exit_url is not None and not exit_urls.allowed(exit_url, exit_url_allowlist):
         raise ValidationFailed(
             [{"path": "exit_url", "message": "not in the exit URL allowlist the administrator configured (WLM_EXIT_URL_ALLOWLIST)"}]
         )

@@ -1,0 +1,62 @@
+"""The embedded default: a real redis-server child with AOF, reused by other processes, stopped at exit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import redis
+
+from app.embedded_redis import EmbeddedRedis
+
+
+def test_starts_with_aof_and_noeviction_and_stops(tmp_path):
+    server = EmbeddedRedis(tmp_path)
+    url = server.start()
+    try:
+        client = redis.Redis.from_url(url, decode_responses=True)
+        client.set("k", "v")
+        config = client.config_get("appendonly") | client.config_get("maxmemory-policy")
+        assert config == {"appendonly": "yes", "maxmemory-policy": "noeviction"}
+        assert client.config_get("dir")["dir"] == str((tmp_path / "redis").resolve())
+        # A second user of the same data directory shares the running server instead of starting another.
+        assert EmbeddedRedis(tmp_path).start() == url
+    finally:
+        server.stop()
+    assert not (tmp_path / "redis" / "redis.port").exists()
+    try:
+        redis.Redis.from_url(url, socket_timeout=1).ping()
+        raise AssertionError("redis still answers after stop")
+    except redis.ConnectionError:
+        pass
+
+
+def test_data_survives_a_restart(tmp_path):
+    first = EmbeddedRedis(tmp_path)
+    client = redis.Redis.from_url(first.start())
+    client.rpush("queue", "a", "b")
+    first.stop()
+    second = EmbeddedRedis(tmp_path)
+    try:
+        assert redis.Redis.from_url(second.start()).lrange("queue", 0, -1) == [b"a", b"b"]
+    finally:
+        second.stop()
+
+
+def test_dies_with_a_killed_parent(tmp_path):
+    """A service killed with -9 leaves no orphan redis-server behind (Linux parent-death signal)."""
+    script = f"from app.embedded_redis import EmbeddedRedis; import time; EmbeddedRedis(__import__('pathlib').Path({str(tmp_path)!r})).start(); print('up', flush=True); time.sleep(60)"
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    assert parent.stdout is not None and parent.stdout.readline().strip() == b"up"
+    port = (tmp_path / "redis" / "redis.port").read_text()
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            redis.Redis(port=int(port), socket_timeout=0.5).ping()
+            time.sleep(0.1)
+        except redis.ConnectionError:
+            return
+    raise AssertionError("the embedded redis-server outlived its killed parent")
