@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
         embedded = EmbeddedRedis(settings.data_dir)
         os.environ["WLM_REDIS_URL"] = embedded.start()
         get_settings.cache_clear()
+    # uvicorn re-raises SIGTERM once it has shut down; as SystemExit it lets `finally` stop the embedded Redis.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         uvicorn.run(
             "app.main:create_app",
@@ -156,30 +159,29 @@ def build_parser() -> argparse.ArgumentParser:
     db.add_argument("revision", nargs="?")
     db.set_defaults(func=cmd_db)
 
-    def remote(name: str, help_text: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_text)
-        p.add_argument("--url", help="service URL (default $WLM_URL or http://WLM_HOST:WLM_PORT)")
-        p.add_argument("--key", help="API key (default $WLM_API_KEY or data/admin.key)")
-        return p
+    # Options of every command that talks to a running service.
+    remote = argparse.ArgumentParser(add_help=False)
+    remote.add_argument("--url", help="service URL (default $WLM_URL or http://WLM_HOST:WLM_PORT)")
+    remote.add_argument("--key", help="API key (default $WLM_API_KEY or data/admin.key)")
 
-    policy = remote("policy", "install and read the service definition")
+    policy = sub.add_parser("policy", help="install and read the service definition")
     policy_sub = policy.add_subparsers(dest="action", required=True)
-    install = policy_sub.add_parser("install", help="install and activate a YAML or JSON file")
+    install = policy_sub.add_parser("install", parents=[remote], help="install and activate a YAML or JSON file")
     install.add_argument("file")
     install.add_argument("--dry-run", action="store_true", help="validate only")
-    policy_sub.add_parser("show", help="print the active definition as YAML")
-    policy_sub.add_parser("versions", help="list installed versions")
+    policy_sub.add_parser("show", parents=[remote], help="print the active definition as YAML")
+    policy_sub.add_parser("versions", parents=[remote], help="list installed versions")
     policy.set_defaults(func=cmd_policy)
 
-    keys = remote("keys", "API keys and principals")
+    keys = sub.add_parser("keys", help="API keys and principals")
     keys_sub = keys.add_subparsers(dest="action", required=True)
-    create = keys_sub.add_parser("create", help="create a key (and its principal if new)")
+    create = keys_sub.add_parser("create", parents=[remote], help="create a key (and its principal if new)")
     create.add_argument("--principal", required=True)
     create.add_argument("--role", action="append", choices=["admin", "operator", "viewer", "queue_manager", "server"])
     create.add_argument("--permit", action="append", help="server resource profile, e.g. 'CB.*.PAYROLL'")
     create.add_argument("--description", default="")
-    keys_sub.add_parser("list", help="list keys")
-    revoke = keys_sub.add_parser("revoke", help="revoke a key")
+    keys_sub.add_parser("list", parents=[remote], help="list keys")
+    revoke = keys_sub.add_parser("revoke", parents=[remote], help="revoke a key")
     revoke.add_argument("key_id")
     keys.set_defaults(func=cmd_keys)
     return parser

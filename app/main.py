@@ -22,6 +22,7 @@ from app.db import create_engine, session_factory
 from app.embedded_redis import EmbeddedRedis
 from app.errors import ERROR_RESPONSES, install_error_handlers
 from app.health.router import router as health_router
+from app.http import RejectNulMiddleware
 from app.metrics import MetricsMiddleware
 from app.migrate import current_revision, head_revision
 from app.models import import_all_models
@@ -106,6 +107,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings or get_settings()
     install_error_handlers(app)
+    app.add_middleware(RejectNulMiddleware)
     app.add_middleware(MetricsMiddleware)
     app.include_router(health_router)
     for router in (policy_router, connections_router, auth_router, audit_router):

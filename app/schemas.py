@@ -29,7 +29,8 @@ SubsystemType = Annotated[
     StringConstraints(strip_whitespace=True, min_length=1, max_length=8, pattern=r"^[A-Za-z0-9$#@]+$"),
     AfterValidator(_upper),
 ]
-Description = Annotated[str, StringConstraints(max_length=256)]
+# Free text: anything printable-ish, but no NUL, which PostgreSQL cannot store.
+Description = Annotated[str, StringConstraints(max_length=256, pattern=r"^[^\x00]*$")]
 
 
 class Page(BaseModel):

@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import yaml
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
 from app.auth.roles import PrincipalInfo, Role
 from app.deps import Admin, SessionDep, StateDep, Viewer, require
@@ -71,7 +71,7 @@ async def list_versions(
 
 
 @router.get("/versions/{version}", response_model=PolicyOut, responses=_YAML_TOO, summary="One installed version")
-async def get_version(request: Request, version: int, session: SessionDep, _: Viewer) -> PolicyOut | Response:
+async def get_version(request: Request, version: Annotated[int, Path(ge=1, le=2**31 - 1)], session: SessionDep, _: Viewer) -> PolicyOut | Response:
     return _policy_response(request, await service.get_version(session, version))
 
 

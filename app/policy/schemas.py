@@ -125,7 +125,7 @@ class Rule(StrictModel):
     A nested rule refines its parent's match and inherits whatever it leaves blank."""
 
     qualifier: Annotated[Qualifier, BeforeValidator(_upper_if_str)]
-    value: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    value: Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[^\x00]*$")]
     service_class: Name | None = None
     report_class: Name | None = None
     description: Description = ""
@@ -151,7 +151,7 @@ class ApplicationEnvironment(StrictModel):
     description: Description = ""
     subsystem_type: SubsystemType
     # The server "procedure": argv of the process the launcher starts; a string is split like a shell would.
-    start_command: list[Annotated[str, StringConstraints(min_length=1)]] | None = None
+    start_command: list[Annotated[str, StringConstraints(min_length=1, pattern=r"^[^\x00]*$")]] | None = None
     server_limits: ServerLimits = Field(default_factory=ServerLimits)
     completion_time_ms: Annotated[int, Field(gt=0, le=DAY_MS)] = 60_000
     backlog_limit: Annotated[int, Field(gt=0, le=100_000_000)] = 100_000

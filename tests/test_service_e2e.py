@@ -1,0 +1,89 @@
+"""The README's first command, as a new user meets it: `wlm serve` on embedded defaults, then the CLI."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+WLM = str(Path(sys.executable).parent / "wlm")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def service(tmp_path):
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WLM_")}
+    env |= {"WLM_DATA_DIR": str(tmp_path / "data"), "WLM_PORT": str(port)}
+    log = (tmp_path / "service.log").open("wb")
+    process = subprocess.Popen([WLM, "serve"], cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert process.poll() is None, (tmp_path / "service.log").read_text()
+        time.sleep(0.2)
+    else:
+        process.kill()
+        raise AssertionError("service not ready in 60 s:\n" + (tmp_path / "service.log").read_text())
+    yield {"url": url, "env": env, "dir": tmp_path, "process": process}
+    process.send_signal(signal.SIGTERM)
+    process.wait(timeout=30)
+
+
+def _cli(service, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([WLM, *args], cwd=service["dir"], env=service["env"], capture_output=True, text=True, timeout=60)
+
+
+def test_embedded_defaults_bootstrap_key_and_cli(service):
+    data = service["dir"] / "data"
+    assert (data / "wlm.db").exists()
+    assert any((data / "redis" / name).exists() for name in ("appendonly.aof", "appendonlydir"))  # AOF on
+    key = (data / "admin.key").read_text().strip()
+    assert key in (service["dir"] / "service.log").read_text()  # printed once at first start
+
+    installed = _cli(service, "policy", "install", str(ROOT / "examples" / "policy.yaml"))
+    assert installed.returncode == 0, installed.stderr
+    assert "version 1: installed and active" in installed.stdout
+    assert "unchanged" in _cli(service, "policy", "install", str(ROOT / "examples" / "policy.yaml")).stdout
+    assert "PAYROLL" in _cli(service, "policy", "show").stdout
+
+    bad = service["dir"] / "bad.yaml"
+    bad.write_text("name: X\nservice_classes:\n  - {name: A, importance: 6, goal: {type: average, response_time_ms: 5}}\n")
+    refused = _cli(service, "policy", "install", str(bad))
+    assert refused.returncode == 1 and "service_classes[0].importance" in refused.stderr
+
+    created = _cli(service, "keys", "create", "--principal", "payroll", "--role", "server", "--permit", "CB.*.PAYROLL")
+    assert created.returncode == 0, created.stderr
+    server_key = created.stdout.strip()
+    who = httpx.get(f"{service['url']}/v1/whoami", headers={"Authorization": f"Bearer {server_key}"}).json()
+    assert who["principal"] == "payroll" and who["permits"] == ["CB.*.PAYROLL"]
+    assert "payroll" in _cli(service, "keys", "list").stdout
+
+    no_key = _cli(service, "policy", "show", "--key", "wlm_wrong")
+    assert no_key.returncode == 1 and "invalid_api_key" in no_key.stderr
+
+
+def test_sigterm_stops_the_embedded_redis(service):
+    port = int((service["dir"] / "data" / "redis" / "redis.port").read_text())
+    service["process"].send_signal(signal.SIGTERM)
+    assert service["process"].wait(timeout=30) == 0
+    with socket.socket() as sock:
+        assert sock.connect_ex(("127.0.0.1", port)) != 0
