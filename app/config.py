@@ -24,6 +24,10 @@ class Settings(BaseSettings):
     redis_url: str | None = None
     # Prefix of every Redis key, so several deployments can share one Redis.
     redis_prefix: str = "wlm"
+    # Connections per process; more concurrent requests wait for one rather than opening more.
+    redis_max_connections: int = Field(default=64, ge=2)
+    # Reassign expired requests, flush work records and call exits from this process.
+    background_duties: bool = True
 
     # Taken as the bootstrap admin key on first start; otherwise one is generated and printed once.
     bootstrap_admin_key: str | None = None
@@ -41,6 +45,27 @@ class Settings(BaseSettings):
     # is scheme://host[:port]/path: the host exact or `*.domain` for its subdomains, the path exact or a prefix
     # ending in `*`. Keeps the service from being pointed at internal hosts.
     exit_url_allowlist: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
+    # The work lifecycle.
+    max_payload_bytes: int = Field(default=65_536, ge=16)
+    max_result_bytes: int = Field(default=4_096, ge=0)
+    max_batch_items: int = Field(default=1_000, ge=1, le=10_000)
+    max_wait_seconds: float = Field(default=60.0, ge=0)
+    enclave_ttl_seconds: int = Field(default=86_400, ge=1)
+    idempotency_ttl_seconds: int = Field(default=86_400, ge=1)
+    # How long an ended request's id is remembered, so a late end is told "already ended" rather than "unknown".
+    tombstone_seconds: int = Field(default=3_600, ge=1)
+    # Background duties: lease expiry, work record flushing, exit delivery.
+    lease_check_seconds: float = Field(default=0.5, gt=0)
+    records_flush_seconds: float = Field(default=1.0, gt=0)
+    records_batch: int = Field(default=10_000, ge=1)
+    exit_max_attempts: int = Field(default=8, ge=1)
+    exit_timeout_seconds: float = Field(default=5.0, gt=0)
+    exit_retry_base_seconds: float = Field(default=1.0, gt=0)
+
+    @property
+    def records_dir(self) -> Path:
+        return self.data_dir / "records"
 
     @field_validator("database_url", "redis_url", "bootstrap_admin_key", mode="before")
     @classmethod

@@ -110,6 +110,36 @@ class ServiceUnavailable(AppError):
     status, code = 503, "service_unavailable"
 
 
+# Return codes of the Lua scripts in app/queues/lua, mapped to errors in this one place.
+# Each entry: (error class, code, message); `details` are the script's extra return values by name.
+_LUA_CODES: dict[int, tuple[type[AppError], str, str, tuple[str, ...]]] = {
+    -1: (NotFound, "unknown_work", "no such work request", ()),
+    -2: (Conflict, "server_not_registered", "this server is not registered with its application environment; connect again", ()),
+    -3: (Conflict, "worker_tasks_exhausted", "the server already holds as many requests as it has worker tasks", ("in_flight", "worker_tasks")),
+    -4: (Conflict, "overflow_not_needed", "an overflow server gets work only when every other server is at capacity", ()),
+    -5: (Conflict, "already_ended", "the work request has already ended", ("outcome",)),
+    -6: (Conflict, "not_holder", "the work request is not held by this server (never selected by it, or reassigned)", ()),
+    -7: (NotFound, "unknown_work", "no such work request", ()),  # another queue manager's: not revealed
+    -8: (Conflict, "not_queued", "the work request is no longer queued (selected by a server)", ("state",)),
+    -10: (TooManyRequests, "backlog_limit", "the queue is at its backlog limit", ("service_class", "depth", "backlog_limit")),
+}
+_STATES = {"q": "queued", "s": "selected", "b": "begun"}
+
+
+def raise_for_lua_code(code: int, values: list[Any], **context: Any) -> None:
+    error_class, error_code, message, names = _LUA_CODES.get(code, (AppError, "internal", f"queue script code {code}", ()))
+    details = {name: _plain(value) for name, value in zip(names, values, strict=False)}
+    if "state" in details:
+        details["state"] = _STATES.get(str(details["state"]), details["state"])
+    if error_code == "backlog_limit":
+        details["reason_code"] = "BACKLOG_LIMIT"
+    raise error_class(message, code=error_code, **details, **context)
+
+
+def _plain(value: Any) -> Any:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def format_loc(loc: tuple[Any, ...] | list[Any]) -> str:
     """('body', 'service_classes', 0, 'importance') -> 'service_classes[0].importance'."""
     path = ""

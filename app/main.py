@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 
 from app.audit.router import router as audit_router
 from app.auth.router import router as auth_router
@@ -29,7 +29,11 @@ from app.models import import_all_models
 from app.policy.router import router as policy_router
 from app.policy.schemas import ServiceDefinition
 from app.policy.service import PolicyStore
+from app.queues.store import QueueStore
 from app.state import AppState
+from app.work.dispatch import Dispatcher
+from app.work.duties import Duties
+from app.work.router import router as work_router
 
 log = logging.getLogger("wlm")
 
@@ -56,7 +60,12 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         embedded = EmbeddedRedis(settings.data_dir)
         redis_url = embedded.start()
     engine = create_engine(settings.resolved_database_url)
-    redis = Redis.from_url(redis_url, decode_responses=True, health_check_interval=30)
+    pool = BlockingConnectionPool.from_url(
+        redis_url, max_connections=settings.redis_max_connections, timeout=10, decode_responses=True, health_check_interval=30
+    )
+    redis = Redis(connection_pool=pool)
+    dispatcher = Dispatcher(redis, settings.redis_prefix)
+    duties: Duties | None = None
     try:
         head = head_revision()
         if await current_revision(engine) != head:
@@ -65,7 +74,10 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         key = await ensure_bootstrap_admin(sessions, settings.bootstrap_admin_key, settings.data_dir)
         if key:
             _announce_bootstrap_key(key, settings)
-        app.state.wlm = AppState(
+        queues = QueueStore(
+            redis, settings.redis_prefix, idempotency_ttl_s=settings.idempotency_ttl_seconds, tombstone_ms=settings.tombstone_seconds * 1000
+        )
+        app.state.wlm = state = AppState(
             settings=settings,
             engine=engine,
             sessions=sessions,
@@ -73,9 +85,18 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             key_cache=KeyCache(settings.auth_cache_seconds),
             policies=PolicyStore(settings.policy_cache_seconds),
             schema_head=head,
+            queues=queues,
+            dispatcher=dispatcher,
         )
+        await dispatcher.start()
+        if settings.background_duties:
+            duties = Duties(state)
+            duties.start()
         yield
     finally:
+        if duties is not None:
+            await duties.stop()
+        await dispatcher.stop()
         await redis.aclose()
         await engine.dispose()
         if embedded is not None:
@@ -110,7 +131,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RejectNulMiddleware)
     app.add_middleware(MetricsMiddleware)
     app.include_router(health_router)
-    for router in (policy_router, connections_router, auth_router, audit_router):
+    for router in (policy_router, connections_router, work_router, auth_router, audit_router):
         app.include_router(router, responses=ERROR_RESPONSES)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

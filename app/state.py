@@ -10,6 +10,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.auth.service import KeyCache
 from app.config import Settings
 from app.policy.service import PolicyStore
+from app.queues.store import QueueStore
+from app.work.dispatch import Dispatcher
 
 
 @dataclass
@@ -21,3 +23,5 @@ class AppState:
     key_cache: KeyCache
     policies: PolicyStore
     schema_head: str | None
+    queues: QueueStore
+    dispatcher: Dispatcher

@@ -40,6 +40,8 @@ class Connection(Base):
     overflow: Mapped[bool] = mapped_column(default=False)
     # Queue managers: the exit (QMGR_EXIT) called when the service deletes a request they queued.
     exit_url: Mapped[str | None] = mapped_column(String(2048))
+    # Key of the HMAC signature on this queue manager's exit calls; given to it once, at connect.
+    exit_secret: Mapped[str | None] = mapped_column(String(64))
     state: Mapped[str] = mapped_column(String(16), default="active")
     connected_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_heartbeat_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -27,10 +27,11 @@ async def connect(
     body: Annotated[ConnectIn, Body()], session: SessionDep, state: StateDep, principal: Connector
 ) -> ConnectionCreated:
     policy = await state.policies.active(session)
-    connection, token = await service.connect(session, principal, policy, body, state.settings.exit_url_allowlist)
+    connection, token = await service.connect(session, state.queues, principal, policy, body, state.settings.exit_url_allowlist)
     return ConnectionCreated(
         **ConnectionOut.model_validate(connection).model_dump(),
         token=token,
+        exit_secret=connection.exit_secret,
         heartbeat_interval_s=state.settings.heartbeat_interval_seconds,
         heartbeat_timeout_s=state.settings.heartbeat_timeout_seconds,
     )
@@ -59,19 +60,28 @@ async def list_connections(
 
 @router.post("/{token}/heartbeat", response_model=HeartbeatOut, summary="Liveness of a connection")
 async def heartbeat(token: str, session: SessionDep, state: StateDep, principal: Connector) -> HeartbeatOut:
-    connection = await service.heartbeat(session, principal, token)
+    policy = await state.policies.current(session)
+    connection, extended = await service.heartbeat(session, state.queues, policy, principal, token)
     return HeartbeatOut(
         id=connection.id,
         state=connection.state,
         last_heartbeat_at=connection.last_heartbeat_at,
         heartbeat_interval_s=state.settings.heartbeat_interval_seconds,
+        leases_extended=extended,
     )
 
 
 @router.delete("/{token}", response_model=DisconnectOut, summary="IWM4DIS: disconnect")
-async def disconnect(token: str, session: SessionDep, principal: Participant) -> DisconnectOut:
-    connection, already = await service.disconnect(session, principal, token)
+async def disconnect(token: str, session: SessionDep, state: StateDep, principal: Participant) -> DisconnectOut:
+    policy = await state.policies.current(session)
+    connection, already, cleanup = await service.disconnect(session, state.queues, policy, principal, token)
     assert connection.disconnected_at is not None
     return DisconnectOut(
-        id=connection.id, state=connection.state, disconnected_at=connection.disconnected_at, already_disconnected=already
+        id=connection.id,
+        state=connection.state,
+        disconnected_at=connection.disconnected_at,
+        already_disconnected=already,
+        purged=cleanup.purged,
+        requeued=cleanup.requeued,
+        abandoned=cleanup.abandoned,
     )

@@ -64,6 +64,8 @@ class ConnectionOut(BaseModel):
 class ConnectionCreated(ConnectionOut):
     # The connect token (IWM4CON's output); shown only here, sent back on every later call.
     token: str
+    # Queue managers with an exit URL: the key of the HMAC-SHA256 signature on exit calls (shown only here).
+    exit_secret: str | None = None
     heartbeat_interval_s: float
     heartbeat_timeout_s: float
 
@@ -73,6 +75,7 @@ class HeartbeatOut(BaseModel):
     state: str
     last_heartbeat_at: datetime
     heartbeat_interval_s: float
+    leases_extended: int = 0  # servers: held requests whose completion time started again
 
 
 class DisconnectOut(BaseModel):
@@ -81,6 +84,9 @@ class DisconnectOut(BaseModel):
     disconnected_at: datetime
     # True when an earlier DELETE already disconnected it; DELETE is idempotent.
     already_disconnected: bool
+    purged: int = 0  # queue manager: its queued requests removed (exits called)
+    requeued: int = 0  # server: its held requests given back to the front of their queues
+    abandoned: int = 0  # server: held requests that had reached their maximum deliveries
 
 
 class ConnectionList(BaseModel):

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -18,9 +20,65 @@ from app.connections.schemas import QueueManagerConnect, ServerConnect
 from app.db import utcnow
 from app.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from app.policy.active import ActivePolicy
+from app.queues.keys import connection_key
+from app.queues.store import AeConfig, QueueStore
 
 TOKEN_PREFIX = "c_"
 _ROLE_FOR = {"queue_manager": Role.QUEUE_MANAGER, "server": Role.SERVER}
+
+
+@dataclass(frozen=True, slots=True)
+class ConnInfo:
+    """An active connection as the hot paths need it; cached in Redis under its token hash."""
+
+    id: int
+    principal_id: int
+    role: str
+    subsystem_type: str
+    subsystem_name: str
+    node: str | None
+    application_environment: str | None
+    worker_tasks: int | None
+    worker_weight: int | None
+    overflow: bool
+    exit_url: str | None
+
+    @classmethod
+    def of(cls, connection: Connection) -> ConnInfo:
+        return cls(**{f: getattr(connection, f) for f in cls.__dataclass_fields__})
+
+
+async def _publish(store: QueueStore, connection: Connection) -> ConnInfo:
+    """Make an active connection visible to every replica: its record, and a server's registration with the
+    queues of its environment (capacity and weight for select)."""
+    info = ConnInfo.of(connection)
+    await store.redis.set(connection_key(store.prefix, connection.token_hash), json.dumps(asdict(info)))
+    if info.role == "server":
+        assert info.node and info.application_environment and info.worker_tasks and info.worker_weight
+        k = store.keys(info.node, info.application_environment)
+        await store.register_server(k, info.id, info.worker_tasks, info.worker_weight, info.overflow)
+    return info
+
+
+async def active_connection(
+    session: AsyncSession, store: QueueStore, principal: PrincipalInfo, token: str, role: str
+) -> ConnInfo:
+    """The caller's active connection of `role` by its token: one Redis read; the database (the system of
+    record) answers when Redis has lost the record, and the record is restored."""
+    hashed = token_hash(token)
+    raw = await store.redis.get(connection_key(store.prefix, hashed))
+    if raw is not None:
+        info = ConnInfo(**json.loads(raw))
+    else:
+        connection = await session.scalar(select(Connection).where(Connection.token_hash == hashed))
+        if connection is None or connection.state != "active":
+            raise NotFound("unknown or disconnected connect token", code="unknown_connection")
+        info = await _publish(store, connection)
+    if info.principal_id != principal.id:
+        raise NotFound("unknown or disconnected connect token", code="unknown_connection")
+    if info.role != role:
+        raise Conflict(f"this call needs a {role} connection, not a {info.role} one", code="wrong_connection_role")
+    return info
 
 
 def token_hash(token: str) -> str:
@@ -42,6 +100,7 @@ def resolve_node(policy: ActivePolicy, node: str | None, *, required: bool) -> s
 
 async def connect(
     session: AsyncSession,
+    store: QueueStore,
     principal: PrincipalInfo,
     policy: ActivePolicy,
     request: QueueManagerConnect | ServerConnect,
@@ -60,6 +119,7 @@ async def connect(
     session.add(connection)
     await session.commit()
     await session.refresh(connection, ["principal"])
+    await _publish(store, connection)
     return connection, token
 
 
@@ -77,6 +137,7 @@ def _queue_manager_connection(
         subsystem_name=request.subsystem_name,
         node=resolve_node(policy, request.node, required=False),
         exit_url=exit_url,
+        exit_secret=secrets.token_hex(32) if exit_url else None,
     )
 
 
@@ -138,20 +199,40 @@ async def by_token(session: AsyncSession, principal: PrincipalInfo, token: str, 
     return connection
 
 
-async def heartbeat(session: AsyncSession, principal: PrincipalInfo, token: str) -> Connection:
+async def heartbeat(
+    session: AsyncSession, store: QueueStore, policy: ActivePolicy | None, principal: PrincipalInfo, token: str
+) -> tuple[Connection, int]:
+    """Liveness; a server's heartbeat also restarts the completion time of every request it holds.
+    Returns the connection and how many leases were extended."""
     connection = await by_token(session, principal, token)
     if connection.state != "active":
         raise Conflict("this connection is disconnected; connect again", code="connection_closed", state=connection.state)
     connection.last_heartbeat_at = utcnow()
     await session.commit()
-    return connection
+    config = AeConfig.of(policy, connection.application_environment) if policy and connection.application_environment else None
+    if config is None or connection.node is None:
+        return connection, 0
+    keys = store.keys(connection.node, connection.application_environment)  # type: ignore[arg-type]
+    return connection, await store.extend(keys, config, connection.id)
 
 
-async def disconnect(session: AsyncSession, principal: PrincipalInfo, token: str) -> tuple[Connection, bool]:
-    """IWM4DIS. Idempotent: a second call reports the first one's result."""
+@dataclass(frozen=True, slots=True)
+class Cleanup:
+    purged: int = 0  # a queue manager's queued requests removed (their exits called)
+    requeued: int = 0  # a server's held requests given back to the front of their queues
+    abandoned: int = 0  # held requests that had reached their maximum deliveries
+
+
+async def disconnect(
+    session: AsyncSession, store: QueueStore, policy: ActivePolicy | None, principal: PrincipalInfo, token: str
+) -> tuple[Connection, bool, Cleanup]:
+    """IWM4DIS. Idempotent: a second call reports that the first one did it.
+
+    The connection is closed first (no more inserts or selects with it), then a queue manager's queued
+    requests are purged and a server's held requests are given back."""
     connection = await by_token(session, principal, token, admin_may=True)
     if connection.state == "disconnected":
-        return connection, True
+        return connection, True, Cleanup()
     connection.state = "disconnected"
     connection.disconnected_at = utcnow()
     if connection.principal_id == principal.id:
@@ -160,7 +241,30 @@ async def disconnect(session: AsyncSession, principal: PrincipalInfo, token: str
         connection.disconnect_reason = "forced"
         record(session, principal.name, "connection.force_disconnect", str(connection.id), role=connection.role)
     await session.commit()
-    return connection, False
+    await store.redis.delete(connection_key(store.prefix, connection.token_hash))
+    return connection, False, await release(store, policy, ConnInfo.of(connection))
+
+
+async def release(store: QueueStore, policy: ActivePolicy | None, info: ConnInfo) -> Cleanup:
+    """What a departing connection leaves in the queues: purge a queue manager's, give back a server's."""
+    if policy is None:
+        return Cleanup()
+    if info.role == "queue_manager":
+        purged = 0
+        for ae_name, ae in policy.application_environments.items():
+            if ae.subsystem_type == info.subsystem_type:
+                for node in policy.nodes:
+                    purged += await store.purge(store.keys(node, ae_name), info.id)
+        return Cleanup(purged=purged)
+    assert info.node and info.application_environment
+    config = AeConfig.of(policy, info.application_environment)
+    k = store.keys(info.node, info.application_environment)
+    if config is None:  # the environment left the policy: nothing can be requeued into it
+        await store.redis.hdel(k.servers, str(info.id))
+        return Cleanup()
+    result = await store.reassign(k, config, server_id=info.id)
+    return Cleanup(requeued=result.requeued, abandoned=len(result.abandoned))
+
 
 
 async def list_connections(

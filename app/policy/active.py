@@ -33,6 +33,17 @@ class ServiceClassSpec:
     description: str
     periods: tuple[ServicePeriod, ...]
 
+    def period_at(self, elapsed_ms: int) -> int:
+        """The period a request is in after `elapsed_ms`: it moves on when a period's duration is used up."""
+        boundary = 0
+        for period in self.periods:
+            if period.duration_ms is None:
+                return period.number
+            boundary += period.duration_ms
+            if elapsed_ms < boundary:
+                return period.number
+        return self.periods[-1].number
+
 
 _SYSOTHER = ServiceClassSpec(SYSOTHER, "work no rule classifies", (ServicePeriod(1, None, None, DiscretionaryGoal(type="discretionary")),))
 
@@ -45,6 +56,9 @@ class ActivePolicy:
     classification: Mapping[str, CompiledGroup]
     application_environments: Mapping[str, ApplicationEnvironment]
     nodes: tuple[str, ...]
+    # Service classes most important first (importance of the first period; discretionary last), SYSOTHER last:
+    # the order in which select looks at an environment's queues.
+    class_order: tuple[str, ...]
 
     def classify(self, subsystem_type: str, attributes: Mapping[Qualifier, str]) -> Classification:
         return classify(self.classification, subsystem_type, attributes)
@@ -54,6 +68,11 @@ class ActivePolicy:
         if ae is None or node not in self.nodes:
             return False
         return ae.nodes is None or node in ae.nodes
+
+
+def _importance_rank(service_class: ServiceClassSpec) -> int:
+    first = service_class.periods[0]
+    return 6 if first.goal.type == "discretionary" or first.importance is None else first.importance
 
 
 def compile_policy(version: int, definition: ServiceDefinition) -> ActivePolicy:
@@ -67,6 +86,7 @@ def compile_policy(version: int, definition: ServiceDefinition) -> ActivePolicy:
         classes[sc.name] = ServiceClassSpec(sc.name, sc.description, periods)
     return ActivePolicy(
         version=version,
+        class_order=tuple(sorted(classes, key=lambda name: (name == SYSOTHER, _importance_rank(classes[name]), name))),
         definition=definition,
         service_classes=MappingProxyType(classes),
         classification=MappingProxyType({g.subsystem_type: compile_group(g) for g in definition.classification}),

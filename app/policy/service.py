@@ -52,6 +52,7 @@ class PolicyStore:
         self._policy: ActivePolicy | None = None
         self._checked_at = float("-inf")
         self._lock = asyncio.Lock()
+        self._versions: dict[int, ActivePolicy] = {}
 
     async def active(self, session: AsyncSession) -> ActivePolicy:
         if time.monotonic() - self._checked_at < self.ttl and self._policy is not None:
@@ -63,6 +64,13 @@ class PolicyStore:
             raise NotFound(NO_POLICY_MESSAGE, code="no_policy")
         return self._policy
 
+    async def current(self, session: AsyncSession) -> ActivePolicy | None:
+        """The active policy, or None before the first install."""
+        try:
+            return await self.active(session)
+        except NotFound:
+            return None
+
     async def _refresh(self, session: AsyncSession) -> None:
         latest = await session.scalar(select(func.max(PolicyVersion.version)))
         if latest is not None and (self._policy is None or self._policy.version != latest):
@@ -70,6 +78,17 @@ class PolicyStore:
             assert row is not None
             self._policy = compile_policy(row.version, ServiceDefinition.model_validate(row.definition))
         self._checked_at = time.monotonic()
+
+    async def version(self, session: AsyncSession, version: int) -> ActivePolicy | None:
+        """Any installed version, compiled (cached; versions never change)."""
+        if self._policy is not None and self._policy.version == version:
+            return self._policy
+        if version not in self._versions:
+            row = await session.get(PolicyVersion, version)
+            if row is None:
+                return None
+            self._versions[version] = compile_policy(row.version, ServiceDefinition.model_validate(row.definition))
+        return self._versions[version]
 
     def invalidate(self) -> None:
         self._checked_at = float("-inf")

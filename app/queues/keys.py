@@ -1,0 +1,111 @@
+"""The Redis key layout.
+
+Every key of one application environment on one node shares one hash tag, `{<prefix>:<node>:<ae>}`, so every
+script touches one slot (Redis Cluster) and can act on all the service-class queues of the environment and
+on its servers' capacity at once: select takes the most important class's work and counts it against the
+server in one atomic step. Each service-class queue is a pair of lists (dependent work ahead of independent)
+inside that slot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+TOKEN_SEPARATOR = "~"  # never part of a WLM name, so a work token splits back into node, AE and id
+
+
+@dataclass(frozen=True)
+class AeKeys:
+    prefix: str
+    node: str
+    ae: str
+
+    @cached_property
+    def tag(self) -> str:
+        return f"{{{self.prefix}:{self.node}:{self.ae}}}"
+
+    @cached_property
+    def req(self) -> str:
+        return f"{self.tag}:req"
+
+    @cached_property
+    def payload(self) -> str:
+        return f"{self.tag}:payload"
+
+    @cached_property
+    def depth(self) -> str:
+        return f"{self.tag}:depth"
+
+    @cached_property
+    def classes(self) -> str:
+        return f"{self.tag}:classes"
+
+    @cached_property
+    def leases(self) -> str:
+        return f"{self.tag}:leases"
+
+    @cached_property
+    def inflight(self) -> str:
+        return f"{self.tag}:inflight"
+
+    @cached_property
+    def servers(self) -> str:
+        return f"{self.tag}:servers"
+
+    @cached_property
+    def records(self) -> str:
+        return f"{self.tag}:records"
+
+    @cached_property
+    def exits(self) -> str:
+        return f"{self.tag}:exits"
+
+    @cached_property
+    def done(self) -> str:
+        return f"{self.tag}:done"
+
+    @cached_property
+    def done_exp(self) -> str:
+        return f"{self.tag}:done_exp"
+
+    @cached_property
+    def records_lock(self) -> str:
+        return f"{self.tag}:records_lock"
+
+    @cached_property
+    def notify_channel(self) -> str:
+        # Channels are not keys; one per environment and node wakes the servers waiting for its work.
+        return f"{self.prefix}:notify:{self.node}:{self.ae}"
+
+    def queue(self, service_class: str, dependent: bool) -> str:
+        return f"{self.tag}:q:{service_class}:{'dep' if dependent else 'ind'}"
+
+    def class_lists(self, service_classes: list[str]) -> list[str]:
+        return [key for sc in service_classes for key in (self.queue(sc, True), self.queue(sc, False))]
+
+    def idempotency(self, queue_manager: int, key: str) -> str:
+        return f"{self.tag}:idem:{queue_manager}:{key}"
+
+    @cached_property
+    def no_idempotency(self) -> str:
+        """A placeholder key of the same slot for items without an idempotency key (never written)."""
+        return f"{self.tag}:idem:-"
+
+    def token(self, request_id: str) -> str:
+        return TOKEN_SEPARATOR.join((self.node, self.ae, request_id))
+
+
+def parse_token(token: str) -> tuple[str, str, str] | None:
+    parts = token.split(TOKEN_SEPARATOR)
+    if len(parts) != 3 or not all(parts):
+        return None
+    return parts[0], parts[1], parts[2]
+
+
+def enclave_key(prefix: str, enclave_id: str) -> str:
+    return f"{prefix}:enc:{{{enclave_id}}}"
+
+
+def connection_key(prefix: str, token_hash: str) -> str:
+    return f"{prefix}:conn:{{{token_hash}}}"

@@ -1,0 +1,47 @@
+-- Queue requests (IWM4QIN), all or none.
+-- KEYS: req, payload, depth, classes, then per item: its class list, its idempotency key (a dummy key of the
+--       same slot when the item has none)
+-- ARGV: now_ms, notify channel, idempotency ttl s, items JSON [{id, sc, dep, meta, payload, idem, limit}]
+-- Returns {0, id...} in item order (an id of an earlier insert for a repeated idempotency key),
+-- or {-10, class, depth, limit} when a class queue would pass its backlog limit (nothing written).
+local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], classes = KEYS[4]}
+local channel, idem_ttl = ARGV[2], tonumber(ARGV[3])
+local items = cjson.decode(ARGV[4])
+
+local result, new_per_class, fresh = {0}, {}, {}
+for i, item in ipairs(items) do
+  local existing = false
+  if item.idem ~= '' then
+    existing = redis.call('GET', KEYS[4 + 2 * i])
+  end
+  if existing then
+    result[#result + 1] = existing
+  else
+    fresh[i] = true
+    new_per_class[item.sc] = (new_per_class[item.sc] or 0) + 1
+    local depth = tonumber(redis.call('HGET', k.depth, item.sc) or '0')
+    if depth + new_per_class[item.sc] > tonumber(item.limit) then
+      return {-10, item.sc, depth, tonumber(item.limit)}
+    end
+    result[#result + 1] = item.id
+  end
+end
+
+local inserted = 0
+for i, item in ipairs(items) do
+  if fresh[i] then
+    redis.call('HSET', k.req, item.id, item.meta)
+    redis.call('HSET', k.payload, item.id, item.payload)
+    redis.call('RPUSH', KEYS[3 + 2 * i], item.id)
+    redis.call('HINCRBY', k.depth, item.sc, 1)
+    redis.call('SADD', k.classes, item.sc)
+    if item.idem ~= '' then
+      redis.call('SET', KEYS[4 + 2 * i], item.id, 'EX', idem_ttl)
+    end
+    inserted = inserted + 1
+  end
+end
+if inserted > 0 then
+  redis.call('PUBLISH', channel, inserted)
+end
+return result

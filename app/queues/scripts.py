@@ -1,0 +1,30 @@
+"""The Lua scripts, loaded once per Redis client; each is `common.lua` followed by its own body."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+
+from app.errors import raise_for_lua_code
+
+LUA_DIR = Path(__file__).parent / "lua"
+SCRIPT_NAMES = ("insert", "select", "begin", "end", "remove_queued", "reassign", "claim_exits", "ack_records", "extend")
+
+
+class Scripts:
+    def __init__(self, redis: Redis) -> None:
+        common = (LUA_DIR / "common.lua").read_text()
+        self._scripts: dict[str, AsyncScript] = {
+            name: redis.register_script(common + "\n" + (LUA_DIR / f"{name}.lua").read_text()) for name in SCRIPT_NAMES
+        }
+
+    async def run(self, name: str, keys: list[str], args: list[Any], **context: Any) -> list[Any]:
+        """Run a script; a negative return code is raised as the AppError mapped to it in app.errors."""
+        result = await self._scripts[name](keys=keys, args=args)
+        code = int(result[0])
+        if code < 0:
+            raise_for_lua_code(code, result[1:], **context)
+        return list(result[1:])

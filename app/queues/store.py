@@ -1,0 +1,170 @@
+"""Typed operations on the queues of one application environment on one node, each one Lua script."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+
+from app.policy.active import ActivePolicy
+from app.queues.keys import AeKeys
+from app.queues.scripts import Scripts
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class AeConfig:
+    """What the scripts need to know of an environment's definition."""
+
+    class_order: tuple[str, ...]
+    completion_time_ms: int
+    backlog_limit: int
+    max_deliveries: int
+
+    @classmethod
+    def of(cls, policy: ActivePolicy, application_environment: str) -> AeConfig | None:
+        ae = policy.application_environments.get(application_environment)
+        if ae is None:
+            return None
+        return cls(policy.class_order, ae.completion_time_ms, ae.backlog_limit, ae.max_deliveries)
+
+
+@dataclass(frozen=True, slots=True)
+class NewRequest:
+    id: str
+    service_class: str
+    dependent: bool
+    meta: dict[str, Any]
+    payload: str  # JSON text
+    idempotency_key: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Selected:
+    id: str
+    meta: dict[str, Any]
+    payload: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reassigned:
+    requeued: int
+    abandoned: list[str]
+
+
+class QueueStore:
+    def __init__(self, redis: Redis, prefix: str, *, idempotency_ttl_s: int, tombstone_ms: int) -> None:
+        self.redis = redis
+        self.prefix = prefix
+        self.scripts = Scripts(redis)
+        self.idempotency_ttl_s = idempotency_ttl_s
+        self.tombstone_ms = tombstone_ms
+
+    def keys(self, node: str, ae: str) -> AeKeys:
+        return AeKeys(self.prefix, node, ae)
+
+    async def register_server(self, k: AeKeys, server_id: int, worker_tasks: int, worker_weight: int, overflow: bool) -> None:
+        value = json.dumps({"tasks": worker_tasks, "weight": worker_weight, "overflow": overflow})
+        await self.redis.hset(k.servers, str(server_id), value)
+
+    async def insert(self, k: AeKeys, queue_manager: int, requests: Sequence[NewRequest], backlog_limit: int) -> list[str]:
+        """All or none; returns the ids in order (an earlier id where an idempotency key repeats)."""
+        keys = [k.req, k.payload, k.depth, k.classes]
+        items = []
+        for request in requests:
+            keys.append(k.queue(request.service_class, request.dependent))
+            keys.append(k.idempotency(queue_manager, request.idempotency_key) if request.idempotency_key else k.no_idempotency)
+            items.append(
+                {
+                    "id": request.id,
+                    "sc": request.service_class,
+                    "meta": json.dumps(request.meta),
+                    "payload": request.payload,
+                    "idem": request.idempotency_key or "",
+                    "limit": backlog_limit,
+                }
+            )
+        args = [now_ms(), k.notify_channel, self.idempotency_ttl_s, json.dumps(items)]
+        return [str(v) for v in await self.scripts.run("insert", keys, args)]
+
+    async def select(self, k: AeKeys, config: AeConfig, server_id: int, max_items: int, *, begin: bool) -> list[Selected]:
+        keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, *k.class_lists(list(config.class_order))]
+        args = [now_ms(), server_id, config.completion_time_ms, max_items, "1" if begin else "0", *config.class_order]
+        flat = await self.scripts.run("select", keys, args)
+        return [Selected(flat[i], json.loads(flat[i + 1]), flat[i + 2]) for i in range(0, len(flat), 3)]
+
+    async def begin(self, k: AeKeys, config: AeConfig, request_id: str, server_id: int) -> dict[str, Any]:
+        args = [now_ms(), request_id, server_id, config.completion_time_ms]
+        result = await self.scripts.run("begin", [k.req, k.leases, k.done], args)
+        return json.loads(result[0])  # type: ignore[no-any-return]
+
+    async def extend(self, k: AeKeys, config: AeConfig, server_id: int) -> int:
+        result = await self.scripts.run("extend", [k.req, k.leases], [now_ms(), server_id, config.completion_time_ms])
+        return int(result[0])
+
+    async def end(self, k: AeKeys, request_id: str, server_id: int, outcome: str, result: str | None) -> dict[str, Any]:
+        keys = [k.req, k.payload, k.leases, k.inflight, k.records, k.exits, k.done, k.done_exp]
+        args = [now_ms(), request_id, server_id, outcome, self.tombstone_ms, result or ""]
+        record = await self.scripts.run("end", keys, args)
+        return json.loads(record[0])  # type: ignore[no-any-return]
+
+    def _removal_keys(self, k: AeKeys) -> list[str]:
+        return [k.req, k.payload, k.depth, k.records, k.exits, k.done, k.done_exp]
+
+    async def delete(self, k: AeKeys, request_id: str, queue_manager: int) -> dict[str, Any]:
+        args = [now_ms(), "delete", queue_manager, request_id, 0, self.tombstone_ms]
+        result = await self.scripts.run("remove_queued", self._removal_keys(k), args)
+        return json.loads(result[0])  # type: ignore[no-any-return]
+
+    async def purge(self, k: AeKeys, queue_manager: int, page: int = 1000) -> int:
+        """Every queued request of a disconnected queue manager, a page per script call."""
+        cursor, purged = "0", 0
+        while True:
+            args = [now_ms(), "purge", queue_manager, cursor, page, self.tombstone_ms]
+            cursor, count = await self.scripts.run("remove_queued", self._removal_keys(k), args)
+            purged += int(count)
+            if str(cursor) == "0":
+                return purged
+
+    async def reassign(self, k: AeKeys, config: AeConfig, *, server_id: int | None = None, batch: int = 500) -> Reassigned:
+        """Expired leases (server_id None) or everything a departing server holds, back to the front of the queue."""
+        classes = sorted(set(config.class_order) | set(await self.redis.smembers(k.classes)))
+        keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.records, k.exits, k.done, k.done_exp]
+        keys += k.class_lists(classes)
+        mode = "expired" if server_id is None else "server"
+        args = [now_ms(), mode, server_id if server_id is not None else "", config.max_deliveries, self.tombstone_ms, batch, k.notify_channel, *classes]
+        result = await self.scripts.run("reassign", keys, args)
+        return Reassigned(int(result[0]), [str(v) for v in result[2:]])
+
+    async def pending_records(self, k: AeKeys, limit: int) -> list[str]:
+        return [str(v) for v in await self.redis.lrange(k.records, 0, limit - 1)]
+
+    async def ack_records(self, k: AeKeys, records: Sequence[str]) -> int:
+        result = await self.scripts.run("ack_records", [k.records], [now_ms(), len(records), records[0], records[-1]])
+        return int(result[0])
+
+    async def claim_exits(self, k: AeKeys, claim_ms: int, limit: int) -> list[str]:
+        return [str(v) for v in await self.scripts.run("claim_exits", [k.exits], [now_ms(), claim_ms, limit])]
+
+    async def settle_exit(self, k: AeKeys, entry: str, retry: str | None, due_ms: int) -> None:
+        """Delivered or given up (retry None), else replaced by its next attempt, in one transaction."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.zrem(k.exits, entry)
+            if retry is not None:
+                pipe.zadd(k.exits, {retry: due_ms})
+            await pipe.execute()
+
+    async def forget_tombstones(self, k: AeKeys) -> None:
+        expired = await self.redis.zrangebyscore(k.done_exp, "-inf", now_ms(), start=0, num=1000)
+        if expired:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.hdel(k.done, *expired)
+                pipe.zrem(k.done_exp, *expired)
+                await pipe.execute()

@@ -1,0 +1,131 @@
+"""Background duties of the work lifecycle: reassign requests whose completion time passed, flush work
+records to Parquet, deliver exit calls, forget old tombstones.
+
+Every script they run is atomic and safe to run from several processes at once; until the elected scheduler
+exists (a later issue), every service process runs them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+
+import httpx
+from prometheus_client import Counter
+from sqlalchemy import select
+
+from app.connections import exit_urls
+from app.connections.models import Connection
+from app.queues.keys import AeKeys
+from app.queues.store import AeConfig, now_ms
+from app.state import AppState
+from app.work import exits, records
+
+log = logging.getLogger(__name__)
+
+REASSIGNED = Counter("wlm_work_reassigned_total", "Requests given back after their completion time", ["application_environment"])
+ABANDONED = Counter("wlm_work_abandoned_total", "Requests abandoned after their last delivery", ["application_environment"])
+RECORDS_WRITTEN = Counter("wlm_work_records_written_total", "Work records written to Parquet")
+EXIT_CLAIM_MS = 60_000
+
+
+class Duties:
+    def __init__(self, state: AppState) -> None:
+        self.state = state
+        self.http = httpx.AsyncClient(timeout=state.settings.exit_timeout_seconds, follow_redirects=False)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._exit_secrets: dict[int, str | None] = {}
+
+    def start(self) -> None:
+        settings = self.state.settings
+        for name, interval, duty in (
+            ("leases", settings.lease_check_seconds, self.expire_leases),
+            ("records", settings.records_flush_seconds, self.flush_records),
+            ("exits", settings.lease_check_seconds, self.deliver_exits),
+        ):
+            self._tasks.append(asyncio.create_task(self._every(interval, duty), name=f"wlm-duty-{name}"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.http.aclose()
+
+    async def _every(self, interval: float, duty: Callable[[], Awaitable[object]]) -> None:
+        while True:
+            try:
+                await duty()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("background duty %s failed; retrying", getattr(duty, "__name__", duty))
+            await asyncio.sleep(interval)
+
+    async def _environments(self) -> list[tuple[AeKeys, AeConfig]]:
+        async with self.state.sessions() as session:
+            policy = await self.state.policies.current(session)
+        if policy is None:
+            return []
+        result = []
+        for ae in policy.application_environments:
+            config = AeConfig.of(policy, ae)
+            assert config is not None
+            result += [(self.state.queues.keys(node, ae), config) for node in policy.nodes if policy.hosts(ae, node)]
+        return result
+
+    async def expire_leases(self) -> None:
+        for keys, config in await self._environments():
+            result = await self.state.queues.reassign(keys, config)
+            if result.requeued:
+                REASSIGNED.labels(keys.ae).inc(result.requeued)
+            if result.abandoned:
+                ABANDONED.labels(keys.ae).inc(len(result.abandoned))
+            await self.state.queues.forget_tombstones(keys)
+
+    async def flush_records(self) -> int:
+        """Returns how many records were written (tests flush on demand)."""
+        written = 0
+        for keys, _ in await self._environments():
+            while entries := await self.state.queues.pending_records(keys, self.state.settings.records_batch):
+                metas = records.parse_outbox(entries)
+                async with self.state.sessions() as session:
+                    policies = {v: await self.state.policies.version(session, v) for v in {m["policy"] for m in metas}}
+                rows = [records.to_row(meta, policies[meta["policy"]]) for meta in metas]
+                await asyncio.to_thread(records.write, self.state.settings.records_dir, rows)
+                await self.state.queues.ack_records(keys, entries)
+                RECORDS_WRITTEN.inc(len(rows))
+                written += len(rows)
+                if len(entries) < self.state.settings.records_batch:
+                    break
+        return written
+
+    async def deliver_exits(self) -> None:
+        settings = self.state.settings
+        for keys, _ in await self._environments():
+            for raw in await self.state.queues.claim_exits(keys, EXIT_CLAIM_MS, 100):
+                entry = json.loads(raw)
+                retry, due = None, 0
+                secret = await self._exit_secret(entry["qm"])
+                if secret is None or not exit_urls.allowed(entry["exit"], settings.exit_url_allowlist):
+                    exits.EXIT_CALLS.labels("refused").inc()
+                elif await exits.call(self.http, entry["exit"], secret, exits.body_of(entry)):
+                    exits.EXIT_CALLS.labels("delivered").inc()
+                elif entry["attempt"] + 1 >= settings.exit_max_attempts:
+                    exits.EXIT_CALLS.labels("dropped").inc()
+                    log.warning("exit call for %s dropped after %d attempts", entry["id"], entry["attempt"] + 1)
+                else:
+                    exits.EXIT_CALLS.labels("retried").inc()
+                    retry = json.dumps({**entry, "attempt": entry["attempt"] + 1})
+                    due = now_ms() + int(exits.backoff_seconds(entry["attempt"], settings.exit_retry_base_seconds) * 1000)
+                await self.state.queues.settle_exit(keys, raw, retry, due)
+
+    async def _exit_secret(self, queue_manager: int) -> str | None:
+        if queue_manager not in self._exit_secrets:
+            async with self.state.sessions() as session:
+                self._exit_secrets[queue_manager] = await session.scalar(select(Connection.exit_secret).where(Connection.id == queue_manager))
+        return self._exit_secrets[queue_manager]

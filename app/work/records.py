@@ -1,0 +1,138 @@
+"""Work records (SMF-like): one per ended, deleted, purged or abandoned request, as date-partitioned Parquet.
+
+The scripts that end a request append its record to the environment's outbox list in the same atomic step;
+the flusher writes a batch to a new Parquet file (written to a temporary name, fsynced, renamed, directory
+fsynced) and only then drops the batch from the outbox. A crash in between writes the batch again: records
+are at least once, and readers drop duplicates by `token`. The schema is in docs/work-records.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from app.policy.active import ActivePolicy
+from app.queues.keys import TOKEN_SEPARATOR
+
+_TS = pa.timestamp("ms", tz="UTC")
+SCHEMA = pa.schema(
+    [
+        ("token", pa.string()),
+        ("application_environment", pa.string()),
+        ("node", pa.string()),
+        ("service_class", pa.string()),
+        ("period", pa.int32()),
+        ("report_class", pa.string()),
+        ("policy_version", pa.int32()),
+        ("queue_manager_id", pa.int64()),
+        ("subsystem_type", pa.string()),
+        ("subsystem_name", pa.string()),
+        ("server_id", pa.int64()),
+        ("userid", pa.string()),
+        ("enclave", pa.string()),
+        ("dependent", pa.bool_()),
+        ("outcome", pa.string()),
+        ("deliveries", pa.int32()),
+        ("inserted_at", _TS),
+        ("selected_at", _TS),
+        ("begun_at", _TS),
+        ("ended_at", _TS),
+        ("response_time_ms", pa.int64()),
+        ("queue_time_ms", pa.int64()),
+        ("execution_time_ms", pa.int64()),
+        ("result", pa.string()),
+    ]
+)
+
+
+def _ts(ms: int | None) -> datetime | None:
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC)
+
+
+def to_row(meta: dict[str, Any], policy: ActivePolicy | None) -> dict[str, Any]:
+    """An outbox entry (the request's metadata at its end) as a record row (pure)."""
+    inserted, selected, ended = meta["inserted"], meta.get("selected"), meta["ended"]
+    service_class = policy.service_classes.get(meta["sc"]) if policy else None
+    response = ended - inserted
+    server = meta.get("server")
+    return {
+        "token": TOKEN_SEPARATOR.join((meta["node"], meta["ae"], meta["id"])),
+        "application_environment": meta["ae"],
+        "node": meta["node"],
+        "service_class": meta["sc"],
+        "period": service_class.period_at(response) if service_class else 1,
+        "report_class": meta.get("rc"),
+        "policy_version": meta["policy"],
+        "queue_manager_id": meta["qm"],
+        "subsystem_type": meta.get("subsystem_type"),
+        "subsystem_name": meta.get("subsystem_name"),
+        "server_id": int(server) if server else None,
+        "userid": meta.get("userid"),
+        "enclave": meta.get("enclave"),
+        "dependent": bool(meta.get("dep")),
+        "outcome": meta["outcome"],
+        "deliveries": meta.get("deliveries", 0),
+        "inserted_at": _ts(inserted),
+        "selected_at": _ts(selected),
+        "begun_at": _ts(meta.get("begun")),
+        "ended_at": _ts(ended),
+        "response_time_ms": response,
+        "queue_time_ms": (selected if selected is not None else ended) - inserted,
+        "execution_time_ms": None if selected is None else ended - selected,
+        "result": meta.get("result"),
+    }
+
+
+def write(root: Path, rows: Iterable[dict[str, Any]]) -> list[Path]:
+    """Blocking: one new file per date partition, durable when this returns."""
+    by_date: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_date[row["ended_at"].strftime("%Y-%m-%d")].append(row)
+    written = []
+    for date, date_rows in by_date.items():
+        directory = root / f"date={date}"
+        directory.mkdir(parents=True, exist_ok=True)
+        name = f"part-{int(datetime.now(UTC).timestamp() * 1000)}-{uuid.uuid4().hex[:12]}.parquet"
+        temporary, final = directory / f".{name}.tmp", directory / name
+        pq.write_table(pa.Table.from_pylist(date_rows, schema=SCHEMA), temporary, compression="zstd")
+        _fsync(temporary)
+        os.replace(temporary, final)
+        _fsync(directory)
+        written.append(final)
+    return written
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read(root: Path) -> pa.Table:
+    """Every record under `root`, duplicates (by token) dropped: what a downstream reader does."""
+    files = sorted(root.glob("date=*/*.parquet"))
+    if not files:
+        return SCHEMA.empty_table()
+    table = pa.concat_tables(pq.read_table(f, schema=SCHEMA) for f in files)
+    seen: set[str] = set()
+    keep = []
+    for i, token in enumerate(table.column("token").to_pylist()):
+        if token not in seen:
+            seen.add(token)
+            keep.append(i)
+    return table.take(keep)
+
+
+def parse_outbox(entries: Iterable[str]) -> list[dict[str, Any]]:
+    return [json.loads(entry) for entry in entries]

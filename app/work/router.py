@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Response
+from fastapi.responses import JSONResponse
+
+from app.auth.roles import PrincipalInfo, Role
+from app.deps import SessionDep, StateDep, require
+from app.work.schemas import (
+    BegunOut,
+    DeletedOut,
+    EnclaveIn,
+    EnclaveOut,
+    EndedOut,
+    EndRequest,
+    SelectIn,
+    SelectOut,
+    TokenOnly,
+    WorkBatchIn,
+    WorkBatchQueued,
+    WorkIn,
+    WorkQueued,
+)
+from app.work.service import Work
+
+router = APIRouter(tags=["work"])
+
+QueueManager = Annotated[PrincipalInfo, Depends(require(Role.QUEUE_MANAGER))]
+Server = Annotated[PrincipalInfo, Depends(require(Role.SERVER))]
+ConnectTokenQuery = Annotated[str, Query(min_length=1, max_length=128, description="the caller's connect token")]
+REPLAYED_HEADER = "Idempotent-Replayed"
+
+
+def _work(session: SessionDep, state: StateDep, principal: Annotated[PrincipalInfo, Depends(require(Role.QUEUE_MANAGER, Role.SERVER))]) -> Work:
+    return Work(session, state.queues, state.policies, state.dispatcher, state.settings, principal)
+
+
+WorkDep = Annotated[Work, Depends(_work)]
+
+
+@router.post("/v1/enclaves", status_code=201, response_model=EnclaveOut, summary="IWM4ECRE: classify and create an enclave")
+async def create_enclave(body: EnclaveIn, work: WorkDep, _: QueueManager) -> EnclaveOut:
+    return await work.create_enclave(body)
+
+
+@router.delete("/v1/enclaves/{token}", status_code=204, summary="Delete an enclave")
+async def delete_enclave(token: str, connect_token: ConnectTokenQuery, work: WorkDep, _: QueueManager) -> Response:
+    await work.delete_enclave(token, connect_token)
+    return Response(status_code=204)
+
+
+@router.post("/v1/work", status_code=201, response_model=WorkQueued, summary="IWM4QIN: queue a work request")
+async def insert(body: WorkIn, work: WorkDep, _: QueueManager) -> JSONResponse:
+    queued, replayed = await work.insert(body)
+    return JSONResponse(queued.model_dump(mode="json"), status_code=201, headers={REPLAYED_HEADER: "true"} if replayed else None)
+
+
+@router.post("/v1/work:batch", status_code=201, response_model=WorkBatchQueued, summary="IWM4QIN for many requests of one environment, all or none")
+async def insert_batch(body: WorkBatchIn, work: WorkDep, _: QueueManager) -> WorkBatchQueued:
+    queued, _replayed = await work.insert_batch(body)
+    return WorkBatchQueued(items=queued)
+
+
+@router.post(
+    "/v1/work/select",
+    response_model=SelectOut,
+    responses={204: {"description": "no work came within wait_seconds"}},
+    summary="IWM4SSL: select work (long poll), optionally ending earlier requests first",
+)
+async def select(body: SelectIn, work: WorkDep, _: Server) -> SelectOut | Response:
+    result = await work.select(body)
+    return Response(status_code=204) if result is None else result
+
+
+@router.post("/v1/work/{token}/begin", response_model=BegunOut, summary="IWM4STBG: begin a selected request")
+async def begin(token: str, body: TokenOnly, work: WorkDep, _: Server) -> BegunOut:
+    token, lease_expires_at = await work.begin(token, body.connect_token)
+    return BegunOut(token=token, state="begun", lease_expires_at=lease_expires_at)
+
+
+@router.post("/v1/work/{token}/end", response_model=EndedOut, summary="IWM4STEN: end a request")
+async def end(token: str, body: EndRequest, work: WorkDep, _: Server) -> EndedOut:
+    return await work.end(token, body.connect_token, body.outcome, body.result)
+
+
+@router.delete("/v1/work/{token}", response_model=DeletedOut, summary="IWM4QDE: delete a request still queued")
+async def delete(token: str, connect_token: ConnectTokenQuery, work: WorkDep, _: QueueManager) -> DeletedOut:
+    await work.delete(token, connect_token)
+    return DeletedOut(token=token, outcome="deleted")

@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, JsonValue, StringConstraints
+
+from app.schemas import Name, StrictModel
+
+ConnectToken = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")]
+Userid = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[^\x00]*$")]
+Attributes = dict[Annotated[str, StringConstraints(max_length=64)], Annotated[str, StringConstraints(max_length=256, pattern=r"^[^\x00]*$")]]
+
+
+class EnclaveIn(StrictModel):
+    connect_token: ConnectToken
+    # Work qualifiers by API name (transaction_name, userid, transaction_class, subsystem_instance, ...) or
+    # by WLM qualifier (TN, UI, TC, SI, ...). Ignored for a dependent enclave.
+    classification: Attributes = Field(default_factory=dict)
+    # A dependent enclave continues the parent's transaction and keeps its classes.
+    parent: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = None
+
+
+class EnclaveOut(BaseModel):
+    token: str
+    service_class: str
+    report_class: str | None
+    dependent: bool
+    policy_version: int
+    expires_at: datetime
+
+
+class WorkItemIn(StrictModel):
+    """One request. Its classes come from `enclave_token` (IWM4ECRE first) or, to save that call, from
+    `classification` (an independent enclave is implied)."""
+
+    enclave_token: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = None
+    classification: Attributes | None = None
+    payload: JsonValue = None
+    userid: Userid | None = None
+    idempotency_key: IdempotencyKey | None = None
+
+
+class WorkIn(WorkItemIn):
+    connect_token: ConnectToken
+    application_environment: Name
+    node: Name | None = None
+
+
+class WorkBatchIn(StrictModel):
+    connect_token: ConnectToken
+    application_environment: Name
+    node: Name | None = None
+    items: list[WorkItemIn] = Field(min_length=1)
+
+
+class WorkQueued(BaseModel):
+    token: str
+    application_environment: str
+    node: str
+    service_class: str
+    report_class: str | None
+
+
+class WorkBatchQueued(BaseModel):
+    items: list[WorkQueued]
+
+
+class EndIn(StrictModel):
+    outcome: Literal["completed", "failed"] = "completed"
+    # A small result for the record of this request (not stored with the work record; echoed in the response).
+    result: JsonValue = None
+
+
+class EndRequest(EndIn):
+    connect_token: ConnectToken
+
+
+class EndInSelect(EndIn):
+    token: Annotated[str, StringConstraints(min_length=1, max_length=256)]
+
+
+class SelectIn(StrictModel):
+    connect_token: ConnectToken
+    wait_seconds: float = Field(default=0, ge=0, description="long poll: wait up to this long for work (max 60)")
+    max_items: int = Field(default=1, ge=1, le=1000, description="take up to this many, within free worker tasks")
+    # Begin the selected requests at once (IWM4STBG), saving a call per request.
+    begin: bool = False
+    # End requests first (IWM4STEN), then select: one round trip for a server's loop.
+    end: list[EndInSelect] = Field(default_factory=list, max_length=1000)
+
+
+class WorkItemOut(BaseModel):
+    token: str
+    service_class: str
+    report_class: str | None
+    payload: Any
+    userid: str | None
+    enclave: str | None
+    state: Literal["selected", "begun"]
+    deliveries: int
+    inserted_at: datetime
+    lease_expires_at: datetime
+
+
+class EndedOut(BaseModel):
+    token: str
+    outcome: str
+    response_time_ms: int
+
+
+class SelectOut(BaseModel):
+    items: list[WorkItemOut]
+    ended: list[EndedOut] = Field(default_factory=list)
+    # IWM4SSL's terminate: the server is no longer needed; it ends what it holds, disconnects and stops.
+    terminate: bool = False
+    reason_code: str | None = None
+    reason: str | None = None
+
+
+class TokenOnly(StrictModel):
+    connect_token: ConnectToken
+
+
+class BegunOut(BaseModel):
+    token: str
+    state: Literal["begun"]
+    lease_expires_at: datetime
+
+
+class DeletedOut(BaseModel):
+    token: str
+    outcome: Literal["deleted"]

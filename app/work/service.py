@@ -1,0 +1,284 @@
+"""The work lifecycle over the queues: enclaves, insert, select (long poll), begin, end, delete."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.auth.roles import PrincipalInfo
+from app.config import Settings
+from app.connections.service import ConnInfo, active_connection
+from app.errors import AppError, Conflict, NotFound, PayloadTooLarge, ValidationFailed
+from app.policy.active import ActivePolicy
+from app.policy.service import PolicyStore, qualifier_attributes
+from app.queues.keys import AeKeys, enclave_key, parse_token
+from app.queues.store import AeConfig, NewRequest, QueueStore, Selected, now_ms
+from app.work.dispatch import POLL_FALLBACK_SECONDS, Dispatcher, Waiter
+from app.work.schemas import (
+    EndedOut,
+    EndInSelect,
+    EnclaveIn,
+    EnclaveOut,
+    SelectIn,
+    SelectOut,
+    WorkBatchIn,
+    WorkIn,
+    WorkItemIn,
+    WorkItemOut,
+    WorkQueued,
+)
+
+ENCLAVE_PREFIX = "e_"
+# IWM4SSL's return: the server is not needed any more (its environment left the policy, or was quiesced,
+# refreshed, or has surplus servers); it should end what it holds, disconnect and stop.
+TERMINATE_REASON = "0C14"
+
+
+@dataclass
+class Work:
+    """What the lifecycle operations need of the process: one per request, built by the router."""
+
+    session: AsyncSession
+    store: QueueStore
+    policies: PolicyStore
+    dispatcher: Dispatcher
+    settings: Settings
+    principal: PrincipalInfo
+
+    async def _connection(self, token: str, role: str) -> ConnInfo:
+        return await active_connection(self.session, self.store, self.principal, token, role)
+
+    # ---- enclaves (IWM4ECRE) -----------------------------------------------------------------------------
+
+    async def create_enclave(self, body: EnclaveIn) -> EnclaveOut:
+        qm = await self._connection(body.connect_token, "queue_manager")
+        policy = await self.policies.active(self.session)
+        if body.parent is not None:
+            parent = await self._enclave(qm, body.parent)
+            enclave = {**parent, "dep": True, "parent": body.parent}
+        else:
+            result = policy.classify(qm.subsystem_type, qualifier_attributes(body.classification, path="classification"))
+            enclave = {"sc": result.service_class, "rc": result.report_class, "dep": False, "qm": qm.id, "policy": policy.version}
+        enclave_id = secrets.token_urlsafe(16)
+        ttl = self.settings.enclave_ttl_seconds
+        await self.store.redis.set(enclave_key(self.store.prefix, enclave_id), json.dumps(enclave), ex=ttl)
+        return EnclaveOut(
+            token=ENCLAVE_PREFIX + enclave_id,
+            service_class=enclave["sc"],
+            report_class=enclave["rc"],
+            dependent=enclave["dep"],
+            policy_version=enclave["policy"],
+            expires_at=datetime.fromtimestamp(time.time() + ttl, UTC),
+        )
+
+    async def delete_enclave(self, token: str, connect_token: str) -> None:
+        qm = await self._connection(connect_token, "queue_manager")
+        await self._enclave(qm, token)
+        await self.store.redis.delete(enclave_key(self.store.prefix, token.removeprefix(ENCLAVE_PREFIX)))
+
+    async def _enclave(self, qm: ConnInfo, token: str) -> dict[str, Any]:
+        raw = await self.store.redis.get(enclave_key(self.store.prefix, token.removeprefix(ENCLAVE_PREFIX)))
+        enclave = json.loads(raw) if raw else None
+        if enclave is None or enclave["qm"] != qm.id or not token.startswith(ENCLAVE_PREFIX):
+            raise NotFound("unknown or expired enclave token", code="unknown_enclave")
+        return enclave  # type: ignore[no-any-return]
+
+    # ---- queue insert (IWM4QIN) --------------------------------------------------------------------------
+
+    async def insert(self, body: WorkIn) -> tuple[WorkQueued, bool]:
+        """Returns the queued request and whether it was a replay of an earlier insert (idempotency key)."""
+        item = WorkItemIn.model_validate(body.model_dump(include=set(WorkItemIn.model_fields)))
+        batch = WorkBatchIn(connect_token=body.connect_token, application_environment=body.application_environment, node=body.node, items=[item])
+        queued, replayed = await self.insert_batch(batch, item_paths=False)
+        return queued[0], replayed[0]
+
+    async def insert_batch(self, body: WorkBatchIn, *, item_paths: bool = True) -> tuple[list[WorkQueued], list[bool]]:
+        """All or none (one script on one slot). Error paths name the item (`items[3].payload`) unless
+        `item_paths` is off for the single-request form."""
+        if len(body.items) > self.settings.max_batch_items:
+            raise ValidationFailed([{"path": "items", "message": f"at most {self.settings.max_batch_items} items"}])
+        qm = await self._connection(body.connect_token, "queue_manager")
+        policy = await self.policies.active(self.session)
+        ae = policy.application_environments.get(body.application_environment)
+        if ae is None:
+            known = ", ".join(policy.application_environments) or "none"
+            raise ValidationFailed([{"path": "application_environment", "message": f"unknown application environment {body.application_environment!r}; defined: {known}"}])
+        if ae.subsystem_type != qm.subsystem_type:
+            raise ValidationFailed([{"path": "application_environment", "message": f"{ae.name} serves subsystem type {ae.subsystem_type}; this queue manager is {qm.subsystem_type}"}])
+        node = self._node_for(policy, ae.name, body.node, qm)
+        keys = self.store.keys(node, ae.name)
+        seen_keys: set[str] = set()
+        requests, classes = [], []
+        for i, item in enumerate(body.items):
+            path = f"items[{i}]." if item_paths else ""
+            request = await self._new_request(policy, qm, node, ae.name, item, path)
+            if item.idempotency_key:
+                if item.idempotency_key in seen_keys:
+                    raise ValidationFailed([{"path": f"{path}idempotency_key", "message": "repeated within the batch"}])
+                seen_keys.add(item.idempotency_key)
+            requests.append(request)
+            classes.append((request.service_class, request.meta["rc"]))
+        ids = await self.store.insert(keys, qm.id, requests, ae.backlog_limit)
+        queued, replayed = [], []
+        for request, request_id, (sc, rc) in zip(requests, ids, classes, strict=True):
+            replayed.append(request_id != request.id)
+            queued.append(WorkQueued(token=keys.token(request_id), application_environment=ae.name, node=node, service_class=sc, report_class=rc))
+        return queued, replayed
+
+    def _node_for(self, policy: ActivePolicy, ae: str, requested: str | None, qm: ConnInfo) -> str:
+        if requested is not None:
+            if not policy.hosts(ae, requested):
+                raise ValidationFailed([{"path": "node", "message": f"node {requested} does not host {ae}"}])
+            return requested
+        hosting = [node for node in policy.nodes if policy.hosts(ae, node)]
+        if qm.node in hosting:
+            return qm.node  # type: ignore[return-value]
+        if len(hosting) == 1:
+            return hosting[0]
+        raise ValidationFailed([{"path": "node", "message": f"{ae} runs on several nodes ({', '.join(hosting)}); name one"}])
+
+    async def _new_request(self, policy: ActivePolicy, qm: ConnInfo, node: str, ae: str, item: WorkItemIn, path: str) -> NewRequest:
+        if item.enclave_token is not None:
+            enclave = await self._enclave(qm, item.enclave_token)
+            sc, rc, dependent, version = enclave["sc"], enclave["rc"], enclave["dep"], enclave["policy"]
+        elif item.classification is not None:
+            result = policy.classify(qm.subsystem_type, qualifier_attributes(item.classification, path=f"{path}classification"))
+            sc, rc, dependent, version = result.service_class, result.report_class, False, policy.version
+        else:
+            raise ValidationFailed([{"path": f"{path}enclave_token", "message": "give an enclave_token (POST /v1/enclaves) or a classification"}])
+        payload = json.dumps(item.payload, separators=(",", ":"))
+        if len(payload) > self.settings.max_payload_bytes:
+            raise PayloadTooLarge(f"{path}payload has {len(payload)} bytes; at most {self.settings.max_payload_bytes}", path=f"{path}payload")
+        meta = {
+            "sc": sc,
+            "rc": rc,
+            "dep": dependent,
+            "qm": qm.id,
+            "subsystem_type": qm.subsystem_type,
+            "subsystem_name": qm.subsystem_name,
+            "userid": item.userid,
+            "enclave": item.enclave_token,
+            "policy": version,
+            "node": node,
+            "ae": ae,
+            "inserted": now_ms(),
+            "state": "q",
+            "deliveries": 0,
+            "exit": qm.exit_url or "",
+        }
+        return NewRequest(secrets.token_urlsafe(12), sc, dependent, meta, payload, item.idempotency_key)
+
+    # ---- select (IWM4SSL) --------------------------------------------------------------------------------
+
+    async def select(self, body: SelectIn) -> SelectOut | None:
+        """Work for the server, waiting up to `wait_seconds`; None when nothing came in time."""
+        server = await self._connection(body.connect_token, "server")
+        ended = [await self._end(server, item.token, item.outcome, item.result) for item in body.end]
+        policy = await self.policies.active(self.session)
+        assert server.node and server.application_environment
+        config = AeConfig.of(policy, server.application_environment)
+        if config is None:
+            return SelectOut(items=[], ended=ended, terminate=True, reason_code=TERMINATE_REASON, reason="the application environment is no longer in the active policy")
+        keys = self.store.keys(server.node, server.application_environment)
+        wait = min(body.wait_seconds, self.settings.max_wait_seconds)
+        items = await self._try_select(keys, config, server, body)
+        if not items and wait > 0:
+            items = await self._wait_and_select(keys, config, server, body, time.monotonic() + wait)
+        if not items and not ended:
+            return None
+        return SelectOut(items=[_item_out(keys, config, s) for s in items], ended=ended)
+
+    async def _try_select(self, keys: AeKeys, config: AeConfig, server: ConnInfo, body: SelectIn) -> list[Selected]:
+        try:
+            items = await self.store.select(keys, config, server.id, body.max_items, begin=body.begin)
+        except AppError as exc:
+            if exc.code == "overflow_not_needed":
+                return []
+            raise
+        if items:
+            self.dispatcher.served(server.id)
+        return items
+
+    async def _wait_and_select(self, keys: AeKeys, config: AeConfig, server: ConnInfo, body: SelectIn, deadline: float) -> list[Selected]:
+        assert server.worker_weight is not None
+        waiter = Waiter(keys.node, keys.ae, server.id, server.worker_weight, server.overflow)
+        self.dispatcher.register(waiter)
+        try:
+            while (remaining := deadline - time.monotonic()) > 0:
+                try:
+                    await asyncio.wait_for(waiter.event.wait(), min(remaining, POLL_FALLBACK_SECONDS))
+                except TimeoutError:
+                    pass
+                waiter.event.clear()
+                items = await self._try_select(keys, config, server, body)
+                if items:
+                    return items
+            return []
+        finally:
+            self.dispatcher.unregister(waiter)
+
+    # ---- begin, end (IWM4STBG, IWM4STEN) ------------------------------------------------------------------
+
+    async def begin(self, token: str, connect_token: str) -> tuple[str, datetime]:
+        server = await self._connection(connect_token, "server")
+        keys, request_id = self._held_keys(server, token)
+        policy = await self.policies.active(self.session)
+        config = AeConfig.of(policy, keys.ae)
+        if config is None:
+            raise Conflict("the application environment is no longer in the active policy", code="unknown_application_environment")
+        await self.store.begin(keys, config, request_id, server.id)
+        return token, datetime.fromtimestamp((now_ms() + config.completion_time_ms) / 1000, UTC)
+
+    async def end(self, token: str, connect_token: str, outcome: str, result: Any) -> EndedOut:
+        server = await self._connection(connect_token, "server")
+        return await self._end(server, token, outcome, result)
+
+    async def _end(self, server: ConnInfo, token: str, outcome: str, result: Any) -> EndedOut:
+        keys, request_id = self._held_keys(server, token)
+        result_text = None if result is None else json.dumps(result, separators=(",", ":"))
+        if result_text is not None and len(result_text) > self.settings.max_result_bytes:
+            raise PayloadTooLarge(f"the result has {len(result_text)} bytes; at most {self.settings.max_result_bytes}", path="result")
+        record = await self.store.end(keys, request_id, server.id, outcome, result_text)
+        return EndedOut(token=token, outcome=outcome, response_time_ms=record["ended"] - record["inserted"])
+
+    def _held_keys(self, server: ConnInfo, token: str) -> tuple[AeKeys, str]:
+        parsed = parse_token(token)
+        if parsed is None:
+            raise NotFound("no such work request", code="unknown_work")
+        node, ae, request_id = parsed
+        if (node, ae) != (server.node, server.application_environment):
+            raise Conflict("the work request is not held by this server (never selected by it, or reassigned)", code="not_holder")
+        return self.store.keys(node, ae), request_id
+
+    # ---- delete (IWM4QDE) ---------------------------------------------------------------------------------
+
+    async def delete(self, token: str, connect_token: str) -> None:
+        qm = await self._connection(connect_token, "queue_manager")
+        parsed = parse_token(token)
+        if parsed is None:
+            raise NotFound("no such work request", code="unknown_work")
+        node, ae, request_id = parsed
+        await self.store.delete(self.store.keys(node, ae), request_id, qm.id)
+
+
+def _item_out(keys: AeKeys, config: AeConfig, selected: Selected) -> WorkItemOut:
+    meta = selected.meta
+    return WorkItemOut(
+        token=keys.token(selected.id),
+        service_class=meta["sc"],
+        report_class=meta["rc"],
+        payload=json.loads(selected.payload),
+        userid=meta.get("userid"),
+        enclave=meta.get("enclave"),
+        state="begun" if meta["state"] == "b" else "selected",
+        deliveries=meta["deliveries"],
+        inserted_at=datetime.fromtimestamp(meta["inserted"] / 1000, UTC),
+        lease_expires_at=datetime.fromtimestamp((meta["selected"] + config.completion_time_ms) / 1000, UTC),
+    )
