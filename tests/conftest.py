@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import threading
 import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -75,15 +77,57 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return url
 
 
+class ExitReceiver:
+    """A real HTTP endpoint for queue-manager exit calls; answers 500 to the first `fail_first` calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[dict[str, str], bytes]] = []
+        self.fail_first = 0
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                failing = receiver.fail_first > 0
+                if failing:
+                    receiver.fail_first -= 1
+                else:
+                    receiver.calls.append((dict(self.headers), body))
+                self.send_response(500 if failing else 204)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/exit"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def reset(self) -> None:
+        self.calls.clear()
+        self.fail_first = 0
+
+
+@pytest.fixture(scope="session")
+def exit_receiver() -> Iterator[ExitReceiver]:
+    receiver = ExitReceiver()
+    yield receiver
+    receiver.server.shutdown()
+
+
 @pytest.fixture
-def settings(tmp_path: Path, redis_url: str, database_url: str) -> Settings:
+def settings(tmp_path: Path, redis_url: str, database_url: str, exit_receiver: ExitReceiver) -> Settings:
+    exit_receiver.reset()
     return Settings(
         data_dir=tmp_path / "data",
         database_url=database_url,
         redis_url=redis_url,
         redis_prefix=f"wlmtest{uuid.uuid4().hex[:8]}",
         bootstrap_admin_key=ADMIN_KEY,
-        exit_url_allowlist=["https://qm.example.com/*"],
+        exit_url_allowlist=["https://qm.example.com/*", exit_receiver.url],
+        lease_check_seconds=0.1,
+        records_flush_seconds=0.2,
+        exit_retry_base_seconds=0.1,
     )
 
 

@@ -42,6 +42,10 @@ class AeKeys:
         return f"{self.tag}:classes"
 
     @cached_property
+    def seq(self) -> str:
+        return f"{self.tag}:seq"
+
+    @cached_property
     def leases(self) -> str:
         return f"{self.tag}:leases"
 

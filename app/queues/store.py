@@ -76,7 +76,7 @@ class QueueStore:
 
     async def insert(self, k: AeKeys, queue_manager: int, requests: Sequence[NewRequest], backlog_limit: int) -> list[str]:
         """All or none; returns the ids in order (an earlier id where an idempotency key repeats)."""
-        keys = [k.req, k.payload, k.depth, k.classes]
+        keys = [k.req, k.payload, k.depth, k.classes, k.seq]
         items = []
         for request in requests:
             keys.append(k.queue(request.service_class, request.dependent))

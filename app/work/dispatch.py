@@ -11,7 +11,6 @@ nothing left waits again. Waiters also retry once a second, so a lost notificati
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 from dataclasses import dataclass, field
@@ -47,15 +46,16 @@ class Dispatcher:
         self._last_served: dict[int, int] = {}
         self._serial = itertools.count()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._listen(), name="wlm-dispatch")
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.wait([self._task], timeout=5)
 
     def register(self, waiter: Waiter) -> None:
         self._waiters.setdefault((waiter.node, waiter.ae), []).append(waiter)
@@ -77,7 +77,7 @@ class Dispatcher:
             waiter.event.set()
 
     async def _listen(self) -> None:
-        while True:
+        while not self._stopping:
             try:
                 async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
                     await pubsub.psubscribe(self.pattern)
@@ -87,5 +87,7 @@ class Dispatcher:
             except asyncio.CancelledError:
                 raise
             except Exception:  # Redis went away: waiters fall back to polling until we are back
+                if self._stopping:
+                    return
                 log.warning("insert notifications interrupted; resubscribing", exc_info=True)
                 await asyncio.sleep(0.5)

@@ -8,7 +8,6 @@ exists (a later issue), every service process runs them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -37,6 +36,7 @@ class Duties:
         self.state = state
         self.http = httpx.AsyncClient(timeout=state.settings.exit_timeout_seconds, follow_redirects=False)
         self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
         self._exit_secrets: dict[int, str | None] = {}
 
     def start(self) -> None:
@@ -49,20 +49,23 @@ class Duties:
             self._tasks.append(asyncio.create_task(self._every(interval, duty), name=f"wlm-duty-{name}"))
 
     async def stop(self) -> None:
+        self._stopping = True
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await asyncio.wait(self._tasks, timeout=10)
         await self.http.aclose()
 
     async def _every(self, interval: float, duty: Callable[[], Awaitable[object]]) -> None:
-        while True:
+        # The flag, not only the cancellation: a driver that turns a CancelledError into another error (seen
+        # with database calls cancelled mid-flight) must not keep a stopping service's duty alive.
+        while not self._stopping:
             try:
                 await duty()
             except asyncio.CancelledError:
                 raise
             except Exception:
+                if self._stopping:
+                    return
                 log.exception("background duty %s failed; retrying", getattr(duty, "__name__", duty))
             await asyncio.sleep(interval)
 

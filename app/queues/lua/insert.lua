@@ -1,10 +1,10 @@
 -- Queue requests (IWM4QIN), all or none.
--- KEYS: req, payload, depth, classes, then per item: its class list, its idempotency key (a dummy key of the
---       same slot when the item has none)
+-- KEYS: req, payload, depth, classes, seq, then per item: its class list, its idempotency key (a dummy key of
+--       the same slot when the item has none)
 -- ARGV: now_ms, notify channel, idempotency ttl s, items JSON [{id, sc, dep, meta, payload, idem, limit}]
 -- Returns {0, id...} in item order (an id of an earlier insert for a repeated idempotency key),
 -- or {-10, class, depth, limit} when a class queue would pass its backlog limit (nothing written).
-local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], classes = KEYS[4]}
+local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], classes = KEYS[4], seq = KEYS[5]}
 local channel, idem_ttl = ARGV[2], tonumber(ARGV[3])
 local items = cjson.decode(ARGV[4])
 
@@ -12,7 +12,7 @@ local result, new_per_class, fresh = {0}, {}, {}
 for i, item in ipairs(items) do
   local existing = false
   if item.idem ~= '' then
-    existing = redis.call('GET', KEYS[4 + 2 * i])
+    existing = redis.call('GET', KEYS[5 + 2 * i])
   end
   if existing then
     result[#result + 1] = existing
@@ -27,16 +27,19 @@ for i, item in ipairs(items) do
   end
 end
 
+-- A per-environment sequence number orders requests inserted in the same millisecond (a batch), so that
+-- reassigned requests go back to the front in their original order.
 local inserted = 0
+local seq = redis.call('INCRBY', k.seq, #items)
 for i, item in ipairs(items) do
   if fresh[i] then
-    redis.call('HSET', k.req, item.id, item.meta)
+    redis.call('HSET', k.req, item.id, '{"seq":' .. (seq - #items + i) .. ',' .. string.sub(item.meta, 2))
     redis.call('HSET', k.payload, item.id, item.payload)
-    redis.call('RPUSH', KEYS[3 + 2 * i], item.id)
+    redis.call('RPUSH', KEYS[4 + 2 * i], item.id)
     redis.call('HINCRBY', k.depth, item.sc, 1)
     redis.call('SADD', k.classes, item.sc)
     if item.idem ~= '' then
-      redis.call('SET', KEYS[4 + 2 * i], item.id, 'EX', idem_ttl)
+      redis.call('SET', KEYS[5 + 2 * i], item.id, 'EX', idem_ttl)
     end
     inserted = inserted + 1
   end

@@ -24,29 +24,36 @@ else
   ids = redis.call('ZRANGE', k.leases, 0, -1)
 end
 
-local requeued, abandoned, result = 0, 0, {}
+-- Newest first, so that pushing each to the front leaves them in their original order.
+local taken = {}
 for _, id in ipairs(ids) do
   local meta = load_meta(k.req, id)
   if not meta then
     redis.call('ZREM', k.leases, id)
   elseif (mode == 'expired' or meta.server == only_server) and lists[meta.sc] then
-    redis.call('ZREM', k.leases, id)
-    redis.call('HINCRBY', k.inflight, meta.server, -1)
-    if meta.deliveries >= max_deliveries then
-      finish(k, id, meta, 'abandoned', now, tombstone_ms)
-      abandoned = abandoned + 1
-      result[#result + 1] = id
-    else
-      meta.state = 'q'
-      meta.server = nil
-      meta.selected = nil
-      meta.begun = nil
-      save_meta(k.req, id, meta)
-      local list = lists[meta.sc][meta.dep and 1 or 2]
-      redis.call('LPUSH', list, id)
-      redis.call('HINCRBY', k.depth, meta.sc, 1)
-      requeued = requeued + 1
-    end
+    taken[#taken + 1] = {id = id, meta = meta}
+  end
+end
+table.sort(taken, function(a, b) return a.meta.seq > b.meta.seq end)
+
+local requeued, abandoned, result = 0, 0, {}
+for _, entry in ipairs(taken) do
+  local id, meta = entry.id, entry.meta
+  redis.call('ZREM', k.leases, id)
+  redis.call('HINCRBY', k.inflight, meta.server, -1)
+  if meta.deliveries >= max_deliveries then
+    finish(k, id, meta, 'abandoned', now, tombstone_ms)
+    abandoned = abandoned + 1
+    result[#result + 1] = id
+  else
+    meta.state = 'q'
+    meta.server = nil
+    meta.selected = nil
+    meta.begun = nil
+    save_meta(k.req, id, meta)
+    redis.call('LPUSH', lists[meta.sc][meta.dep and 1 or 2], id)
+    redis.call('HINCRBY', k.depth, meta.sc, 1)
+    requeued = requeued + 1
   end
 end
 if requeued > 0 then

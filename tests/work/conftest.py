@@ -1,0 +1,71 @@
+"""A queue manager and servers connected to the example policy, on the real app, Redis and database."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from tests.conftest import EXAMPLE_POLICY, install_policy, make_key
+
+QM = {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BANK1"}
+ONLINE = {"userid": "ATM01"}  # classifies to ONLINE (importance 1)
+BATCH = {"userid": "BOB"}  # the default: BATCH (importance 3)
+
+
+def policy_document(**ae_changes: Any) -> str:
+    document = yaml.safe_load(EXAMPLE_POLICY)
+    document["application_environments"][0].update(ae_changes)
+    return json.dumps(document)
+
+
+@dataclass
+class World:
+    client: httpx.AsyncClient
+    qm: dict[str, str]
+    qm_token: str
+    server_key: dict[str, str]
+
+    async def server(self, tasks: int = 1, weight: int = 1, overflow: bool = False) -> str:
+        body = {"role": "server", "subsystem_type": "CB", "subsystem_name": "BANK1", "application_environment": "PAYROLL",
+                "worker_tasks": tasks, "worker_weight": weight, "overflow": overflow}
+        response = await self.client.post("/v1/connections", headers=self.server_key, json=body)
+        assert response.status_code == 201, response.text
+        return response.json()["token"]  # type: ignore[no-any-return]
+
+    async def insert(self, payload: Any = None, classification: dict[str, str] | None = None, expect: int = 201, **extra: Any) -> dict[str, Any]:
+        body = {"connect_token": self.qm_token, "application_environment": "PAYROLL", "payload": payload, **extra}
+        if "enclave_token" not in extra:
+            body["classification"] = classification if classification is not None else ONLINE
+        response = await self.client.post("/v1/work", headers=self.qm, json=body)
+        assert response.status_code == expect, response.text
+        return response.json()  # type: ignore[no-any-return]
+
+    async def select(self, token: str, expect: int | None = 200, **extra: Any) -> httpx.Response:
+        response = await self.client.post("/v1/work/select", headers=self.server_key, json={"connect_token": token, **extra})
+        if expect is not None:
+            assert response.status_code == expect, response.text
+        return response
+
+    async def end(self, server: str, token: str, outcome: str = "completed", expect: int = 200, **extra: Any) -> httpx.Response:
+        response = await self.client.post(f"/v1/work/{token}/end", headers=self.server_key, json={"connect_token": server, "outcome": outcome, **extra})
+        assert response.status_code == expect, response.text
+        return response
+
+
+async def make_world(client: httpx.AsyncClient, document: str | None = None, exit_url: str | None = None) -> World:
+    await install_policy(client, document or policy_document(), "application/json")
+    qm = await make_key(client, "qm", ["queue_manager"])
+    server_key = await make_key(client, "srv", ["server"], ["CB.*.PAYROLL"])
+    response = await client.post("/v1/connections", headers=qm, json={**QM, **({"exit_url": exit_url} if exit_url else {})})
+    assert response.status_code == 201, response.text
+    return World(client, qm, response.json()["token"], server_key)
+
+
+@pytest.fixture
+async def world(client: httpx.AsyncClient) -> World:
+    return await make_world(client)
