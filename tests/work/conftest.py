@@ -29,6 +29,7 @@ class World:
     qm: dict[str, str]
     qm_token: str
     server_key: dict[str, str]
+    exit_secret: str | None = None
 
     async def server(self, tasks: int = 1, weight: int = 1, overflow: bool = False) -> str:
         body = {"role": "server", "subsystem_type": "CB", "subsystem_name": "BANK1", "application_environment": "PAYROLL",
@@ -63,7 +64,7 @@ async def make_world(client: httpx.AsyncClient, document: str | None = None, exi
     server_key = await make_key(client, "srv", ["server"], ["CB.*.PAYROLL"])
     response = await client.post("/v1/connections", headers=qm, json={**QM, **({"exit_url": exit_url} if exit_url else {})})
     assert response.status_code == 201, response.text
-    return World(client, qm, response.json()["token"], server_key)
+    return World(client, qm, response.json()["token"], server_key, response.json()["exit_secret"])
 
 
 @pytest.fixture

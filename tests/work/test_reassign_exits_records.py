@@ -1,0 +1,121 @@
+"""Reassignment after the completion time, abandonment, exit calls with retries and signatures, and work
+records on Parquet; the background duties run as in production (every 0.1-0.2 s in these tests)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from app.work import records
+from app.work.exits import SIGNATURE_HEADER, verify
+from tests.work.conftest import ONLINE, make_world, policy_document
+
+pytestmark = pytest.mark.asyncio
+
+
+async def _eventually(check, timeout: float = 5.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        result = check()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return result
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.05)
+
+
+async def test_expired_request_is_reassigned_to_the_front_then_abandoned(client, exit_receiver):
+    world = await make_world(client, policy_document(completion_time_ms=300, max_deliveries=2), exit_url=exit_receiver.url)
+    first_server, second_server = await world.server(), await world.server()
+    expiring = await world.insert({"n": "slow"})
+    item = (await world.select(first_server)).json()["items"][0]
+    behind = await world.insert({"n": "behind"})
+    # No end within 300 ms: it goes back to the front, ahead of the request queued after it.
+    await asyncio.sleep(0.6)
+    again = (await world.select(second_server)).json()["items"][0]
+    assert again["token"] == expiring["token"] and again["deliveries"] == 2
+    late = await world.end(first_server, item["token"], expect=409)
+    assert late.json()["error"]["code"] == "not_holder"  # the old holder's late end: refused, no second record
+    # The second delivery expires too: abandoned, the exit is called, and the request behind it is next.
+    await _eventually(lambda: len(exit_receiver.calls) == 1)
+    headers, body = exit_receiver.calls[0]
+    event = json.loads(body)
+    assert event["event"] == "work.abandoned" and event["token"] == expiring["token"] and event["deliveries"] == 2
+    secret = world.exit_secret
+    assert verify(secret, headers[SIGNATURE_HEADER], body) and not verify("wrong", headers[SIGNATURE_HEADER], body)
+    ended = await world.end(second_server, again["token"], expect=409)
+    assert ended.json()["error"] == {"code": "already_ended", "message": "the work request has already ended", "outcome": "abandoned"}
+    assert (await world.select(first_server)).json()["items"][0]["token"] == behind["token"]
+
+
+async def test_begin_and_heartbeat_extend_the_completion_time(client):
+    world = await make_world(client, policy_document(completion_time_ms=600))
+    server = await world.server()
+    await world.insert({"n": 1})
+    item = (await world.select(server)).json()["items"][0]
+    for _ in range(3):  # 3 x 0.3 s > 0.6 s, kept alive by begin, then heartbeats
+        await asyncio.sleep(0.3)
+        beat = await client.post(f"/v1/connections/{server}/heartbeat", headers=world.server_key)
+        assert beat.json()["leases_extended"] == 1
+    begun = await client.post(f"/v1/work/{item['token']}/begin", headers=world.server_key, json={"connect_token": server})
+    assert begun.status_code == 200
+    await asyncio.sleep(0.3)
+    assert (await world.end(server, item["token"])).json()["outcome"] == "completed"
+
+
+async def test_exit_calls_are_retried_until_delivered(client, exit_receiver):
+    world = await make_world(client, exit_url=exit_receiver.url)
+    exit_receiver.fail_first = 2
+    queued = await world.insert({"n": 1})
+    deleted = await client.delete(f"/v1/work/{queued['token']}", headers=world.qm, params={"connect_token": world.qm_token})
+    assert deleted.status_code == 200
+    await _eventually(lambda: len(exit_receiver.calls) == 1, timeout=10)
+    event = json.loads(exit_receiver.calls[0][1])
+    assert event["event"] == "work.deleted" and event["attempt"] == 3 and event["event_id"] == f"{queued['token']}:deleted"
+    await asyncio.sleep(0.5)
+    assert len(exit_receiver.calls) == 1  # delivered once it succeeded, not again
+
+
+async def test_purge_at_disconnect_calls_the_exit_per_request(client, exit_receiver):
+    world = await make_world(client, exit_url=exit_receiver.url)
+    tokens = {(await world.insert({"n": n}))["token"] for n in range(3)}
+    await client.delete(f"/v1/connections/{world.qm_token}", headers=world.qm)
+    await _eventually(lambda: len(exit_receiver.calls) == 3)
+    assert {json.loads(body)["token"] for _, body in exit_receiver.calls} == tokens
+    assert {json.loads(body)["event"] for _, body in exit_receiver.calls} == {"work.purged"}
+
+
+async def test_every_end_is_one_record_in_parquet(client, app):
+    world = await make_world(client, policy_document(completion_time_ms=300, max_deliveries=1))
+    server = await world.server(tasks=10)
+    ended = await world.insert({"n": "ended"}, userid="alice")
+    failed = await world.insert({"n": "failed"}, classification={"transaction_class": "RPT1"})
+    deleted = await world.insert({"n": "deleted"})
+    abandoned = await world.insert({"n": "abandoned"})
+    await client.delete(f"/v1/work/{deleted['token']}", headers=world.qm, params={"connect_token": world.qm_token})
+    items = {i["payload"]["n"]: i["token"] for i in (await world.select(server, max_items=10)).json()["items"]}
+    await world.end(server, items["ended"], result={"answer": 42})
+    await world.end(server, items["failed"], outcome="failed")
+    root = app.state.wlm.settings.records_dir
+
+    table = await _eventually(lambda: (t := records.read(root)).num_rows == 4 and t)
+    rows = {row["token"]: row for row in table.to_pylist()}
+    assert {row["outcome"] for row in rows.values()} == {"completed", "failed", "deleted", "abandoned"}
+    done = rows[ended["token"]]
+    assert (done["service_class"], done["report_class"], done["userid"], done["application_environment"], done["node"]) == ("ONLINE", "ATMA", "alice", "PAYROLL", "LOCAL")
+    assert done["period"] == 1 and done["policy_version"] == 1 and done["deliveries"] == 1 and json.loads(done["result"]) == {"answer": 42}
+    assert done["response_time_ms"] == done["queue_time_ms"] + done["execution_time_ms"]
+    assert done["server_id"] is not None and done["selected_at"] is not None and done["ended_at"] >= done["inserted_at"]
+    assert rows[failed["token"]]["service_class"] == "REPORTS"
+    removed = rows[deleted["token"]]
+    assert removed["selected_at"] is None and removed["execution_time_ms"] is None and removed["server_id"] is None
+    assert rows[abandoned["token"]]["deliveries"] == 1
+    files = list(root.glob("date=*/*.parquet"))
+    assert files and all(f.parent.name.startswith("date=") for f in files)
+    assert not list(root.glob("date=*/.*.tmp"))
+    await asyncio.sleep(0.5)
+    assert records.read(root).num_rows == 4  # the outbox was acknowledged: nothing written twice
