@@ -41,13 +41,11 @@ _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: 
 
 
 async def current_principal(
-    state: StateDep,
-    session: SessionDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    state: StateDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> PrincipalInfo:
     if credentials is None or not credentials.credentials:
         raise Unauthenticated("send an API key as 'Authorization: Bearer <key>'", code="missing_api_key")
-    return await authenticate(session, credentials.credentials, state.key_cache)
+    return await authenticate(state.sessions, credentials.credentials, state.key_cache)
 
 
 def require(*roles: Role) -> Callable[..., Coroutine[Any, Any, PrincipalInfo]]:

@@ -14,6 +14,10 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger(__name__)
@@ -222,6 +226,18 @@ def install_error_handlers(app: FastAPI) -> None:
         code = _HTTP_CODES.get(exc.status_code, "http_error")
         body = {"error": {"code": code, "message": str(exc.detail)}}
         return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(SQLAlchemyTimeoutError)
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(RedisConnectionError)
+    @app.exception_handler(RedisTimeoutError)
+    async def _unavailable(_: Request, exc: Exception) -> JSONResponse:
+        # The database or Redis is down or saturated: the client may retry; nothing was half-written, as
+        # every queue change is one script and every database change one transaction.
+        log.warning("dependency unavailable: %s", exc)
+        which = "redis" if isinstance(exc, RedisConnectionError | RedisTimeoutError) else "database"
+        error = ServiceUnavailable(f"the {which} is unavailable; retry shortly", code=f"{which}_unavailable")
+        return JSONResponse(error.body(), status_code=503, headers={"Retry-After": "1"})
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

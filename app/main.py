@@ -83,7 +83,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             sessions=sessions,
             redis=redis,
             key_cache=KeyCache(settings.auth_cache_seconds),
-            policies=PolicyStore(settings.policy_cache_seconds),
+            policies=PolicyStore(sessions, settings.policy_cache_seconds),
             schema_head=head,
             queues=queues,
             dispatcher=dispatcher,

@@ -63,25 +63,27 @@ class KeyCache:
         self._entries.clear()
 
 
-async def authenticate(session: AsyncSession, key: str, cache: KeyCache) -> PrincipalInfo:
+async def authenticate(sessions: async_sessionmaker[AsyncSession], key: str, cache: KeyCache) -> PrincipalInfo:
+    """The key's principal: from the cache, else from the database in a short session of its own (requests
+    do not hold a database connection for authentication)."""
     key_hash = hash_key(key)
     cached = cache.get(key_hash)
     if cached is not None:
         return cached
-    api_key = await session.scalar(select(ApiKey).where(ApiKey.key_hash == key_hash))
-    now = utcnow()
-    if api_key is None or api_key.revoked_at is not None:
-        raise Unauthenticated("unknown or revoked API key", code="invalid_api_key")
-    if api_key.expires_at is not None and api_key.expires_at <= now:
-        raise Unauthenticated("the API key has expired", code="expired_api_key")
-    principal = api_key.principal
-    info = PrincipalInfo(
-        id=principal.id,
-        name=principal.name,
-        roles=effective_roles(principal.roles),
-        permits=tuple(p.profile for p in principal.permits),
-        key_id=api_key.id,
-    )
+    async with sessions() as session:
+        api_key = await session.scalar(select(ApiKey).where(ApiKey.key_hash == key_hash))
+        if api_key is None or api_key.revoked_at is not None:
+            raise Unauthenticated("unknown or revoked API key", code="invalid_api_key")
+        if api_key.expires_at is not None and api_key.expires_at <= utcnow():
+            raise Unauthenticated("the API key has expired", code="expired_api_key")
+        principal = api_key.principal
+        info = PrincipalInfo(
+            id=principal.id,
+            name=principal.name,
+            roles=effective_roles(principal.roles),
+            permits=tuple(p.profile for p in principal.permits),
+            key_id=api_key.id,
+        )
     cache.put(key_hash, info)
     return info
 

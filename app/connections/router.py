@@ -26,7 +26,7 @@ Participant = Annotated[PrincipalInfo, Depends(require(Role.QUEUE_MANAGER, Role.
 async def connect(
     body: Annotated[ConnectIn, Body()], session: SessionDep, state: StateDep, principal: Connector
 ) -> ConnectionCreated:
-    policy = await state.policies.active(session)
+    policy = await state.policies.active()
     connection, token = await service.connect(session, state.queues, principal, policy, body, state.settings.exit_url_allowlist)
     return ConnectionCreated(
         **ConnectionOut.model_validate(connection).model_dump(),
@@ -60,7 +60,7 @@ async def list_connections(
 
 @router.post("/{token}/heartbeat", response_model=HeartbeatOut, summary="Liveness of a connection")
 async def heartbeat(token: str, session: SessionDep, state: StateDep, principal: Connector) -> HeartbeatOut:
-    policy = await state.policies.current(session)
+    policy = await state.policies.current()
     connection, extended = await service.heartbeat(session, state.queues, policy, principal, token)
     return HeartbeatOut(
         id=connection.id,
@@ -73,7 +73,7 @@ async def heartbeat(token: str, session: SessionDep, state: StateDep, principal:
 
 @router.delete("/{token}", response_model=DisconnectOut, summary="IWM4DIS: disconnect")
 async def disconnect(token: str, session: SessionDep, state: StateDep, principal: Participant) -> DisconnectOut:
-    policy = await state.policies.current(session)
+    policy = await state.policies.current()
     connection, already, cleanup = await service.disconnect(session, state.queues, policy, principal, token)
     assert connection.disconnected_at is not None
     return DisconnectOut(

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.audit.service import record
 from app.auth.profiles import is_permitted, server_resource
@@ -61,16 +61,17 @@ async def _publish(store: QueueStore, connection: Connection) -> ConnInfo:
 
 
 async def active_connection(
-    session: AsyncSession, store: QueueStore, principal: PrincipalInfo, token: str, role: str
+    sessions: async_sessionmaker[AsyncSession], store: QueueStore, principal: PrincipalInfo, token: str, role: str
 ) -> ConnInfo:
     """The caller's active connection of `role` by its token: one Redis read; the database (the system of
-    record) answers when Redis has lost the record, and the record is restored."""
+    record, in a short session) answers when Redis has lost the record, and the record is restored."""
     hashed = token_hash(token)
     raw = await store.redis.get(connection_key(store.prefix, hashed))
     if raw is not None:
         info = ConnInfo(**json.loads(raw))
     else:
-        connection = await session.scalar(select(Connection).where(Connection.token_hash == hashed))
+        async with sessions() as session:
+            connection = await session.scalar(select(Connection).where(Connection.token_hash == hashed))
         if connection is None or connection.state != "active":
             raise NotFound("unknown or disconnected connect token", code="unknown_connection")
         info = await _publish(store, connection)

@@ -82,7 +82,7 @@ async def classify(
     state: StateDep,
     _: Annotated[PrincipalInfo, Depends(require(Role.VIEWER, Role.QUEUE_MANAGER))],
 ) -> ClassifyOut:
-    policy = await state.policies.active(session)
+    policy = await state.policies.active()
     result = policy.classify(body.subsystem_type, service.qualifier_attributes(body.attributes, path="attributes"))
     return ClassifyOut(
         policy_version=policy.version,

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.audit.service import record
 from app.db import utcnow
@@ -45,29 +45,32 @@ def digest_of(definition: ServiceDefinition) -> str:
 
 class PolicyStore:
     """The active policy, compiled, cached per process. Another replica's install is seen within
-    `ttl_seconds`; an install on this process is seen at once."""
+    `ttl_seconds`; an install on this process is seen at once. It reads the database with short sessions of
+    its own, so a request (a long-polling select above all) never holds a database connection for it."""
 
-    def __init__(self, ttl_seconds: float) -> None:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], ttl_seconds: float) -> None:
+        self.sessions = sessions
         self.ttl = ttl_seconds
         self._policy: ActivePolicy | None = None
         self._checked_at = float("-inf")
         self._lock = asyncio.Lock()
         self._versions: dict[int, ActivePolicy] = {}
 
-    async def active(self, session: AsyncSession) -> ActivePolicy:
+    async def active(self) -> ActivePolicy:
         if time.monotonic() - self._checked_at < self.ttl and self._policy is not None:
             return self._policy
         async with self._lock:
             if time.monotonic() - self._checked_at >= self.ttl or self._policy is None:
-                await self._refresh(session)
+                async with self.sessions() as session:
+                    await self._refresh(session)
         if self._policy is None:
             raise NotFound(NO_POLICY_MESSAGE, code="no_policy")
         return self._policy
 
-    async def current(self, session: AsyncSession) -> ActivePolicy | None:
+    async def current(self) -> ActivePolicy | None:
         """The active policy, or None before the first install."""
         try:
-            return await self.active(session)
+            return await self.active()
         except NotFound:
             return None
 
@@ -79,12 +82,13 @@ class PolicyStore:
             self._policy = compile_policy(row.version, ServiceDefinition.model_validate(row.definition))
         self._checked_at = time.monotonic()
 
-    async def version(self, session: AsyncSession, version: int) -> ActivePolicy | None:
+    async def version(self, version: int) -> ActivePolicy | None:
         """Any installed version, compiled (cached; versions never change)."""
         if self._policy is not None and self._policy.version == version:
             return self._policy
         if version not in self._versions:
-            row = await session.get(PolicyVersion, version)
+            async with self.sessions() as session:
+                row = await session.get(PolicyVersion, version)
             if row is None:
                 return None
             self._versions[version] = compile_policy(row.version, ServiceDefinition.model_validate(row.definition))

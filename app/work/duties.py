@@ -70,8 +70,7 @@ class Duties:
             await asyncio.sleep(interval)
 
     async def _environments(self) -> list[tuple[AeKeys, AeConfig]]:
-        async with self.state.sessions() as session:
-            policy = await self.state.policies.current(session)
+        policy = await self.state.policies.current()
         if policy is None:
             return []
         result = []
@@ -96,8 +95,7 @@ class Duties:
         for keys, _ in await self._environments():
             while entries := await self.state.queues.pending_records(keys, self.state.settings.records_batch):
                 metas = records.parse_outbox(entries)
-                async with self.state.sessions() as session:
-                    policies = {v: await self.state.policies.version(session, v) for v in {m["policy"] for m in metas}}
+                policies = {v: await self.state.policies.version(v) for v in {m["policy"] for m in metas}}
                 rows = [records.to_row(meta, policies[meta["policy"]]) for meta in metas]
                 await asyncio.to_thread(records.write, self.state.settings.records_dir, rows)
                 await self.state.queues.ack_records(keys, entries)

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import JSONResponse
 
 from app.auth.roles import PrincipalInfo, Role
-from app.deps import SessionDep, StateDep, require
+from app.deps import StateDep, require
 from app.work.schemas import (
     BegunOut,
     DeletedOut,
@@ -32,8 +32,8 @@ ConnectTokenQuery = Annotated[str, Query(min_length=1, max_length=128, descripti
 REPLAYED_HEADER = "Idempotent-Replayed"
 
 
-def _work(session: SessionDep, state: StateDep, principal: Annotated[PrincipalInfo, Depends(require(Role.QUEUE_MANAGER, Role.SERVER))]) -> Work:
-    return Work(session, state.queues, state.policies, state.dispatcher, state.settings, principal)
+def _work(state: StateDep, principal: Annotated[PrincipalInfo, Depends(require(Role.QUEUE_MANAGER, Role.SERVER))]) -> Work:
+    return Work(state.sessions, state.queues, state.policies, state.dispatcher, state.settings, principal)
 
 
 WorkDep = Annotated[Work, Depends(_work)]

@@ -83,7 +83,7 @@ class EndInSelect(EndIn):
 
 class SelectIn(StrictModel):
     connect_token: ConnectToken
-    wait_seconds: float = Field(default=0, ge=0, description="long poll: wait up to this long for work (max 60)")
+    wait_seconds: float = Field(default=0, ge=0, le=60, description="long poll: wait up to this long for work")
     max_items: int = Field(default=1, ge=1, le=1000, description="take up to this many, within free worker tasks")
     # Begin the selected requests at once (IWM4STBG), saving a call per request.
     begin: bool = False

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.auth.roles import PrincipalInfo
 from app.config import Settings
@@ -45,7 +45,7 @@ TERMINATE_REASON = "0C14"
 class Work:
     """What the lifecycle operations need of the process: one per request, built by the router."""
 
-    session: AsyncSession
+    sessions: async_sessionmaker[AsyncSession]
     store: QueueStore
     policies: PolicyStore
     dispatcher: Dispatcher
@@ -53,13 +53,13 @@ class Work:
     principal: PrincipalInfo
 
     async def _connection(self, token: str, role: str) -> ConnInfo:
-        return await active_connection(self.session, self.store, self.principal, token, role)
+        return await active_connection(self.sessions, self.store, self.principal, token, role)
 
     # ---- enclaves (IWM4ECRE) -----------------------------------------------------------------------------
 
     async def create_enclave(self, body: EnclaveIn) -> EnclaveOut:
         qm = await self._connection(body.connect_token, "queue_manager")
-        policy = await self.policies.active(self.session)
+        policy = await self.policies.active()
         if body.parent is not None:
             parent = await self._enclave(qm, body.parent)
             enclave = {**parent, "dep": True, "parent": body.parent}
@@ -105,7 +105,7 @@ class Work:
         if len(body.items) > self.settings.max_batch_items:
             raise ValidationFailed([{"path": "items", "message": f"at most {self.settings.max_batch_items} items"}])
         qm = await self._connection(body.connect_token, "queue_manager")
-        policy = await self.policies.active(self.session)
+        policy = await self.policies.active()
         ae = policy.application_environments.get(body.application_environment)
         if ae is None:
             known = ", ".join(policy.application_environments) or "none"
@@ -181,7 +181,15 @@ class Work:
         """Work for the server, waiting up to `wait_seconds`; None when nothing came in time."""
         server = await self._connection(body.connect_token, "server")
         ended = [await self._end(server, item.token, item.outcome, item.result) for item in body.end]
-        policy = await self.policies.active(self.session)
+        try:
+            return await self._select(server, body, ended)
+        except AppError as exc:
+            if ended:  # the ends took effect: say so, so the server does not end them again
+                exc.details["ended"] = [e.model_dump() for e in ended]
+            raise
+
+    async def _select(self, server: ConnInfo, body: SelectIn, ended: list[EndedOut]) -> SelectOut | None:
+        policy = await self.policies.active()
         assert server.node and server.application_environment
         config = AeConfig.of(policy, server.application_environment)
         if config is None:
@@ -229,7 +237,7 @@ class Work:
     async def begin(self, token: str, connect_token: str) -> tuple[str, datetime]:
         server = await self._connection(connect_token, "server")
         keys, request_id = self._held_keys(server, token)
-        policy = await self.policies.active(self.session)
+        policy = await self.policies.active()
         config = AeConfig.of(policy, keys.ae)
         if config is None:
             raise Conflict("the application environment is no longer in the active policy", code="unknown_application_environment")

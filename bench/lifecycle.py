@@ -1,0 +1,214 @@
+"""The whole work lifecycle over HTTP, against the real service, with RQ on the same Redis as the yardstick.
+
+    .venv/bin/python bench/lifecycle.py [--seconds 10]
+
+Phases (producers and servers are coroutines of this one process; the service runs in its own processes; all
+share this machine's cores):
+  single   producers insert one request per call; servers select one at a time, beginning it and ending the
+           previous one in the same call (`begin: true`, `end: [...]`), i.e. 2 HTTP calls per lifecycle
+  batch    producers insert 500 per call (`POST /v1/work:batch`); servers select up to 250 and end them in the
+           next select
+  latency  an open-loop producer at half the single-request peak; servers long-poll; insert -> select
+           latency measured from just before the insert is sent to the moment a server has the request
+  rq       the same lifecycles through RQ 2 (enqueue; SimpleWorker processes; JSON serializer) on the service's Redis
+The last line printed is one JSON object with the headline figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+import redis
+from rq import Queue
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _service import ADMIN_KEY, ROOT, Service, machine  # noqa: E402
+
+POLICY = (ROOT / "examples" / "policy.yaml").read_text().replace("backlog_limit: 100000", "backlog_limit: 10000000")
+ONLINE = {"userid": "ATM01"}
+QM = {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BENCH"}
+
+
+class Client:
+    def __init__(self, http: aiohttp.ClientSession, url: str, key: str) -> None:
+        self.http, self.url, self.headers = http, url, {"Authorization": f"Bearer {key}"}
+
+    async def post(self, path: str, body: dict) -> tuple[int, dict | None]:
+        async with self.http.post(self.url + path, json=body, headers=self.headers) as response:
+            data = await response.json() if response.status != 204 else None
+            return response.status, data
+
+
+async def setup(http: aiohttp.ClientSession, url: str) -> tuple[Client, Client]:
+    admin = Client(http, url, ADMIN_KEY)
+    async with http.put(url + "/v1/policy", data=POLICY, headers={**admin.headers, "Content-Type": "application/yaml"}) as r:
+        assert r.status == 200, await r.text()
+    keys = []
+    for name, roles, permits in (("bench-qm", ["queue_manager"], []), ("bench-server", ["server"], ["CB.**"])):
+        await admin.post("/v1/principals", {"name": name, "roles": roles, "permits": permits})
+        keys.append((await admin.post("/v1/api-keys", {"principal": name}))[1]["key"])
+    return Client(http, url, keys[0]), Client(http, url, keys[1])
+
+
+async def connect_server(server: Client, tasks: int) -> str:
+    status, body = await server.post("/v1/connections", {"role": "server", "subsystem_type": "CB", "subsystem_name": "BENCH", "application_environment": "PAYROLL", "worker_tasks": tasks})
+    assert status == 201, body
+    return body["token"]
+
+
+async def run_phase(qm: Client, server: Client, qm_token: str, *, producers: int, servers: int, batch: int, seconds: float) -> float:
+    """Lifecycles ended per second while producers and servers run flat out for `seconds`."""
+    stop = asyncio.Event()
+    ended = 0
+    tokens = [await connect_server(server, batch) for _ in range(servers)]
+
+    async def produce() -> None:
+        while not stop.is_set():
+            if batch == 1:
+                status, body = await qm.post("/v1/work", {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": {"n": 1}})
+            else:
+                items = [{"classification": ONLINE, "payload": {"n": i}} for i in range(batch * 2)]
+                status, body = await qm.post("/v1/work:batch", {"connect_token": qm_token, "application_environment": "PAYROLL", "items": items})
+            assert status == 201, body
+
+    async def serve(token: str) -> None:
+        nonlocal ended
+        held: list[str] = []
+        while not stop.is_set() or held:
+            body = {"connect_token": token, "wait_seconds": 0.5, "max_items": batch, "begin": True, "end": [{"token": t} for t in held]}
+            if stop.is_set():
+                body["max_items"], body["wait_seconds"] = 1, 0
+            status, result = await server.post("/v1/work/select", body)
+            assert status in (200, 204), result
+            if result:
+                ended += len(result["ended"])
+                held = [item["token"] for item in result["items"]]
+            else:
+                held = []
+            if stop.is_set() and held:
+                await server.post("/v1/work/select", {"connect_token": token, "max_items": 1, "end": [{"token": t} for t in held]})
+                ended += len(held)
+                held = []
+
+    tasks = [asyncio.create_task(produce()) for _ in range(producers)] + [asyncio.create_task(serve(t)) for t in tokens]
+    await asyncio.sleep(1.0)  # warm up
+    start_count, started = ended, time.perf_counter()
+    await asyncio.sleep(seconds)
+    rate = (ended - start_count) / (time.perf_counter() - started)
+    stop.set()
+    await asyncio.gather(*tasks)
+    for token in tokens:
+        async with server.http.delete(f"{server.url}/v1/connections/{token}", headers=server.headers):
+            pass
+    return rate
+
+
+async def latency_phase(qm: Client, server: Client, qm_token: str, rate: float, seconds: float) -> list[float]:
+    """Insert -> select latencies (ms) of an open-loop producer at `rate` per second."""
+    samples: list[float] = []
+    stop = asyncio.Event()
+    tokens = [await connect_server(server, 1) for _ in range(8)]
+
+    async def serve(token: str) -> None:
+        held: list[str] = []
+        while not stop.is_set():
+            status, result = await server.post("/v1/work/select", {"connect_token": token, "wait_seconds": 1, "begin": True, "end": [{"token": t} for t in held]})
+            held = []
+            if status == 200:
+                now = time.time()
+                for item in result["items"]:
+                    samples.append((now - item["payload"]["t"]) * 1000)
+                held = [item["token"] for item in result["items"]]
+
+    async def insert() -> None:
+        await qm.post("/v1/work", {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": {"t": time.time()}})
+
+    servers = [asyncio.create_task(serve(t)) for t in tokens]
+    inserts = []
+    interval, next_at, deadline = 1 / rate, time.perf_counter(), time.perf_counter() + seconds
+    while next_at < deadline:
+        inserts.append(asyncio.create_task(insert()))
+        next_at += interval
+        await asyncio.sleep(max(0, next_at - time.perf_counter()))
+    await asyncio.gather(*inserts)
+    await asyncio.sleep(1.5)
+    stop.set()
+    await asyncio.gather(*servers)
+    return samples
+
+
+def rq_phase(redis_url: str, jobs: int, workers: int) -> float:
+    """RQ lifecycles per second: `jobs` enqueued while `workers` SimpleWorker processes run them."""
+    connection = redis.Redis.from_url(redis_url)
+    queue = Queue("bench", connection=connection, serializer="rq.serializers.JSONSerializer")
+    queue.empty()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "rq.cli", "worker", "--url", redis_url, "--worker-class", "rq.worker.SimpleWorker",
+             "--serializer", "rq.serializers.JSONSerializer", "--quiet", "bench"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        for _ in range(workers)
+    ]  # fmt: skip
+    time.sleep(2.0)  # let the workers start before the clock does
+    started = time.perf_counter()
+    for n in range(jobs):
+        queue.enqueue("builtins.len", [n])
+    while queue.finished_job_registry.count < jobs:
+        time.sleep(0.01)
+    rate = jobs / (time.perf_counter() - started)
+    for proc in procs:
+        proc.terminate()
+        proc.wait()
+    return rate
+
+
+def percentile(samples: list[float], p: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+async def main_async(service: Service, seconds: float) -> dict[str, float]:
+    connector = aiohttp.TCPConnector(limit=256)
+    async with aiohttp.ClientSession(connector=connector) as http:
+        qm, server = await setup(http, service.url)
+        status, body = await qm.post("/v1/connections", QM)
+        qm_token = body["token"]
+        single = await run_phase(qm, server, qm_token, producers=8, servers=16, batch=1, seconds=seconds)
+        print(f"single: {single:,.0f} lifecycles/s", flush=True)
+        batch = await run_phase(qm, server, qm_token, producers=2, servers=4, batch=250, seconds=seconds)
+        print(f"batch:  {batch:,.0f} lifecycles/s", flush=True)
+        samples = await latency_phase(qm, server, qm_token, single / 2, seconds)
+        p50, p99 = percentile(samples, 50), percentile(samples, 99)
+        print(f"latency at {single / 2:,.0f}/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms over {len(samples)} requests", flush=True)
+    return {"lifecycles_per_s_single": round(single), "lifecycles_per_s_batch": round(batch), "insert_to_select_p50_ms": round(p50, 2), "insert_to_select_p99_ms": round(p99, 2), "latency_rate_per_s": round(single / 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes of the service")
+    parser.add_argument("--rq-jobs", type=int, default=10_000)
+    args = parser.parse_args()
+    print(f"machine: {machine()}; service ({args.workers} workers), Redis and load generator share it", flush=True)
+    service = Service(workers=args.workers)
+    try:
+        figures = asyncio.run(main_async(service, args.seconds))
+        rq_rate = rq_phase(service.redis_url, args.rq_jobs, workers=2)
+        print(f"rq:     {rq_rate:,.0f} lifecycles/s (2 SimpleWorkers)", flush=True)
+    finally:
+        service.stop()
+    figures |= {"rq_lifecycles_per_s": round(rq_rate), "single_vs_rq": round(figures["lifecycles_per_s_single"] / rq_rate, 2), "batch_vs_rq": round(figures["lifecycles_per_s_batch"] / rq_rate, 2)}
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
