@@ -16,7 +16,7 @@ from app.errors import Forbidden, Unauthenticated
 from app.state import AppState
 
 
-def get_state(request: Request) -> AppState:
+async def get_state(request: Request) -> AppState:
     return request.app.state.wlm  # type: ignore[no-any-return]
 
 
@@ -31,7 +31,7 @@ async def get_session(state: StateDep) -> AsyncIterator[AsyncSession]:
 SessionDep = Annotated[AsyncSession, Depends(get_session)]
 
 
-def get_redis(state: StateDep) -> Redis:
+async def get_redis(state: StateDep) -> Redis:
     return state.redis
 
 

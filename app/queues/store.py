@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from redis.asyncio import Redis
 
 from app.policy.active import ActivePolicy
@@ -54,6 +55,16 @@ class Selected:
 
 
 @dataclass(frozen=True, slots=True)
+class EndResult:
+    code: int  # 0: ended; otherwise the script's error code (app.errors maps it)
+    value: str  # the work record (JSON) when ended, else the code's detail
+
+    @property
+    def record(self) -> dict[str, Any]:
+        return json.loads(self.value)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, slots=True)
 class Reassigned:
     requeued: int
     abandoned: list[str]
@@ -77,28 +88,18 @@ class QueueStore:
     async def insert(self, k: AeKeys, queue_manager: int, requests: Sequence[NewRequest], backlog_limit: int) -> list[str]:
         """All or none; returns the ids in order (an earlier id where an idempotency key repeats)."""
         keys = [k.req, k.payload, k.depth, k.classes, k.seq]
-        items = []
+        args: list[Any] = [now_ms(), k.notify_channel, self.idempotency_ttl_s, backlog_limit]
         for request in requests:
             keys.append(k.queue(request.service_class, request.dependent))
             keys.append(k.idempotency(queue_manager, request.idempotency_key) if request.idempotency_key else k.no_idempotency)
-            items.append(
-                {
-                    "id": request.id,
-                    "sc": request.service_class,
-                    "meta": json.dumps(request.meta),
-                    "payload": request.payload,
-                    "idem": request.idempotency_key or "",
-                    "limit": backlog_limit,
-                }
-            )
-        args = [now_ms(), k.notify_channel, self.idempotency_ttl_s, json.dumps(items)]
+            args += [request.id, request.service_class, orjson.dumps(request.meta), request.payload, request.idempotency_key or ""]
         return [str(v) for v in await self.scripts.run("insert", keys, args)]
 
     async def select(self, k: AeKeys, config: AeConfig, server_id: int, max_items: int, *, begin: bool) -> list[Selected]:
         keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, *k.class_lists(list(config.class_order))]
         args = [now_ms(), server_id, config.completion_time_ms, max_items, "1" if begin else "0", *config.class_order]
         flat = await self.scripts.run("select", keys, args)
-        return [Selected(flat[i], json.loads(flat[i + 1]), flat[i + 2]) for i in range(0, len(flat), 3)]
+        return [Selected(flat[i], orjson.loads(flat[i + 1]), flat[i + 2]) for i in range(0, len(flat), 3)]
 
     async def begin(self, k: AeKeys, config: AeConfig, request_id: str, server_id: int) -> dict[str, Any]:
         args = [now_ms(), request_id, server_id, config.completion_time_ms]
@@ -109,11 +110,14 @@ class QueueStore:
         result = await self.scripts.run("extend", [k.req, k.leases], [now_ms(), server_id, config.completion_time_ms])
         return int(result[0])
 
-    async def end(self, k: AeKeys, request_id: str, server_id: int, outcome: str, result: str | None) -> dict[str, Any]:
+    async def end(self, k: AeKeys, server_id: int, ends: Sequence[tuple[str, str, str | None]]) -> list[EndResult]:
+        """End (id, outcome, result JSON) requests of one server; each succeeds or fails on its own."""
         keys = [k.req, k.payload, k.leases, k.inflight, k.records, k.exits, k.done, k.done_exp]
-        args = [now_ms(), request_id, server_id, outcome, self.tombstone_ms, result or ""]
-        record = await self.scripts.run("end", keys, args)
-        return json.loads(record[0])  # type: ignore[no-any-return]
+        args: list[Any] = [now_ms(), server_id, self.tombstone_ms]
+        for request_id, outcome, result in ends:
+            args += [request_id, outcome, result or ""]
+        flat = await self.scripts.run("end", keys, args)
+        return [EndResult(int(flat[i]), str(flat[i + 1])) for i in range(0, len(flat), 2)]
 
     def _removal_keys(self, k: AeKeys) -> list[str]:
         return [k.req, k.payload, k.depth, k.records, k.exits, k.done, k.done_exp]

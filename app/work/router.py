@@ -32,7 +32,7 @@ ConnectTokenQuery = Annotated[str, Query(min_length=1, max_length=128, descripti
 REPLAYED_HEADER = "Idempotent-Replayed"
 
 
-def _work(state: StateDep, principal: Annotated[PrincipalInfo, Depends(require(Role.QUEUE_MANAGER, Role.SERVER))]) -> Work:
+async def _work(state: StateDep, principal: Annotated[PrincipalInfo, Depends(require(Role.QUEUE_MANAGER, Role.SERVER))]) -> Work:
     return Work(state.sessions, state.queues, state.policies, state.dispatcher, state.settings, principal)
 
 

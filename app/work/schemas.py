@@ -110,9 +110,19 @@ class EndedOut(BaseModel):
     response_time_ms: int
 
 
+class EndErrorOut(BaseModel):
+    """An end of the select's `end` list that did not apply (e.g. `not_holder`: its lease expired and it went to
+    another server; `already_ended`); the other ends and the select went ahead."""
+
+    token: str
+    code: str
+    message: str
+
+
 class SelectOut(BaseModel):
     items: list[WorkItemOut]
     ended: list[EndedOut] = Field(default_factory=list)
+    end_errors: list[EndErrorOut] = Field(default_factory=list)
     # IWM4SSL's terminate: the server is no longer needed; it ends what it holds, disconnects and stops.
     terminate: bool = False
     reason_code: str | None = None

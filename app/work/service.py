@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.auth.roles import PrincipalInfo
 from app.config import Settings
 from app.connections.service import ConnInfo, active_connection
-from app.errors import AppError, Conflict, NotFound, PayloadTooLarge, ValidationFailed
+from app.errors import AppError, Conflict, NotFound, PayloadTooLarge, ValidationFailed, lua_error
 from app.policy.active import ActivePolicy
 from app.policy.service import PolicyStore, qualifier_attributes
 from app.queues.keys import AeKeys, enclave_key, parse_token
@@ -23,7 +24,7 @@ from app.queues.store import AeConfig, NewRequest, QueueStore, Selected, now_ms
 from app.work.dispatch import POLL_FALLBACK_SECONDS, Dispatcher, Waiter
 from app.work.schemas import (
     EndedOut,
-    EndInSelect,
+    EndErrorOut,
     EnclaveIn,
     EnclaveOut,
     SelectIn,
@@ -153,7 +154,7 @@ class Work:
             sc, rc, dependent, version = result.service_class, result.report_class, False, policy.version
         else:
             raise ValidationFailed([{"path": f"{path}enclave_token", "message": "give an enclave_token (POST /v1/enclaves) or a classification"}])
-        payload = json.dumps(item.payload, separators=(",", ":"))
+        payload = orjson.dumps(item.payload).decode()
         if len(payload) > self.settings.max_payload_bytes:
             raise PayloadTooLarge(f"{path}payload has {len(payload)} bytes; at most {self.settings.max_payload_bytes}", path=f"{path}payload")
         meta = {
@@ -180,28 +181,23 @@ class Work:
     async def select(self, body: SelectIn) -> SelectOut | None:
         """Work for the server, waiting up to `wait_seconds`; None when nothing came in time."""
         server = await self._connection(body.connect_token, "server")
-        ended = [await self._end(server, item.token, item.outcome, item.result) for item in body.end]
-        try:
-            return await self._select(server, body, ended)
-        except AppError as exc:
-            if ended:  # the ends took effect: say so, so the server does not end them again
-                exc.details["ended"] = [e.model_dump() for e in ended]
-            raise
-
-    async def _select(self, server: ConnInfo, body: SelectIn, ended: list[EndedOut]) -> SelectOut | None:
+        outcomes = await self._end_many(server, [(e.token, e.outcome, e.result) for e in body.end])
+        ended = [o for o in outcomes if isinstance(o, EndedOut)]
+        end_errors = [EndErrorOut(token=e.token, code=o.code, message=o.message) for e, o in zip(body.end, outcomes, strict=True) if isinstance(o, AppError)]
         policy = await self.policies.active()
         assert server.node and server.application_environment
         config = AeConfig.of(policy, server.application_environment)
         if config is None:
-            return SelectOut(items=[], ended=ended, terminate=True, reason_code=TERMINATE_REASON, reason="the application environment is no longer in the active policy")
+            reason = "the application environment is no longer in the active policy"
+            return SelectOut(items=[], ended=ended, end_errors=end_errors, terminate=True, reason_code=TERMINATE_REASON, reason=reason)
         keys = self.store.keys(server.node, server.application_environment)
         wait = min(body.wait_seconds, self.settings.max_wait_seconds)
         items = await self._try_select(keys, config, server, body)
         if not items and wait > 0:
             items = await self._wait_and_select(keys, config, server, body, time.monotonic() + wait)
-        if not items and not ended:
+        if not items and not ended and not end_errors:
             return None
-        return SelectOut(items=[_item_out(keys, config, s) for s in items], ended=ended)
+        return SelectOut(items=[_item_out(keys, config, s) for s in items], ended=ended, end_errors=end_errors)
 
     async def _try_select(self, keys: AeKeys, config: AeConfig, server: ConnInfo, body: SelectIn) -> list[Selected]:
         try:
@@ -219,9 +215,17 @@ class Work:
         waiter = Waiter(keys.node, keys.ae, server.id, server.worker_weight, server.overflow)
         self.dispatcher.register(waiter)
         try:
+            task = asyncio.current_task()
             while (remaining := deadline - time.monotonic()) > 0:
+                if task is not None and task.cancelling():
+                    # The client went away (cancelled), but a library call on the way swallowed the
+                    # cancellation (seen with the Redis client): stop waiting for a select nobody awaits.
+                    raise asyncio.CancelledError
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation that arrives
+                # as the event fires, and a cancelled long poll would then wait out its full time.
                 try:
-                    await asyncio.wait_for(waiter.event.wait(), min(remaining, POLL_FALLBACK_SECONDS))
+                    async with asyncio.timeout(min(remaining, POLL_FALLBACK_SECONDS)):
+                        await waiter.event.wait()
                 except TimeoutError:
                     pass
                 waiter.event.clear()
@@ -246,15 +250,38 @@ class Work:
 
     async def end(self, token: str, connect_token: str, outcome: str, result: Any) -> EndedOut:
         server = await self._connection(connect_token, "server")
-        return await self._end(server, token, outcome, result)
+        (ended,) = await self._end_many(server, [(token, outcome, result)])
+        if isinstance(ended, AppError):
+            raise ended
+        return ended
 
-    async def _end(self, server: ConnInfo, token: str, outcome: str, result: Any) -> EndedOut:
-        keys, request_id = self._held_keys(server, token)
-        result_text = None if result is None else json.dumps(result, separators=(",", ":"))
-        if result_text is not None and len(result_text) > self.settings.max_result_bytes:
-            raise PayloadTooLarge(f"the result has {len(result_text)} bytes; at most {self.settings.max_result_bytes}", path="result")
-        record = await self.store.end(keys, request_id, server.id, outcome, result_text)
-        return EndedOut(token=token, outcome=outcome, response_time_ms=record["ended"] - record["inserted"])
+    async def _end_many(self, server: ConnInfo, ends: list[tuple[str, str, Any]]) -> list[EndedOut | AppError]:
+        """End (token, outcome, result) requests in one script call; each ends, or fails with its own error."""
+        results: list[EndedOut | AppError | None] = [None] * len(ends)
+        valid: list[tuple[int, str, str, str | None]] = []
+        for i, (token, outcome, result) in enumerate(ends):
+            try:
+                _, request_id = self._held_keys(server, token)
+                valid.append((i, request_id, outcome, self._result_text(result)))
+            except AppError as exc:
+                results[i] = exc
+        if valid:
+            keys = self.store.keys(server.node, server.application_environment)  # type: ignore[arg-type]
+            for (i, *_), done in zip(valid, await self.store.end(keys, server.id, [v[1:] for v in valid]), strict=True):
+                if done.code == 0:
+                    record = done.record
+                    results[i] = EndedOut(token=ends[i][0], outcome=record["outcome"], response_time_ms=record["ended"] - record["inserted"])
+                else:
+                    results[i] = lua_error(done.code, [done.value])
+        return results  # type: ignore[return-value]
+
+    def _result_text(self, result: Any) -> str | None:
+        if result is None:
+            return None
+        text = orjson.dumps(result).decode()
+        if len(text) > self.settings.max_result_bytes:
+            raise PayloadTooLarge(f"the result has {len(text)} bytes; at most {self.settings.max_result_bytes}", path="result")
+        return text
 
     def _held_keys(self, server: ConnInfo, token: str) -> tuple[AeKeys, str]:
         parsed = parse_token(token)
@@ -282,7 +309,7 @@ def _item_out(keys: AeKeys, config: AeConfig, selected: Selected) -> WorkItemOut
         token=keys.token(selected.id),
         service_class=meta["sc"],
         report_class=meta["rc"],
-        payload=json.loads(selected.payload),
+        payload=orjson.loads(selected.payload),
         userid=meta.get("userid"),
         enclave=meta.get("enclave"),
         state="begun" if meta["state"] == "b" else "selected",

@@ -1,14 +1,33 @@
--- A server ends a request it holds (IWM4STEN): the work record is written and the server's capacity freed.
+-- A server ends requests it holds (IWM4STEN): each one's work record is written and its worker task freed.
+-- Each request is judged on its own: one that can no longer be ended (its lease expired and it went to another
+-- server, or it already ended) does not stop the others.
 -- KEYS: req, payload, leases, inflight, records, exits, done, done_exp
--- ARGV: now_ms, id, server id, outcome, tombstone ms, result (JSON text, '' for none)
--- Returns {0, record}, {-1} unknown, {-5, outcome} already ended, {-6} not held by this server.
+-- ARGV: now_ms, server id, tombstone ms, then per request: id, outcome, result (JSON text, '' for none)
+-- Returns {0, then per request: code, value}: 0 and the record, -1 and '' (unknown), -5 and the outcome
+-- (already ended), -6 and '' (not held by this server).
 local k = {req = KEYS[1], payload = KEYS[2], leases = KEYS[3], inflight = KEYS[4], records = KEYS[5], exits = KEYS[6],
   done = KEYS[7], done_exp = KEYS[8]}
-local now, id, server = now_ms(), ARGV[2], ARGV[3]
-local meta = load_meta(k.req, id)
-if not meta then return missing(k, id) end
-if meta.state == 'q' or meta.server ~= server then return {-6} end
-redis.call('ZREM', k.leases, id)
-redis.call('HINCRBY', k.inflight, server, -1)
-if ARGV[6] ~= '' then meta.result = ARGV[6] end
-return {0, finish(k, id, meta, ARGV[4], now, tonumber(ARGV[5]))}
+local now, server, tombstone_ms = now_ms(), ARGV[2], tonumber(ARGV[3])
+local result, ended = {0}, 0
+for i = 4, #ARGV, 3 do
+  local id = ARGV[i]
+  local meta = load_meta(k.req, id)
+  if not meta then
+    local gone = missing(k, id)
+    result[#result + 1] = gone[1]
+    result[#result + 1] = gone[2] or ''
+  elseif meta.state == 'q' or meta.server ~= server then
+    result[#result + 1] = -6
+    result[#result + 1] = ''
+  else
+    redis.call('ZREM', k.leases, id)
+    if ARGV[i + 2] ~= '' then meta.result = ARGV[i + 2] end
+    result[#result + 1] = 0
+    result[#result + 1] = finish(k, id, meta, ARGV[i + 1], now, tombstone_ms)
+    ended = ended + 1
+  end
+end
+if ended > 0 then
+  redis.call('HINCRBY', k.inflight, server, -ended)
+end
+return result

@@ -1,12 +1,16 @@
 -- Queue requests (IWM4QIN), all or none.
 -- KEYS: req, payload, depth, classes, seq, then per item: its class list, its idempotency key (a dummy key of
 --       the same slot when the item has none)
--- ARGV: now_ms, notify channel, idempotency ttl s, items JSON [{id, sc, dep, meta, payload, idem, limit}]
+-- ARGV: now_ms, notify channel, idempotency ttl s, backlog limit, then per item: id, class, meta (JSON), payload
+--       (JSON), idempotency key ('' for none)
 -- Returns {0, id...} in item order (an id of an earlier insert for a repeated idempotency key),
 -- or {-10, class, depth, limit} when a class queue would pass its backlog limit (nothing written).
 local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], classes = KEYS[4], seq = KEYS[5]}
-local channel, idem_ttl = ARGV[2], tonumber(ARGV[3])
-local items = cjson.decode(ARGV[4])
+local channel, idem_ttl, limit = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local items = {}
+for i = 5, #ARGV, 5 do
+  items[#items + 1] = {id = ARGV[i], sc = ARGV[i + 1], meta = ARGV[i + 2], payload = ARGV[i + 3], idem = ARGV[i + 4]}
+end
 
 local result, new_per_class, fresh = {0}, {}, {}
 for i, item in ipairs(items) do
@@ -20,8 +24,8 @@ for i, item in ipairs(items) do
     fresh[i] = true
     new_per_class[item.sc] = (new_per_class[item.sc] or 0) + 1
     local depth = tonumber(redis.call('HGET', k.depth, item.sc) or '0')
-    if depth + new_per_class[item.sc] > tonumber(item.limit) then
-      return {-10, item.sc, depth, tonumber(item.limit)}
+    if depth + new_per_class[item.sc] > limit then
+      return {-10, item.sc, depth, limit}
     end
     result[#result + 1] = item.id
   end
