@@ -50,6 +50,18 @@ def _die_with_parent() -> None:
         pass  # not Linux: the child outlives a crashed parent, and the next start reuses it by its port file
 
 
+def _alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _answers(url: str) -> bool:
     try:
         return bool(redis.Redis.from_url(url, socket_timeout=1).ping())
@@ -68,22 +80,42 @@ class EmbeddedRedis:
     def _port_file(self) -> Path:
         return self.dir / "redis.port"
 
+    @property
+    def _owner_file(self) -> Path:
+        return self.dir / "redis.owner"
+
     def start(self) -> str:
         self.dir.mkdir(parents=True, exist_ok=True)
         if self._port_file.exists():
             url = f"redis://127.0.0.1:{self._port_file.read_text().strip()}/0"
             if _answers(url):
-                log.info("using the embedded redis already running at %s", url)
-                self.url = url
-                return url
+                if _alive(self._owner()):
+                    log.info("using the embedded redis already running at %s", url)
+                    self.url = url
+                    return url
+                # Its owner died (kill -9): the server is shutting down on the parent-death signal, writing
+                # its AOF. Wait for it to finish, or the AOF would be read half-written.
+                self._wait_until_gone(url)
         for _ in range(3):
             port = _free_port()
             if self._spawn(port):
                 self.url = f"redis://127.0.0.1:{port}/0"
                 self._port_file.write_text(str(port))
+                self._owner_file.write_text(str(os.getpid()))
                 log.info("embedded redis-server started at %s (data in %s)", self.url, self.dir)
                 return self.url
         raise RuntimeError(f"could not start {server_binary()}; see {self.dir / 'redis.log'}")
+
+    def _owner(self) -> int | None:
+        try:
+            return int(self._owner_file.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _wait_until_gone(self, url: str) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        while _answers(url) and time.monotonic() < deadline:
+            time.sleep(0.1)
 
     def _spawn(self, port: int) -> bool:
         args = [
@@ -122,4 +154,5 @@ class EmbeddedRedis:
                 self.process.kill()
                 self.process.wait()
         self._port_file.unlink(missing_ok=True)
+        self._owner_file.unlink(missing_ok=True)
         self.process = None

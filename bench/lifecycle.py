@@ -67,17 +67,24 @@ async def connect_server(server: Client, tasks: int) -> str:
 async def run_phase(qm: Client, server: Client, qm_token: str, *, producers: int, servers: int, batch: int, seconds: float) -> float:
     """Lifecycles ended per second while producers and servers run flat out for `seconds`."""
     stop = asyncio.Event()
-    ended = 0
+    ended = inserted = 0
+    # Producers stay this far ahead of the servers: a steady state, not a backlog growing for the run.
+    most_ahead = servers * batch * 4
     tokens = [await connect_server(server, batch) for _ in range(servers)]
 
     async def produce() -> None:
+        nonlocal inserted
         while not stop.is_set():
+            if inserted - ended > most_ahead:
+                await asyncio.sleep(0.001)
+                continue
             if batch == 1:
                 status, body = await qm.post("/v1/work", {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": {"n": 1}})
             else:
                 items = [{"classification": ONLINE, "payload": {"n": i}} for i in range(batch * 2)]
                 status, body = await qm.post("/v1/work:batch", {"connect_token": qm_token, "application_environment": "PAYROLL", "items": items})
             assert status == 201, body
+            inserted += 1 if batch == 1 else len(items)
 
     async def serve(token: str) -> None:
         nonlocal ended
@@ -105,10 +112,21 @@ async def run_phase(qm: Client, server: Client, qm_token: str, *, producers: int
     rate = (ended - start_count) / (time.perf_counter() - started)
     stop.set()
     await asyncio.gather(*tasks)
+    await drain(server, tokens[0], batch)
     for token in tokens:
         async with server.http.delete(f"{server.url}/v1/connections/{token}", headers=server.headers):
             pass
     return rate
+
+
+async def drain(server: Client, token: str, batch: int) -> None:
+    """End whatever a phase left queued, so the next phase starts from an empty queue."""
+    held: list[str] = []
+    while True:
+        status, result = await server.post("/v1/work/select", {"connect_token": token, "max_items": batch, "begin": True, "end": [{"token": t} for t in held]})
+        if status == 204:
+            return
+        held = [item["token"] for item in result["items"]]
 
 
 async def latency_phase(qm: Client, server: Client, qm_token: str, rate: float, seconds: float) -> list[float]:
@@ -125,7 +143,7 @@ async def latency_phase(qm: Client, server: Client, qm_token: str, rate: float, 
             if status == 200:
                 now = time.time()
                 # Requests left over from the earlier phases carry no timestamp; they are drained, not measured.
-                samples += [(now - item["payload"]["t"]) * 1000 for item in result["items"] if "t" in item["payload"]]
+                samples.extend((now - item["payload"]["t"]) * 1000 for item in result["items"] if "t" in item["payload"])
                 held = [item["token"] for item in result["items"]]
 
     async def insert() -> None:

@@ -2,50 +2,26 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.processes import WLM, ServiceProcess
+
 ROOT = Path(__file__).resolve().parent.parent
-WLM = str(Path(sys.executable).parent / "wlm")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
 def service(tmp_path):
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WLM_")}
-    env |= {"WLM_DATA_DIR": str(tmp_path / "data"), "WLM_PORT": str(port)}
-    log = (tmp_path / "service.log").open("wb")
-    process = subprocess.Popen([WLM, "serve"], cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert process.poll() is None, (tmp_path / "service.log").read_text()
-        time.sleep(0.2)
-    else:
-        process.kill()
-        raise AssertionError("service not ready in 60 s:\n" + (tmp_path / "service.log").read_text())
-    yield {"url": url, "env": env, "dir": tmp_path, "process": process}
-    process.send_signal(signal.SIGTERM)
-    process.wait(timeout=30)
+    process = ServiceProcess(tmp_path)
+    process.start()
+    yield {"url": process.url, "env": process.env, "dir": tmp_path, "process": process.process}
+    if process.process.poll() is None:
+        process.stop()
 
 
 def _cli(service, *args: str) -> subprocess.CompletedProcess[str]:

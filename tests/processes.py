@@ -1,0 +1,60 @@
+"""Real service processes for end-to-end and crash tests: `wlm serve` on embedded defaults in a scratch
+directory, started, killed and started again on the same data."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+WLM = str(Path(sys.executable).parent / "wlm")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ServiceProcess:
+    def __init__(self, directory: Path, **settings: str) -> None:
+        self.dir = directory
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("WLM_")}
+        self.env |= {"WLM_DATA_DIR": str(directory / "data"), "WLM_PORT": str(self.port)}
+        self.env |= {f"WLM_{name.upper()}": value for name, value in settings.items()}
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = directory / "service.log"
+
+    def start(self, timeout: float = 60) -> None:
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen([WLM, "serve"], cwd=self.dir, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            assert self.process.poll() is None, self.log_path.read_text()
+            time.sleep(0.1)
+        self.kill()
+        raise AssertionError(f"service not ready in {timeout} s:\n{self.log_path.read_text()}")
+
+    def stop(self) -> int:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=30)
+
+    def kill(self) -> None:
+        """kill -9: no shutdown code runs in the service."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
