@@ -23,7 +23,8 @@ import yaml
 from tests.conftest import ADMIN_KEY, EXAMPLE_POLICY
 from tests.processes import ServiceProcess
 
-pytestmark = pytest.mark.asyncio
+# Minutes, not seconds: 10,000 requests through real processes on a 2-core machine, with two crashes.
+pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(600)]
 TOTAL = 10_000
 PRODUCERS = 8
 
