@@ -113,6 +113,12 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     for name, sub_schema in definition.pop("$defs", {}).items():
         components.setdefault(name, sub_schema)
     components["ServiceDefinition"] = definition
+    # Every route but health and metrics needs an API key (read by app.deps.principal_of).
+    schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer", "description": "An API key: `Authorization: Bearer wlm_...`"}}
+    for path, operations in schema["paths"].items():
+        if path.startswith("/v1/"):
+            for operation in operations.values():
+                operation["security"] = [{"bearer": []}]
     app.openapi_schema = schema
     return schema
 

@@ -69,7 +69,7 @@ async def run_phase(qm: Client, server: Client, qm_token: str, *, producers: int
     stop = asyncio.Event()
     ended = inserted = 0
     # Producers stay this far ahead of the servers: a steady state, not a backlog growing for the run.
-    most_ahead = servers * batch * 4
+    most_ahead = max(servers * batch * 4, 1000)
     tokens = [await connect_server(server, batch) for _ in range(servers)]
 
     async def produce() -> None:
@@ -112,21 +112,25 @@ async def run_phase(qm: Client, server: Client, qm_token: str, *, producers: int
     rate = (ended - start_count) / (time.perf_counter() - started)
     stop.set()
     await asyncio.gather(*tasks)
-    await drain(server, tokens[0], batch)
+    await drain(server, batch)
     for token in tokens:
         async with server.http.delete(f"{server.url}/v1/connections/{token}", headers=server.headers):
             pass
     return rate
 
 
-async def drain(server: Client, token: str, batch: int) -> None:
+async def drain(server: Client, batch: int) -> None:
     """End whatever a phase left queued, so the next phase starts from an empty queue."""
+    token = await connect_server(server, batch)
     held: list[str] = []
     while True:
         status, result = await server.post("/v1/work/select", {"connect_token": token, "max_items": batch, "begin": True, "end": [{"token": t} for t in held]})
+        assert status in (200, 204), result
         if status == 204:
-            return
+            break
         held = [item["token"] for item in result["items"]]
+    async with server.http.delete(f"{server.url}/v1/connections/{token}", headers=server.headers):
+        pass
 
 
 async def latency_phase(qm: Client, server: Client, qm_token: str, rate: float, seconds: float) -> list[float]:
