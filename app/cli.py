@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
@@ -96,10 +95,6 @@ def _call(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
         lines += [f"  {item['path']}: {item['message']}" for item in error.get("errors", [])]
         raise CliError("\n".join(lines))
     return response.json() if response.content else None
-
-
-def _print(data: Any) -> None:
-    print(json.dumps(data, indent=2, default=str))
 
 
 def cmd_policy(args: argparse.Namespace) -> None:

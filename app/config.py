@@ -2,7 +2,6 @@
 
 from functools import lru_cache
 from pathlib import Path
-
 from typing import Annotated
 
 from pydantic import Field, field_validator

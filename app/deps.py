@@ -1,4 +1,4 @@
-"""FastAPI dependencies: the database session, Redis, the caller and role checks."""
+"""FastAPI dependencies: the process state, the database session, the caller and role checks."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
-from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.roles import PrincipalInfo, Role
@@ -29,12 +28,6 @@ async def get_session(state: StateDep) -> AsyncIterator[AsyncSession]:
 
 SessionDep = Annotated[AsyncSession, Depends(get_session)]
 
-
-async def get_redis(state: StateDep) -> Redis:
-    return state.redis
-
-
-RedisDep = Annotated[Redis, Depends(get_redis)]
 
 # Authentication reads the header itself rather than through FastAPI's HTTPBearer and nested dependencies:
 # it runs on every call, and dependency resolution was a large share of a request's cost. The bearer scheme

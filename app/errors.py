@@ -130,18 +130,14 @@ _LUA_CODES: dict[int, tuple[type[AppError], str, str, tuple[str, ...]]] = {
 _STATES = {"q": "queued", "s": "selected", "b": "begun"}
 
 
-def raise_for_lua_code(code: int, values: list[Any], **context: Any) -> None:
-    raise lua_error(code, values, **context)
-
-
-def lua_error(code: int, values: list[Any], **context: Any) -> AppError:
+def lua_error(code: int, values: list[Any]) -> AppError:
     error_class, error_code, message, names = _LUA_CODES.get(code, (AppError, "internal", f"queue script code {code}", ()))
     details = {name: _plain(value) for name, value in zip(names, values, strict=False)}
     if "state" in details:
         details["state"] = _STATES.get(str(details["state"]), details["state"])
     if error_code == "backlog_limit":
         details["reason_code"] = "BACKLOG_LIMIT"
-    return error_class(message, code=error_code, **details, **context)
+    return error_class(message, code=error_code, **details)
 
 
 def _plain(value: Any) -> Any:

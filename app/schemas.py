@@ -31,9 +31,3 @@ SubsystemType = Annotated[
 ]
 # Free text: anything printable-ish, but no NUL, which PostgreSQL cannot store.
 Description = Annotated[str, StringConstraints(max_length=256, pattern=r"^[^\x00]*$")]
-
-
-class Page(BaseModel):
-    limit: int
-    offset: int
-    total: int

@@ -7,9 +7,10 @@ qualifier (so `*` alone is any one qualifier), `**` any number of qualifiers, no
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+
+from app.wildcards import wildcard_match
 
 PROFILE_PATTERN = r"^[A-Za-z0-9$#@_%*-]+(\.[A-Za-z0-9$#@_%*-]+)*$"
 
@@ -29,18 +30,12 @@ def _split(profile: str) -> tuple[str, ...]:
     return tuple(profile.upper().split("."))
 
 
-@lru_cache(maxsize=4096)
-def _qualifier_pattern(qualifier: str) -> re.Pattern[str]:
-    parts = ("[^.]*" if ch == "*" else "[^.]" if ch == "%" else re.escape(ch) for ch in qualifier)
-    return re.compile("".join(parts))
-
-
 def _matches(profile: Sequence[str], resource: Sequence[str]) -> bool:
     if not profile:
         return not resource
     head, rest = profile[0], profile[1:]
     if head == "**":
         return any(_matches(rest, resource[i:]) for i in range(len(resource) + 1))
-    if not resource or _qualifier_pattern(head).fullmatch(resource[0]) is None:
+    if not resource or not wildcard_match(head, resource[0], any_one="%"):
         return False
     return _matches(rest, resource[1:])

@@ -1,11 +1,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from typing import Any
-
-from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AnyHttpUrl,
+    BaseModel,
+    ConfigDict,
+    Field,
+    UrlConstraints,
+    field_validator,
+)
 
 from app.schemas import Name, StrictModel, SubsystemType
 
@@ -17,7 +22,7 @@ class QueueManagerConnect(StrictModel):
     node: Name | None = None
     # Called (POST, HMAC-signed) when the service deletes a request this queue manager queued; must match
     # the allowlist the admin configures (WLM_EXIT_URL_ALLOWLIST).
-    exit_url: AnyHttpUrl | None = None
+    exit_url: Annotated[AnyHttpUrl, UrlConstraints(max_length=2048)] | None = None
 
 
 class ServerConnect(StrictModel):
@@ -32,7 +37,6 @@ class ServerConnect(StrictModel):
 
 
 ConnectIn = Annotated[QueueManagerConnect | ServerConnect, Field(discriminator="role")]
-CONNECT_ROLES = frozenset({"queue_manager", "server"})
 
 
 class ConnectionOut(BaseModel):

@@ -227,13 +227,14 @@ class Cleanup:
 async def disconnect(
     session: AsyncSession, store: QueueStore, policy: ActivePolicy | None, principal: PrincipalInfo, token: str
 ) -> tuple[Connection, bool, Cleanup]:
-    """IWM4DIS. Idempotent: a second call reports that the first one did it.
+    """IWM4DIS. Idempotent: a second call reports that the first one did it (and repeats the cleanup).
 
     The connection is closed first (no more inserts or selects with it), then a queue manager's queued
     requests are purged and a server's held requests are given back."""
     connection = await by_token(session, principal, token, admin_may=True)
     if connection.state == "disconnected":
-        return connection, True, Cleanup()
+        # The cleanup is idempotent: repeating it finishes one that failed half-way (Redis unavailable).
+        return connection, True, await release(store, policy, ConnInfo.of(connection))
     connection.state = "disconnected"
     connection.disconnected_at = utcnow()
     if connection.principal_id == principal.id:

@@ -6,7 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from app.policy.classification import SYSOTHER, Classification, CompiledGroup, classify, compile_group
+from app.policy.classification import (
+    SYSOTHER,
+    Classification,
+    CompiledGroup,
+    classify,
+    compile_group,
+)
 from app.policy.schemas import (
     ApplicationEnvironment,
     DiscretionaryGoal,

@@ -8,28 +8,19 @@ subsystem type without rules gets SYSOTHER.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 from app.policy.schemas import ClassificationGroup, Qualifier, Rule
+from app.wildcards import wildcard_match
 
 SYSOTHER = "SYSOTHER"
-
-
-@lru_cache(maxsize=4096)
-def wildcard_pattern(value: str) -> re.Pattern[str]:
-    """`*` matches any run of characters (also none), `?` exactly one; everything else literally."""
-    parts = ("." if ch == "?" else ".*" if ch == "*" else re.escape(ch) for ch in value)
-    return re.compile("".join(parts), re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
 class CompiledRule:
     qualifier: Qualifier
     value: str
-    pattern: re.Pattern[str]
     # Effective assignment, inheritance from the enclosing rules and the group defaults already applied.
     service_class: str
     report_class: str | None
@@ -73,7 +64,6 @@ def _compile_rules(rules: Sequence[Rule], service_class: str, report_class: str 
             CompiledRule(
                 qualifier=rule.qualifier,
                 value=rule.value,
-                pattern=wildcard_pattern(rule.value),
                 service_class=effective_sc,
                 report_class=effective_rc,
                 children=_compile_rules(rule.rules, effective_sc, effective_rc),
@@ -104,6 +94,6 @@ def classify(
 
 def _first_match(rules: Sequence[CompiledRule], attributes: Mapping[Qualifier, str]) -> CompiledRule | None:
     for rule in rules:
-        if rule.pattern.fullmatch(attributes.get(rule.qualifier, "")) is not None:
+        if wildcard_match(rule.value, attributes.get(rule.qualifier, "")):
             return rule
     return None

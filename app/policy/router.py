@@ -10,7 +10,14 @@ from app.deps import Admin, SessionDep, StateDep, Viewer, require
 from app.errors import PayloadTooLarge
 from app.policy import service
 from app.policy.models import PolicyVersion
-from app.policy.schemas import ClassifyIn, ClassifyOut, PolicyInstallOut, PolicyOut, PolicyVersionList, PolicyVersionOut
+from app.policy.schemas import (
+    ClassifyIn,
+    ClassifyOut,
+    PolicyInstallOut,
+    PolicyOut,
+    PolicyVersionList,
+    PolicyVersionOut,
+)
 
 router = APIRouter(prefix="/v1/policy", tags=["policy"])
 

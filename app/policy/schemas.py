@@ -11,7 +11,13 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field, StringConstraints, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    Field,
+    StringConstraints,
+    field_validator,
+)
 
 from app.schemas import Description, Name, StrictModel, SubsystemType
 
@@ -43,7 +49,6 @@ class DiscretionaryGoal(StrictModel):
 
 
 Goal = Annotated[AverageGoal | PercentileGoal | VelocityGoal | DiscretionaryGoal, Field(discriminator="type")]
-GOAL_TYPES = frozenset({"average", "percentile", "velocity", "discretionary"})
 Importance = Annotated[int, Field(ge=1, le=5)]
 
 

@@ -6,7 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from app.policy.classification import SYSOTHER
-from app.policy.schemas import MAX_PERIODS, MAX_RULE_DEPTH, Period, Rule, ServiceClass, ServiceDefinition
+from app.policy.schemas import (
+    MAX_PERIODS,
+    MAX_RULE_DEPTH,
+    Period,
+    Rule,
+    ServiceClass,
+    ServiceDefinition,
+)
 
 Problem = dict[str, str]
 

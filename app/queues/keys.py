@@ -74,10 +74,6 @@ class AeKeys:
         return f"{self.tag}:done_exp"
 
     @cached_property
-    def records_lock(self) -> str:
-        return f"{self.tag}:records_lock"
-
-    @cached_property
     def notify_channel(self) -> str:
         # Channels are not keys; one per environment and node wakes the servers waiting for its work.
         return f"{self.prefix}:notify:{self.node}:{self.ae}"

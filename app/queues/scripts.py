@@ -8,7 +8,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
-from app.errors import raise_for_lua_code
+from app.errors import lua_error
 
 LUA_DIR = Path(__file__).parent / "lua"
 SCRIPT_NAMES = ("insert", "select", "begin", "end", "remove_queued", "reassign", "claim_exits", "ack_records", "extend")
@@ -21,10 +21,10 @@ class Scripts:
             name: redis.register_script(common + "\n" + (LUA_DIR / f"{name}.lua").read_text()) for name in SCRIPT_NAMES
         }
 
-    async def run(self, name: str, keys: list[str], args: list[Any], **context: Any) -> list[Any]:
+    async def run(self, name: str, keys: list[str], args: list[Any]) -> list[Any]:
         """Run a script; a negative return code is raised as the AppError mapped to it in app.errors."""
         result = await self._scripts[name](keys=keys, args=args)
         code = int(result[0])
         if code < 0:
-            raise_for_lua_code(code, result[1:], **context)
+            raise lua_error(code, result[1:])
         return list(result[1:])

@@ -165,10 +165,12 @@ class QueueStore:
                 pipe.zadd(k.exits, {retry: due_ms})
             await pipe.execute()
 
-    async def forget_tombstones(self, k: AeKeys) -> None:
-        expired = await self.redis.zrangebyscore(k.done_exp, "-inf", now_ms(), start=0, num=1000)
-        if expired:
+    async def forget_tombstones(self, k: AeKeys, page: int = 1000) -> None:
+        """Every expired tombstone, a page per transaction, so cleaning keeps up with any rate of ends."""
+        while expired := await self.redis.zrangebyscore(k.done_exp, "-inf", now_ms(), start=0, num=page):
             async with self.redis.pipeline(transaction=True) as pipe:
                 pipe.hdel(k.done, *expired)
                 pipe.zrem(k.done_exp, *expired)
                 await pipe.execute()
+            if len(expired) < page:
+                return

@@ -20,6 +20,7 @@ from redis.asyncio import Redis
 log = logging.getLogger(__name__)
 
 POLL_FALLBACK_SECONDS = 1.0
+MAX_REMEMBERED_SERVERS = 100_000
 
 
 @dataclass(eq=False)
@@ -67,9 +68,9 @@ class Dispatcher:
 
     def served(self, server_id: int) -> None:
         self._last_served[server_id] = next(self._serial)
-
-    def forget(self, server_id: int) -> None:
-        self._last_served.pop(server_id, None)
+        if len(self._last_served) > MAX_REMEMBERED_SERVERS:  # departed servers: forget the longest unserved
+            for old in sorted(self._last_served, key=self._last_served.__getitem__)[: MAX_REMEMBERED_SERVERS // 2]:
+                del self._last_served[old]
 
     def notify(self, node: str, ae: str, count: int) -> None:
         waiting = [w for w in self._waiters.get((node, ae), ()) if not w.event.is_set()]

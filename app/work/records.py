@@ -136,3 +136,9 @@ def read(root: Path) -> pa.Table:
 
 def parse_outbox(entries: Iterable[str]) -> list[dict[str, Any]]:
     return [json.loads(entry) for entry in entries]
+
+
+def write_outbox(root: Path, metas: list[dict[str, Any]], policies: dict[int, ActivePolicy | None]) -> int:
+    """Blocking: outbox entries as record rows, written durably; returns how many."""
+    write(root, [to_row(meta, policies[meta["policy"]]) for meta in metas])
+    return len(metas)

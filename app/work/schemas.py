@@ -69,7 +69,7 @@ class WorkBatchQueued(BaseModel):
 
 class EndIn(StrictModel):
     outcome: Literal["completed", "failed"] = "completed"
-    # A small result for the record of this request (not stored with the work record; echoed in the response).
+    # A small result (JSON), kept in this request's work record (`result`).
     result: JsonValue = None
 
 

@@ -16,17 +16,24 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.auth.roles import PrincipalInfo
 from app.config import Settings
 from app.connections.service import ConnInfo, active_connection
-from app.errors import AppError, Conflict, NotFound, PayloadTooLarge, ValidationFailed, lua_error
+from app.errors import (
+    AppError,
+    Conflict,
+    NotFound,
+    PayloadTooLarge,
+    ValidationFailed,
+    lua_error,
+)
 from app.policy.active import ActivePolicy
 from app.policy.service import PolicyStore, qualifier_attributes
 from app.queues.keys import AeKeys, enclave_key, parse_token
 from app.queues.store import AeConfig, NewRequest, QueueStore, Selected, now_ms
 from app.work.dispatch import POLL_FALLBACK_SECONDS, Dispatcher, Waiter
 from app.work.schemas import (
-    EndedOut,
-    EndErrorOut,
     EnclaveIn,
     EnclaveOut,
+    EndedOut,
+    EndErrorOut,
     SelectIn,
     SelectOut,
     WorkBatchIn,
@@ -154,9 +161,10 @@ class Work:
             sc, rc, dependent, version = result.service_class, result.report_class, False, policy.version
         else:
             raise ValidationFailed([{"path": f"{path}enclave_token", "message": "give an enclave_token (POST /v1/enclaves) or a classification"}])
-        payload = orjson.dumps(item.payload).decode()
-        if len(payload) > self.settings.max_payload_bytes:
-            raise PayloadTooLarge(f"{path}payload has {len(payload)} bytes; at most {self.settings.max_payload_bytes}", path=f"{path}payload")
+        encoded = _json_bytes(item.payload, f"{path}payload")
+        if len(encoded) > self.settings.max_payload_bytes:
+            raise PayloadTooLarge(f"{path}payload has {len(encoded)} bytes; at most {self.settings.max_payload_bytes}", path=f"{path}payload")
+        payload = encoded.decode()
         meta = {
             "sc": sc,
             "rc": rc,
@@ -192,9 +200,10 @@ class Work:
             return SelectOut(items=[], ended=ended, end_errors=end_errors, terminate=True, reason_code=TERMINATE_REASON, reason=reason)
         keys = self.store.keys(server.node, server.application_environment)
         wait = min(body.wait_seconds, self.settings.max_wait_seconds)
-        items = await self._try_select(keys, config, server, body)
-        if not items and wait > 0:
+        if wait > 0:
             items = await self._wait_and_select(keys, config, server, body, time.monotonic() + wait)
+        else:
+            items = await self._try_select(keys, config, server, body)
         if not items and not ended and not end_errors:
             return None
         return SelectOut(items=[_item_out(keys, config, s) for s in items], ended=ended, end_errors=end_errors)
@@ -211,10 +220,15 @@ class Work:
         return items
 
     async def _wait_and_select(self, keys: AeKeys, config: AeConfig, server: ConnInfo, body: SelectIn, deadline: float) -> list[Selected]:
+        """Registered as a waiter before the first attempt, so an insert between the attempt and the wait
+        still wakes it."""
         assert server.worker_weight is not None
         waiter = Waiter(keys.node, keys.ae, server.id, server.worker_weight, server.overflow)
         self.dispatcher.register(waiter)
         try:
+            items = await self._try_select(keys, config, server, body)
+            if items:
+                return items
             task = asyncio.current_task()
             while (remaining := deadline - time.monotonic()) > 0:
                 if task is not None and task.cancelling():
@@ -278,10 +292,10 @@ class Work:
     def _result_text(self, result: Any) -> str | None:
         if result is None:
             return None
-        text = orjson.dumps(result).decode()
-        if len(text) > self.settings.max_result_bytes:
-            raise PayloadTooLarge(f"the result has {len(text)} bytes; at most {self.settings.max_result_bytes}", path="result")
-        return text
+        encoded = _json_bytes(result, "result")
+        if len(encoded) > self.settings.max_result_bytes:
+            raise PayloadTooLarge(f"the result has {len(encoded)} bytes; at most {self.settings.max_result_bytes}", path="result")
+        return encoded.decode()
 
     def _held_keys(self, server: ConnInfo, token: str) -> tuple[AeKeys, str]:
         parsed = parse_token(token)
@@ -301,6 +315,13 @@ class Work:
             raise NotFound("no such work request", code="unknown_work")
         node, ae, request_id = parsed
         await self.store.delete(self.store.keys(node, ae), request_id, qm.id)
+
+
+def _json_bytes(value: Any, path: str) -> bytes:
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError as exc:  # e.g. an integer beyond 64 bits, which JSON parsers disagree on
+        raise ValidationFailed([{"path": path, "message": f"not storable as JSON: {exc}"}]) from exc
 
 
 def _item_out(keys: AeKeys, config: AeConfig, selected: Selected) -> WorkItemOut:

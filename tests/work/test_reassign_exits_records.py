@@ -10,7 +10,7 @@ import pytest
 
 from app.work import records
 from app.work.exits import SIGNATURE_HEADER, verify
-from tests.work.conftest import ONLINE, make_world, policy_document
+from tests.work.conftest import make_world, policy_document
 
 pytestmark = pytest.mark.asyncio
 
