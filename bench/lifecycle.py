@@ -10,7 +10,7 @@ share this machine's cores):
            next select
   latency  an open-loop producer at half the single-request peak; servers long-poll; insert -> select
            latency measured from just before the insert is sent to the moment a server has the request
-  rq       the same lifecycles through RQ 2 (enqueue; SimpleWorker processes; JSON serializer) on the service's Redis
+  rq       the same lifecycles through RQ (enqueue; SimpleWorker processes; JSON serializer) on the service's Redis
 The last line printed is one JSON object with the headline figures.
 """
 
