@@ -56,7 +56,7 @@ async def install_policy(
     if len(body) > state.settings.max_policy_bytes:
         raise PayloadTooLarge(f"a service definition may have at most {state.settings.max_policy_bytes} bytes")
     row, changed = await service.install(
-        session, state.policies, admin.name, body, request.headers.get("content-type"), dry_run=dry_run
+        session, state.policies, state.queues, admin.name, body, request.headers.get("content-type"), dry_run=dry_run
     )
     return PolicyInstallOut(**_version_out(row).model_dump(), changed=changed, dry_run=dry_run)
 

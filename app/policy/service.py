@@ -18,9 +18,11 @@ from app.db import utcnow
 from app.errors import Conflict, NotFound, ValidationFailed, pydantic_errors
 from app.policy.active import ActivePolicy, compile_policy
 from app.policy.documents import parse_document
+from app.policy.classification import SYSOTHER
 from app.policy.models import PolicyVersion
 from app.policy.schemas import QUALIFIER_ATTRIBUTES, Qualifier, ServiceDefinition
 from app.policy.validation import validate_definition
+from app.queues.store import QueueStore
 
 INSTALL_ATTEMPTS = 3
 NO_POLICY_MESSAGE = "no service definition is installed yet: PUT /v1/policy"
@@ -130,11 +132,19 @@ async def active_version(session: AsyncSession) -> PolicyVersion:
 
 
 async def install(
-    session: AsyncSession, store: PolicyStore, actor: str, body: bytes, content_type: str | None, *, dry_run: bool
+    session: AsyncSession,
+    store: PolicyStore,
+    queues: QueueStore,
+    actor: str,
+    body: bytes,
+    content_type: str | None,
+    *,
+    dry_run: bool,
 ) -> tuple[PolicyVersion, bool]:
     """Validate and activate a definition. Returns the version and whether anything changed."""
     definition = parse_definition(parse_document(body, content_type))
     digest = digest_of(definition)
+    await _refuse_stranding_work(store, queues, definition)
     for _ in range(INSTALL_ATTEMPTS):
         current = await latest_version(session)
         if current is not None and current.digest == digest:
@@ -161,6 +171,31 @@ async def install(
         store.invalidate()
         return candidate, True
     raise Conflict("concurrent installs kept colliding; try again", code="install_conflict")
+
+
+async def _refuse_stranding_work(store: PolicyStore, queues: QueueStore, definition: ServiceDefinition) -> None:
+    """A service class that still has queued or held work must stay until that work is done: select would no
+    longer see its queue. (Removing an application environment is the operator's DELETING state, not this.)"""
+    current = await store.current()
+    if current is None:
+        return
+    keep = {sc.name for sc in definition.service_classes} | {SYSOTHER}
+    kept_aes = {ae.name for ae in definition.application_environments}
+    stranded = []
+    for ae in current.application_environments:
+        if ae not in kept_aes:
+            continue
+        for node in current.nodes:
+            if current.hosts(ae, node):
+                for service_class in sorted(await queues.classes_in_use(queues.keys(node, ae)) - keep):
+                    stranded.append({"application_environment": ae, "node": node, "service_class": service_class})
+    if stranded:
+        raise Conflict(
+            "the new policy removes service classes that still have queued or selected work; let it finish "
+            "(or delete it) first",
+            code="classes_in_use",
+            in_use=stranded,
+        )
 
 
 async def get_version(session: AsyncSession, version: int) -> PolicyVersion:

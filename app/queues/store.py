@@ -147,6 +147,13 @@ class QueueStore:
         result = await self.scripts.run("reassign", keys, args)
         return Reassigned(int(result[0]), [str(v) for v in result[2:]])
 
+    async def classes_in_use(self, k: AeKeys) -> set[str]:
+        """Service classes with requests queued or held in this environment."""
+        queued = {sc for sc, depth in (await self.redis.hgetall(k.depth)).items() if int(depth) > 0}
+        held_ids = await self.redis.zrange(k.leases, 0, -1)
+        held = {orjson.loads(meta)["sc"] for meta in await self.redis.hmget(k.req, held_ids) if meta} if held_ids else set()
+        return queued | held
+
     async def pending_records(self, k: AeKeys, limit: int) -> list[str]:
         return [str(v) for v in await self.redis.lrange(k.records, 0, limit - 1)]
 

@@ -156,6 +156,8 @@ class Work:
         if item.enclave_token is not None:
             enclave = await self._enclave(qm, item.enclave_token)
             sc, rc, dependent, version = enclave["sc"], enclave["rc"], enclave["dep"], enclave["policy"]
+            if sc not in policy.service_classes:
+                raise Conflict(f"the enclave's service class {sc} is no longer in the policy; create a new enclave", code="enclave_class_removed")
         elif item.classification is not None:
             result = policy.classify(qm.subsystem_type, qualifier_attributes(item.classification, path=f"{path}classification"))
             sc, rc, dependent, version = result.service_class, result.report_class, False, policy.version

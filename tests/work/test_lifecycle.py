@@ -264,3 +264,24 @@ async def test_terminate_0c14_when_the_environment_leaves_the_policy(world):
     assert response.status_code == 200
     result = (await world.select(server, wait_seconds=1)).json()
     assert result["terminate"] is True and result["reason_code"] == "0C14" and result["items"] == []
+
+
+async def test_a_policy_cannot_remove_a_class_that_still_has_work(world):
+    queued = await world.insert({"n": 1}, classification={"transaction_class": "RPT1"})  # REPORTS
+    enclave = (await world.client.post("/v1/enclaves", headers=world.qm, json={"connect_token": world.qm_token, "classification": {"transaction_class": "RPT1"}})).json()
+    without_reports = json.loads(policy_document())
+    without_reports["service_classes"] = [sc for sc in without_reports["service_classes"] if sc["name"] != "REPORTS"]
+    without_reports["classification"][0]["rules"] = without_reports["classification"][0]["rules"][:1]
+    headers = {**ADMIN, "Content-Type": "application/json"}
+    refused = await world.client.put("/v1/policy", headers=headers, content=json.dumps(without_reports))
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["error"]["in_use"] == [{"application_environment": "PAYROLL", "node": "LOCAL", "service_class": "REPORTS"}]
+    server = await world.server()
+    item = (await world.select(server)).json()["items"][0]  # still selected: held work counts too
+    assert item["token"] == queued["token"]
+    assert (await world.client.put("/v1/policy", headers=headers, content=json.dumps(without_reports))).status_code == 409
+    await world.end(server, item["token"])
+    installed = await world.client.put("/v1/policy", headers=headers, content=json.dumps(without_reports))
+    assert installed.status_code == 200 and installed.json()["changed"] is True
+    stale = await world.insert({"n": 2}, enclave_token=enclave["token"], expect=409)
+    assert stale["error"]["code"] == "enclave_class_removed"
