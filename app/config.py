@@ -37,7 +37,8 @@ class Settings(BaseSettings):
 
     max_policy_bytes: int = Field(default=1_048_576, ge=1024)
 
-    # Servers and queue managers are told to heartbeat this often; silence for the timeout is a termination.
+    # Servers and queue managers are told to heartbeat this often. A server that neither selects nor heartbeats
+    # for the timeout is taken for dead: its connection is closed and its work given back.
     heartbeat_interval_seconds: float = Field(default=10.0, gt=0)
     heartbeat_timeout_seconds: float = Field(default=30.0, gt=0)
     # Queue-manager exit URLs must match one of these patterns, comma-separated; empty: none allowed. A pattern

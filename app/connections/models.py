@@ -46,7 +46,7 @@ class Connection(Base):
     connected_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_heartbeat_at: Mapped[datetime] = mapped_column(default=utcnow)
     disconnected_at: Mapped[datetime | None]
-    # requested (IWM4DIS by the connection itself) or forced (by an admin)
+    # requested (IWM4DIS by the connection itself), forced (by an admin), expired (a server fell silent)
     disconnect_reason: Mapped[str | None] = mapped_column(String(32))
 
     principal: Mapped[Principal] = relationship(lazy="joined")

@@ -20,7 +20,7 @@ from app.connections.schemas import QueueManagerConnect, ServerConnect
 from app.db import utcnow
 from app.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from app.policy.active import ActivePolicy
-from app.queues.keys import connection_key
+from app.queues.keys import AeKeys, connection_key
 from app.queues.store import AeConfig, QueueStore
 
 TOKEN_PREFIX = "c_"
@@ -267,6 +267,28 @@ async def release(store: QueueStore, policy: ActivePolicy | None, info: ConnInfo
     result = await store.reassign(k, config, server_id=info.id)
     return Cleanup(requeued=result.requeued, abandoned=len(result.abandoned))
 
+
+
+async def expire_silent_servers(
+    sessions: async_sessionmaker[AsyncSession], store: QueueStore, policy: ActivePolicy, keys: AeKeys, timeout_s: float
+) -> int:
+    """Servers of one environment that neither selected nor heartbeat within the timeout have died without
+    IWM4DIS (the seed: the service then does the IWM4DIS processing itself): their connection is closed with
+    reason `expired` and what they held goes back to the front of its queue. Returns how many."""
+    config = AeConfig.of(policy, keys.ae)
+    expired = await store.silent_servers(keys, int(timeout_s * 1000))
+    for server_id in expired:
+        async with sessions() as session:
+            connection = await session.get(Connection, server_id)
+            if connection is not None and connection.state == "active":
+                connection.state, connection.disconnected_at, connection.disconnect_reason = "disconnected", utcnow(), "expired"
+                await session.commit()
+                await store.redis.delete(connection_key(store.prefix, connection.token_hash))
+        if config is None:
+            await store.redis.hdel(keys.servers, str(server_id))
+        else:
+            await store.reassign(keys, config, server_id=server_id)
+    return len(expired)
 
 
 async def list_connections(

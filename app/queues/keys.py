@@ -58,6 +58,10 @@ class AeKeys:
         return f"{self.tag}:servers"
 
     @cached_property
+    def seen(self) -> str:
+        return f"{self.tag}:seen"
+
+    @cached_property
     def records(self) -> str:
         return f"{self.tag}:records"
 

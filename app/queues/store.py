@@ -83,7 +83,15 @@ class QueueStore:
 
     async def register_server(self, k: AeKeys, server_id: int, worker_tasks: int, worker_weight: int, overflow: bool) -> None:
         value = json.dumps({"tasks": worker_tasks, "weight": worker_weight, "overflow": overflow})
-        await self.redis.hset(k.servers, str(server_id), value)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(k.servers, str(server_id), value)
+            pipe.hset(k.seen, str(server_id), now_ms())
+            await pipe.execute()
+
+    async def silent_servers(self, k: AeKeys, silent_ms: int) -> list[int]:
+        """Servers registered here that neither selected nor heartbeat for `silent_ms`."""
+        limit = now_ms() - silent_ms
+        return [int(sid) for sid, seen in (await self.redis.hgetall(k.seen)).items() if int(seen) < limit]
 
     async def insert(self, k: AeKeys, queue_manager: int, requests: Sequence[NewRequest], backlog_limit: int) -> list[str]:
         """All or none; returns the ids in order (an earlier id where an idempotency key repeats)."""
@@ -96,7 +104,7 @@ class QueueStore:
         return [str(v) for v in await self.scripts.run("insert", keys, args)]
 
     async def select(self, k: AeKeys, config: AeConfig, server_id: int, max_items: int, *, begin: bool) -> list[Selected]:
-        keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, *k.class_lists(list(config.class_order))]
+        keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.seen, *k.class_lists(list(config.class_order))]
         args = [now_ms(), server_id, config.completion_time_ms, max_items, "1" if begin else "0", *config.class_order]
         flat = await self.scripts.run("select", keys, args)
         return [Selected(flat[i], orjson.loads(flat[i + 1]), flat[i + 2]) for i in range(0, len(flat), 3)]
@@ -107,7 +115,7 @@ class QueueStore:
         return json.loads(result[0])  # type: ignore[no-any-return]
 
     async def extend(self, k: AeKeys, config: AeConfig, server_id: int) -> int:
-        result = await self.scripts.run("extend", [k.req, k.leases], [now_ms(), server_id, config.completion_time_ms])
+        result = await self.scripts.run("extend", [k.req, k.leases, k.seen], [now_ms(), server_id, config.completion_time_ms])
         return int(result[0])
 
     async def end(self, k: AeKeys, server_id: int, ends: Sequence[tuple[str, str, str | None]]) -> list[EndResult]:
@@ -140,7 +148,7 @@ class QueueStore:
     async def reassign(self, k: AeKeys, config: AeConfig, *, server_id: int | None = None, batch: int = 500) -> Reassigned:
         """Expired leases (server_id None) or everything a departing server holds, back to the front of the queue."""
         classes = sorted(set(config.class_order) | set(await self.redis.smembers(k.classes)))
-        keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.records, k.exits, k.done, k.done_exp]
+        keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.records, k.exits, k.done, k.done_exp, k.seen]
         keys += k.class_lists(classes)
         mode = "expired" if server_id is None else "server"
         args = [now_ms(), mode, server_id if server_id is not None else "", config.max_deliveries, self.tombstone_ms, batch, k.notify_channel, *classes]

@@ -18,6 +18,7 @@ from sqlalchemy import select
 
 from app.connections import exit_urls
 from app.connections.models import Connection
+from app.connections.service import expire_silent_servers
 from app.queues.keys import AeKeys
 from app.queues.store import AeConfig, now_ms
 from app.state import AppState
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 
 REASSIGNED = Counter("wlm_work_reassigned_total", "Requests given back after their completion time", ["application_environment"])
 ABANDONED = Counter("wlm_work_abandoned_total", "Requests abandoned after their last delivery", ["application_environment"])
+SILENT_SERVERS = Counter("wlm_servers_expired_total", "Servers that fell silent (no select or heartbeat in time)", ["application_environment"])
 RECORDS_WRITTEN = Counter("wlm_work_records_written_total", "Work records written to Parquet")
 EXIT_CLAIM_MS = 60_000
 
@@ -81,7 +83,14 @@ class Duties:
         return result
 
     async def expire_leases(self) -> None:
+        policy = await self.state.policies.current()
+        if policy is None:
+            return
         for keys, config in await self._environments():
+            silent = await expire_silent_servers(self.state.sessions, self.state.queues, policy, keys, self.state.settings.heartbeat_timeout_seconds)
+            if silent:
+                SILENT_SERVERS.labels(keys.ae).inc(silent)
+                log.warning("%d server(s) of %s on %s fell silent: connections closed, their work given back", silent, keys.ae, keys.node)
             result = await self.state.queues.reassign(keys, config)
             if result.requeued:
                 REASSIGNED.labels(keys.ae).inc(result.requeued)

@@ -10,6 +10,7 @@ import pytest
 
 from app.work import records
 from app.work.exits import SIGNATURE_HEADER, verify
+from tests.conftest import ADMIN
 from tests.work.conftest import make_world, policy_document
 
 pytestmark = pytest.mark.asyncio
@@ -119,3 +120,19 @@ async def test_every_end_is_one_record_in_parquet(client, app):
     assert not list(root.glob("date=*/.*.tmp"))
     await asyncio.sleep(0.5)
     assert records.read(root).num_rows == 4  # the outbox was acknowledged: nothing written twice
+
+
+async def test_a_silent_server_is_taken_for_dead_and_its_work_given_back(client, app):
+    world = await make_world(client)  # completion time 60 s: only the silence can bring the request back soon
+    app.state.wlm.settings.heartbeat_timeout_seconds = 1.5
+    silent, alive = await world.server(), await world.server()
+    queued = await world.insert({"n": 1})
+    assert (await world.select(silent)).json()["items"][0]["token"] == queued["token"]
+    # `alive` long-polls (each retry, at most a second apart, shows it alive); `silent` does nothing.
+    got = (await world.select(alive, wait_seconds=6)).json()["items"][0]
+    assert got["token"] == queued["token"] and got["deliveries"] == 2
+    listed = (await client.get("/v1/connections", headers=ADMIN, params={"role": "server"})).json()["items"]
+    states = {item["state"]: item["disconnect_reason"] for item in listed}
+    assert states == {"active": None, "disconnected": "expired"}
+    late = await world.select(silent, expect=404)
+    assert late.json()["error"]["code"] == "unknown_connection"

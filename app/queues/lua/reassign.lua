@@ -1,19 +1,19 @@
 -- Give held requests back: those whose completion time passed (mode 'expired'), or all a server holds when it
 -- disconnects or dies (mode 'server', which also unregisters it). Each goes to the front of its class queue,
 -- or is abandoned once it has been delivered max deliveries times.
--- KEYS: req, payload, depth, leases, inflight, servers, records, exits, done, done_exp, then per class (in
---       ARGV order): dependent list, independent list
+-- KEYS: req, payload, depth, leases, inflight, servers, records, exits, done, done_exp, seen, then per class
+--       (in ARGV order): dependent list, independent list
 -- ARGV: now_ms, mode, server id (mode 'server') or '', max deliveries, tombstone ms, batch size, notify channel,
 --       class names...
 -- Returns {0, requeued, abandoned, ids of abandoned...}
 local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], leases = KEYS[4], inflight = KEYS[5], servers = KEYS[6],
-  records = KEYS[7], exits = KEYS[8], done = KEYS[9], done_exp = KEYS[10]}
+  records = KEYS[7], exits = KEYS[8], done = KEYS[9], done_exp = KEYS[10], seen = KEYS[11]}
 local now, mode, only_server = now_ms(), ARGV[2], ARGV[3]
 local max_deliveries, tombstone_ms, batch = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 
 local lists = {}
 for i = 8, #ARGV do
-  local base = 10 + 2 * (i - 8)
+  local base = 11 + 2 * (i - 8)
   lists[ARGV[i]] = {KEYS[base + 1], KEYS[base + 2]}
 end
 
@@ -62,6 +62,7 @@ end
 if mode == 'server' then
   redis.call('HDEL', k.servers, only_server)
   redis.call('HDEL', k.inflight, only_server)
+  redis.call('HDEL', k.seen, only_server)
 end
 table.insert(result, 1, abandoned)
 table.insert(result, 1, requeued)

@@ -1,13 +1,16 @@
 -- Select work for a server (IWM4SSL): most important class first, dependent before independent, FIFO within.
--- KEYS: req, payload, depth, leases, inflight, servers, then per class in order: dependent list, independent list
+-- KEYS: req, payload, depth, leases, inflight, servers, seen, then per class in order: dependent list,
+--       independent list
 -- ARGV: now_ms, server id, lease ms, max items, begin at once ('1' or '0'), class names in KEYS order
 -- Returns {0, id, meta, payload, ...} (possibly no items), {-2} server not registered,
 -- {-3, inflight, tasks} server at capacity, {-4} overflow server while another server has capacity.
-local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], leases = KEYS[4], inflight = KEYS[5], servers = KEYS[6]}
+local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], leases = KEYS[4], inflight = KEYS[5], servers = KEYS[6],
+  seen = KEYS[7]}
 local now, server, lease_ms, max_items, begin_now = now_ms(), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1'
 
 local raw = redis.call('HGET', k.servers, server)
 if not raw then return {-2} end
+redis.call('HSET', k.seen, server, now)  -- a selecting server is alive
 local me = cjson.decode(raw)
 local inflight = tonumber(redis.call('HGET', k.inflight, server) or '0')
 if inflight >= me.tasks then return {-3, inflight, me.tasks} end
@@ -24,9 +27,9 @@ end
 
 local want = math.min(me.tasks - inflight, max_items)
 local result, got = {0}, 0
-for list = 7, #KEYS do
+for list = 8, #KEYS do
   if got >= want then break end
-  local class = ARGV[6 + math.floor((list - 7) / 2)]
+  local class = ARGV[6 + math.floor((list - 8) / 2)]
   while got < want do
     local id = redis.call('LPOP', KEYS[list])
     if not id then break end
