@@ -92,9 +92,9 @@ class Work:
         await self.store.redis.delete(enclave_key(self.store.prefix, token.removeprefix(ENCLAVE_PREFIX)))
 
     async def _enclave(self, qm: ConnInfo, token: str) -> dict[str, Any]:
-        raw = await self.store.redis.get(enclave_key(self.store.prefix, token.removeprefix(ENCLAVE_PREFIX)))
+        raw = await self.store.redis.get(enclave_key(self.store.prefix, token.removeprefix(ENCLAVE_PREFIX))) if token.startswith(ENCLAVE_PREFIX) else None
         enclave = json.loads(raw) if raw else None
-        if enclave is None or enclave["qm"] != qm.id or not token.startswith(ENCLAVE_PREFIX):
+        if enclave is None or enclave["qm"] != qm.id:
             raise NotFound("unknown or expired enclave token", code="unknown_enclave")
         return enclave  # type: ignore[no-any-return]
 
@@ -102,8 +102,8 @@ class Work:
 
     async def insert(self, body: WorkIn) -> tuple[WorkQueued, bool]:
         """Returns the queued request and whether it was a replay of an earlier insert (idempotency key)."""
-        item = WorkItemIn.model_validate(body.model_dump(include=set(WorkItemIn.model_fields)))
-        batch = WorkBatchIn(connect_token=body.connect_token, application_environment=body.application_environment, node=body.node, items=[item])
+        # WorkIn is a WorkItemIn, already validated: one-item batch without validating it again.
+        batch = WorkBatchIn.model_construct(connect_token=body.connect_token, application_environment=body.application_environment, node=body.node, items=[body])
         queued, replayed = await self.insert_batch(batch, item_paths=False)
         return queued[0], replayed[0]
 
