@@ -32,6 +32,10 @@ class Settings(BaseSettings):
     bootstrap_admin_key: str | None = None
     # Verified API keys are cached this long per process; a revoked key stops working within it.
     auth_cache_seconds: float = Field(default=5.0, ge=0)
+    # Active connections are cached this long per process (an insert or select then needs no lookup). A queue
+    # manager's queues are purged again after twice this time plus a second, so an insert that another process
+    # let through on its cached copy after the disconnect does not outlive it.
+    connection_cache_seconds: float = Field(default=2.0, ge=0)
     # How long a process trusts its cached copy of the active policy before checking the database again.
     policy_cache_seconds: float = Field(default=1.0, ge=0)
 

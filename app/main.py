@@ -16,6 +16,7 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from app.audit.router import router as audit_router
 from app.auth.router import router as auth_router
 from app.auth.service import KeyCache, ensure_bootstrap_admin
+from app.connections.service import ConnectionCache
 from app.config import Settings, get_settings
 from app.connections.router import router as connections_router
 from app.db import create_engine, session_factory
@@ -83,6 +84,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             sessions=sessions,
             redis=redis,
             key_cache=KeyCache(settings.auth_cache_seconds),
+            connection_cache=ConnectionCache(settings.connection_cache_seconds),
             policies=PolicyStore(sessions, settings.policy_cache_seconds),
             schema_head=head,
             queues=queues,

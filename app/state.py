@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.auth.service import KeyCache
 from app.config import Settings
+from app.connections.service import ConnectionCache
 from app.policy.service import PolicyStore
 from app.queues.store import QueueStore
 from app.work.dispatch import Dispatcher
@@ -21,6 +22,7 @@ class AppState:
     sessions: async_sessionmaker[AsyncSession]
     redis: Redis
     key_cache: KeyCache
+    connection_cache: ConnectionCache
     policies: PolicyStore
     schema_head: str | None
     queues: QueueStore

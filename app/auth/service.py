@@ -6,8 +6,6 @@ import hashlib
 import logging
 import os
 import secrets
-import time
-from collections import OrderedDict
 from datetime import datetime
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from app.auth.roles import PrincipalInfo, Role, effective_roles
 from app.auth.schemas import ApiKeyIn, PrincipalIn, PrincipalUpdate
 from app.db import utcnow
 from app.errors import Conflict, NotFound, Unauthenticated, ValidationFailed
+from app.ttl_cache import TtlCache
 
 log = logging.getLogger(__name__)
 
@@ -37,30 +36,8 @@ def new_key() -> str:
     return KEY_PREFIX + secrets.token_urlsafe(32)
 
 
-class KeyCache:
-    """Verified keys per process for a few seconds, so a busy server's every call does not hit the database."""
-
-    def __init__(self, ttl_seconds: float, max_entries: int = 10_000) -> None:
-        self.ttl = ttl_seconds
-        self.max_entries = max_entries
-        self._entries: OrderedDict[str, tuple[float, PrincipalInfo]] = OrderedDict()
-
-    def get(self, key_hash: str) -> PrincipalInfo | None:
-        entry = self._entries.get(key_hash)
-        if entry is None or entry[0] < time.monotonic():
-            return None
-        return entry[1]
-
-    def put(self, key_hash: str, info: PrincipalInfo) -> None:
-        if self.ttl <= 0:
-            return
-        self._entries[key_hash] = (time.monotonic() + self.ttl, info)
-        self._entries.move_to_end(key_hash)
-        while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        self._entries.clear()
+# Verified keys per process for a few seconds, so a busy server's every call does not hit the database.
+KeyCache = TtlCache[PrincipalInfo]
 
 
 async def authenticate(sessions: async_sessionmaker[AsyncSession], key: str, cache: KeyCache) -> PrincipalInfo:
@@ -196,7 +173,9 @@ async def ensure_bootstrap_admin(factory: async_sessionmaker[AsyncSession], conf
         elif await session.scalar(select(ApiKey.id).where(ApiKey.key_hash == hash_key(configured_key))):
             return None
         if admin is None:
-            admin = Principal(name=BOOTSTRAP_PRINCIPAL, description="bootstrap administrator", roles=[Role.ADMIN.value], created_by="bootstrap")
+            admin = Principal(
+                name=BOOTSTRAP_PRINCIPAL, description="bootstrap administrator", roles=[Role.ADMIN.value], created_by="bootstrap"
+            )
             session.add(admin)
         key = configured_key or new_key()
         session.add(_new_api_key(admin, key, "bootstrap", "bootstrap admin key", None))

@@ -74,7 +74,9 @@ async def heartbeat(token: str, session: SessionDep, state: StateDep, principal:
 @router.delete("/{token}", response_model=DisconnectOut, summary="IWM4DIS: disconnect")
 async def disconnect(token: str, session: SessionDep, state: StateDep, principal: Participant) -> DisconnectOut:
     policy = await state.policies.current()
-    connection, already, cleanup = await service.disconnect(session, state.queues, policy, principal, token)
+    connection, already, cleanup = await service.disconnect(
+        session, state.queues, state.connection_cache, policy, principal, token, purge_again_after_s=2 * state.settings.connection_cache_seconds + 1
+    )
     assert connection.disconnected_at is not None
     return DisconnectOut(
         id=connection.id,

@@ -20,8 +20,9 @@ from app.connections.schemas import QueueManagerConnect, ServerConnect
 from app.db import utcnow
 from app.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from app.policy.active import ActivePolicy
-from app.queues.keys import AeKeys, connection_key
-from app.queues.store import AeConfig, QueueStore
+from app.queues.keys import AeKeys, connection_key, departed_key
+from app.queues.store import AeConfig, QueueStore, now_ms
+from app.ttl_cache import TtlCache
 
 TOKEN_PREFIX = "c_"
 _ROLE_FOR = {"queue_manager": Role.QUEUE_MANAGER, "server": Role.SERVER}
@@ -60,21 +61,30 @@ async def _publish(store: QueueStore, connection: Connection) -> ConnInfo:
     return info
 
 
+ConnectionCache = TtlCache[ConnInfo]
+
+
 async def active_connection(
-    sessions: async_sessionmaker[AsyncSession], store: QueueStore, principal: PrincipalInfo, token: str, role: str
+    sessions: async_sessionmaker[AsyncSession], store: QueueStore, cache: ConnectionCache, principal: PrincipalInfo, token: str, role: str
 ) -> ConnInfo:
-    """The caller's active connection of `role` by its token: one Redis read; the database (the system of
-    record, in a short session) answers when Redis has lost the record, and the record is restored."""
+    """The caller's active connection of `role` by its token: from this process's cache, else one Redis read;
+    the database (the system of record, in a short session) answers when Redis has lost the record, and the
+    record is restored. A copy cached here may outlive a disconnect on another process for the cache's time:
+    the queue scripts refuse a server that is no longer registered, and a queue manager's queues are purged
+    a second time after that time (`purge_departed_again`)."""
     hashed = token_hash(token)
-    raw = await store.redis.get(connection_key(store.prefix, hashed))
-    if raw is not None:
-        info = ConnInfo(**json.loads(raw))
-    else:
-        async with sessions() as session:
-            connection = await session.scalar(select(Connection).where(Connection.token_hash == hashed))
-        if connection is None or connection.state != "active":
-            raise NotFound("unknown or disconnected connect token", code="unknown_connection")
-        info = await _publish(store, connection)
+    info = cache.get(hashed)
+    if info is None:
+        raw = await store.redis.get(connection_key(store.prefix, hashed))
+        if raw is not None:
+            info = ConnInfo(**json.loads(raw))
+        else:
+            async with sessions() as session:
+                connection = await session.scalar(select(Connection).where(Connection.token_hash == hashed))
+            if connection is None or connection.state != "active":
+                raise NotFound("unknown or disconnected connect token", code="unknown_connection")
+            info = await _publish(store, connection)
+        cache.put(hashed, info)
     if info.principal_id != principal.id:
         raise NotFound("unknown or disconnected connect token", code="unknown_connection")
     if info.role != role:
@@ -124,9 +134,7 @@ async def connect(
     return connection, token
 
 
-def _queue_manager_connection(
-    policy: ActivePolicy, request: QueueManagerConnect, exit_url_allowlist: Sequence[str]
-) -> Connection:
+def _queue_manager_connection(policy: ActivePolicy, request: QueueManagerConnect, exit_url_allowlist: Sequence[str]) -> Connection:
     exit_url = str(request.exit_url) if request.exit_url is not None else None
     if exit_url is not None and not exit_urls.allowed(exit_url, exit_url_allowlist):
         raise ValidationFailed(
@@ -142,14 +150,17 @@ def _queue_manager_connection(
     )
 
 
-async def _server_connection(
-    session: AsyncSession, principal: PrincipalInfo, policy: ActivePolicy, request: ServerConnect
-) -> Connection:
+async def _server_connection(session: AsyncSession, principal: PrincipalInfo, policy: ActivePolicy, request: ServerConnect) -> Connection:
     ae = policy.application_environments.get(request.application_environment)
     if ae is None:
         known = ", ".join(policy.application_environments) or "none"
         raise ValidationFailed(
-            [{"path": "application_environment", "message": f"unknown application environment {request.application_environment!r}; defined: {known}"}]
+            [
+                {
+                    "path": "application_environment",
+                    "message": f"unknown application environment {request.application_environment!r}; defined: {known}",
+                }
+            ]
         )
     if ae.subsystem_type != request.subsystem_type:
         raise ValidationFailed(
@@ -225,7 +236,14 @@ class Cleanup:
 
 
 async def disconnect(
-    session: AsyncSession, store: QueueStore, policy: ActivePolicy | None, principal: PrincipalInfo, token: str
+    session: AsyncSession,
+    store: QueueStore,
+    cache: ConnectionCache,
+    policy: ActivePolicy | None,
+    principal: PrincipalInfo,
+    token: str,
+    *,
+    purge_again_after_s: float,
 ) -> tuple[Connection, bool, Cleanup]:
     """IWM4DIS. Idempotent: a second call reports that the first one did it (and repeats the cleanup).
 
@@ -243,8 +261,13 @@ async def disconnect(
         connection.disconnect_reason = "forced"
         record(session, principal.name, "connection.force_disconnect", str(connection.id), role=connection.role)
     await session.commit()
+    cache.pop(connection.token_hash)
     await store.redis.delete(connection_key(store.prefix, connection.token_hash))
-    return connection, False, await release(store, policy, ConnInfo.of(connection))
+    info = ConnInfo.of(connection)
+    if info.role == "queue_manager":
+        due_ms = now_ms() + int(purge_again_after_s * 1000)
+        await store.redis.zadd(departed_key(store.prefix), {json.dumps(asdict(info)): due_ms})
+    return connection, False, await release(store, policy, info)
 
 
 async def release(store: QueueStore, policy: ActivePolicy | None, info: ConnInfo) -> Cleanup:
@@ -268,9 +291,22 @@ async def release(store: QueueStore, policy: ActivePolicy | None, info: ConnInfo
     return Cleanup(requeued=result.requeued, abandoned=len(result.abandoned))
 
 
+async def purge_departed_again(store: QueueStore, policy: ActivePolicy | None) -> int:
+    """The second purge of departed queue managers whose time has come (see `active_connection`)."""
+    purged = 0
+    for member in await store.redis.zrangebyscore(departed_key(store.prefix), "-inf", now_ms()):
+        purged += (await release(store, policy, ConnInfo(**json.loads(member)))).purged
+        await store.redis.zrem(departed_key(store.prefix), member)
+    return purged
+
 
 async def expire_silent_servers(
-    sessions: async_sessionmaker[AsyncSession], store: QueueStore, policy: ActivePolicy, keys: AeKeys, timeout_s: float
+    sessions: async_sessionmaker[AsyncSession],
+    store: QueueStore,
+    cache: ConnectionCache,
+    policy: ActivePolicy,
+    keys: AeKeys,
+    timeout_s: float,
 ) -> int:
     """Servers of one environment that neither selected nor heartbeat within the timeout have died without
     IWM4DIS (the seed: the service then does the IWM4DIS processing itself): their connection is closed with
@@ -283,6 +319,7 @@ async def expire_silent_servers(
             if connection is not None and connection.state == "active":
                 connection.state, connection.disconnected_at, connection.disconnect_reason = "disconnected", utcnow(), "expired"
                 await session.commit()
+                cache.pop(connection.token_hash)
                 await store.redis.delete(connection_key(store.prefix, connection.token_hash))
         if config is None:
             await store.redis.hdel(keys.servers, str(server_id))
@@ -295,7 +332,11 @@ async def list_connections(
     session: AsyncSession, *, role: str | None, state: str | None, application_environment: str | None, limit: int, offset: int
 ) -> tuple[list[Connection], int]:
     query = select(Connection)
-    for column, value in ((Connection.role, role), (Connection.state, state), (Connection.application_environment, application_environment)):
+    for column, value in (
+        (Connection.role, role),
+        (Connection.state, state),
+        (Connection.application_environment, application_environment),
+    ):
         if value is not None:
             query = query.where(column == value)
     total = await session.scalar(select(func.count()).select_from(query.subquery()))

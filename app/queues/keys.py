@@ -113,3 +113,8 @@ def enclave_key(prefix: str, enclave_id: str) -> str:
 
 def connection_key(prefix: str, token_hash: str) -> str:
     return f"{prefix}:conn:{{{token_hash}}}"
+
+
+def departed_key(prefix: str) -> str:
+    """Queue managers that disconnected, by when their queues are purged a second time."""
+    return f"{prefix}:departed"

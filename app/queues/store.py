@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 
+from app.errors import AppError, lua_error
 from app.policy.active import ActivePolicy
 from app.queues.keys import AeKeys
 from app.queues.scripts import Scripts
@@ -65,9 +66,27 @@ class EndResult:
 
 
 @dataclass(frozen=True, slots=True)
+class SelectResult:
+    ended: list[EndResult]  # one per requested end, in order; they applied whatever `refusal` says
+    items: list[Selected]
+    refusal: AppError | None  # why nothing could be selected (not registered, at capacity, overflow not needed)
+
+
+@dataclass(frozen=True, slots=True)
 class Reassigned:
     requeued: int
     abandoned: list[str]
+
+
+EndArgs = tuple[str, str, str | None]  # request id, outcome, result (JSON text)
+
+
+def _end_args(ends: Sequence[EndArgs]) -> list[str]:
+    return [value for request_id, outcome, result in ends for value in (request_id, outcome, result or "")]
+
+
+def _end_results(flat: Sequence[Any]) -> list[EndResult]:
+    return [EndResult(int(flat[i]), str(flat[i + 1])) for i in range(0, len(flat), 2)]
 
 
 class QueueStore:
@@ -103,11 +122,23 @@ class QueueStore:
             args += [request.id, request.service_class, orjson.dumps(request.meta), request.payload, request.idempotency_key or ""]
         return [str(v) for v in await self.scripts.run("insert", keys, args)]
 
-    async def select(self, k: AeKeys, config: AeConfig, server_id: int, max_items: int, *, begin: bool) -> list[Selected]:
-        keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.seen, *k.class_lists(list(config.class_order))]
-        args = [now_ms(), server_id, config.completion_time_ms, max_items, "1" if begin else "0", *config.class_order]
-        flat = await self.scripts.run("select", keys, args)
-        return [Selected(flat[i], orjson.loads(flat[i + 1]), flat[i + 2]) for i in range(0, len(flat), 3)]
+    async def select(
+        self, k: AeKeys, config: AeConfig, server_id: int, max_items: int, *, begin: bool, ends: Sequence[EndArgs] = ()
+    ) -> SelectResult:
+        """End `ends` (id, outcome, result JSON), then select, in one script call."""
+        keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.seen, k.records, k.exits, k.done, k.done_exp]
+        keys += k.class_lists(list(config.class_order))
+        args: list[Any] = [now_ms(), server_id, config.completion_time_ms, max_items, "1" if begin else "0", self.tombstone_ms, len(ends)]
+        args += _end_args(ends)
+        args += config.class_order
+        flat = await self.scripts.call("select", keys, args)
+        status, after_ends = int(flat[0]), 2 + 2 * int(flat[1])
+        ended = _end_results(flat[2:after_ends])
+        rest = flat[after_ends:]
+        if status < 0:
+            return SelectResult(ended, [], lua_error(status, rest))
+        items = [Selected(rest[i], orjson.loads(rest[i + 1]), rest[i + 2]) for i in range(0, len(rest), 3)]
+        return SelectResult(ended, items, None)
 
     async def begin(self, k: AeKeys, config: AeConfig, request_id: str, server_id: int) -> dict[str, Any]:
         args = [now_ms(), request_id, server_id, config.completion_time_ms]
@@ -118,14 +149,10 @@ class QueueStore:
         result = await self.scripts.run("extend", [k.req, k.leases, k.seen], [now_ms(), server_id, config.completion_time_ms])
         return int(result[0])
 
-    async def end(self, k: AeKeys, server_id: int, ends: Sequence[tuple[str, str, str | None]]) -> list[EndResult]:
+    async def end(self, k: AeKeys, server_id: int, ends: Sequence[EndArgs]) -> list[EndResult]:
         """End (id, outcome, result JSON) requests of one server; each succeeds or fails on its own."""
         keys = [k.req, k.payload, k.leases, k.inflight, k.records, k.exits, k.done, k.done_exp]
-        args: list[Any] = [now_ms(), server_id, self.tombstone_ms]
-        for request_id, outcome, result in ends:
-            args += [request_id, outcome, result or ""]
-        flat = await self.scripts.run("end", keys, args)
-        return [EndResult(int(flat[i]), str(flat[i + 1])) for i in range(0, len(flat), 2)]
+        return _end_results(await self.scripts.run("end", keys, [now_ms(), server_id, self.tombstone_ms, *_end_args(ends)]))
 
     def _removal_keys(self, k: AeKeys) -> list[str]:
         return [k.req, k.payload, k.depth, k.records, k.exits, k.done, k.done_exp]
@@ -151,7 +178,16 @@ class QueueStore:
         keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.records, k.exits, k.done, k.done_exp, k.seen]
         keys += k.class_lists(classes)
         mode = "expired" if server_id is None else "server"
-        args = [now_ms(), mode, server_id if server_id is not None else "", config.max_deliveries, self.tombstone_ms, batch, k.notify_channel, *classes]
+        args = [
+            now_ms(),
+            mode,
+            server_id if server_id is not None else "",
+            config.max_deliveries,
+            self.tombstone_ms,
+            batch,
+            k.notify_channel,
+            *classes,
+        ]
         result = await self.scripts.run("reassign", keys, args)
         return Reassigned(int(result[0]), [str(v) for v in result[2:]])
 

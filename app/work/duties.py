@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 from app.connections import exit_urls
 from app.connections.models import Connection
-from app.connections.service import expire_silent_servers
+from app.connections.service import expire_silent_servers, purge_departed_again
 from app.queues.keys import AeKeys
 from app.queues.store import AeConfig, now_ms
 from app.state import AppState
@@ -28,7 +28,9 @@ log = logging.getLogger(__name__)
 
 REASSIGNED = Counter("wlm_work_reassigned_total", "Requests given back after their completion time", ["application_environment"])
 ABANDONED = Counter("wlm_work_abandoned_total", "Requests abandoned after their last delivery", ["application_environment"])
-SILENT_SERVERS = Counter("wlm_servers_expired_total", "Servers that fell silent (no select or heartbeat in time)", ["application_environment"])
+SILENT_SERVERS = Counter(
+    "wlm_servers_expired_total", "Servers that fell silent (no select or heartbeat in time)", ["application_environment"]
+)
 RECORDS_WRITTEN = Counter("wlm_work_records_written_total", "Work records written to Parquet")
 EXIT_CLAIM_MS = 60_000
 
@@ -87,7 +89,14 @@ class Duties:
         if policy is None:
             return
         for keys, config in await self._environments():
-            silent = await expire_silent_servers(self.state.sessions, self.state.queues, policy, keys, self.state.settings.heartbeat_timeout_seconds)
+            silent = await expire_silent_servers(
+                self.state.sessions,
+                self.state.queues,
+                self.state.connection_cache,
+                policy,
+                keys,
+                self.state.settings.heartbeat_timeout_seconds,
+            )
             if silent:
                 SILENT_SERVERS.labels(keys.ae).inc(silent)
                 log.warning("%d server(s) of %s on %s fell silent: connections closed, their work given back", silent, keys.ae, keys.node)
@@ -97,6 +106,7 @@ class Duties:
             if result.abandoned:
                 ABANDONED.labels(keys.ae).inc(len(result.abandoned))
             await self.state.queues.forget_tombstones(keys)
+        await purge_departed_again(self.state.queues, policy)
 
     async def flush_records(self) -> int:
         """Returns how many records were written (tests flush on demand)."""
@@ -138,5 +148,7 @@ class Duties:
     async def _exit_secret(self, queue_manager: int) -> str | None:
         if queue_manager not in self._exit_secrets:
             async with self.state.sessions() as session:
-                self._exit_secrets[queue_manager] = await session.scalar(select(Connection.exit_secret).where(Connection.id == queue_manager))
+                self._exit_secrets[queue_manager] = await session.scalar(
+                    select(Connection.exit_secret).where(Connection.id == queue_manager)
+                )
         return self._exit_secrets[queue_manager]

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.auth.roles import PrincipalInfo
 from app.config import Settings
-from app.connections.service import ConnInfo, active_connection
+from app.connections.service import ConnectionCache, ConnInfo, active_connection
 from app.errors import (
     AppError,
     Conflict,
@@ -27,7 +27,7 @@ from app.errors import (
 from app.policy.active import ActivePolicy
 from app.policy.service import PolicyStore, qualifier_attributes
 from app.queues.keys import AeKeys, enclave_key, parse_token
-from app.queues.store import AeConfig, NewRequest, QueueStore, Selected, now_ms
+from app.queues.store import AeConfig, EndArgs, EndResult, NewRequest, QueueStore, Selected, now_ms
 from app.work.dispatch import POLL_FALLBACK_SECONDS, Dispatcher, Waiter
 from app.work.schemas import (
     EnclaveIn,
@@ -44,6 +44,7 @@ from app.work.schemas import (
 )
 
 ENCLAVE_PREFIX = "e_"
+EndRequestArgs = tuple[str, str, Any]  # work token, outcome, result (any JSON value)
 # IWM4SSL's return: the server is not needed any more (its environment left the policy, or was quiesced,
 # refreshed, or has surplus servers); it should end what it holds, disconnect and stop.
 TERMINATE_REASON = "0C14"
@@ -54,6 +55,7 @@ class Work:
     """What the lifecycle operations need of the process: one per request, built by the router."""
 
     sessions: async_sessionmaker[AsyncSession]
+    connections: ConnectionCache
     store: QueueStore
     policies: PolicyStore
     dispatcher: Dispatcher
@@ -61,7 +63,7 @@ class Work:
     principal: PrincipalInfo
 
     async def _connection(self, token: str, role: str) -> ConnInfo:
-        return await active_connection(self.sessions, self.store, self.principal, token, role)
+        return await active_connection(self.sessions, self.store, self.connections, self.principal, token, role)
 
     # ---- enclaves (IWM4ECRE) -----------------------------------------------------------------------------
 
@@ -92,7 +94,11 @@ class Work:
         await self.store.redis.delete(enclave_key(self.store.prefix, token.removeprefix(ENCLAVE_PREFIX)))
 
     async def _enclave(self, qm: ConnInfo, token: str) -> dict[str, Any]:
-        raw = await self.store.redis.get(enclave_key(self.store.prefix, token.removeprefix(ENCLAVE_PREFIX))) if token.startswith(ENCLAVE_PREFIX) else None
+        raw = (
+            await self.store.redis.get(enclave_key(self.store.prefix, token.removeprefix(ENCLAVE_PREFIX)))
+            if token.startswith(ENCLAVE_PREFIX)
+            else None
+        )
         enclave = json.loads(raw) if raw else None
         if enclave is None or enclave["qm"] != qm.id:
             raise NotFound("unknown or expired enclave token", code="unknown_enclave")
@@ -103,7 +109,9 @@ class Work:
     async def insert(self, body: WorkIn) -> tuple[WorkQueued, bool]:
         """Returns the queued request and whether it was a replay of an earlier insert (idempotency key)."""
         # WorkIn is a WorkItemIn, already validated: one-item batch without validating it again.
-        batch = WorkBatchIn.model_construct(connect_token=body.connect_token, application_environment=body.application_environment, node=body.node, items=[body])
+        batch = WorkBatchIn.model_construct(
+            connect_token=body.connect_token, application_environment=body.application_environment, node=body.node, items=[body]
+        )
         queued, replayed = await self.insert_batch(batch, item_paths=False)
         return queued[0], replayed[0]
 
@@ -117,9 +125,23 @@ class Work:
         ae = policy.application_environments.get(body.application_environment)
         if ae is None:
             known = ", ".join(policy.application_environments) or "none"
-            raise ValidationFailed([{"path": "application_environment", "message": f"unknown application environment {body.application_environment!r}; defined: {known}"}])
+            raise ValidationFailed(
+                [
+                    {
+                        "path": "application_environment",
+                        "message": f"unknown application environment {body.application_environment!r}; defined: {known}",
+                    }
+                ]
+            )
         if ae.subsystem_type != qm.subsystem_type:
-            raise ValidationFailed([{"path": "application_environment", "message": f"{ae.name} serves subsystem type {ae.subsystem_type}; this queue manager is {qm.subsystem_type}"}])
+            raise ValidationFailed(
+                [
+                    {
+                        "path": "application_environment",
+                        "message": f"{ae.name} serves subsystem type {ae.subsystem_type}; this queue manager is {qm.subsystem_type}",
+                    }
+                ]
+            )
         node = self._node_for(policy, ae.name, body.node, qm)
         keys = self.store.keys(node, ae.name)
         seen_keys: set[str] = set()
@@ -137,7 +159,9 @@ class Work:
         queued, replayed = [], []
         for request, request_id, (sc, rc) in zip(requests, ids, classes, strict=True):
             replayed.append(request_id != request.id)
-            queued.append(WorkQueued(token=keys.token(request_id), application_environment=ae.name, node=node, service_class=sc, report_class=rc))
+            queued.append(
+                WorkQueued(token=keys.token(request_id), application_environment=ae.name, node=node, service_class=sc, report_class=rc)
+            )
         return queued, replayed
 
     def _node_for(self, policy: ActivePolicy, ae: str, requested: str | None, qm: ConnInfo) -> str:
@@ -157,15 +181,21 @@ class Work:
             enclave = await self._enclave(qm, item.enclave_token)
             sc, rc, dependent, version = enclave["sc"], enclave["rc"], enclave["dep"], enclave["policy"]
             if sc not in policy.service_classes:
-                raise Conflict(f"the enclave's service class {sc} is no longer in the policy; create a new enclave", code="enclave_class_removed")
+                raise Conflict(
+                    f"the enclave's service class {sc} is no longer in the policy; create a new enclave", code="enclave_class_removed"
+                )
         elif item.classification is not None:
             result = policy.classify(qm.subsystem_type, qualifier_attributes(item.classification, path=f"{path}classification"))
             sc, rc, dependent, version = result.service_class, result.report_class, False, policy.version
         else:
-            raise ValidationFailed([{"path": f"{path}enclave_token", "message": "give an enclave_token (POST /v1/enclaves) or a classification"}])
+            raise ValidationFailed(
+                [{"path": f"{path}enclave_token", "message": "give an enclave_token (POST /v1/enclaves) or a classification"}]
+            )
         encoded = _json_bytes(item.payload, f"{path}payload")
         if len(encoded) > self.settings.max_payload_bytes:
-            raise PayloadTooLarge(f"{path}payload has {len(encoded)} bytes; at most {self.settings.max_payload_bytes}", path=f"{path}payload")
+            raise PayloadTooLarge(
+                f"{path}payload has {len(encoded)} bytes; at most {self.settings.max_payload_bytes}", path=f"{path}payload"
+            )
         payload = encoded.decode()
         meta = {
             "sc": sc,
@@ -189,48 +219,51 @@ class Work:
     # ---- select (IWM4SSL) --------------------------------------------------------------------------------
 
     async def select(self, body: SelectIn) -> SelectOut | None:
-        """Work for the server, waiting up to `wait_seconds`; None when nothing came in time."""
+        """Ends what the server asks to end, then work for it, waiting up to `wait_seconds`; None when nothing
+        came in time and nothing was ended."""
         server = await self._connection(body.connect_token, "server")
-        outcomes = await self._end_many(server, [(e.token, e.outcome, e.result) for e in body.end])
-        ended = [o for o in outcomes if isinstance(o, EndedOut)]
-        end_errors = [EndErrorOut(token=e.token, code=o.code, message=o.message) for e, o in zip(body.end, outcomes, strict=True) if isinstance(o, AppError)]
+        ends = [(e.token, e.outcome, e.result) for e in body.end]
         policy = await self.policies.active()
         assert server.node and server.application_environment
         config = AeConfig.of(policy, server.application_environment)
         if config is None:
+            ended, end_errors = _split_outcomes(ends, await self._end_many(server, ends))
             reason = "the application environment is no longer in the active policy"
             return SelectOut(items=[], ended=ended, end_errors=end_errors, terminate=True, reason_code=TERMINATE_REASON, reason=reason)
+        outcomes, valid = self._prepare_ends(server, ends)
         keys = self.store.keys(server.node, server.application_environment)
         wait = min(body.wait_seconds, self.settings.max_wait_seconds)
         if wait > 0:
-            items = await self._wait_and_select(keys, config, server, body, time.monotonic() + wait)
+            done, items = await self._wait_and_select(keys, config, server, body, time.monotonic() + wait, [v for _, v in valid])
         else:
-            items = await self._try_select(keys, config, server, body)
+            done, items = await self._try_select(keys, config, server, body, [v for _, v in valid])
+        ended, end_errors = _split_outcomes(ends, self._settle_ends(ends, outcomes, valid, done))
         if not items and not ended and not end_errors:
             return None
         return SelectOut(items=[_item_out(keys, config, s) for s in items], ended=ended, end_errors=end_errors)
 
-    async def _try_select(self, keys: AeKeys, config: AeConfig, server: ConnInfo, body: SelectIn) -> list[Selected]:
-        try:
-            items = await self.store.select(keys, config, server.id, body.max_items, begin=body.begin)
-        except AppError as exc:
-            if exc.code == "overflow_not_needed":
-                return []
-            raise
-        if items:
+    async def _try_select(
+        self, keys: AeKeys, config: AeConfig, server: ConnInfo, body: SelectIn, ends: list[EndArgs]
+    ) -> tuple[list[EndResult], list[Selected]]:
+        result = await self.store.select(keys, config, server.id, body.max_items, begin=body.begin, ends=ends)
+        if result.refusal is not None and result.refusal.code != "overflow_not_needed":
+            raise result.refusal
+        if result.items:
             self.dispatcher.served(server.id)
-        return items
+        return result.ended, result.items
 
-    async def _wait_and_select(self, keys: AeKeys, config: AeConfig, server: ConnInfo, body: SelectIn, deadline: float) -> list[Selected]:
-        """Registered as a waiter before the first attempt, so an insert between the attempt and the wait
-        still wakes it."""
+    async def _wait_and_select(
+        self, keys: AeKeys, config: AeConfig, server: ConnInfo, body: SelectIn, deadline: float, ends: list[EndArgs]
+    ) -> tuple[list[EndResult], list[Selected]]:
+        """Registered as a waiter before the first attempt (which also ends `ends`), so an insert between the
+        attempt and the wait still wakes it."""
         assert server.worker_weight is not None
         waiter = Waiter(keys.node, keys.ae, server.id, server.worker_weight, server.overflow)
         self.dispatcher.register(waiter)
         try:
-            items = await self._try_select(keys, config, server, body)
+            ended, items = await self._try_select(keys, config, server, body, ends)
             if items:
-                return items
+                return ended, items
             task = asyncio.current_task()
             while (remaining := deadline - time.monotonic()) > 0:
                 if task is not None and task.cancelling():
@@ -245,10 +278,10 @@ class Work:
                 except TimeoutError:
                     pass
                 waiter.event.clear()
-                items = await self._try_select(keys, config, server, body)
+                _, items = await self._try_select(keys, config, server, body, [])
                 if items:
-                    return items
-            return []
+                    return ended, items
+            return ended, []
         finally:
             self.dispatcher.unregister(waiter)
 
@@ -271,25 +304,41 @@ class Work:
             raise ended
         return ended
 
-    async def _end_many(self, server: ConnInfo, ends: list[tuple[str, str, Any]]) -> list[EndedOut | AppError]:
+    async def _end_many(self, server: ConnInfo, ends: list[EndRequestArgs]) -> list[EndedOut | AppError]:
         """End (token, outcome, result) requests in one script call; each ends, or fails with its own error."""
-        results: list[EndedOut | AppError | None] = [None] * len(ends)
-        valid: list[tuple[int, str, str, str | None]] = []
+        outcomes, valid = self._prepare_ends(server, ends)
+        done: list[EndResult] = []
+        if valid:
+            keys = self.store.keys(server.node, server.application_environment)  # type: ignore[arg-type]
+            done = await self.store.end(keys, server.id, [v for _, v in valid])
+        return self._settle_ends(ends, outcomes, valid, done)
+
+    def _prepare_ends(
+        self, server: ConnInfo, ends: list[EndRequestArgs]
+    ) -> tuple[list[EndedOut | AppError | None], list[tuple[int, EndArgs]]]:
+        """Each end's error where it is refused before reaching the queues, and the script arguments of the others
+        with their index."""
+        outcomes: list[EndedOut | AppError | None] = [None] * len(ends)
+        valid: list[tuple[int, EndArgs]] = []
         for i, (token, outcome, result) in enumerate(ends):
             try:
                 _, request_id = self._held_keys(server, token)
-                valid.append((i, request_id, outcome, self._result_text(result)))
+                valid.append((i, (request_id, outcome, self._result_text(result))))
             except AppError as exc:
-                results[i] = exc
-        if valid:
-            keys = self.store.keys(server.node, server.application_environment)  # type: ignore[arg-type]
-            for (i, *_), done in zip(valid, await self.store.end(keys, server.id, [v[1:] for v in valid]), strict=True):
-                if done.code == 0:
-                    record = done.record
-                    results[i] = EndedOut(token=ends[i][0], outcome=record["outcome"], response_time_ms=record["ended"] - record["inserted"])
-                else:
-                    results[i] = lua_error(done.code, [done.value])
-        return results  # type: ignore[return-value]
+                outcomes[i] = exc
+        return outcomes, valid
+
+    @staticmethod
+    def _settle_ends(
+        ends: list[EndRequestArgs], outcomes: list[EndedOut | AppError | None], valid: list[tuple[int, EndArgs]], done: list[EndResult]
+    ) -> list[EndedOut | AppError]:
+        for (i, _), result in zip(valid, done, strict=True):
+            if result.code == 0:
+                record = result.record
+                outcomes[i] = EndedOut(token=ends[i][0], outcome=record["outcome"], response_time_ms=record["ended"] - record["inserted"])
+            else:
+                outcomes[i] = lua_error(result.code, [result.value])
+        return outcomes  # type: ignore[return-value]
 
     def _result_text(self, result: Any) -> str | None:
         if result is None:
@@ -317,6 +366,14 @@ class Work:
             raise NotFound("no such work request", code="unknown_work")
         node, ae, request_id = parsed
         await self.store.delete(self.store.keys(node, ae), request_id, qm.id)
+
+
+def _split_outcomes(ends: list[EndRequestArgs], outcomes: list[EndedOut | AppError]) -> tuple[list[EndedOut], list[EndErrorOut]]:
+    ended = [o for o in outcomes if isinstance(o, EndedOut)]
+    errors = [
+        EndErrorOut(token=e[0], code=o.code, message=o.message) for e, o in zip(ends, outcomes, strict=True) if isinstance(o, AppError)
+    ]
+    return ended, errors
 
 
 def _json_bytes(value: Any, path: str) -> bytes:

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from app.connections.service import purge_departed_again
+from app.queues.keys import departed_key
 from tests.conftest import ADMIN
 from tests.work.conftest import BATCH, ONLINE, make_world, policy_document
 
@@ -285,3 +287,26 @@ async def test_a_policy_cannot_remove_a_class_that_still_has_work(world):
     assert installed.status_code == 200 and installed.json()["changed"] is True
     stale = await world.insert({"n": 2}, enclave_token=enclave["token"], expect=409)
     assert stale["error"]["code"] == "enclave_class_removed"
+
+
+async def test_an_insert_let_through_by_a_stale_cached_connection_is_purged_again(world, app):
+    """Another process may hold a queue manager's connection in its cache for a moment after the disconnect; an
+    insert it lets through in that moment is purged by the second pass, not left behind."""
+    state = app.state.wlm
+    await world.insert({"n": 0})  # the connection is now in this process's cache
+    cached = {key: value for key, value in state.connection_cache._entries.items()}
+    gone = await world.client.delete(f"/v1/connections/{world.qm_token}", headers=world.qm)
+    assert gone.status_code == 200 and gone.json()["purged"] == 1
+    state.connection_cache._entries.update(cached)  # as another process still holding its copy
+    late = await world.insert({"n": 1})
+    keys = state.queues.keys("LOCAL", "PAYROLL")
+    assert int(await state.redis.hget(keys.depth, late["service_class"])) == 1
+    departed = departed_key(state.queues.prefix)
+    assert await purge_departed_again(state.queues, await state.policies.active()) == 0  # not due for seconds
+    assert int(await state.redis.hget(keys.depth, late["service_class"])) == 1
+    await state.redis.zadd(departed, {member: 0 for member in await state.redis.zrange(departed, 0, -1)})  # due now
+    deadline = time.monotonic() + 5
+    while await state.redis.zcard(departed) and time.monotonic() < deadline:  # the background duty's turn
+        await asyncio.sleep(0.05)
+    assert int(await state.redis.hget(keys.depth, late["service_class"])) == 0
+    assert await state.redis.zcard(departed) == 0

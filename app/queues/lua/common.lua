@@ -44,3 +44,33 @@ local function missing(k, id)
   if outcome then return {-5, outcome} end
   return {-1}
 end
+
+-- A server ends requests it holds (IWM4STEN), each judged on its own: one that can no longer be ended (its lease
+-- expired and it went to another server, or it already ended) does not stop the others. The ends are ARGV triples
+-- (id, outcome, result JSON or '') from index `first` to `last`; per request, a code and a value are appended to
+-- `result`: 0 and the work record, -1 and '' (unknown), -5 and the outcome (already ended), -6 and '' (not held).
+-- k needs req, payload, leases, inflight, records, exits, done, done_exp.
+local function end_held(k, server, now, tombstone_ms, first, last, result)
+  local ended = 0
+  for i = first, last, 3 do
+    local id = ARGV[i]
+    local meta = load_meta(k.req, id)
+    if not meta then
+      local gone = missing(k, id)
+      result[#result + 1] = gone[1]
+      result[#result + 1] = gone[2] or ''
+    elseif meta.state == 'q' or meta.server ~= server then
+      result[#result + 1] = -6
+      result[#result + 1] = ''
+    else
+      redis.call('ZREM', k.leases, id)
+      if ARGV[i + 2] ~= '' then meta.result = ARGV[i + 2] end
+      result[#result + 1] = 0
+      result[#result + 1] = finish(k, id, meta, ARGV[i + 1], now, tombstone_ms)
+      ended = ended + 1
+    end
+  end
+  if ended > 0 then
+    redis.call('HINCRBY', k.inflight, server, -ended)
+  end
+end

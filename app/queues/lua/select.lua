@@ -1,35 +1,50 @@
--- Select work for a server (IWM4SSL): most important class first, dependent before independent, FIFO within.
--- KEYS: req, payload, depth, leases, inflight, servers, seen, then per class in order: dependent list,
---       independent list
--- ARGV: now_ms, server id, lease ms, max items, begin at once ('1' or '0'), class names in KEYS order
--- Returns {0, id, meta, payload, ...} (possibly no items), {-2} server not registered,
--- {-3, inflight, tasks} server at capacity, {-4} overflow server while another server has capacity.
+-- Select work for a server (IWM4SSL), after ending what it asks to end (IWM4STEN) in the same call: most
+-- important class first, dependent before independent, FIFO within.
+-- KEYS: req, payload, depth, leases, inflight, servers, seen, records, exits, done, done_exp, then per class in
+--       order: dependent list, independent list
+-- ARGV: now_ms, server id, lease ms, max items, begin at once ('1' or '0'), tombstone ms, number of ends, then per
+--       end: id, outcome, result (JSON text, '' for none); then the class names in KEYS order
+-- Returns {status, number of ends, per end: code, value (see end_held), then by status}: 0 and per item: id, meta,
+-- payload (possibly no items); -2 server not registered; -3 and in flight, tasks: server at capacity; -4 overflow
+-- server while another server has capacity. The ends apply whatever the status.
 local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], leases = KEYS[4], inflight = KEYS[5], servers = KEYS[6],
-  seen = KEYS[7]}
+  seen = KEYS[7], records = KEYS[8], exits = KEYS[9], done = KEYS[10], done_exp = KEYS[11]}
+local FIRST_LIST = 12
 local now, server, lease_ms, max_items, begin_now = now_ms(), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1'
+local ends = tonumber(ARGV[7])
+local first_class = 8 + 3 * ends
+
+local result = {0, ends}
+end_held(k, server, now, tonumber(ARGV[6]), 8, first_class - 1, result)
+
+local function refuse(status, ...)
+  result[1] = status
+  for _, value in ipairs({...}) do result[#result + 1] = value end
+  return result
+end
 
 local raw = redis.call('HGET', k.servers, server)
-if not raw then return {-2} end
+if not raw then return refuse(-2) end
 redis.call('HSET', k.seen, server, now)  -- a selecting server is alive
 local me = cjson.decode(raw)
 local inflight = tonumber(redis.call('HGET', k.inflight, server) or '0')
-if inflight >= me.tasks then return {-3, inflight, me.tasks} end
+if inflight >= me.tasks then return refuse(-3, inflight, me.tasks) end
 
 if me.overflow then
   local all = redis.call('HGETALL', k.servers)
   for i = 1, #all, 2 do
     local other = cjson.decode(all[i + 1])
     if not other.overflow and tonumber(redis.call('HGET', k.inflight, all[i]) or '0') < other.tasks then
-      return {-4}
+      return refuse(-4)
     end
   end
 end
 
 local want = math.min(me.tasks - inflight, max_items)
-local result, got = {0}, 0
-for list = 8, #KEYS do
+local got = 0
+for list = FIRST_LIST, #KEYS do
   if got >= want then break end
-  local class = ARGV[6 + math.floor((list - 8) / 2)]
+  local class = ARGV[first_class + math.floor((list - FIRST_LIST) / 2)]
   while got < want do
     local id = redis.call('LPOP', KEYS[list])
     if not id then break end
