@@ -16,14 +16,14 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from app.audit.router import router as audit_router
 from app.auth.router import router as auth_router
 from app.auth.service import KeyCache, ensure_bootstrap_admin
-from app.connections.service import ConnectionCache
 from app.config import Settings, get_settings
 from app.connections.router import router as connections_router
+from app.connections.service import ConnectionCache
 from app.db import create_engine, session_factory
 from app.embedded_redis import EmbeddedRedis
 from app.errors import ERROR_RESPONSES, install_error_handlers
 from app.health.router import router as health_router
-from app.http import RejectNulMiddleware
+from app.http import HotPathsMiddleware, RejectNulMiddleware
 from app.metrics import MetricsMiddleware
 from app.migrate import current_revision, head_revision
 from app.models import import_all_models
@@ -34,6 +34,7 @@ from app.queues.store import QueueStore
 from app.state import AppState
 from app.work.dispatch import Dispatcher
 from app.work.duties import Duties
+from app.work.router import HOT_PATHS
 from app.work.router import router as work_router
 
 log = logging.getLogger("wlm")
@@ -136,6 +137,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings or get_settings()
     install_error_handlers(app)
+    app.add_middleware(HotPathsMiddleware, paths=HOT_PATHS)
     app.add_middleware(RejectNulMiddleware)
     app.add_middleware(MetricsMiddleware)
     app.include_router(health_router)

@@ -8,6 +8,7 @@ from pydantic import BaseModel
 
 from app.auth.roles import Role
 from app.deps import check_roles, principal_of
+from app.http import HotPath
 from app.state import AppState
 from app.work.schemas import (
     BegunOut,
@@ -38,14 +39,16 @@ def _work_for(role: Role) -> Callable[..., Coroutine[Any, Any, Work]]:
     async def work(request: Request) -> Work:  # one dependency, no nested ones: these routes are the hot path
         principal = check_roles(await principal_of(request), allowed)
         state: AppState = request.app.state.wlm
-        return Work(state.sessions, state.queues, state.policies, state.dispatcher, state.settings, principal)
+        return Work(state.sessions, state.connection_cache, state.queues, state.policies, state.dispatcher, state.settings, principal)
 
     return work
 
 
 # The lifecycle operations of the caller, checked for the role the route needs (one dependency, one check).
-QueueManagerWork = Annotated[Work, Depends(_work_for(Role.QUEUE_MANAGER))]
-ServerWork = Annotated[Work, Depends(_work_for(Role.SERVER))]
+queue_manager_work = _work_for(Role.QUEUE_MANAGER)
+server_work = _work_for(Role.SERVER)
+QueueManagerWork = Annotated[Work, Depends(queue_manager_work)]
+ServerWork = Annotated[Work, Depends(server_work)]
 
 
 def _json(model: BaseModel, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -70,7 +73,9 @@ async def insert(body: WorkIn, work: QueueManagerWork) -> Response:
     return _json(queued, 201, {REPLAYED_HEADER: "true"} if replayed else None)
 
 
-@router.post("/v1/work:batch", status_code=201, response_model=WorkBatchQueued, summary="IWM4QIN for many requests of one environment, all or none")
+@router.post(
+    "/v1/work:batch", status_code=201, response_model=WorkBatchQueued, summary="IWM4QIN for many requests of one environment, all or none"
+)
 async def insert_batch(body: WorkBatchIn, work: QueueManagerWork) -> WorkBatchQueued:
     queued, _replayed = await work.insert_batch(body)
     return WorkBatchQueued(items=queued)
@@ -102,3 +107,10 @@ async def end(token: str, body: EndRequest, work: ServerWork) -> Response:
 async def delete(token: str, connect_token: ConnectTokenQuery, work: QueueManagerWork) -> DeletedOut:
     await work.delete(token, connect_token)
     return DeletedOut(token=token, outcome="deleted")
+
+
+# The two calls of every request's life (a queue manager's insert, a server's select) take the fast path.
+HOT_PATHS = (
+    HotPath("POST", "/v1/work", WorkIn, queue_manager_work, insert),
+    HotPath("POST", "/v1/work/select", SelectIn, server_work, select),
+)
