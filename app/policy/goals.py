@@ -1,0 +1,232 @@
+"""Goals and the performance index (PI): how well a service class did over a window of ended requests.
+
+Pure functions, no I/O. The PI follows z/OS WLM: PI ≤ 1 means the goal was met, above 1 it was missed, and the
+further from 1 the larger the miss or the margin.
+
+- average goal: PI = actual average response time / goal.
+- velocity goal: PI = goal velocity / actual velocity, where velocity = 100 × execution / (execution + queue delay).
+- percentile goal: the ended requests are counted into 14 buckets by their response time as a share of the goal
+  (≤50%, ≤60%, …, ≤150%, ≤200%, ≤400%, >400%); PI = the limit of the first bucket whose cumulative share reaches the
+  percentile, divided by 100 (so "90% within ≤80% of the goal" has PI 0.8).
+- discretionary: no goal; PI is always 0.81, which reads as "met with room to spare" and never attracts resources.
+
+A window without ended requests has an unknown PI (None), except for discretionary work. Which period of a
+service class a request belongs to is decided elsewhere; these functions see one period's goal and samples.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import assert_never
+
+from app.policy.schemas import AverageGoal, DiscretionaryGoal, PercentileGoal, VelocityGoal
+
+GoalModel = AverageGoal | PercentileGoal | VelocityGoal | DiscretionaryGoal
+
+# Upper limits of the response time buckets, in percent of the goal; a 14th bucket takes everything above 400%.
+RESPONSE_BUCKET_LIMITS_PCT: tuple[int, ...] = (50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150, 200, 400)
+BUCKET_COUNT = len(RESPONSE_BUCKET_LIMITS_PCT) + 1
+BUCKET_LABELS: tuple[str, ...] = (*(f"<={limit}%" for limit in RESPONSE_BUCKET_LIMITS_PCT), ">400%")
+# A response on a limit belongs to that limit's bucket even through float noise: 0.7 ms of a 1 ms goal computes as
+# 70.00000000000001%. A relative 1e-9 of the goal is far below any clock's resolution.
+_BOUNDARY_TOLERANCE = 1e-9
+_TOLERANT_LIMITS_PCT = tuple(limit * (1 + _BOUNDARY_TOLERANCE) for limit in RESPONSE_BUCKET_LIMITS_PCT)
+# Buckets 0..5 hold the responses within the goal (≤100%).
+WITHIN_GOAL_BUCKETS = RESPONSE_BUCKET_LIMITS_PCT.index(100) + 1
+
+DISCRETIONARY_PI = 0.81
+# The >400% bucket has no upper limit, so the distribution cannot say how badly the goal was missed. 4.01 is the
+# smallest two-decimal PI above the ≤400% bucket's 4.0: it orders after it without inventing a magnitude.
+OVERFLOW_BUCKET_PI = 4.01
+# A velocity PI is capped here. Velocity 0 (requests only waited) would divide by zero; a finite cap keeps the PI
+# sortable and JSON-serialisable, and 100 is the velocity scale itself: goal velocity ≥ 1 and actual velocity ≤ 1
+# is already a hundredfold miss, beyond which a larger number tells the manager nothing more.
+MAX_VELOCITY_PI = 100.0
+
+# One ended request: (response_ms, queue_ms, execution_ms).
+Sample = tuple[float, float, float]
+
+
+def _check_duration(name: str, value: float) -> None:
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite duration >= 0, got {value!r}")
+
+
+def _check_goal_ms(goal_ms: float) -> None:
+    if not math.isfinite(goal_ms) or goal_ms <= 0:
+        raise ValueError(f"goal_ms must be finite and > 0, got {goal_ms!r}")
+
+
+def bucket_index(response_ms: float, goal_ms: float) -> int:
+    """The bucket (0..13) of a response: the first whose limit, in percent of `goal_ms`, it does not exceed."""
+    _check_duration("response_ms", response_ms)
+    _check_goal_ms(goal_ms)
+    return bisect_left(_TOLERANT_LIMITS_PCT, response_ms * 100 / goal_ms)
+
+
+def distribution(responses_ms: Iterable[float], goal_ms: float) -> tuple[int, ...]:
+    """How many of `responses_ms` fall into each of the 14 buckets of `goal_ms`."""
+    counts = [0] * BUCKET_COUNT
+    for response_ms in responses_ms:
+        counts[bucket_index(response_ms, goal_ms)] += 1
+    return tuple(counts)
+
+
+def average_pi(actual_avg_ms: float | None, goal_ms: float) -> float | None:
+    """PI of an average response time goal: actual / goal; None when nothing ended (no average)."""
+    _check_goal_ms(goal_ms)
+    if actual_avg_ms is None:
+        return None
+    _check_duration("actual_avg_ms", actual_avg_ms)
+    return actual_avg_ms / goal_ms
+
+
+def velocity_pi(actual_velocity: float | None, goal_velocity: float) -> float | None:
+    """PI of a velocity goal: goal / actual, capped at MAX_VELOCITY_PI; None when the velocity is unknown."""
+    if not 0 < goal_velocity <= 100:
+        raise ValueError(f"goal_velocity must be in (0, 100], got {goal_velocity!r}")
+    if actual_velocity is None:
+        return None
+    if not 0 <= actual_velocity <= 100:
+        raise ValueError(f"actual_velocity must be in [0, 100], got {actual_velocity!r}")
+    if actual_velocity * MAX_VELOCITY_PI <= goal_velocity:
+        return MAX_VELOCITY_PI
+    return goal_velocity / actual_velocity
+
+
+def percentile_pi(bucket_counts: Sequence[int], percentile: float) -> float | None:
+    """PI of a percentile goal from a 14-bucket distribution; None when the distribution is empty."""
+    if len(bucket_counts) != BUCKET_COUNT:
+        raise ValueError(f"a distribution has {BUCKET_COUNT} buckets, got {len(bucket_counts)}")
+    if any(count < 0 for count in bucket_counts):
+        raise ValueError("bucket counts must be >= 0")
+    if not 0 < percentile <= 100:
+        raise ValueError(f"percentile must be in (0, 100], got {percentile!r}")
+    total = sum(bucket_counts)
+    if total == 0:
+        return None
+    cumulative = 0
+    for index, count in enumerate(bucket_counts):
+        cumulative += count
+        # Compared as cumulative/total >= percentile/100, multiplied out so integer counts stay exact.
+        if cumulative * 100 >= percentile * total:
+            return _bucket_pi(index)
+    raise AssertionError("unreachable: the last bucket's cumulative share is 100%")
+
+
+def _bucket_pi(index: int) -> float:
+    if index == len(RESPONSE_BUCKET_LIMITS_PCT):
+        return OVERFLOW_BUCKET_PI
+    return RESPONSE_BUCKET_LIMITS_PCT[index] / 100
+
+
+def execution_velocity(execution_ms_total: float, queue_delay_ms_total: float) -> float | None:
+    """100 × execution / (execution + queue delay); None when neither took any time (nothing to judge)."""
+    _check_duration("execution_ms_total", execution_ms_total)
+    _check_duration("queue_delay_ms_total", queue_delay_ms_total)
+    elapsed = execution_ms_total + queue_delay_ms_total
+    if elapsed == 0:
+        return None
+    return 100 * execution_ms_total / elapsed
+
+
+def nearest_rank_percentile(sorted_values: Sequence[float], percentile: int) -> float | None:
+    """The nearest-rank percentile of ascending `sorted_values`: the smallest value with at least `percentile`% of
+    the values at or below it; None for no values. Nearest rank returns an observed response, never an interpolation."""
+    if not 0 < percentile <= 100:
+        raise ValueError(f"percentile must be in (0, 100], got {percentile!r}")
+    if not sorted_values:
+        return None
+    rank = -(-percentile * len(sorted_values) // 100)  # ceil(percentile/100 × n) in integers
+    return sorted_values[rank - 1]
+
+
+@dataclass(frozen=True, slots=True)
+class ClassPerformance:
+    """A service class period over one window of ended requests. Averages are None when nothing ended."""
+
+    goal_type: str
+    ended: int
+    avg_response_ms: float | None
+    p50_response_ms: float | None
+    p90_response_ms: float | None
+    p99_response_ms: float | None
+    avg_queue_ms: float | None
+    avg_execution_ms: float | None
+    # Of the window as a whole: total execution over total execution + queue delay.
+    velocity: float | None
+    # 14 bucket counts; None for goals without a response time (velocity, discretionary).
+    distribution: tuple[int, ...] | None
+    pi: float | None
+    # Share (0..1) of ended requests that met the goal on their own; None without a goal or without requests.
+    goal_met_share: float | None
+
+    @property
+    def goal_met(self) -> bool | None:
+        return None if self.pi is None else self.pi <= 1
+
+
+def evaluate(goal: GoalModel, samples: Iterable[Sample]) -> ClassPerformance:
+    """Summarise the ended requests `samples` of one window against `goal`."""
+    window = list(samples)
+    for response_ms, queue_ms, execution_ms in window:
+        _check_duration("response_ms", response_ms)
+        _check_duration("queue_ms", queue_ms)
+        _check_duration("execution_ms", execution_ms)
+    ended = len(window)
+    responses = sorted(sample[0] for sample in window)
+    queue_total = math.fsum(sample[1] for sample in window)
+    execution_total = math.fsum(sample[2] for sample in window)
+    avg_response_ms = math.fsum(responses) / ended if ended else None
+    velocity = execution_velocity(execution_total, queue_total)
+
+    bucket_counts: tuple[int, ...] | None = None
+    goal_met_share: float | None = None
+    pi: float | None
+    match goal:
+        case AverageGoal():
+            bucket_counts = distribution(responses, goal.response_time_ms)
+            pi = average_pi(avg_response_ms, goal.response_time_ms)
+            goal_met_share = _within_goal_share(bucket_counts)
+        case PercentileGoal():
+            bucket_counts = distribution(responses, goal.response_time_ms)
+            pi = percentile_pi(bucket_counts, goal.percentile)
+            goal_met_share = _within_goal_share(bucket_counts)
+        case VelocityGoal():
+            pi = velocity_pi(velocity, goal.velocity)
+            goal_met_share = _velocity_met_share(window, goal.velocity)
+        case DiscretionaryGoal():
+            pi = DISCRETIONARY_PI
+        case _:
+            assert_never(goal)
+
+    return ClassPerformance(
+        goal_type=goal.type,
+        ended=ended,
+        avg_response_ms=avg_response_ms,
+        p50_response_ms=nearest_rank_percentile(responses, 50),
+        p90_response_ms=nearest_rank_percentile(responses, 90),
+        p99_response_ms=nearest_rank_percentile(responses, 99),
+        avg_queue_ms=queue_total / ended if ended else None,
+        avg_execution_ms=execution_total / ended if ended else None,
+        velocity=velocity,
+        distribution=bucket_counts,
+        pi=pi,
+        goal_met_share=goal_met_share,
+    )
+
+
+def _within_goal_share(bucket_counts: tuple[int, ...]) -> float | None:
+    total = sum(bucket_counts)
+    return sum(bucket_counts[:WITHIN_GOAL_BUCKETS]) / total if total else None
+
+
+def _velocity_met_share(window: Sequence[Sample], goal_velocity: int) -> float | None:
+    # A request that took no measurable time has no velocity; it is left out rather than counted either way.
+    velocities = [v for _, queue_ms, execution_ms in window if (v := execution_velocity(execution_ms, queue_ms)) is not None]
+    if not velocities:
+        return None
+    return sum(1 for v in velocities if v >= goal_velocity) / len(velocities)

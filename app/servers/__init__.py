@@ -1,0 +1,1 @@
+"""Servers of application environments: limits, how many each service class needs, and who gets them."""

@@ -1,0 +1,337 @@
+"""Goal-driven server decisions for an application environment: how many servers each service class needs, how
+the environment's servers are shared out under its limits, and which class gives one up when another needs it.
+
+Pure functions, no I/O.
+
+How many servers a class needs comes from the M/M/c queue (Erlang C). With arrival rate λ and mean service time S
+the offered load is a = λ·S, and with c > a servers (fewer: the queue grows without bound) a request waits with the
+probability
+
+    P_w = (a^c/c!)·(c/(c−a)) / (Σ_{k<c} a^k/k! + (a^c/c!)·(c/(c−a)))
+
+its mean wait is W_q = P_w·S/(c−a) and its wait exceeds t with the probability P(W > t) = P_w·e^{−(c−a)·t/S}.
+P_w is computed from the Erlang B recursion B(0) = 1, B(k) = a·B(k−1)/(k + a·B(k−1)) and C = c·B/(c − a·(1 − B)):
+every term stays in [0, 1], so there are no factorials or powers to overflow however large c and a are.
+
+The response time of a request is taken as S + its wait, with S the mean service time; each goal type becomes a
+criterion on the wait (see `servers_for_goal`).
+
+A goal that no number of servers can meet (the goal is shorter than the service time itself) gets the smallest
+count at which fewer than NEGLIGIBLE_WAIT_PROBABILITY of the requests wait at all: beyond it more servers shorten
+no wait worth having, and the miss is the service time's. The same count also caps reachable but ever stricter wait
+targets, so the search always ends.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import assert_never
+
+from app.policy.goals import GoalModel
+from app.policy.schemas import AverageGoal, DiscretionaryGoal, PercentileGoal, ServerLimits, VelocityGoal
+
+# No application environment may have more servers (ServerLimits.max has the same bound), so no search goes higher.
+SERVER_COUNT_CEILING = 10_000
+# Below this probability of waiting at all, more servers are not worth starting (see the module docstring).
+NEGLIGIBLE_WAIT_PROBABILITY = 0.01
+# Discretionary work (no importance) ranks below importance 5, the lowest a goal can have.
+DISCRETIONARY_RANK = 6
+# A class with no ended requests in the window has no PI yet; it is ranked as if exactly on its goal.
+UNKNOWN_PI_RANK = 1.0
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Erlang C
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _check_rates(arrival_rate_per_s: float, service_time_s: float) -> None:
+    if not math.isfinite(arrival_rate_per_s) or arrival_rate_per_s < 0:
+        raise ValueError(f"arrival_rate_per_s must be finite and >= 0, got {arrival_rate_per_s!r}")
+    if not math.isfinite(service_time_s) or service_time_s <= 0:
+        raise ValueError(f"service_time_s must be finite and > 0, got {service_time_s!r}")
+
+
+def erlang_c_probability(servers: int, offered_load: float) -> float:
+    """P_w: the probability that a request waits with `servers` servers and offered load a = λ·S.
+    1.0 when servers <= a: the queue is unstable and, in the long run, every request waits."""
+    if servers < 0 or not math.isfinite(offered_load) or offered_load < 0:
+        raise ValueError(f"need servers >= 0 and a finite offered load >= 0, got {servers!r}, {offered_load!r}")
+    if offered_load == 0:
+        return 0.0
+    if servers <= offered_load:
+        return 1.0
+    blocking = 1.0
+    for k in range(1, servers + 1):
+        blocking = offered_load * blocking / (k + offered_load * blocking)
+    return _wait_probability(servers, offered_load, blocking)
+
+
+def _wait_probability(servers: int, offered_load: float, erlang_b: float) -> float:
+    return servers * erlang_b / (servers - offered_load * (1 - erlang_b))
+
+
+def mean_wait_s(servers: int, arrival_rate_per_s: float, service_time_s: float) -> float:
+    """W_q = P_w·S/(c−a), the mean queue wait in seconds; infinite when the queue is unstable (c <= a)."""
+    _check_rates(arrival_rate_per_s, service_time_s)
+    offered_load = arrival_rate_per_s * service_time_s
+    if offered_load == 0:
+        return 0.0
+    if servers <= offered_load:
+        return math.inf
+    return erlang_c_probability(servers, offered_load) * service_time_s / (servers - offered_load)
+
+
+def wait_exceeds_probability(servers: int, arrival_rate_per_s: float, service_time_s: float, wait_s: float) -> float:
+    """P(W > wait_s) = P_w·e^{−(c−a)·wait_s/S}; 1.0 for an unstable queue or a negative wait_s."""
+    _check_rates(arrival_rate_per_s, service_time_s)
+    offered_load = arrival_rate_per_s * service_time_s
+    if wait_s < 0 or (offered_load > 0 and servers <= offered_load):
+        return 1.0
+    return erlang_c_probability(servers, offered_load) * math.exp(-(servers - offered_load) * wait_s / service_time_s)
+
+
+def _smallest_servers(offered_load: float, meets: Callable[[int, float], bool]) -> tuple[int, bool]:
+    """The smallest stable count c for which meets(c, P_w) holds, and True; or the count at which waiting becomes
+    negligible (or the ceiling), and False, when that comes first."""
+    if offered_load >= SERVER_COUNT_CEILING:
+        return SERVER_COUNT_CEILING, False
+    erlang_b = 1.0
+    for servers in range(1, SERVER_COUNT_CEILING + 1):
+        # Erlang B for `servers`, built on the previous count's, so the whole search is linear in the answer.
+        erlang_b = offered_load * erlang_b / (servers + offered_load * erlang_b)
+        if servers <= offered_load:
+            continue
+        wait_probability = _wait_probability(servers, offered_load, erlang_b)
+        if meets(servers, wait_probability):
+            return servers, True
+        if wait_probability <= NEGLIGIBLE_WAIT_PROBABILITY:
+            return servers, False
+    return SERVER_COUNT_CEILING, False
+
+
+def _servers_for_wait(
+    arrival_rate_per_s: float, service_time_s: float, target_wait_s: float, wait_percentile: float | None
+) -> tuple[int, bool]:
+    _check_rates(arrival_rate_per_s, service_time_s)
+    if not math.isfinite(target_wait_s):
+        raise ValueError(f"target_wait_s must be finite, got {target_wait_s!r}")
+    if wait_percentile is not None and not 0 < wait_percentile < 100:
+        raise ValueError(f"wait_percentile must be in (0, 100), got {wait_percentile!r}")
+    offered_load = arrival_rate_per_s * service_time_s
+    if offered_load == 0:
+        return 0, True
+
+    def meets(servers: int, wait_probability: float) -> bool:
+        if target_wait_s < 0:  # a wait is never negative: no count meets this
+            return False
+        spare = servers - offered_load
+        if wait_percentile is None:
+            return wait_probability * service_time_s / spare <= target_wait_s
+        exceed_share = wait_probability * math.exp(-spare * target_wait_s / service_time_s)
+        return exceed_share <= 1 - wait_percentile / 100
+
+    return _smallest_servers(offered_load, meets)
+
+
+def erlang_c_servers(
+    arrival_rate_per_s: float, service_time_s: float, target_wait_s: float, *, wait_percentile: float | None = None
+) -> int:
+    """The smallest server count c > λ·S whose queue wait meets `target_wait_s`: the mean wait W_q when
+    `wait_percentile` is None, else the wait of that percentile of requests (P(W > target) <= 1 − percentile/100).
+
+    0 when nothing arrives. A target no count meets (negative, or a mean wait of 0) gets the count at which fewer
+    than NEGLIGIBLE_WAIT_PROBABILITY of requests wait; no answer exceeds SERVER_COUNT_CEILING.
+    """
+    servers, _ = _servers_for_wait(arrival_rate_per_s, service_time_s, target_wait_s, wait_percentile)
+    return servers
+
+
+@dataclass(frozen=True, slots=True)
+class ServerNeed:
+    servers: int
+    offered_load: float
+    # False when the count is the negligible-wait cap (or the ceiling) because the goal cannot be met.
+    goal_reachable: bool
+    reason: str
+
+
+def servers_for_goal(goal: GoalModel, arrival_rate_per_s: float, service_time_s: float) -> ServerNeed:
+    """How many servers a service class with `goal` needs for its arrival rate and mean service time.
+
+    - average: mean response S + W_q <= goal, so W_q <= goal − S.
+    - percentile: P(response <= goal) >= percentile, so P(W > goal − S) <= 1 − percentile/100.
+    - velocity: 100·S/(S + W_q) >= goal velocity v, so W_q <= S·(100 − v)/v.
+    - discretionary: no goal; the smallest stable count, floor(a) + 1 (ceil(a) would leave an integral load at 100%
+      utilisation, where the queue grows without bound). The one server for queued work is `allocate`'s rule.
+    """
+    _check_rates(arrival_rate_per_s, service_time_s)
+    offered_load = float(arrival_rate_per_s * service_time_s)
+    if offered_load == 0:
+        return ServerNeed(0, 0.0, True, "no arrivals")
+    criterion: str
+    match goal:
+        case AverageGoal():
+            target_wait_s = goal.response_time_ms / 1000 - service_time_s
+            servers, reachable = _servers_for_wait(arrival_rate_per_s, service_time_s, target_wait_s, None)
+            criterion = f"mean wait <= {target_wait_s:.3f}s"
+        case PercentileGoal():
+            target_wait_s = goal.response_time_ms / 1000 - service_time_s
+            servers, reachable = _servers_for_wait(arrival_rate_per_s, service_time_s, target_wait_s, goal.percentile)
+            criterion = f"{goal.percentile}% wait <= {target_wait_s:.3f}s"
+        case VelocityGoal():
+            target_wait_s = service_time_s * (100 - goal.velocity) / goal.velocity
+            servers, reachable = _servers_for_wait(arrival_rate_per_s, service_time_s, target_wait_s, None)
+            criterion = f"mean wait <= {target_wait_s:.3f}s for velocity {goal.velocity}"
+        case DiscretionaryGoal():
+            servers = min(math.floor(offered_load) + 1, SERVER_COUNT_CEILING)
+            return ServerNeed(servers, offered_load, True, f"load {offered_load:.2f}: smallest stable count")
+        case _:
+            assert_never(goal)
+    if reachable:
+        reason = f"load {offered_load:.2f}: {servers} meet {criterion}"
+    elif servers == SERVER_COUNT_CEILING:
+        reason = f"load {offered_load:.2f}: capped at the ceiling of {SERVER_COUNT_CEILING}"
+    else:
+        reason = f"load {offered_load:.2f}: {criterion} unreachable, capped where under {NEGLIGIBLE_WAIT_PROBABILITY:.0%} wait"
+    return ServerNeed(servers, offered_load, reachable, reason)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Sharing the environment's servers out
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClassDemand:
+    """One service class of the application environment, as the allocation sees it."""
+
+    name: str
+    importance: int | None  # 1 (highest) .. 5; None for discretionary work, which ranks below 5
+    pi: float | None  # None: no ended requests in the window yet
+    needed_servers: int  # from Erlang C (`servers_for_goal`)
+    has_queued_work: bool
+
+    def __post_init__(self) -> None:
+        if self.importance is not None and not 1 <= self.importance <= 5:
+            raise ValueError(f"{self.name}: importance must be 1..5 or None, got {self.importance!r}")
+        if self.needed_servers < 0:
+            raise ValueError(f"{self.name}: needed_servers must be >= 0, got {self.needed_servers!r}")
+
+    @property
+    def rank(self) -> int:
+        return DISCRETIONARY_RANK if self.importance is None else self.importance
+
+    @property
+    def pi_rank(self) -> float:
+        return UNKNOWN_PI_RANK if self.pi is None else self.pi
+
+    @property
+    def floor(self) -> int:
+        """What the class is owed before anything else: one server while it has queued work."""
+        return 1 if self.has_queued_work else 0
+
+    @property
+    def need(self) -> int:
+        return max(self.needed_servers, self.floor)
+
+    def describe(self) -> str:
+        importance = "discretionary" if self.importance is None else f"importance {self.importance}"
+        pi = "unknown" if self.pi is None else f"{self.pi:.2f}"
+        return f"{importance}, PI {pi}"
+
+
+def _service_order(demand: ClassDemand) -> tuple[int, float, str]:
+    # Most important first, then the worst (highest) PI; the name only makes ties deterministic.
+    return demand.rank, -demand.pi_rank, demand.name
+
+
+@dataclass(frozen=True, slots=True)
+class ClassAllocation:
+    name: str
+    servers: int
+    reason: str
+
+
+def allocate(classes: Sequence[ClassDemand], limits: ServerLimits) -> dict[str, ClassAllocation]:
+    """Share the application environment's servers out among its service classes, in service order (importance 1
+    first, then the worst PI):
+
+    1. every class with queued work gets its first server, while `limits.max` allows;
+    2. every class gets up to its need, while `limits.max` allows; the shortfall falls on the last in service order;
+    3. if the total is below `limits.min` (itself capped by max), the rest go to the class with the fewest servers
+       each time when `limits.spread_min` (spreading the minimum as evenly as the needs allow), else all to the
+       first class in service order.
+
+    `limits.max` is hard: goals are missed, and classes with queued work left without a server, rather than exceed it.
+    """
+    names = [demand.name for demand in classes]
+    if len(set(names)) != len(names):
+        raise ValueError(f"service class names must be unique, got {names}")
+    ordered = sorted(classes, key=_service_order)
+    # Unbounded, the needs are the most phases 1 and 2 ever hand out.
+    remaining = sum(demand.need for demand in ordered) if limits.max is None else limits.max
+    granted = {demand.name: 0 for demand in ordered}
+
+    for demand in ordered:
+        if demand.floor and remaining > 0:
+            granted[demand.name] = 1
+            remaining -= 1
+    for demand in ordered:
+        more = min(demand.need - granted[demand.name], remaining)
+        if more > 0:
+            granted[demand.name] += more
+            remaining -= more
+
+    minimum = limits.min if limits.max is None else min(limits.min, limits.max)
+    for_minimum = {demand.name: 0 for demand in ordered}
+    shortfall = minimum - sum(granted.values())
+    if shortfall > 0 and ordered:
+        if limits.spread_min:
+            for _ in range(shortfall):
+                # Fewest servers first, ties in service order: the minimum levels the classes up as evenly as it can.
+                fewest = min(ordered, key=lambda d: granted[d.name] + for_minimum[d.name])
+                for_minimum[fewest.name] += 1
+        else:
+            for_minimum[ordered[0].name] = shortfall
+
+    allocation: dict[str, ClassAllocation] = {}
+    for demand in ordered:
+        servers = granted[demand.name] + for_minimum[demand.name]
+        reason = f"needs {demand.need}, got {granted[demand.name]}"
+        if granted[demand.name] < demand.need:
+            reason += f": max {limits.max} reached"
+        if for_minimum[demand.name]:
+            how = "spread" if limits.spread_min else "first in service order"
+            reason += f"; +{for_minimum[demand.name]} for min {limits.min} ({how})"
+        allocation[demand.name] = ClassAllocation(demand.name, servers, reason)
+    return allocation
+
+
+@dataclass(frozen=True, slots=True)
+class Donor:
+    name: str
+    reason: str
+
+
+def choose_donor(classes: Sequence[ClassDemand], servers: Mapping[str, int], recipient: str | None = None) -> Donor | None:
+    """The class to take a server from when another needs one: the lowest importance first, then the best (lowest)
+    PI; never one that would be left with no server while it has queued work. With a `recipient`, only classes it
+    outranks in service order (less important, or equally important with a better PI) may give: taking from a
+    class that ranks ahead would undo `allocate`'s order. None when no class can give.
+
+    `servers` is the current count per class; classes missing from it have none.
+    """
+    by_name = {demand.name: demand for demand in classes}
+    candidates = [d for d in classes if d.name != recipient and servers.get(d.name, 0) > d.floor]
+    if recipient is not None:
+        if recipient not in by_name:
+            raise ValueError(f"recipient {recipient!r} is not among the classes")
+        needy = by_name[recipient]
+        candidates = [d for d in candidates if (d.rank, -d.pi_rank) > (needy.rank, -needy.pi_rank)]
+    if not candidates:
+        return None
+    donor = min(candidates, key=lambda d: (-d.rank, d.pi_rank, d.name))
+    return Donor(donor.name, f"{donor.describe()}, {servers[donor.name]} servers")

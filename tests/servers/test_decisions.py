@@ -1,0 +1,501 @@
+"""Server decisions (app/servers/decisions.py): Erlang C, goal targets, allocation under limits, donor choice.
+
+Pure and table-driven; expected values are worked out by hand in the comments. The Erlang C chain used throughout is
+λ = 2/s, S = 1 s, so a = 2, via the Erlang B recursion B(k) = a·B(k−1)/(k + a·B(k−1)), C = c·B/(c − a·(1 − B)):
+
+    B(1) = 2/3, B(2) = 2/5, B(3) = 4/19, B(4) = 2/21, B(5) = 4/109, B(6) = 4/331, B(7) = 8/2325
+    c = 3: P_w = 4/9 ≈ 0.444   W_q = P_w·S/(c−a) = 4/9 ≈ 0.444 s
+    c = 4: P_w = 4/23 ≈ 0.174  W_q = 2/23 ≈ 0.0870 s
+    c = 5: P_w = 4/67 ≈ 0.0597 W_q = 4/201 ≈ 0.0199 s
+    c = 6: P_w = 2/111 ≈ 0.0180 W_q = 1/222 ≈ 0.00450 s
+    c = 7: P_w = 56/11641 ≈ 0.00481 (the first below 1%: the negligible-wait cap)
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from fractions import Fraction
+
+import pytest
+
+from app.policy.goals import GoalModel
+from app.policy.schemas import AverageGoal, DiscretionaryGoal, PercentileGoal, ServerLimits, VelocityGoal
+from app.servers.decisions import (
+    NEGLIGIBLE_WAIT_PROBABILITY,
+    SERVER_COUNT_CEILING,
+    ClassAllocation,
+    ClassDemand,
+    Donor,
+    ServerNeed,
+    allocate,
+    choose_donor,
+    erlang_c_probability,
+    erlang_c_servers,
+    mean_wait_s,
+    servers_for_goal,
+    wait_exceeds_probability,
+)
+
+
+def closed_form_erlang_c(servers: int, offered_load: Fraction) -> Fraction:
+    """The textbook formula with exact factorials, as an independent reference for small counts."""
+    top = offered_load**servers / math.factorial(servers) * Fraction(servers) / (servers - offered_load)
+    return top / (sum(offered_load**k / math.factorial(k) for k in range(servers)) + top)
+
+
+def demand(name: str, importance: int | None, pi: float | None = 1.0, needed: int = 1, queued: bool = True) -> ClassDemand:
+    return ClassDemand(name=name, importance=importance, pi=pi, needed_servers=needed, has_queued_work=queued)
+
+
+def limits(min_: int = 0, max_: int | None = None, spread_min: bool = False) -> ServerLimits:
+    return ServerLimits(min=min_, max=max_, spread_min=spread_min)
+
+
+def counts(allocation: dict[str, ClassAllocation]) -> dict[str, int]:
+    return {name: decision.servers for name, decision in allocation.items()}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Erlang C
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("servers", "expected"),
+    [(3, Fraction(4, 9)), (4, Fraction(4, 23)), (5, Fraction(4, 67)), (6, Fraction(2, 111)), (7, Fraction(56, 11641))],
+)
+def test_erlang_c_probability_textbook_chain(servers: int, expected: Fraction) -> None:
+    assert erlang_c_probability(servers, 2.0) == pytest.approx(float(expected), rel=1e-12)
+
+
+def test_erlang_c_textbook_example_by_the_closed_formula() -> None:
+    # λ = 2/s, S = 1 s, c = 3: a^c/c! = 8/6 = 4/3; × c/(c−a) = 3 → 4; Σ_{k<3} a^k/k! = 1 + 2 + 2 = 5; P_w = 4/(5+4) = 4/9
+    assert closed_form_erlang_c(3, Fraction(2)) == Fraction(4, 9)
+    assert erlang_c_probability(3, 2.0) == pytest.approx(4 / 9)
+    assert mean_wait_s(3, 2.0, 1.0) == pytest.approx(4 / 9)  # W_q = (4/9)·1/(3−2)
+
+
+@pytest.mark.parametrize("offered_load", [Fraction(1, 2), Fraction(1), Fraction(5, 2), Fraction(7), Fraction(19, 2)])
+@pytest.mark.parametrize("spare", [1, 2, 5])
+def test_erlang_c_matches_the_closed_formula(offered_load: Fraction, spare: int) -> None:
+    servers = math.floor(offered_load) + spare
+    assert erlang_c_probability(servers, float(offered_load)) == pytest.approx(
+        float(closed_form_erlang_c(servers, offered_load)), rel=1e-12
+    )
+
+
+@pytest.mark.parametrize(
+    ("servers", "arrival_rate", "service_time", "expected_wait"),
+    [
+        (3, 2, 1, 4 / 9),  # (4/9)·1/1
+        (4, 2, 1, 2 / 23),  # (4/23)·1/2
+        (5, 2, 1, 4 / 201),  # (4/67)·1/3
+        (4, 4, 0.5, 2 / 23 * 0.5),  # same a = 2, S halved: W_q scales with S
+        (1, 0.5, 1, 1.0),  # M/M/1, ρ = 0.5: P_w = ρ = 0.5, W_q = 0.5·1/(1−0.5) = 1
+        (2, 2, 1, math.inf),  # c = a: unstable
+        (1, 2, 1, math.inf),  # c < a: unstable
+        (1, 0, 1, 0.0),  # nothing arrives: nothing waits
+    ],
+)
+def test_mean_wait(servers: int, arrival_rate: float, service_time: float, expected_wait: float) -> None:
+    assert mean_wait_s(servers, arrival_rate, service_time) == pytest.approx(expected_wait)
+
+
+@pytest.mark.parametrize(("servers", "offered_load"), [(2, 2.0), (1, 2.0), (0, 0.5)])
+def test_an_unstable_queue_makes_everyone_wait(servers: int, offered_load: float) -> None:
+    assert erlang_c_probability(servers, offered_load) == 1.0
+
+
+def test_no_load_no_wait() -> None:
+    assert erlang_c_probability(0, 0.0) == 0.0
+    assert erlang_c_probability(3, 0.0) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("servers", "wait_s", "expected"),
+    [
+        (3, 0.0, 4 / 9),  # P(W > 0) = P_w
+        (3, 0.5, 4 / 9 * math.exp(-0.5)),  # 0.444 × e^{−(3−2)·0.5/1} ≈ 0.2696
+        (4, 0.5, 4 / 23 * math.exp(-1.0)),  # 0.174 × e^{−(4−2)·0.5} ≈ 0.0640
+        (3, -1.0, 1.0),  # every wait exceeds a negative one
+        (2, 1.0, 1.0),  # unstable
+    ],
+)
+def test_wait_exceeds_probability(servers: int, wait_s: float, expected: float) -> None:
+    assert wait_exceeds_probability(servers, 2.0, 1.0, wait_s) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("target_wait_s", "wait_percentile", "expected"),
+    [
+        (0.5, None, 3),  # W_q(3) = 0.444 ≤ 0.5
+        (0.444, None, 4),  # 0.4444 > 0.444; W_q(4) = 0.087
+        (0.1, None, 4),  # W_q(4) = 0.087 ≤ 0.1
+        (0.05, None, 5),  # W_q(4) = 0.087 > 0.05, W_q(5) = 0.0199
+        (0.01, None, 6),  # W_q(5) = 0.0199 > 0.01, W_q(6) = 0.0045
+        (10.0, None, 3),  # loose target: just stable (c > a = 2)
+        (0.001, None, 7),  # W_q(6) = 0.0045 > 0.001, then P_w(7) < 1%: the cap (W_q(7) = 0.00096 happens to meet it too)
+        (0.0001, None, 7),  # would need more, but P_w(7) < 1%: capped
+        (0.0, None, 7),  # a mean wait of 0 needs infinitely many: capped
+        (-0.5, None, 7),  # the goal is shorter than the service time: capped
+        (0.0, 90, 5),  # P(W > 0) = P_w ≤ 0.1: P_w(4) = 0.174, P_w(5) = 0.0597
+        (0.0, 50, 3),  # P_w(3) = 0.444 ≤ 0.5
+        (0.5, 90, 4),  # c = 3: 0.444·e^{−0.5} = 0.270 > 0.1; c = 4: 0.174·e^{−1} = 0.064 ≤ 0.1
+        (0.5, 70, 3),  # c = 3: 0.270 ≤ 0.3
+        (-0.1, 50, 7),  # negative wait target: unreachable, capped
+    ],
+)
+def test_erlang_c_servers(target_wait_s: float, wait_percentile: float | None, expected: int) -> None:
+    assert erlang_c_servers(2.0, 1.0, target_wait_s, wait_percentile=wait_percentile) == expected
+
+
+def test_erlang_c_servers_with_nothing_arriving_needs_none() -> None:
+    assert erlang_c_servers(0, 1.0, 0.5) == 0
+    assert erlang_c_servers(0, 1.0, -1.0) == 0
+
+
+@pytest.mark.parametrize(
+    ("arrival_rate", "service_time", "target_wait_s"),
+    [(50, 0.2, 0.01), (9000, 1, 0.001), (0.3, 10, 1.0), (123.4, 0.05, 0.002), (999, 3, 0.5)],
+)
+def test_erlang_c_servers_is_the_smallest_count_meeting_the_target(arrival_rate: float, service_time: float, target_wait_s: float) -> None:
+    # Large loads as well: the iterative Erlang B never overflows (a^c/c! for a = 9000 would).
+    servers = erlang_c_servers(arrival_rate, service_time, target_wait_s)
+    offered_load = arrival_rate * service_time
+    assert servers > offered_load
+    assert mean_wait_s(servers, arrival_rate, service_time) <= target_wait_s or (
+        erlang_c_probability(servers, offered_load) <= NEGLIGIBLE_WAIT_PROBABILITY
+    )
+    assert mean_wait_s(servers - 1, arrival_rate, service_time) > target_wait_s
+
+
+def test_erlang_c_servers_never_exceeds_the_ceiling() -> None:
+    # a = 20000 > 10000: no stable count within the limits an environment can have
+    assert erlang_c_servers(20_000, 1.0, 0.1) == SERVER_COUNT_CEILING
+
+
+@pytest.mark.parametrize(
+    ("arrival_rate", "service_time", "target", "percentile"),
+    [(-1, 1, 1, None), (math.nan, 1, 1, None), (1, 0, 1, None), (1, -1, 1, None), (1, 1, math.inf, None), (1, 1, 1, 0), (1, 1, 1, 100)],
+)
+def test_erlang_c_servers_refuses_bad_input(arrival_rate: float, service_time: float, target: float, percentile: float | None) -> None:
+    with pytest.raises(ValueError):
+        erlang_c_servers(arrival_rate, service_time, target, wait_percentile=percentile)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Goals → server needs (λ = 2/s, S = 1 s unless the row says otherwise)
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def average(goal_ms: int) -> AverageGoal:
+    return AverageGoal(type="average", response_time_ms=goal_ms)
+
+
+def percentile(pct: int, goal_ms: int) -> PercentileGoal:
+    return PercentileGoal(type="percentile", percentile=pct, response_time_ms=goal_ms)
+
+
+def velocity(goal: int) -> VelocityGoal:
+    return VelocityGoal(type="velocity", velocity=goal)
+
+
+DISCRETIONARY = DiscretionaryGoal(type="discretionary")
+
+
+@pytest.mark.parametrize(
+    ("goal", "arrival_rate", "expected_servers", "reachable"),
+    [
+        (average(1500), 2, 3, True),  # W_q ≤ 1.5 − 1 = 0.5: W_q(3) = 0.444
+        (average(1100), 2, 4, True),  # W_q ≤ 0.1: W_q(4) = 0.087
+        (average(1000), 2, 7, False),  # W_q ≤ 0: unreachable, the negligible-wait cap
+        (average(500), 2, 7, False),  # goal below the service time: unreachable
+        (percentile(90, 1000), 2, 5, True),  # P(W > 0) = P_w ≤ 0.1: P_w(5) = 0.0597
+        (percentile(90, 1500), 2, 4, True),  # P_w·e^{−(c−2)·0.5} ≤ 0.1: c = 4 gives 0.064
+        (percentile(50, 1000), 2, 3, True),  # P_w(3) = 0.444 ≤ 0.5
+        (percentile(90, 900), 2, 7, False),  # goal below the service time
+        (velocity(50), 2, 3, True),  # W_q ≤ 1·50/50 = 1: W_q(3) = 0.444
+        (velocity(80), 2, 4, True),  # W_q ≤ 1·20/80 = 0.25: W_q(4) = 0.087
+        (velocity(99), 2, 6, True),  # W_q ≤ 1/99 = 0.0101: W_q(5) = 0.0199, W_q(6) = 0.0045
+        (DISCRETIONARY, 2, 3, True),  # floor(2) + 1: c = 2 would be 100% busy
+        (DISCRETIONARY, 1.5, 2, True),  # floor(1.5) + 1
+        (DISCRETIONARY, 0.1, 1, True),
+        (average(1500), 0, 0, True),  # nothing arrives
+        (DISCRETIONARY, 0, 0, True),  # nothing arrives (allocate still gives queued work one)
+    ],
+)
+def test_servers_for_goal(goal: GoalModel, arrival_rate: float, expected_servers: int, reachable: bool) -> None:
+    need = servers_for_goal(goal, arrival_rate, 1.0)
+    assert (need.servers, need.goal_reachable) == (expected_servers, reachable)
+    assert need.offered_load == pytest.approx(arrival_rate)
+
+
+@pytest.mark.parametrize(
+    ("goal", "arrival_rate", "reason"),
+    [
+        (average(1500), 2, "load 2.00: 3 meet mean wait <= 0.500s"),
+        (percentile(90, 1500), 2, "load 2.00: 4 meet 90% wait <= 0.500s"),
+        (velocity(80), 2, "load 2.00: 4 meet mean wait <= 0.250s for velocity 80"),
+        (DISCRETIONARY, 2, "load 2.00: smallest stable count"),
+        (average(500), 2, "load 2.00: mean wait <= -0.500s unreachable, capped where under 1% wait"),
+        (average(500), 20_000, "load 20000.00: capped at the ceiling of 10000"),
+        (average(500), 0, "no arrivals"),
+    ],
+)
+def test_servers_for_goal_explains_itself(goal: GoalModel, arrival_rate: float, reason: str) -> None:
+    assert servers_for_goal(goal, arrival_rate, 1.0).reason == reason
+
+
+def test_servers_for_goal_scales_with_the_service_time() -> None:
+    # λ = 20/s, S = 0.1 s: a = 2 again; goal 150 ms → W_q ≤ 0.05 s = 0.5·S; W_q(c) scales with S:
+    # W_q(3) = 0.0444 ≤ 0.05 → 3 (as 0.444 ≤ 0.5 with S = 1)
+    assert servers_for_goal(average(150), 20, 0.1) == ServerNeed(3, 2.0, True, "load 2.00: 3 meet mean wait <= 0.050s")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# allocate
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("classes", "server_limits", "expected"),
+    [
+        pytest.param(
+            [demand("A", 1, needed=3), demand("B", 3, needed=2), demand("C", 5, needed=0, queued=False)],
+            limits(),
+            {"A": 3, "B": 2, "C": 0},
+            id="unbounded: every need met, an idle class gets none",
+        ),
+        pytest.param(
+            [demand("A", 1, pi=2.0, needed=3), demand("B", 2, pi=1.5, needed=3), demand("C", 3, needed=2)],
+            limits(max_=4),
+            # first servers: A, B, C (1 left); needs in importance order: A +1 → A 2; nothing left for B, C
+            {"A": 2, "B": 1, "C": 1},
+            id="max short: importance order, every queued class keeps one",
+        ),
+        pytest.param(
+            [demand("A", 2, pi=0.5, needed=3), demand("B", 2, pi=1.8, needed=3)],
+            limits(max_=4),
+            # first servers: B, A (2 left); B has the worse PI → B +2 = 3; A stays at 1
+            {"A": 1, "B": 3},
+            id="same importance: the worse PI first",
+        ),
+        pytest.param(
+            [demand("A", 2, pi=None, needed=2), demand("B", 2, pi=1.2, needed=2), demand("C", 2, pi=0.9, needed=2)],
+            limits(max_=4),
+            # unknown PI ranks as 1.0: order B (1.2), A (1.0), C (0.9); first servers 3, 1 left → B
+            {"A": 1, "B": 2, "C": 1},
+            id="unknown PI ranks as on goal",
+        ),
+        pytest.param(
+            [demand("X", None, pi=0.81, needed=2), demand("Y", 5, pi=0.5, needed=2)],
+            limits(max_=3),
+            # discretionary ranks below importance 5 whatever the PI: Y first; 1 left after first servers → Y
+            {"X": 1, "Y": 2},
+            id="discretionary ranks last",
+        ),
+        pytest.param(
+            [demand("D", 1, pi=0.5), demand("E", 1, pi=3.0), demand("F", 2, pi=9.0), demand("G", None, pi=0.81)],
+            limits(max_=2),
+            # 4 classes with queued work, max 2: order E (1, 3.0), D (1, 0.5), F, G → E and D get the two
+            {"D": 1, "E": 1, "F": 0, "G": 0},
+            id="max below the classes with queued work: hard limit",
+        ),
+        pytest.param(
+            [demand("A", 1, needed=0), demand("B", 4, needed=0)],
+            limits(),
+            {"A": 1, "B": 1},
+            id="queued work without a computed need still gets one",
+        ),
+        pytest.param(
+            [demand("A", 2, needed=1), demand("B", 1, needed=1)],
+            limits(min_=5),
+            # needs total 2; 3 more for the minimum go to the first in service order, B (importance 1)
+            {"A": 1, "B": 4},
+            id="min without spread: to the most important",
+        ),
+        pytest.param(
+            [demand("A", 1, needed=3), demand("B", 2, needed=0, queued=False), demand("C", 3, needed=0, queued=False)],
+            limits(min_=6, spread_min=True),
+            # needs: A 3, total 3; 3 more, each to the fewest (ties in service order): B → 1, C → 1, B → 2
+            {"A": 3, "B": 2, "C": 1},
+            id="spread min levels up around a need",
+        ),
+        pytest.param(
+            [demand(name, 3, needed=0, queued=False) for name in "PQR"],
+            limits(min_=6, spread_min=True),
+            {"P": 2, "Q": 2, "R": 2},  # 6 / 3
+            id="spread min evenly",
+        ),
+        pytest.param(
+            [
+                demand("P", 3, pi=0.5, needed=0, queued=False),
+                demand("Q", 3, pi=0.7, needed=0, queued=False),
+                demand("R", 1, needed=0, queued=False),
+            ],
+            limits(min_=7, spread_min=True),
+            # 7 over 3 → 2 each, the 7th to the first in service order: R (importance 1)
+            {"P": 2, "Q": 2, "R": 3},
+            id="spread min remainder to the first in service order",
+        ),
+        pytest.param(
+            [demand("A", 1, needed=1), demand("B", 2, needed=1)],
+            limits(min_=10, max_=4, spread_min=True),
+            # min above max: max wins → 4 in all, spread: A 1 + 1, B 1 + 1
+            {"A": 2, "B": 2},
+            id="min above max is capped by max",
+        ),
+        pytest.param(
+            [demand("A", 1, needed=5), demand("B", 2, needed=5)],
+            limits(min_=3, max_=6),
+            # needs exceed min: min adds nothing; max 6: A 1+4 = 5, B 1
+            {"A": 5, "B": 1},
+            id="min below the needs adds nothing",
+        ),
+        pytest.param(
+            [demand("A", 1, needed=2, queued=False)],
+            limits(max_=1),
+            {"A": 1},
+            id="a need without queued work, capped",
+        ),
+        pytest.param([], limits(min_=3), {}, id="no classes"),
+    ],
+)
+def test_allocate(classes: list[ClassDemand], server_limits: ServerLimits, expected: dict[str, int]) -> None:
+    assert counts(allocate(classes, server_limits)) == expected
+
+
+def test_allocate_explains_each_class() -> None:
+    classes = [demand("A", 1, needed=3), demand("B", 2, needed=2), demand("C", 3, needed=0, queued=False), demand("D", 4, needed=2)]
+    # max 4: first servers A, B, D (1 left) → A 2; min 6 is capped at 4: nothing for the minimum
+    assert allocate(classes, limits(min_=6, max_=4)) == {
+        "A": ClassAllocation("A", 2, "needs 3, got 2: max 4 reached"),
+        "B": ClassAllocation("B", 1, "needs 2, got 1: max 4 reached"),
+        "C": ClassAllocation("C", 0, "needs 0, got 0"),
+        "D": ClassAllocation("D", 1, "needs 2, got 1: max 4 reached"),
+    }
+    # unbounded, min 8 spread: needs 3 + 2 + 0 + 2 = 7, one more to the fewest: C
+    assert allocate(classes, limits(min_=8, spread_min=True))["C"] == ClassAllocation("C", 1, "needs 0, got 0; +1 for min 8 (spread)")
+    assert allocate(classes, limits(min_=9))["A"] == ClassAllocation("A", 5, "needs 3, got 3; +2 for min 9 (first in service order)")
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_allocate_invariants(seed: int) -> None:
+    rng = random.Random(seed)
+    classes = [
+        demand(
+            f"C{i}",
+            rng.choice([1, 2, 3, 4, 5, None]),
+            pi=rng.choice([None, 0.5, 0.81, 1.0, 1.7, 4.01]),
+            needed=rng.randint(0, 6),
+            queued=rng.random() < 0.7,
+        )
+        for i in range(rng.randint(1, 8))
+    ]
+    server_limits = limits(min_=rng.randint(0, 12), max_=rng.choice([None, 1, 2, 3, 5, 10, 40]), spread_min=rng.random() < 0.5)
+    allocation = counts(allocate(classes, server_limits))
+    total = sum(allocation.values())
+    queued = [c for c in classes if c.has_queued_work]
+    total_need = sum(max(c.needed_servers, int(c.has_queued_work)) for c in classes)
+
+    if server_limits.max is not None:
+        assert total <= server_limits.max  # max is hard
+    cap = math.inf if server_limits.max is None else server_limits.max
+    assert total == min(max(total_need, server_limits.min), cap)  # needs, raised to min, cut to max
+    if len(queued) <= cap:
+        assert all(allocation[c.name] >= 1 for c in queued)  # a server for every class with queued work
+    if total_need >= server_limits.min:
+        assert all(allocation[c.name] <= c.need for c in classes)  # no server beyond a need
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# choose_donor
+# --------------------------------------------------------------------------------------------------------------------
+
+DONOR_CLASSES = [
+    demand("A", 1, pi=0.5),
+    demand("B", 3, pi=0.7),
+    demand("C", 3, pi=0.4),
+    demand("D", 3, pi=0.2, queued=False),
+    demand("E", 2, pi=0.1),
+]
+
+
+@pytest.mark.parametrize(
+    ("servers", "recipient", "expected"),
+    [
+        # C (1, queued) and D (0) cannot give; of A, B, E the lowest importance is B (3)
+        ({"A": 3, "B": 2, "C": 1, "D": 0, "E": 2}, None, "B"),
+        # D now has one and no queued work: importance 3 with the best PI (0.2) among B, C, D
+        ({"A": 3, "B": 2, "C": 2, "D": 1, "E": 2}, None, "D"),
+        # all importance-3 classes are at their floor: next lowest importance is E (2)
+        ({"A": 3, "B": 1, "C": 1, "D": 0, "E": 2}, None, "E"),
+        # everyone at the floor: nobody gives
+        ({"A": 1, "B": 1, "C": 1, "D": 0, "E": 1}, None, None),
+        # classes missing from the counts have none
+        ({"A": 2}, None, "A"),
+        # recipient B (3, 0.7): only classes it outranks give, C (3, 0.4) and D (3, 0.2); D best PI
+        ({"A": 3, "B": 1, "C": 2, "D": 1, "E": 2}, "B", "D"),
+        # D has none: C
+        ({"A": 3, "B": 1, "C": 2, "D": 0, "E": 2}, "B", "C"),
+        # C at its floor: A and E rank ahead of B and may not give
+        ({"A": 3, "B": 1, "C": 1, "D": 0, "E": 2}, "B", None),
+        # recipient A (importance 1): every other class may give; lowest importance, best PI: D
+        ({"A": 1, "B": 2, "C": 2, "D": 1, "E": 2}, "A", "D"),
+        # recipient D (3, 0.2) outranks nobody: no donor, even though others have spare servers
+        ({"A": 3, "B": 2, "C": 2, "D": 0, "E": 2}, "D", None),
+    ],
+)
+def test_choose_donor(servers: dict[str, int], recipient: str | None, expected: str | None) -> None:
+    donor = choose_donor(DONOR_CLASSES, servers, recipient)
+    assert (donor.name if donor else None) == expected
+
+
+@pytest.mark.parametrize(
+    ("classes", "servers", "expected"),
+    [
+        # discretionary gives before importance 5, whatever the PIs
+        ([demand("X", None, pi=0.81), demand("Y", 5, pi=0.1)], {"X": 2, "Y": 2}, "X"),
+        # unknown PI ranks as 1.0: 0.9 is better, so that class gives
+        ([demand("U", 4, pi=None), demand("V", 4, pi=0.9)], {"U": 2, "V": 2}, "V"),
+        # … and 1.1 is worse, so the unknown one gives
+        ([demand("U", 4, pi=None), demand("V", 4, pi=1.1)], {"U": 2, "V": 2}, "U"),
+        # equal importance and PI: by name
+        ([demand("N2", 4, pi=0.5), demand("N1", 4, pi=0.5)], {"N1": 2, "N2": 2}, "N1"),
+    ],
+)
+def test_choose_donor_ordering(classes: list[ClassDemand], servers: dict[str, int], expected: str) -> None:
+    donor = choose_donor(classes, servers)
+    assert donor is not None and donor.name == expected
+
+
+def test_choose_donor_never_takes_from_the_recipient() -> None:
+    classes = [demand("A", 1, pi=0.5), demand("Z", 5, pi=0.1)]
+    assert choose_donor(classes, {"A": 3, "Z": 3}, recipient="Z") is None
+
+
+def test_choose_donor_explains_itself() -> None:
+    assert choose_donor(DONOR_CLASSES, {"B": 3}) == Donor("B", "importance 3, PI 0.70, 3 servers")
+    assert choose_donor([demand("X", None, pi=None)], {"X": 2}) == Donor("X", "discretionary, PI unknown, 2 servers")
+
+
+def test_choose_donor_refuses_an_unknown_recipient() -> None:
+    with pytest.raises(ValueError):
+        choose_donor(DONOR_CLASSES, {"A": 2}, recipient="NOPE")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Input checks
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("importance", "needed"), [(0, 1), (6, 1), (1, -1)])
+def test_class_demand_refuses_out_of_range(importance: int, needed: int) -> None:
+    with pytest.raises(ValueError):
+        demand("A", importance, needed=needed)
+
+
+def test_allocate_refuses_duplicate_names() -> None:
+    with pytest.raises(ValueError):
+        allocate([demand("A", 1), demand("A", 2)], limits())
