@@ -44,9 +44,10 @@ async def authenticate(sessions: async_sessionmaker[AsyncSession], key: str, cac
     """The key's principal: from the cache, else from the database in a short session of its own (requests
     do not hold a database connection for authentication)."""
     key_hash = hash_key(key)
-    cached = cache.get(key_hash)
-    if cached is not None:
-        return cached
+    return await cache.get_or_load(key_hash, lambda: _principal_of_key(sessions, key_hash))
+
+
+async def _principal_of_key(sessions: async_sessionmaker[AsyncSession], key_hash: str) -> PrincipalInfo:
     async with sessions() as session:
         api_key = await session.scalar(select(ApiKey).where(ApiKey.key_hash == key_hash))
         if api_key is None or api_key.revoked_at is not None:
@@ -61,7 +62,6 @@ async def authenticate(sessions: async_sessionmaker[AsyncSession], key: str, cac
             permits=tuple(p.profile for p in principal.permits),
             key_id=api_key.id,
         )
-    cache.put(key_hash, info)
     return info
 
 

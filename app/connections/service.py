@@ -73,23 +73,23 @@ async def active_connection(
     the queue scripts refuse a server that is no longer registered, and a queue manager's queues are purged
     a second time after that time (`purge_departed_again`)."""
     hashed = token_hash(token)
-    info = cache.get(hashed)
-    if info is None:
-        raw = await store.redis.get(connection_key(store.prefix, hashed))
-        if raw is not None:
-            info = ConnInfo(**json.loads(raw))
-        else:
-            async with sessions() as session:
-                connection = await session.scalar(select(Connection).where(Connection.token_hash == hashed))
-            if connection is None or connection.state != "active":
-                raise NotFound("unknown or disconnected connect token", code="unknown_connection")
-            info = await _publish(store, connection)
-        cache.put(hashed, info)
+    info = await cache.get_or_load(hashed, lambda: _lookup_connection(sessions, store, hashed))
     if info.principal_id != principal.id:
         raise NotFound("unknown or disconnected connect token", code="unknown_connection")
     if info.role != role:
         raise Conflict(f"this call needs a {role} connection, not a {info.role} one", code="wrong_connection_role")
     return info
+
+
+async def _lookup_connection(sessions: async_sessionmaker[AsyncSession], store: QueueStore, hashed: str) -> ConnInfo:
+    raw = await store.redis.get(connection_key(store.prefix, hashed))
+    if raw is not None:
+        return ConnInfo(**json.loads(raw))
+    async with sessions() as session:
+        connection = await session.scalar(select(Connection).where(Connection.token_hash == hashed))
+    if connection is None or connection.state != "active":
+        raise NotFound("unknown or disconnected connect token", code="unknown_connection")
+    return await _publish(store, connection)
 
 
 def token_hash(token: str) -> str:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
-import time
 from typing import Any
 
 from pydantic import ValidationError
@@ -23,6 +21,7 @@ from app.policy.models import PolicyVersion
 from app.policy.schemas import QUALIFIER_ATTRIBUTES, Qualifier, ServiceDefinition
 from app.policy.validation import validate_definition
 from app.queues.store import QueueStore
+from app.ttl_cache import TtlCache
 
 INSTALL_ATTEMPTS = 3
 NO_POLICY_MESSAGE = "no service definition is installed yet: PUT /v1/policy"
@@ -48,26 +47,19 @@ def digest_of(definition: ServiceDefinition) -> str:
 class PolicyStore:
     """The active policy, compiled, cached per process. Another replica's install is seen within
     `ttl_seconds`; an install on this process is seen at once. It reads the database with short sessions of
-    its own, so a request (a long-polling select above all) never holds a database connection for it."""
+    its own, so a request (a long-polling select above all) never holds a database connection for it, and in
+    steady state no request waits for that read (see TtlCache.get_or_load)."""
+
+    ACTIVE = "active"
 
     def __init__(self, sessions: async_sessionmaker[AsyncSession], ttl_seconds: float) -> None:
         self.sessions = sessions
-        self.ttl = ttl_seconds
-        self._policy: ActivePolicy | None = None
-        self._checked_at = float("-inf")
-        self._lock = asyncio.Lock()
+        self._active: TtlCache[ActivePolicy] = TtlCache(ttl_seconds)
+        self._latest: ActivePolicy | None = None
         self._versions: dict[int, ActivePolicy] = {}
 
     async def active(self) -> ActivePolicy:
-        if time.monotonic() - self._checked_at < self.ttl and self._policy is not None:
-            return self._policy
-        async with self._lock:
-            if time.monotonic() - self._checked_at >= self.ttl or self._policy is None:
-                async with self.sessions() as session:
-                    await self._refresh(session)
-        if self._policy is None:
-            raise NotFound(NO_POLICY_MESSAGE, code="no_policy")
-        return self._policy
+        return await self._active.get_or_load(self.ACTIVE, self._load_latest)
 
     async def current(self) -> ActivePolicy | None:
         """The active policy, or None before the first install."""
@@ -76,18 +68,21 @@ class PolicyStore:
         except NotFound:
             return None
 
-    async def _refresh(self, session: AsyncSession) -> None:
-        latest = await session.scalar(select(func.max(PolicyVersion.version)))
-        if latest is not None and (self._policy is None or self._policy.version != latest):
-            row = await session.get(PolicyVersion, latest)
-            assert row is not None
-            self._policy = compile_policy(row.version, ServiceDefinition.model_validate(row.definition))
-        self._checked_at = time.monotonic()
+    async def _load_latest(self) -> ActivePolicy:
+        async with self.sessions() as session:
+            latest = await session.scalar(select(func.max(PolicyVersion.version)))
+            if latest is None:
+                raise NotFound(NO_POLICY_MESSAGE, code="no_policy")
+            if self._latest is None or self._latest.version != latest:
+                row = await session.get(PolicyVersion, latest)
+                assert row is not None
+                self._latest = compile_policy(row.version, ServiceDefinition.model_validate(row.definition))
+        return self._latest
 
     async def version(self, version: int) -> ActivePolicy | None:
         """Any installed version, compiled (cached; versions never change)."""
-        if self._policy is not None and self._policy.version == version:
-            return self._policy
+        if self._latest is not None and self._latest.version == version:
+            return self._latest
         if version not in self._versions:
             async with self.sessions() as session:
                 row = await session.get(PolicyVersion, version)
@@ -97,7 +92,7 @@ class PolicyStore:
         return self._versions[version]
 
     def invalidate(self) -> None:
-        self._checked_at = float("-inf")
+        self._active.clear()
 
 
 _QUALIFIERS_BY_NAME: dict[str, Qualifier] = {name: q for q, name in QUALIFIER_ATTRIBUTES.items()} | {
