@@ -95,7 +95,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await dispatcher.start()
         if settings.background_duties:
             duties = Duties(state)
-            duties.start()
+            await duties.start()
         # What is loaded by now (modules, the ORM, models, the policy) lives as long as the process: moved out of
         # the collector's sight, a full collection scans only what requests allocate, so it no longer pauses the
         # event loop for tens of milliseconds (the tail of the insert-to-select latency). Once per process: an

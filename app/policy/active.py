@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -39,16 +39,18 @@ class ServiceClassSpec:
     description: str
     periods: tuple[ServicePeriod, ...]
 
-    def period_at(self, elapsed_ms: int) -> int:
-        """The period a request is in after `elapsed_ms`: it moves on when a period's duration is used up."""
-        boundary = 0
-        for period in self.periods:
-            if period.duration_ms is None:
-                return period.number
-            boundary += period.duration_ms
-            if elapsed_ms < boundary:
-                return period.number
-        return self.periods[-1].number
+
+def period_number(durations: Sequence[int | None], elapsed_ms: int) -> int:
+    """The 1-based period a request is in after `elapsed_ms`, of periods lasting `durations` (None: the last,
+    open-ended): it moves on when a period's duration is used up."""
+    boundary = 0
+    for number, duration_ms in enumerate(durations, 1):
+        if duration_ms is None:
+            return number
+        boundary += duration_ms
+        if elapsed_ms < boundary:
+            return number
+    return len(durations)
 
 
 _SYSOTHER = ServiceClassSpec(SYSOTHER, "work no rule classifies", (ServicePeriod(1, None, None, DiscretionaryGoal(type="discretionary")),))

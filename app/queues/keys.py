@@ -66,6 +66,11 @@ class AeKeys:
         return f"{self.tag}:records"
 
     @cached_property
+    def records_writer(self) -> str:
+        """Which service process flushes the outbox for now (one at a time, so a batch is written once)."""
+        return f"{self.tag}:records_writer"
+
+    @cached_property
     def exits(self) -> str:
         return f"{self.tag}:exits"
 

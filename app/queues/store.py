@@ -201,6 +201,16 @@ class QueueStore:
     async def pending_records(self, k: AeKeys, limit: int) -> list[str]:
         return [str(v) for v in await self.redis.lrange(k.records, 0, limit - 1)]
 
+    async def hold_records_writer(self, k: AeKeys, owner: str, ms: int) -> bool:
+        """Take or keep the right to flush this environment's outbox for `ms`. A race at the lease's end can let
+        two processes flush one batch; its records are then written twice, which readers drop by token."""
+        if await self.redis.set(k.records_writer, owner, nx=True, px=ms):
+            return True
+        if await self.redis.get(k.records_writer) == owner:
+            await self.redis.pexpire(k.records_writer, ms)
+            return True
+        return False
+
     async def ack_records(self, k: AeKeys, records: Sequence[str]) -> int:
         result = await self.scripts.run("ack_records", [k.records], [now_ms(), len(records), records[0], records[-1]])
         return int(result[0])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import secrets
 from collections.abc import Awaitable, Callable
 
 import httpx
@@ -42,8 +43,11 @@ class Duties:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self._exit_secrets: dict[int, str | None] = {}
+        self._owner = secrets.token_hex(8)  # this process, as the holder of an outbox's writer lease
+        self._periods: dict[int, records.PeriodTable] = {}  # policy versions the records of which were written
 
-    def start(self) -> None:
+    async def start(self) -> None:
+        await records.start_writer()
         settings = self.state.settings
         for name, interval, duty in (
             ("leases", settings.lease_check_seconds, self.expire_leases),
@@ -109,19 +113,24 @@ class Duties:
         await purge_departed_again(self.state.queues, policy)
 
     async def flush_records(self) -> int:
-        """Returns how many records were written (tests flush on demand)."""
-        written = 0
+        """Returns how many records were written (tests flush on demand). One process at a time flushes an
+        environment's outbox (`hold_records_writer`), so a batch is written once."""
+        written, settings = 0, self.state.settings
+        lease_ms = int(max(10 * settings.records_flush_seconds, 10) * 1000)
         for keys, _ in await self._environments():
-            while entries := await self.state.queues.pending_records(keys, self.state.settings.records_batch):
-                # Parsing and converting a batch takes tens of milliseconds: in a thread, off the event loop
-                # that answers the API.
-                metas = await asyncio.to_thread(records.parse_outbox, entries)
-                policies = {v: await self.state.policies.version(v) for v in {m["policy"] for m in metas}}
-                count = await asyncio.to_thread(records.write_outbox, self.state.settings.records_dir, metas, policies)
+            if not await self.state.queues.hold_records_writer(keys, self._owner, lease_ms):
+                continue
+            while entries := await self.state.queues.pending_records(keys, settings.records_batch):
+                count, missing = await records.write_outbox_in_writer(settings.records_dir, entries, self._periods)
+                if missing:
+                    for version in missing:
+                        self._periods[version] = records.period_table(await self.state.policies.version(version))
+                    count, missing = await records.write_outbox_in_writer(settings.records_dir, entries, self._periods)
+                    assert not missing
                 await self.state.queues.ack_records(keys, entries)
                 RECORDS_WRITTEN.inc(count)
                 written += count
-                if len(entries) < self.state.settings.records_batch:
+                if len(entries) < settings.records_batch:
                     break
         return written
 

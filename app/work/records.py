@@ -4,15 +4,24 @@ The scripts that end a request append its record to the environment's outbox lis
 the flusher writes a batch to a new Parquet file (written to a temporary name, fsynced, renamed, directory
 fsynced) and only then drops the batch from the outbox. A crash in between writes the batch again: records
 are at least once, and readers drop duplicates by `token`. The schema is in docs/work-records.md.
+
+Turning a batch into Parquet is CPU work in Python; in a thread of a service process it would hold the
+interpreter lock against the event loop and stall the API for tens of milliseconds at a time. It runs in a
+writer process instead (one per service process, started on first use): the event loop only hands it the
+batch, as JSON text, and waits.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import multiprocessing
 import os
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from app.policy.active import ActivePolicy
+from app.policy.active import ActivePolicy, period_number
 from app.queues.keys import TOKEN_SEPARATOR
 
 _TS = pa.timestamp("ms", tz="UTC")
@@ -58,10 +67,20 @@ def _ts(ms: int | None) -> datetime | None:
     return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC)
 
 
-def to_row(meta: dict[str, Any], policy: ActivePolicy | None) -> dict[str, Any]:
+# Per service class, its periods' durations (see period_number): what a record needs of its policy version.
+PeriodTable = dict[str, list[int | None]]
+
+
+def period_table(policy: ActivePolicy | None) -> PeriodTable:
+    if policy is None:
+        return {}
+    return {name: [period.duration_ms for period in spec.periods] for name, spec in policy.service_classes.items()}
+
+
+def to_row(meta: dict[str, Any], periods: PeriodTable) -> dict[str, Any]:
     """An outbox entry (the request's metadata at its end) as a record row (pure)."""
     inserted, selected, ended = meta["inserted"], meta.get("selected"), meta["ended"]
-    service_class = policy.service_classes.get(meta["sc"]) if policy else None
+    durations = periods.get(meta["sc"])
     response = ended - inserted
     server = meta.get("server")
     return {
@@ -69,7 +88,7 @@ def to_row(meta: dict[str, Any], policy: ActivePolicy | None) -> dict[str, Any]:
         "application_environment": meta["ae"],
         "node": meta["node"],
         "service_class": meta["sc"],
-        "period": service_class.period_at(response) if service_class else 1,
+        "period": period_number(durations, response) if durations else 1,
         "report_class": meta.get("rc"),
         "policy_version": meta["policy"],
         "queue_manager_id": meta["qm"],
@@ -134,11 +153,39 @@ def read(root: Path) -> pa.Table:
     return table.take(keep)
 
 
-def parse_outbox(entries: Iterable[str]) -> list[dict[str, Any]]:
-    return [json.loads(entry) for entry in entries]
+def write_outbox(root: str, entries: Sequence[str], periods: dict[int, PeriodTable]) -> tuple[int, list[int]]:
+    """Blocking, in the writer process: outbox entries as record rows, written durably. Returns how many, or
+    (0, the policy versions missing from `periods`) without writing anything."""
+    metas = [json.loads(entry) for entry in entries]
+    missing = sorted({meta["policy"] for meta in metas} - periods.keys())
+    if missing:
+        return 0, missing
+    write(Path(root), [to_row(meta, periods[meta["policy"]]) for meta in metas])
+    return len(metas), []
 
 
-def write_outbox(root: Path, metas: list[dict[str, Any]], policies: dict[int, ActivePolicy | None]) -> int:
-    """Blocking: outbox entries as record rows, written durably; returns how many."""
-    write(root, [to_row(meta, policies[meta["policy"]]) for meta in metas])
-    return len(metas)
+_writer: ProcessPoolExecutor | None = None
+
+
+def _writer_pool() -> ProcessPoolExecutor:
+    global _writer
+    if _writer is None:
+        # spawn, not fork: this process has threads (database driver, Redis), which a fork would copy mid-state.
+        _writer = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    return _writer
+
+
+async def start_writer() -> None:
+    """Start the writer process now, at startup, rather than under load at the first flush (its imports take a
+    second of CPU)."""
+    await asyncio.get_running_loop().run_in_executor(_writer_pool(), os.getpid)
+
+
+async def write_outbox_in_writer(root: Path, entries: Sequence[str], periods: dict[int, PeriodTable]) -> tuple[int, list[int]]:
+    """`write_outbox` in this process's writer process, which is started on first use and again if it died."""
+    global _writer
+    try:
+        return await asyncio.get_running_loop().run_in_executor(_writer_pool(), write_outbox, str(root), list(entries), periods)
+    except BrokenProcessPool:
+        _writer = None
+        raise
