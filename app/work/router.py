@@ -76,9 +76,9 @@ async def insert(body: WorkIn, work: QueueManagerWork) -> Response:
 @router.post(
     "/v1/work:batch", status_code=201, response_model=WorkBatchQueued, summary="IWM4QIN for many requests of one environment, all or none"
 )
-async def insert_batch(body: WorkBatchIn, work: QueueManagerWork) -> WorkBatchQueued:
+async def insert_batch(body: WorkBatchIn, work: QueueManagerWork) -> Response:
     queued, _replayed = await work.insert_batch(body)
-    return WorkBatchQueued(items=queued)
+    return _json(WorkBatchQueued(items=queued), 201)
 
 
 @router.post(
@@ -109,8 +109,10 @@ async def delete(token: str, connect_token: ConnectTokenQuery, work: QueueManage
     return DeletedOut(token=token, outcome="deleted")
 
 
-# The two calls of every request's life (a queue manager's insert, a server's select) take the fast path.
+# The calls of every request's life (a queue manager's insert, single or batched; a server's select) take the
+# fast path.
 HOT_PATHS = (
     HotPath("POST", "/v1/work", WorkIn, queue_manager_work, insert),
+    HotPath("POST", "/v1/work:batch", WorkBatchIn, queue_manager_work, insert_batch),
     HotPath("POST", "/v1/work/select", SelectIn, server_work, select),
 )

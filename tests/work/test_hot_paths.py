@@ -68,6 +68,17 @@ async def test_a_good_insert_and_select_answer_alike_on_both_paths(world: World)
     assert [item["payload"] for item in fast[1]["items"]] == [item["payload"] for item in framework[1]["items"]] == [1]
 
 
+async def test_a_batch_insert_answers_alike_on_both_paths(world: World) -> None:
+    item = '{"classification": {"userid": "ATM01"}, "payload": 1}'
+    batch = f'{{"connect_token": "{world.qm_token}", "application_environment": "PAYROLL", "items": [{item}, {item}]}}'.encode()
+    fast, framework = await _both(world, "/v1/work:batch", world.qm, batch)
+    assert fast[0] == framework[0] == 201
+    assert [_comparable(i) for i in fast[1]["items"]] == [_comparable(i) for i in framework[1]["items"]]
+    bad = f'{{"connect_token": "{world.qm_token}", "application_environment": "PAYROLL", "items": [{item}, {{"payload": 1}}]}}'.encode()
+    fast, framework = await _both(world, "/v1/work:batch", world.qm, bad)
+    assert _error_shape(fast) == _error_shape(framework) == (422, "validation_failed", ["items[1].enclave_token"])
+
+
 async def test_the_caller_is_checked_before_the_body(world: World) -> None:
     for headers in ({}, world.server_key):  # no key; a key without the queue manager role
         fast, framework = await _both(world, "/v1/work", headers, b"{}")
