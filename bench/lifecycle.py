@@ -8,7 +8,8 @@ share this machine's cores):
            previous one in the same call (`begin: true`, `end: [...]`), i.e. 2 HTTP calls per lifecycle
   batch    producers insert 500 per call (`POST /v1/work:batch`); servers select up to 250 and end them in the
            next select
-  latency  an open-loop producer at half the single-request peak; servers long-poll; insert -> select
+  latency  an open-loop producer at half the single-request peak (after a second of warm-up); servers
+           long-poll; insert -> select
            latency measured from just before the insert is sent to the moment a server has the request
   rq       the same lifecycles through RQ (enqueue; SimpleWorker processes; JSON serializer) on the service's Redis
 The last line printed is one JSON object with the headline figures.
@@ -18,52 +19,46 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import aiohttp
 import redis
+import uvloop
 from rq import Queue
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _http import HttpClient  # noqa: E402
 from _service import ADMIN_KEY, ROOT, Service, machine  # noqa: E402
 
 POLICY = (ROOT / "examples" / "policy.yaml").read_text().replace("backlog_limit: 100000", "backlog_limit: 10000000")
 ONLINE = {"userid": "ATM01"}
+WARM_UP_SECONDS = 1.0
 QM = {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BENCH"}
 
 
-class Client:
-    def __init__(self, http: aiohttp.ClientSession, url: str, key: str) -> None:
-        self.http, self.url, self.headers = http, url, {"Authorization": f"Bearer {key}"}
-
-    async def post(self, path: str, body: dict) -> tuple[int, dict | None]:
-        async with self.http.post(self.url + path, json=body, headers=self.headers) as response:
-            data = await response.json() if response.status != 204 else None
-            return response.status, data
-
-
-async def setup(http: aiohttp.ClientSession, url: str) -> tuple[Client, Client]:
-    admin = Client(http, url, ADMIN_KEY)
-    async with http.put(url + "/v1/policy", data=POLICY, headers={**admin.headers, "Content-Type": "application/yaml"}) as r:
-        assert r.status == 200, await r.text()
+async def setup(url: str) -> tuple[HttpClient, HttpClient]:
+    admin = HttpClient(url, ADMIN_KEY)
+    status, body = await admin.request("PUT", "/v1/policy", POLICY, content_type="application/yaml")
+    assert status == 200, body
     keys = []
     for name, roles, permits in (("bench-qm", ["queue_manager"], []), ("bench-server", ["server"], ["CB.**"])):
         await admin.post("/v1/principals", {"name": name, "roles": roles, "permits": permits})
         keys.append((await admin.post("/v1/api-keys", {"principal": name}))[1]["key"])
-    return Client(http, url, keys[0]), Client(http, url, keys[1])
+    await admin.close()
+    return HttpClient(url, keys[0]), HttpClient(url, keys[1])
 
 
-async def connect_server(server: Client, tasks: int) -> str:
+async def connect_server(server: HttpClient, tasks: int) -> str:
     status, body = await server.post("/v1/connections", {"role": "server", "subsystem_type": "CB", "subsystem_name": "BENCH", "application_environment": "PAYROLL", "worker_tasks": tasks})
     assert status == 201, body
     return body["token"]
 
 
-async def run_phase(qm: Client, server: Client, qm_token: str, *, producers: int, servers: int, batch: int, seconds: float) -> float:
+async def run_phase(qm: HttpClient, server: HttpClient, qm_token: str, *, producers: int, servers: int, batch: int, seconds: float) -> float:
     """Lifecycles ended per second while producers and servers run flat out for `seconds`."""
     stop = asyncio.Event()
     ended = inserted = 0
@@ -105,7 +100,7 @@ async def run_phase(qm: Client, server: Client, qm_token: str, *, producers: int
                 held = []
 
     tasks = [asyncio.create_task(produce()) for _ in range(producers)] + [asyncio.create_task(serve(t)) for t in tokens]
-    await asyncio.sleep(1.0)  # warm up
+    await asyncio.sleep(WARM_UP_SECONDS)
     start_count, started = ended, time.perf_counter()
     await asyncio.sleep(seconds)
     rate = (ended - start_count) / (time.perf_counter() - started)
@@ -113,12 +108,11 @@ async def run_phase(qm: Client, server: Client, qm_token: str, *, producers: int
     await asyncio.gather(*tasks)
     await drain(server, batch)
     for token in tokens:
-        async with server.http.delete(f"{server.url}/v1/connections/{token}", headers=server.headers):
-            pass
+        await server.request("DELETE", f"/v1/connections/{token}")
     return rate
 
 
-async def drain(server: Client, batch: int) -> None:
+async def drain(server: HttpClient, batch: int) -> None:
     """End whatever a phase left queued, so the next phase starts from an empty queue."""
     token = await connect_server(server, batch)
     held: list[str] = []
@@ -128,11 +122,10 @@ async def drain(server: Client, batch: int) -> None:
         if status == 204:
             break
         held = [item["token"] for item in result["items"]]
-    async with server.http.delete(f"{server.url}/v1/connections/{token}", headers=server.headers):
-        pass
+    await server.request("DELETE", f"/v1/connections/{token}")
 
 
-async def latency_phase(qm: Client, server: Client, qm_token: str, rate: float, seconds: float) -> list[float]:
+async def latency_phase(qm: HttpClient, server: HttpClient, qm_token: str, rate: float, seconds: float) -> list[float]:
     """Insert -> select latencies (ms) of an open-loop producer at `rate` per second."""
     samples: list[float] = []
     stop = asyncio.Event()
@@ -145,18 +138,21 @@ async def latency_phase(qm: Client, server: Client, qm_token: str, rate: float, 
             held = []
             if status == 200:
                 now = time.time()
-                # Requests left over from the earlier phases carry no timestamp; they are drained, not measured.
+                # Requests of the warm-up and left over from earlier phases carry no timestamp: taken, not measured.
                 samples.extend((now - item["payload"]["t"]) * 1000 for item in result["items"] if "t" in item["payload"])
                 held = [item["token"] for item in result["items"]]
 
-    async def insert() -> None:
-        await qm.post("/v1/work", {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": {"t": time.time()}})
+    async def insert(measured: bool) -> None:
+        payload = {"t": time.time()} if measured else {"warm-up": True}
+        await qm.post("/v1/work", {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": payload})
 
     servers = [asyncio.create_task(serve(t)) for t in tokens]
     inserts = []
-    interval, next_at, deadline = 1 / rate, time.perf_counter(), time.perf_counter() + seconds
+    # The first second warms up (new servers' first calls, connections opened): steady state is what is measured.
+    interval, next_at = 1 / rate, time.perf_counter()
+    measured_from, deadline = next_at + WARM_UP_SECONDS, next_at + WARM_UP_SECONDS + seconds
     while next_at < deadline:
-        inserts.append(asyncio.create_task(insert()))
+        inserts.append(asyncio.create_task(insert(next_at >= measured_from)))
         next_at += interval
         await asyncio.sleep(max(0, next_at - time.perf_counter()))
     await asyncio.gather(*inserts)
@@ -198,18 +194,21 @@ def percentile(samples: list[float], p: float) -> float:
 
 
 async def main_async(service: Service, seconds: float) -> dict[str, float]:
-    connector = aiohttp.TCPConnector(limit=256)
-    async with aiohttp.ClientSession(connector=connector) as http:
-        qm, server = await setup(http, service.url)
-        status, body = await qm.post("/v1/connections", QM)
-        qm_token = body["token"]
-        single = await run_phase(qm, server, qm_token, producers=8, servers=16, batch=1, seconds=seconds)
-        print(f"single: {single:,.0f} lifecycles/s", flush=True)
-        batch = await run_phase(qm, server, qm_token, producers=2, servers=4, batch=250, seconds=seconds)
-        print(f"batch:  {batch:,.0f} lifecycles/s", flush=True)
-        samples = await latency_phase(qm, server, qm_token, single / 2, seconds)
-        p50, p99 = percentile(samples, 50), percentile(samples, 99)
-        print(f"latency at {single / 2:,.0f}/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms over {len(samples)} requests", flush=True)
+    qm, server = await setup(service.url)
+    status, body = await qm.post("/v1/connections", QM)
+    assert status == 201, body
+    qm_token = body["token"]
+    # The load generator's own collector pauses would show up as the service's latency.
+    gc.freeze()
+    single = await run_phase(qm, server, qm_token, producers=8, servers=16, batch=1, seconds=seconds)
+    print(f"single: {single:,.0f} lifecycles/s", flush=True)
+    batch = await run_phase(qm, server, qm_token, producers=2, servers=4, batch=250, seconds=seconds)
+    print(f"batch:  {batch:,.0f} lifecycles/s", flush=True)
+    samples = await latency_phase(qm, server, qm_token, single / 2, seconds)
+    p50, p99 = percentile(samples, 50), percentile(samples, 99)
+    print(f"latency at {single / 2:,.0f}/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms over {len(samples)} requests", flush=True)
+    await qm.close()
+    await server.close()
     return {"lifecycles_per_s_single": round(single), "lifecycles_per_s_batch": round(batch), "insert_to_select_p50_ms": round(p50, 2), "insert_to_select_p99_ms": round(p99, 2), "latency_rate_per_s": round(single / 2)}
 
 
@@ -222,7 +221,8 @@ def main() -> None:
     print(f"machine: {machine()}; service ({args.workers} workers), Redis and load generator share it", flush=True)
     service = Service(workers=args.workers)
     try:
-        figures = asyncio.run(main_async(service, args.seconds))
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:  # the event loop the service runs on too
+            figures = runner.run(main_async(service, args.seconds))
         rq_rate = rq_phase(service.redis_url, args.rq_jobs, workers=2)
         print(f"rq:     {rq_rate:,.0f} lifecycles/s (2 SimpleWorkers)", flush=True)
     finally:

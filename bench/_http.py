@@ -1,0 +1,85 @@
+"""A lean HTTP/1.1 client for the load generators: keep-alive connections over asyncio streams, JSON bodies,
+responses with a Content-Length (what the service sends). The load generator shares the machine's cores with
+the service, so every microsecond it spends is one the service does not get; a general-purpose client spends
+several times more per request than this one."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+
+class HttpError(Exception):
+    pass
+
+
+# The service (uvicorn) closes a connection idle for 5 s; one idle longer than this is not reused, so a request is
+# never sent on a connection the server is closing (and never needs a retry that could insert twice).
+MAX_IDLE_SECONDS = 3.0
+
+
+class _Connection:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.idle_since = time.monotonic()
+
+    async def exchange(self, head: bytes, body: bytes) -> tuple[int, bytes]:
+        self.writer.write(head + body)
+        status_line = await self.reader.readuntil(b"\r\n")
+        status = int(status_line.split(b" ", 2)[1])
+        length = 0
+        while (line := await self.reader.readuntil(b"\r\n")) != b"\r\n":
+            name, _, value = line.partition(b":")
+            if name.lower() == b"content-length":
+                length = int(value)
+            elif name.lower() == b"transfer-encoding":
+                raise HttpError("chunked responses are not supported")
+        return status, await self.reader.readexactly(length) if length else b""
+
+
+class HttpClient:
+    """Requests to one base URL with one bearer key; each request takes an idle connection or opens one, so
+    concurrent coroutines each get their own."""
+
+    def __init__(self, url: str, key: str) -> None:
+        parts = urlsplit(url)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
+        self._auth = f"Authorization: Bearer {key}\r\n".encode()
+        self._idle: list[_Connection] = []
+
+    async def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> tuple[int, Any]:
+        payload = b"" if body is None else body.encode() if isinstance(body, str) else orjson.dumps(body)
+        head = (
+            f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: {content_type}\r\nContent-Length: {len(payload)}\r\n".encode()
+            + self._auth
+            + b"\r\n"
+        )
+        connection = await self._connection()
+        try:
+            status, raw = await connection.exchange(head, payload)
+        except BaseException:
+            connection.writer.close()
+            raise
+        connection.idle_since = time.monotonic()
+        self._idle.append(connection)
+        return status, orjson.loads(raw) if raw else None
+
+    async def _connection(self) -> _Connection:
+        while self._idle:
+            connection = self._idle.pop()
+            if time.monotonic() - connection.idle_since < MAX_IDLE_SECONDS:
+                return connection
+            connection.writer.close()
+        return _Connection(*await asyncio.open_connection(self.host, self.port))
+
+    async def post(self, path: str, body: Any) -> tuple[int, Any]:
+        return await self.request("POST", path, body)
+
+    async def close(self) -> None:
+        for connection in self._idle:
+            connection.writer.close()
+        self._idle.clear()
