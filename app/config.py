@@ -36,6 +36,10 @@ class Settings(BaseSettings):
     # manager's queues are purged again after twice this time plus a second, so an insert that another process
     # let through on its cached copy after the disconnect does not outlive it.
     connection_cache_seconds: float = Field(default=2.0, ge=0)
+    # Goal evaluation: every interval, each service class period is judged on the requests that ended within the
+    # window before it.
+    goal_interval_seconds: float = Field(default=10.0, gt=0)
+    goal_window_seconds: float = Field(default=60.0, gt=0)
     # How long a process trusts its cached copy of the active policy before checking the database again.
     policy_cache_seconds: float = Field(default=1.0, ge=0)
 

@@ -32,6 +32,7 @@ from app.policy.router import router as policy_router
 from app.policy.schemas import ServiceDefinition
 from app.policy.service import PolicyStore
 from app.queues.store import QueueStore
+from app.servers.router import router as servers_router
 from app.state import AppState
 from app.work.dispatch import Dispatcher
 from app.work.duties import Duties
@@ -78,7 +79,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if key:
             _announce_bootstrap_key(key, settings)
         queues = QueueStore(
-            redis, settings.redis_prefix, idempotency_ttl_s=settings.idempotency_ttl_seconds, tombstone_ms=settings.tombstone_seconds * 1000
+            redis,
+            settings.redis_prefix,
+            idempotency_ttl_s=settings.idempotency_ttl_seconds,
+            tombstone_ms=settings.tombstone_seconds * 1000,
+            samples_ms=int(settings.goal_window_seconds * 1000),
         )
         app.state.wlm = state = AppState(
             settings=settings,
@@ -148,7 +153,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RejectNulMiddleware)
     app.add_middleware(MetricsMiddleware)
     app.include_router(health_router)
-    for router in (policy_router, connections_router, work_router, auth_router, audit_router):
+    for router in (policy_router, connections_router, work_router, servers_router, auth_router, audit_router):
         app.include_router(router, responses=ERROR_RESPONSES)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

@@ -66,6 +66,16 @@ class AeKeys:
         return f"{self.tag}:records"
 
     @cached_property
+    def samples(self) -> str:
+        """Ended requests of the goal evaluation window (see end_held in lua/common.lua)."""
+        return f"{self.tag}:samples"
+
+    @cached_property
+    def performance(self) -> str:
+        """The latest goal evaluation: hash 'class:period' -> JSON."""
+        return f"{self.tag}:performance"
+
+    @cached_property
     def records_writer(self) -> str:
         """Which service process flushes the outbox for now (one at a time, so a batch is written once)."""
         return f"{self.tag}:records_writer"

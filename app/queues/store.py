@@ -73,6 +73,14 @@ class SelectResult:
 
 
 @dataclass(frozen=True, slots=True)
+class EndSample:
+    service_class: str
+    response_ms: int  # insert to end
+    queue_ms: int  # insert to the select of the delivery that ended
+    execution_ms: int  # that select to end
+
+
+@dataclass(frozen=True, slots=True)
 class Reassigned:
     requeued: int
     abandoned: list[str]
@@ -90,12 +98,13 @@ def _end_results(flat: Sequence[Any]) -> list[EndResult]:
 
 
 class QueueStore:
-    def __init__(self, redis: Redis, prefix: str, *, idempotency_ttl_s: int, tombstone_ms: int) -> None:
+    def __init__(self, redis: Redis, prefix: str, *, idempotency_ttl_s: int, tombstone_ms: int, samples_ms: int) -> None:
         self.redis = redis
         self.prefix = prefix
         self.scripts = Scripts(redis)
         self.idempotency_ttl_s = idempotency_ttl_s
         self.tombstone_ms = tombstone_ms
+        self.samples_ms = samples_ms  # how long ended requests are kept as samples for goal evaluation
 
     def keys(self, node: str, ae: str) -> AeKeys:
         return AeKeys(self.prefix, node, ae)
@@ -126,9 +135,10 @@ class QueueStore:
         self, k: AeKeys, config: AeConfig, server_id: int, max_items: int, *, begin: bool, ends: Sequence[EndArgs] = ()
     ) -> SelectResult:
         """End `ends` (id, outcome, result JSON), then select, in one script call."""
-        keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.seen, k.records, k.exits, k.done, k.done_exp]
+        keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.seen, k.records, k.exits, k.done, k.done_exp, k.samples]
         keys += k.class_lists(list(config.class_order))
-        args: list[Any] = [now_ms(), server_id, config.completion_time_ms, max_items, "1" if begin else "0", self.tombstone_ms, len(ends)]
+        args: list[Any] = [now_ms(), server_id, config.completion_time_ms, max_items, "1" if begin else "0", self.tombstone_ms, self.samples_ms]
+        args.append(len(ends))
         args += _end_args(ends)
         args += config.class_order
         flat = await self.scripts.call("select", keys, args)
@@ -151,8 +161,9 @@ class QueueStore:
 
     async def end(self, k: AeKeys, server_id: int, ends: Sequence[EndArgs]) -> list[EndResult]:
         """End (id, outcome, result JSON) requests of one server; each succeeds or fails on its own."""
-        keys = [k.req, k.payload, k.leases, k.inflight, k.records, k.exits, k.done, k.done_exp]
-        return _end_results(await self.scripts.run("end", keys, [now_ms(), server_id, self.tombstone_ms, *_end_args(ends)]))
+        keys = [k.req, k.payload, k.leases, k.inflight, k.records, k.exits, k.done, k.done_exp, k.samples]
+        args = [now_ms(), server_id, self.tombstone_ms, self.samples_ms, *_end_args(ends)]
+        return _end_results(await self.scripts.run("end", keys, args))
 
     def _removal_keys(self, k: AeKeys) -> list[str]:
         return [k.req, k.payload, k.depth, k.records, k.exits, k.done, k.done_exp]
@@ -190,6 +201,14 @@ class QueueStore:
         ]
         result = await self.scripts.run("reassign", keys, args)
         return Reassigned(int(result[0]), [str(v) for v in result[2:]])
+
+    async def samples(self, k: AeKeys, since_ms: int) -> list[EndSample]:
+        """Requests ended (by their server) at or after `since_ms`, for goal evaluation."""
+        result = []
+        for member in await self.redis.zrangebyscore(k.samples, since_ms, "+inf"):
+            service_class, response, queue, execution, _ = str(member).split("|", 4)
+            result.append(EndSample(service_class, int(response), int(queue), int(execution)))
+        return result
 
     async def classes_in_use(self, k: AeKeys) -> set[str]:
         """Service classes with requests queued or held in this environment."""

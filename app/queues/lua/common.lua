@@ -49,8 +49,11 @@ end
 -- expired and it went to another server, or it already ended) does not stop the others. The ends are ARGV triples
 -- (id, outcome, result JSON or '') from index `first` to `last`; per request, a code and a value are appended to
 -- `result`: 0 and the work record, -1 and '' (unknown), -5 and the outcome (already ended), -6 and '' (not held).
--- k needs req, payload, leases, inflight, records, exits, done, done_exp.
-local function end_held(k, server, now, tombstone_ms, first, last, result)
+-- Each end is also a sample for goal evaluation: 'class|response ms|queue ms|execution ms|id' in the zset
+-- k.samples, scored by its end; samples older than `samples_ms` are dropped here, so the set stays bounded by the
+-- evaluation window whether or not anyone evaluates it.
+-- k needs req, payload, leases, inflight, records, exits, done, done_exp, samples.
+local function end_held(k, server, now, tombstone_ms, samples_ms, first, last, result)
   local ended = 0
   for i = first, last, 3 do
     local id = ARGV[i]
@@ -67,10 +70,13 @@ local function end_held(k, server, now, tombstone_ms, first, last, result)
       if ARGV[i + 2] ~= '' then meta.result = ARGV[i + 2] end
       result[#result + 1] = 0
       result[#result + 1] = finish(k, id, meta, ARGV[i + 1], now, tombstone_ms)
+      local selected = meta.selected or now
+      redis.call('ZADD', k.samples, now, table.concat({meta.sc, now - meta.inserted, selected - meta.inserted, now - selected, id}, '|'))
       ended = ended + 1
     end
   end
   if ended > 0 then
     redis.call('HINCRBY', k.inflight, server, -ended)
+    redis.call('ZREMRANGEBYSCORE', k.samples, '-inf', now - samples_ms)
   end
 end

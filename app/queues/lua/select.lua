@@ -1,21 +1,21 @@
 -- Select work for a server (IWM4SSL), after ending what it asks to end (IWM4STEN) in the same call: most
 -- important class first, dependent before independent, FIFO within.
--- KEYS: req, payload, depth, leases, inflight, servers, seen, records, exits, done, done_exp, then per class in
---       order: dependent list, independent list
--- ARGV: now_ms, server id, lease ms, max items, begin at once ('1' or '0'), tombstone ms, number of ends, then per
---       end: id, outcome, result (JSON text, '' for none); then the class names in KEYS order
+-- KEYS: req, payload, depth, leases, inflight, servers, seen, records, exits, done, done_exp, samples, then per
+--       class in order: dependent list, independent list
+-- ARGV: now_ms, server id, lease ms, max items, begin at once ('1' or '0'), tombstone ms, samples ms, number of
+--       ends, then per end: id, outcome, result (JSON text, '' for none); then the class names in KEYS order
 -- Returns {status, number of ends, per end: code, value (see end_held), then by status}: 0 and per item: id, meta,
 -- payload (possibly no items); -2 server not registered; -3 and in flight, tasks: server at capacity; -4 overflow
 -- server while another server has capacity. The ends apply whatever the status.
 local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], leases = KEYS[4], inflight = KEYS[5], servers = KEYS[6],
-  seen = KEYS[7], records = KEYS[8], exits = KEYS[9], done = KEYS[10], done_exp = KEYS[11]}
-local FIRST_LIST = 12
+  seen = KEYS[7], records = KEYS[8], exits = KEYS[9], done = KEYS[10], done_exp = KEYS[11], samples = KEYS[12]}
+local FIRST_LIST = 13
 local now, server, lease_ms, max_items, begin_now = now_ms(), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1'
-local ends = tonumber(ARGV[7])
-local first_class = 8 + 3 * ends
+local ends = tonumber(ARGV[8])
+local first_class = 9 + 3 * ends
 
 local result = {0, ends}
-end_held(k, server, now, tonumber(ARGV[6]), 8, first_class - 1, result)
+end_held(k, server, now, tonumber(ARGV[6]), tonumber(ARGV[7]), 9, first_class - 1, result)
 
 local function refuse(status, ...)
   result[1] = status

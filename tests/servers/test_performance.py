@@ -1,0 +1,84 @@
+"""Goal evaluation on the real service: requests driven through insert, select and end are judged against their
+class's goal, and the figures agree with what the test measured from the work records."""
+
+from __future__ import annotations
+
+import asyncio
+
+from app.servers.service import evaluate_environment
+from app.work import records
+from tests.conftest import ADMIN
+from tests.work.conftest import BATCH, ONLINE, make_world
+
+
+async def _drive(world, count: int, classification: dict[str, str], hold_s: float = 0.0) -> None:
+    server = await world.server(tasks=count)
+    for n in range(count):
+        await world.insert({"n": n}, classification=classification)
+    items = (await world.select(server, max_items=count, begin=True)).json()["items"]
+    assert len(items) == count
+    await asyncio.sleep(hold_s)
+    ended = (await world.select(server, end=[{"token": item["token"]} for item in items])).status_code
+    assert ended == 200
+
+
+async def test_average_and_percentile_goals_are_judged_from_what_ended(client, app):
+    world = await make_world(client)
+    state = app.state.wlm
+    await _drive(world, 6, ONLINE)  # percentile goal: 90% within 250 ms
+    await _drive(world, 4, BATCH, hold_s=0.05)  # period 1: average within 2000 ms
+    policy = await state.policies.active()
+    keys = state.queues.keys("LOCAL", "PAYROLL")
+    judged = {(p.service_class, p.period): p for p in await evaluate_environment(state.queues, policy, keys, 60)}
+
+    # What the work records say the same requests did.
+    # (the background duties flush the records to Parquet within a fraction of a second in tests)
+    table = await _records(state)
+    by_class: dict[str, list[int]] = {}
+    for row in table.to_pylist():
+        by_class.setdefault(row["service_class"], []).append(row["response_time_ms"])
+
+    online, batch = judged[("ONLINE", 1)], judged[("BATCH", 1)]
+    assert online.ended == 6 and batch.ended == 4
+    assert batch.avg_response_ms == sum(by_class["BATCH"]) / 4
+    assert batch.performance_index == batch.avg_response_ms / 2000
+    assert batch.avg_execution_ms >= 50  # held for 50 ms between select and end
+    assert sum(online.distribution) == 6
+    # All six ended within 250 ms here, so the 90th percentile falls in a bucket at or below 100% of the goal.
+    assert max(by_class["ONLINE"]) <= 250 and online.performance_index <= 1.0 and online.goal_met
+    reports = judged[("REPORTS", 1)]
+    assert reports.ended == 0 and reports.performance_index is None  # nothing ended: unknown
+
+    answer = await client.get("/v1/service-classes/batch/performance", headers=ADMIN)
+    assert answer.status_code == 200
+    (period,) = answer.json()["periods"]
+    assert (period["application_environment"], period["node"], period["period"], period["ended"]) == ("PAYROLL", "LOCAL", 1, 4)
+    assert period["performance_index"] == batch.performance_index
+    assert period["goal"] == {"type": "average", "response_time_ms": 2000}
+
+
+async def test_unknown_service_class_is_404(client, app):
+    await make_world(client)
+    answer = await client.get("/v1/service-classes/NOPE/performance", headers=ADMIN)
+    assert answer.status_code == 404 and answer.json()["error"]["code"] == "unknown_service_class"
+
+
+async def test_samples_older_than_the_window_are_not_judged(client, app):
+    world = await make_world(client)
+    state = app.state.wlm
+    await _drive(world, 2, BATCH)
+    await asyncio.sleep(0.3)
+    await _drive(world, 3, BATCH)
+    policy = await state.policies.active()
+    keys = state.queues.keys("LOCAL", "PAYROLL")
+    judged = {(p.service_class, p.period): p for p in await evaluate_environment(state.queues, policy, keys, 0.25)}
+    assert judged[("BATCH", 1)].ended == 3
+
+
+async def _records(state):
+    deadline = asyncio.get_running_loop().time() + 10
+    while True:
+        table = records.read(state.settings.records_dir)
+        if table.num_rows >= 10 or asyncio.get_running_loop().time() > deadline:
+            return table
+        await asyncio.sleep(0.1)
