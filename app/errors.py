@@ -126,6 +126,7 @@ _LUA_CODES: dict[int, tuple[type[AppError], str, str, tuple[str, ...]]] = {
     -7: (NotFound, "unknown_work", "no such work request", ()),  # another queue manager's: not revealed
     -8: (Conflict, "not_queued", "the work request is no longer queued (selected by a server)", ("state",)),
     -10: (TooManyRequests, "backlog_limit", "the queue is at its backlog limit", ("service_class", "depth", "backlog_limit")),
+    -11: (Conflict, "server_surplus", "the server is not needed any more: end what it holds, disconnect and stop (0C14)", ()),
 }
 _STATES = {"q": "queued", "s": "selected", "b": "begun"}
 

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _http import HttpClient  # noqa: E402
 from _service import ADMIN_KEY, ROOT, Service, machine  # noqa: E402
 
-POLICY = (ROOT / "examples" / "policy.yaml").read_text().replace("backlog_limit: 100000", "backlog_limit: 10000000")
+POLICY = (ROOT / "examples" / "policy.yaml").read_text().replace("backlog_limit: 100000", "backlog_limit: 10000000").replace("max: 8,", "max: 64,")
 ONLINE = {"userid": "ATM01"}
 WARM_UP_SECONDS = 1.0
 QM = {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BENCH"}

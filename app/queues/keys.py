@@ -76,6 +76,26 @@ class AeKeys:
         return f"{self.tag}:performance"
 
     @cached_property
+    def assign(self) -> str:
+        """The manager's decisions: hash server id -> its home service class."""
+        return f"{self.tag}:assign"
+
+    @cached_property
+    def retire(self) -> str:
+        """The manager's decisions: set of surplus servers, told to end (0C14) at their next select."""
+        return f"{self.tag}:retire"
+
+    @cached_property
+    def desired(self) -> str:
+        """The manager's decisions: hash service class -> servers it should have, and `*` -> the total."""
+        return f"{self.tag}:desired"
+
+    @cached_property
+    def terminations(self) -> str:
+        """Unexpected server terminations (died without IWM4DIS): zset server id -> when."""
+        return f"{self.tag}:terminations"
+
+    @cached_property
     def records_writer(self) -> str:
         """Which service process flushes the outbox for now (one at a time, so a batch is written once)."""
         return f"{self.tag}:records_writer"

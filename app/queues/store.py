@@ -136,7 +136,7 @@ class QueueStore:
     ) -> SelectResult:
         """End `ends` (id, outcome, result JSON), then select, in one script call."""
         keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.seen, k.records, k.exits, k.done, k.done_exp, k.samples]
-        keys += k.class_lists(list(config.class_order))
+        keys += [k.assign, k.retire, *k.class_lists(list(config.class_order))]
         args: list[Any] = [now_ms(), server_id, config.completion_time_ms, max_items, "1" if begin else "0", self.tombstone_ms, self.samples_ms]
         args.append(len(ends))
         args += _end_args(ends)
@@ -219,6 +219,16 @@ class QueueStore:
 
     async def pending_records(self, k: AeKeys, limit: int) -> list[str]:
         return [str(v) for v in await self.redis.lrange(k.records, 0, limit - 1)]
+
+    async def record_termination(self, k: AeKeys, server_id: int, window_ms: int) -> list[float]:
+        """Count an unexpected termination of a server; returns the times (s) of those within the window."""
+        now = now_ms()
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.zadd(k.terminations, {str(server_id): now})
+            pipe.zremrangebyscore(k.terminations, "-inf", now - window_ms)
+            pipe.zrange(k.terminations, 0, -1, withscores=True)
+            *_, recent = await pipe.execute()
+        return [score / 1000 for _, score in recent]
 
     async def hold_records_writer(self, k: AeKeys, owner: str, ms: int) -> bool:
         """Take or keep the right to flush this environment's outbox for `ms`. A race at the lease's end can let

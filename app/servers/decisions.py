@@ -335,3 +335,38 @@ def choose_donor(classes: Sequence[ClassDemand], servers: Mapping[str, int], rec
         return None
     donor = min(candidates, key=lambda d: (-d.rank, d.pi_rank, d.name))
     return Donor(donor.name, f"{donor.describe()}, {servers[donor.name]} servers")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Which server serves which class
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    homes: dict[int, str]  # server id -> the service class it serves
+    surplus: list[int]  # servers beyond the allocation, longest connected last (they are the first to go)
+
+
+def assign_servers(current: Mapping[int, str | None], allocation: Sequence[tuple[str, int]]) -> Assignment:
+    """Give each connected server a home class so that the classes get the allocated counts, moving as few servers
+    as possible: a server keeps its class while the class is allowed that many; the others (new ones, and those of
+    classes that now get fewer: the donors) fill the classes short of their count in `allocation` order (service
+    order: the most important, worst PI first). Servers left over are surplus. `current` maps each connected
+    server to its present class (None: none yet); lower ids connected earlier."""
+    homes: dict[int, str] = {}
+    wanted = dict(allocation)
+    kept = dict.fromkeys(wanted, 0)
+    free: list[int] = []
+    for server in sorted(current):
+        home = current[server]
+        if home in wanted and kept[home] < wanted[home]:
+            homes[server] = home
+            kept[home] += 1
+        else:
+            free.append(server)
+    for name, count in allocation:
+        while kept[name] < count and free:
+            homes[free.pop(0)] = name
+            kept[name] += 1
+    return Assignment(homes, sorted(free, reverse=True))

@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.deps import StateDep, Viewer
+from app.connections.service import active_connection
+from app.deps import AnyPrincipal, StateDep, Viewer
 from app.servers import service
-from app.servers.schemas import ServiceClassPerformance
+from app.servers.schemas import ScalingOut, ServerInstancesOut, ServiceClassPerformance
 
 router = APIRouter(prefix="/v1", tags=["goals and servers"])
 
@@ -16,3 +17,23 @@ router = APIRouter(prefix="/v1", tags=["goals and servers"])
 )
 async def performance(name: str, state: StateDep, _: Viewer) -> ServiceClassPerformance:
     return await service.service_class_performance(state.queues, await state.policies.active(), name)
+
+
+@router.get(
+    "/connections/{token}/server-instances",
+    response_model=ServerInstancesOut,
+    summary="IWMSINF: how many more server instances this server's environment should have started",
+)
+async def server_instances(token: str, state: StateDep, principal: AnyPrincipal) -> ServerInstancesOut:
+    server = await active_connection(state.sessions, state.queues, state.connection_cache, principal, token, "server")
+    assert server.node and server.application_environment
+    return await service.server_instances(state.queues, server.node, server.application_environment)
+
+
+@router.get(
+    "/scaling/application-environments/{name}",
+    response_model=ScalingOut,
+    summary="Desired servers of an environment, for an external autoscaler (KEDA metrics-api scaler)",
+)
+async def scaling(name: str, state: StateDep, _: Viewer) -> ScalingOut:
+    return await service.scaling(state.queues, await state.policies.active(), name)

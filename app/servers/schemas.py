@@ -37,3 +37,30 @@ class PeriodPerformance(BaseModel):
 class ServiceClassPerformance(BaseModel):
     service_class: str
     periods: list[PeriodPerformance]
+
+
+class ServerInstancesOut(BaseModel):
+    """IWMSINF's answer: start `start_more` instances (0 when the environment has what it needs)."""
+
+    application_environment: str
+    node: str
+    desired_servers: int
+    connected_servers: int
+    start_more: int
+    desired_per_service_class: dict[str, int]
+
+
+class NodeScaling(BaseModel):
+    node: str
+    desired_servers: int
+    connected_servers: int
+    desired_per_service_class: dict[str, int]
+
+
+class ScalingOut(BaseModel):
+    """What an autoscaler reads: `desiredServers` over every node (KEDA's metrics-api `valueLocation`)."""
+
+    application_environment: str
+    desiredServers: int  # camel case: the name autoscaler configurations point at
+    connectedServers: int
+    nodes: list[NodeScaling]

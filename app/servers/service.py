@@ -1,13 +1,21 @@
-"""The manager loop's goal evaluation: how each service class period did in each environment, from the requests
-that ended within the window (samples kept by the end scripts), judged by the pure functions of app.policy.goals.
+"""The manager loop: goal evaluation and server decisions, per environment and node.
 
-The latest evaluation is kept in Redis (one hash per environment and node), so every replica answers the same
-and the server decisions read it; Prometheus gauges of the evaluating process carry the same figures.
+Goal evaluation: how each service class period did, from the requests that ended within the window (samples kept
+by the end scripts), judged by the pure functions of app.policy.goals. Server decisions: how many servers each
+class needs and which server serves which class, by the pure functions of app.servers.decisions; the select
+script reads the result (a server's home class first; a retired server is told to end, 0C14).
+
+Results are kept in Redis (hashes per environment and node), so every replica answers the same; Prometheus
+gauges of the evaluating process carry the same figures.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import statistics
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from prometheus_client import Gauge
@@ -17,12 +25,16 @@ from app.policy.active import ActivePolicy, period_number
 from app.policy.goals import evaluate
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore, now_ms
-from app.servers.schemas import PeriodPerformance, ServiceClassPerformance
+from app.servers.decisions import ClassDemand, allocate, assign_servers, servers_for_goal
+from app.servers.schemas import NodeScaling, PeriodPerformance, ScalingOut, ServerInstancesOut, ServiceClassPerformance
 
 _LABELS = ["application_environment", "node", "service_class", "period"]
 PI = Gauge("wlm_service_class_performance_index", "Performance index of a service class period (<= 1: goal met)", _LABELS)
 ENDED_RATE = Gauge("wlm_service_class_ended_per_second", "Requests ended per second over the evaluation window", _LABELS)
 AVG_RESPONSE = Gauge("wlm_service_class_avg_response_seconds", "Average response time (insert to end) over the window", _LABELS)
+DESIRED = Gauge("wlm_servers_desired", "Servers the manager wants for a service class", ["application_environment", "node", "service_class"])
+CONNECTED = Gauge("wlm_servers_connected", "Servers connected (overflow servers not counted)", ["application_environment", "node"])
+DESIRED_TOTAL = "*"
 VELOCITY = Gauge("wlm_service_class_velocity", "Execution velocity: 100 x execution / (execution + queue delay)", _LABELS)
 
 
@@ -111,3 +123,102 @@ async def service_class_performance(store: QueueStore, policy: ActivePolicy, ser
                 periods += [p for p in await latest_performance(store, store.keys(node, ae)) if p.service_class == name]
     periods.sort(key=lambda p: (p.application_environment, p.node, p.period))
     return ServiceClassPerformance(service_class=name, periods=periods)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerDecision:
+    desired: dict[str, int]  # per service class
+    reasons: dict[str, str]
+    connected: int
+    retired: list[int]
+
+    @property
+    def desired_total(self) -> int:
+        return sum(self.desired.values())
+
+
+async def manage_environment(
+    store: QueueStore, policy: ActivePolicy, keys: AeKeys, judged: list[PeriodPerformance], window_s: float
+) -> ServerDecision:
+    """Decide how many servers each service class of one environment on one node needs (Erlang C from its arrival
+    rate, service time and goal), share them out under the environment's limits (most important, worst PI first),
+    give each connected server a home class, and retire surplus servers: those beyond `max` always (a hard limit),
+    and those beyond what the goals and `min` need when the service starts the environment's servers itself (it
+    has a start command, so it can start them again). Overflow servers are not managed."""
+    ae = policy.application_environments[keys.ae]
+    registered = {int(sid): json.loads(raw) for sid, raw in (await store.redis.hgetall(keys.servers)).items()}
+    managed = {sid: info for sid, info in registered.items() if not info.get("overflow")}
+    tasks_per_server = statistics.median([info["tasks"] for info in managed.values()]) if managed else 1
+    first_periods = {p.service_class: p for p in judged if p.period == 1}
+    demands = []
+    for name in policy.class_order:
+        spec, seen = policy.service_classes[name], first_periods.get(name)
+        queued = seen.queued if seen else 0
+        # Arrivals: what ended per second, plus what waits, to be drained within a window.
+        rate = (seen.ended_per_second if seen else 0.0) + queued / window_s
+        service_s = seen.avg_execution_ms / 1000 if seen and seen.avg_execution_ms else None
+        tasks = servers_for_goal(spec.periods[0].goal, rate, service_s).servers if rate > 0 and service_s else 0
+        pi = seen.performance_index if seen else None
+        demands.append(ClassDemand(name, spec.periods[0].importance, pi, math.ceil(tasks / tasks_per_server), queued > 0))
+    allocation = allocate(demands, ae.server_limits)
+    homes = await store.redis.hgetall(keys.assign)
+    assignment = assign_servers({sid: homes.get(str(sid)) for sid in managed}, [(a.name, a.servers) for a in allocation.values()])
+    limit = ae.server_limits.max
+    over_max = max(0, len(managed) - limit) if limit is not None else 0
+    retired = assignment.surplus if ae.start_command else assignment.surplus[:over_max]
+    async with store.redis.pipeline(transaction=True) as pipe:
+        pipe.delete(keys.assign, keys.retire, keys.desired)
+        if assignment.homes:
+            pipe.hset(keys.assign, mapping={str(sid): name for sid, name in assignment.homes.items()})
+        if retired:
+            pipe.sadd(keys.retire, *[str(sid) for sid in retired])
+        desired = {a.name: a.servers for a in allocation.values()}
+        pipe.hset(keys.desired, mapping={**desired, DESIRED_TOTAL: sum(desired.values())})
+        await pipe.execute()
+    for name, count in desired.items():
+        DESIRED.labels(keys.ae, keys.node, name).set(count)
+    CONNECTED.labels(keys.ae, keys.node).set(len(managed))
+    return ServerDecision(desired, {a.name: a.reason for a in allocation.values()}, len(managed), retired)
+
+
+async def desired_servers(store: QueueStore, keys: AeKeys) -> tuple[int, dict[str, int]]:
+    """The manager's latest decision for one environment on one node: the total, and per service class."""
+    raw = await store.redis.hgetall(keys.desired)
+    per_class = {name: int(count) for name, count in raw.items() if name != DESIRED_TOTAL}
+    return int(raw.get(DESIRED_TOTAL, 0)), per_class
+
+
+async def server_instances(store: QueueStore, node: str, application_environment: str) -> ServerInstancesOut:
+    keys = store.keys(node, application_environment)
+    total, per_class = await desired_servers(store, keys)
+    connected = await _connected(store, keys)
+    return ServerInstancesOut(
+        application_environment=application_environment,
+        node=node,
+        desired_servers=total,
+        connected_servers=connected,
+        start_more=max(0, total - connected),
+        desired_per_service_class=per_class,
+    )
+
+
+async def scaling(store: QueueStore, policy: ActivePolicy, name: str) -> ScalingOut:
+    ae = name.upper()
+    if ae not in policy.application_environments:
+        raise NotFound(f"no application environment {name!r} in the active policy", code="unknown_application_environment")
+    nodes = []
+    for node in policy.nodes:
+        if policy.hosts(ae, node):
+            keys = store.keys(node, ae)
+            total, per_class = await desired_servers(store, keys)
+            nodes.append(NodeScaling(node=node, desired_servers=total, connected_servers=await _connected(store, keys), desired_per_service_class=per_class))
+    return ScalingOut(
+        application_environment=ae,
+        desiredServers=sum(n.desired_servers for n in nodes),
+        connectedServers=sum(n.connected_servers for n in nodes),
+        nodes=nodes,
+    )
+
+
+async def _connected(store: QueueStore, keys: AeKeys) -> int:
+    return sum(1 for raw in (await store.redis.hvals(keys.servers)) if not json.loads(raw).get("overflow"))

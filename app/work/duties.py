@@ -22,7 +22,7 @@ from app.connections.models import Connection
 from app.connections.service import expire_silent_servers, purge_departed_again
 from app.queues.keys import AeKeys
 from app.queues.store import AeConfig, now_ms
-from app.servers.service import evaluate_environment
+from app.servers.service import evaluate_environment, manage_environment
 from app.state import AppState
 from app.work import exits, records
 
@@ -54,7 +54,7 @@ class Duties:
             ("leases", settings.lease_check_seconds, self.expire_leases),
             ("records", settings.records_flush_seconds, self.flush_records),
             ("exits", settings.lease_check_seconds, self.deliver_exits),
-            ("goals", settings.goal_interval_seconds, self.evaluate_goals),
+            ("goals", settings.goal_interval_seconds, self.manage_to_goals),
         ):
             self._tasks.append(asyncio.create_task(self._every(interval, duty), name=f"wlm-duty-{name}"))
 
@@ -114,12 +114,15 @@ class Duties:
             await self.state.queues.forget_tombstones(keys)
         await purge_departed_again(self.state.queues, policy)
 
-    async def evaluate_goals(self) -> None:
+    async def manage_to_goals(self) -> None:
+        """Judge each service class against its goal, then decide the servers (app.servers.service)."""
         policy = await self.state.policies.current()
         if policy is None:
             return
         for keys, _ in await self._environments():
-            await evaluate_environment(self.state.queues, policy, keys, self.state.settings.goal_window_seconds)
+            window = self.state.settings.goal_window_seconds
+            judged = await evaluate_environment(self.state.queues, policy, keys, window)
+            await manage_environment(self.state.queues, policy, keys, judged, window)
 
     async def flush_records(self) -> int:
         """Returns how many records were written (tests flush on demand). One process at a time flushes an

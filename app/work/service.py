@@ -234,36 +234,43 @@ class Work:
         keys = self.store.keys(server.node, server.application_environment)
         wait = min(body.wait_seconds, self.settings.max_wait_seconds)
         if wait > 0:
-            done, items = await self._wait_and_select(keys, config, server, body, time.monotonic() + wait, [v for _, v in valid])
+            done, items, surplus = await self._wait_and_select(keys, config, server, body, time.monotonic() + wait, [v for _, v in valid])
         else:
-            done, items = await self._try_select(keys, config, server, body, [v for _, v in valid])
+            done, items, surplus = await self._try_select(keys, config, server, body, [v for _, v in valid])
         ended, end_errors = _split_outcomes(ends, self._settle_ends(ends, outcomes, valid, done))
+        if surplus:
+            reason = "the environment has more servers than its goals need (or than its maximum)"
+            return SelectOut(items=[], ended=ended, end_errors=end_errors, terminate=True, reason_code=TERMINATE_REASON, reason=reason)
         if not items and not ended and not end_errors:
             return None
         return SelectOut(items=[_item_out(keys, config, s) for s in items], ended=ended, end_errors=end_errors)
 
     async def _try_select(
         self, keys: AeKeys, config: AeConfig, server: ConnInfo, body: SelectIn, ends: list[EndArgs]
-    ) -> tuple[list[EndResult], list[Selected]]:
+    ) -> tuple[list[EndResult], list[Selected], bool]:
+        """What was ended, what was selected, and whether the server is surplus (to end: 0C14)."""
         result = await self.store.select(keys, config, server.id, body.max_items, begin=body.begin, ends=ends)
-        if result.refusal is not None and result.refusal.code != "overflow_not_needed":
-            raise result.refusal
+        if result.refusal is not None:
+            if result.refusal.code == "server_surplus":
+                return result.ended, [], True
+            if result.refusal.code != "overflow_not_needed":
+                raise result.refusal
         if result.items:
             self.dispatcher.served(server.id)
-        return result.ended, result.items
+        return result.ended, result.items, False
 
     async def _wait_and_select(
         self, keys: AeKeys, config: AeConfig, server: ConnInfo, body: SelectIn, deadline: float, ends: list[EndArgs]
-    ) -> tuple[list[EndResult], list[Selected]]:
+    ) -> tuple[list[EndResult], list[Selected], bool]:
         """Registered as a waiter before the first attempt (which also ends `ends`), so an insert between the
         attempt and the wait still wakes it."""
         assert server.worker_weight is not None
         waiter = Waiter(keys.node, keys.ae, server.id, server.worker_weight, server.overflow)
         self.dispatcher.register(waiter)
         try:
-            ended, items = await self._try_select(keys, config, server, body, ends)
-            if items:
-                return ended, items
+            ended, items, surplus = await self._try_select(keys, config, server, body, ends)
+            if items or surplus:
+                return ended, items, surplus
             task = asyncio.current_task()
             while (remaining := deadline - time.monotonic()) > 0:
                 if task is not None and task.cancelling():
@@ -278,10 +285,10 @@ class Work:
                 except TimeoutError:
                     pass
                 waiter.event.clear()
-                _, items = await self._try_select(keys, config, server, body, [])
-                if items:
-                    return ended, items
-            return ended, []
+                _, items, surplus = await self._try_select(keys, config, server, body, [])
+                if items or surplus:
+                    return ended, items, surplus
+            return ended, [], False
         finally:
             self.dispatcher.unregister(waiter)
 

@@ -29,6 +29,7 @@ from app.servers.decisions import (
     Donor,
     ServerNeed,
     allocate,
+    assign_servers,
     choose_donor,
     erlang_c_probability,
     erlang_c_servers,
@@ -499,3 +500,30 @@ def test_class_demand_refuses_out_of_range(importance: int, needed: int) -> None
 def test_allocate_refuses_duplicate_names() -> None:
     with pytest.raises(ValueError):
         allocate([demand("A", 1), demand("A", 2)], limits())
+
+
+# --- assign_servers ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("current", "allocation", "homes", "surplus"),
+    [
+        # New servers fill the classes in service order.
+        ({1: None, 2: None, 3: None}, [("ONLINE", 2), ("BATCH", 1)], {1: "ONLINE", 2: "ONLINE", 3: "BATCH"}, []),
+        # A server keeps its class while the class is allowed that many.
+        ({1: "BATCH", 2: "ONLINE", 3: None}, [("ONLINE", 2), ("BATCH", 1)], {1: "BATCH", 2: "ONLINE", 3: "ONLINE"}, []),
+        # BATCH now gets fewer: its extra server (the later one) donates to ONLINE.
+        ({1: "BATCH", 2: "BATCH", 3: "ONLINE"}, [("ONLINE", 2), ("BATCH", 1)], {1: "BATCH", 2: "ONLINE", 3: "ONLINE"}, []),
+        # More servers than allocated: the latest connected are surplus, the newest first.
+        ({1: None, 2: None, 3: None, 4: None}, [("ONLINE", 2)], {1: "ONLINE", 2: "ONLINE"}, [4, 3]),
+        # Fewer servers than allocated: the most important class is served first.
+        ({5: None}, [("ONLINE", 2), ("BATCH", 1)], {5: "ONLINE"}, []),
+        # A class that left the allocation frees its servers.
+        ({1: "GONE", 2: "ONLINE"}, [("ONLINE", 1), ("BATCH", 1)], {2: "ONLINE", 1: "BATCH"}, []),
+        ({}, [("ONLINE", 1)], {}, []),
+    ],
+)
+def test_assign_servers(current, allocation, homes, surplus) -> None:
+    assignment = assign_servers(current, allocation)
+    assert assignment.homes == homes
+    assert assignment.surplus == surplus

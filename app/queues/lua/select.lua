@@ -1,15 +1,18 @@
--- Select work for a server (IWM4SSL), after ending what it asks to end (IWM4STEN) in the same call: most
--- important class first, dependent before independent, FIFO within.
--- KEYS: req, payload, depth, leases, inflight, servers, seen, records, exits, done, done_exp, samples, then per
---       class in order: dependent list, independent list
+-- Select work for a server (IWM4SSL), after ending what it asks to end (IWM4STEN) in the same call: its home
+-- class first (the one the manager gave it, if any), then the most important class first; dependent before
+-- independent, FIFO within.
+-- KEYS: req, payload, depth, leases, inflight, servers, seen, records, exits, done, done_exp, samples, assign,
+--       retire, then per class in order: dependent list, independent list
 -- ARGV: now_ms, server id, lease ms, max items, begin at once ('1' or '0'), tombstone ms, samples ms, number of
 --       ends, then per end: id, outcome, result (JSON text, '' for none); then the class names in KEYS order
 -- Returns {status, number of ends, per end: code, value (see end_held), then by status}: 0 and per item: id, meta,
 -- payload (possibly no items); -2 server not registered; -3 and in flight, tasks: server at capacity; -4 overflow
--- server while another server has capacity. The ends apply whatever the status.
+-- server while another server has capacity; -11 the server is surplus and is to end (0C14). The ends apply whatever
+-- the status.
 local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], leases = KEYS[4], inflight = KEYS[5], servers = KEYS[6],
-  seen = KEYS[7], records = KEYS[8], exits = KEYS[9], done = KEYS[10], done_exp = KEYS[11], samples = KEYS[12]}
-local FIRST_LIST = 13
+  seen = KEYS[7], records = KEYS[8], exits = KEYS[9], done = KEYS[10], done_exp = KEYS[11], samples = KEYS[12],
+  assign = KEYS[13], retire = KEYS[14]}
+local FIRST_LIST = 15
 local now, server, lease_ms, max_items, begin_now = now_ms(), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1'
 local ends = tonumber(ARGV[8])
 local first_class = 9 + 3 * ends
@@ -26,6 +29,7 @@ end
 local raw = redis.call('HGET', k.servers, server)
 if not raw then return refuse(-2) end
 redis.call('HSET', k.seen, server, now)  -- a selecting server is alive
+if redis.call('SISMEMBER', k.retire, server) == 1 then return refuse(-11) end
 local me = cjson.decode(raw)
 local inflight = tonumber(redis.call('HGET', k.inflight, server) or '0')
 if inflight >= me.tasks then return refuse(-3, inflight, me.tasks) end
@@ -42,30 +46,37 @@ end
 
 local want = math.min(me.tasks - inflight, max_items)
 local got = 0
-for list = FIRST_LIST, #KEYS do
+-- Class positions (0-based) in the order to look at them: the home class, then the others most important first.
+local classes, home = {}, redis.call('HGET', k.assign, server)
+for i = 0, (#KEYS - FIRST_LIST + 1) / 2 - 1 do
+  if ARGV[first_class + i] == home then table.insert(classes, 1, i) else classes[#classes + 1] = i end
+end
+for _, position in ipairs(classes) do
   if got >= want then break end
-  local class = ARGV[first_class + math.floor((list - FIRST_LIST) / 2)]
-  while got < want do
-    local id = redis.call('LPOP', KEYS[list])
-    if not id then break end
-    local meta = load_meta(k.req, id)
-    -- Entries of deleted requests stay in the list (deleting from its middle is O(n)); they are skipped here.
-    if meta and meta.state == 'q' then
-      meta.state = 's'
-      meta.server = server
-      meta.selected = now
-      meta.deliveries = (meta.deliveries or 0) + 1
-      if begin_now then
-        meta.state = 'b'
-        meta.begun = now
+  local class = ARGV[first_class + position]
+  for list = FIRST_LIST + 2 * position, FIRST_LIST + 2 * position + 1 do
+    while got < want do
+      local id = redis.call('LPOP', KEYS[list])
+      if not id then break end
+      local meta = load_meta(k.req, id)
+      -- Entries of deleted requests stay in the list (deleting from its middle is O(n)); they are skipped here.
+      if meta and meta.state == 'q' then
+        meta.state = 's'
+        meta.server = server
+        meta.selected = now
+        meta.deliveries = (meta.deliveries or 0) + 1
+        if begin_now then
+          meta.state = 'b'
+          meta.begun = now
+        end
+        save_meta(k.req, id, meta)
+        redis.call('ZADD', k.leases, now + lease_ms, id)
+        redis.call('HINCRBY', k.depth, class, -1)
+        result[#result + 1] = id
+        result[#result + 1] = cjson.encode(meta)
+        result[#result + 1] = redis.call('HGET', k.payload, id)
+        got = got + 1
       end
-      save_meta(k.req, id, meta)
-      redis.call('ZADD', k.leases, now + lease_ms, id)
-      redis.call('HINCRBY', k.depth, class, -1)
-      result[#result + 1] = id
-      result[#result + 1] = cjson.encode(meta)
-      result[#result + 1] = redis.call('HGET', k.payload, id)
-      got = got + 1
     end
   end
 end
