@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import signal
 import sys
@@ -19,6 +20,15 @@ class CliError(Exception):
 
 
 # ---- serving and the database ---------------------------------------------------------------------------
+
+
+def _log_config(level: str) -> dict[str, Any]:
+    """uvicorn's logging, plus the service's own loggers (`app.*`) at the same level and on the same handler."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["app"] = {"handlers": ["default"], "level": level.upper(), "propagate": False}
+    return config
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
@@ -46,6 +56,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             port=args.port or settings.port,
             workers=settings.workers,
             log_level=settings.log_level,
+            log_config=_log_config(settings.log_level),
         )
     finally:
         if embedded is not None:
@@ -140,6 +151,59 @@ def cmd_keys(args: argparse.Namespace) -> None:
             print(f"revoked {args.key_id}")
 
 
+# A first word that is a VARY verb means the whole command was typed, perhaps unquoted: `wlm vary V WLM,APPLENV=X,Q`.
+_VARY_VERBS = ("V", "VARY")
+
+
+def cmd_vary(args: argparse.Namespace) -> None:
+    words = args.words
+    if len(words) == 2 and words[0].upper() not in _VARY_VERBS:
+        body: dict[str, Any] = {"application_environment": words[0], "action": words[1], "dynamic": args.dynamic}
+    elif len(words) == 1 or words[0].upper() in _VARY_VERBS:
+        if args.dynamic:
+            raise CliError("--dynamic goes with the short form (wlm vary NAME ACTION); in a command, write DYNAPPL=")
+        body = {"command": " ".join(words)}
+    else:
+        raise CliError('give a command ("VARY WLM,APPLENV=PAYROLL,QUIESCE") or an environment and an action (PAYROLL quiesce)')
+    with _client(args) as client:
+        result = _call(client, "POST", "/v1/operator/commands", json=body)
+    print(f"{result['command']}: {result['application_environment']} {result['previous_state']} -> {result['state']}")
+
+
+def _display_table(items: list[dict[str, Any]]) -> list[str]:
+    """Fixed-width columns, as wide as their longest value; the queued requests by class last, most important first."""
+    rows = [
+        (
+            item["name"],
+            item["state"],
+            str(item["servers"]),
+            str(item["in_flight"]),
+            str(item["queued_total"]),
+            " ".join(f"{service_class}={count}" for service_class, count in item["queued"].items()) or "-",
+        )
+        for item in items
+    ]
+    header = ("NAME", "STATE", "SERVERS", "IN-FLIGHT", "QUEUED", "QUEUED BY CLASS")
+    widths = [max(len(row[column]) for row in (header, *rows)) for column in range(len(header) - 1)]
+    numeric = (False, False, True, True, True)
+    lines = []
+    for row in (header, *rows):
+        cells = [cell.rjust(width) if right else cell.ljust(width) for cell, width, right in zip(row[:-1], widths, numeric, strict=True)]
+        lines.append("  ".join([*cells, row[-1]]).rstrip())
+    return lines
+
+
+def cmd_display(args: argparse.Namespace) -> None:
+    with _client(args) as client:
+        result = _call(client, "GET", "/v1/application-environments", params={"name": args.pattern})
+    if not result["items"]:
+        print(f"{result['command']}: no application environment matches")
+        return
+    print(result["command"])
+    for line in _display_table(result["items"]):
+        print(line)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wlm", description="WLM: goal-oriented workload manager")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -179,6 +243,20 @@ def build_parser() -> argparse.ArgumentParser:
     revoke = keys_sub.add_parser("revoke", parents=[remote], help="revoke a key")
     revoke.add_argument("key_id")
     keys.set_defaults(func=cmd_keys)
+
+    vary = sub.add_parser(
+        "vary",
+        parents=[remote],
+        help="quiesce, resume or refresh an application environment",
+        description='wlm vary "VARY WLM,APPLENV=PAYROLL,QUIESCE"  or  wlm vary PAYROLL quiesce  (actions: quiesce, resume, refresh)',
+    )
+    vary.add_argument("words", nargs="+", metavar="COMMAND", help="the command text, or NAME ACTION")
+    vary.add_argument("--dynamic", action="store_true", help="NAME is a dynamic application environment (DYNAPPL=)")
+    vary.set_defaults(func=cmd_vary)
+
+    display = sub.add_parser("display", parents=[remote], help="D WLM,APPLENV=pattern: states, servers and queued work")
+    display.add_argument("pattern", nargs="?", default="*", help="a name or a pattern with * (default: all)")
+    display.set_defaults(func=cmd_display)
     return parser
 
 

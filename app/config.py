@@ -39,6 +39,10 @@ class Settings(BaseSettings):
     # Goal evaluation: every interval, each service class period is judged on the requests that ended within the
     # window before it.
     goal_interval_seconds: float = Field(default=10.0, gt=0)
+    # Start the servers of environments that have a start command, on this host (app/servers/launcher.py), as
+    # the node named here (default: the policy's only node, or its first).
+    launcher: bool = True
+    node: str | None = None
     goal_window_seconds: float = Field(default=60.0, gt=0)
     # How long a process trusts its cached copy of the active policy before checking the database again.
     policy_cache_seconds: float = Field(default=1.0, ge=0)

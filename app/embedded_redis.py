@@ -43,7 +43,8 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
+    """In a child before exec: get SIGTERM when the parent dies, even by kill -9 (Linux)."""
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     except OSError:
@@ -130,7 +131,7 @@ class EmbeddedRedis:
             "--logfile", "redis.log",
             "--daemonize", "no",
         ]  # fmt: skip
-        self.process = subprocess.Popen(args, cwd=self.dir, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        self.process = subprocess.Popen(args, cwd=self.dir, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
         url = f"redis://127.0.0.1:{port}/0"
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:

@@ -5,4 +5,5 @@ def import_all_models() -> None:
     from app.audit import models as _audit  # noqa: F401
     from app.auth import models as _auth  # noqa: F401
     from app.connections import models as _connections  # noqa: F401
+    from app.operator import models as _operator  # noqa: F401
     from app.policy import models as _policy  # noqa: F401

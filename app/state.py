@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.auth.service import KeyCache
 from app.config import Settings
 from app.connections.service import ConnectionCache
+from app.operator.service import OperatorStore
 from app.policy.service import PolicyStore
 from app.queues.store import QueueStore
 from app.work.dispatch import Dispatcher
@@ -24,6 +25,7 @@ class AppState:
     key_cache: KeyCache
     connection_cache: ConnectionCache
     policies: PolicyStore
+    operator: OperatorStore
     schema_head: str | None
     queues: QueueStore
     dispatcher: Dispatcher

@@ -37,6 +37,7 @@ class Service:
             "WLM_WORKERS": str(workers),
             "WLM_BOOTSTRAP_ADMIN_KEY": ADMIN_KEY,
             "WLM_LOG_LEVEL": "warning",
+            "WLM_LAUNCHER": "false",  # a benchmark that wants servers started by the service says so
             **{f"WLM_{k.upper()}": v for k, v in settings.items()},
         }
         self.log = (self.dir / "service.log").open("wb")

@@ -127,6 +127,7 @@ def settings(tmp_path: Path, redis_url: str, database_url: str, exit_receiver: E
         exit_url_allowlist=["https://qm.example.com/*", exit_receiver.url],
         lease_check_seconds=0.1,
         records_flush_seconds=0.2,
+        launcher=False,  # in-process apps listen on no port their servers could reach; tests/servers/test_launcher.py runs it
         exit_retry_base_seconds=0.1,
     )
 

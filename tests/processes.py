@@ -28,7 +28,7 @@ class ServiceProcess:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("WLM_")}
-        self.env |= {"WLM_DATA_DIR": str(directory / "data"), "WLM_PORT": str(self.port)}
+        self.env |= {"WLM_DATA_DIR": str(directory / "data"), "WLM_PORT": str(self.port), "WLM_LAUNCHER": "false"}
         self.env |= {f"WLM_{name.upper()}": value for name, value in settings.items()}
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = directory / "service.log"

@@ -8,7 +8,7 @@ from sqlalchemy import create_engine, inspect
 from app.db import NAMING_CONVENTION
 from app.migrate import alembic_config, downgrade, upgrade
 
-TABLES = {"principals", "server_permits", "api_keys", "policy_versions", "connections", "audit_events"}
+TABLES = {"principals", "server_permits", "api_keys", "policy_versions", "connections", "audit_events", "application_environment_states"}
 
 
 def _sync_url(url: str) -> str:

@@ -191,9 +191,36 @@ async def ensure_bootstrap_admin(factory: async_sessionmaker[AsyncSession], conf
     return key
 
 
-def _save_key(data_dir: Path, key: str) -> None:
+LAUNCHER_PRINCIPAL = "wlm-launcher"
+LAUNCHER_KEY_FILE = "launcher.key"
+
+
+async def ensure_launcher_key(factory: async_sessionmaker[AsyncSession], data_dir: Path) -> str:
+    """The key the servers the service starts itself connect with: principal `wlm-launcher` (role server, permit
+    `**`), created on first need; the key is kept in the data directory (mode 0600) so every replica and restart
+    sharing it uses one key. A key that was revoked there is replaced."""
+    path = data_dir / LAUNCHER_KEY_FILE
+    key = path.read_text().strip() if path.exists() else None
+    async with factory() as session:
+        if key is not None:
+            api_key = await session.scalar(select(ApiKey).where(ApiKey.key_hash == hash_key(key)))
+            if api_key is not None and api_key.revoked_at is None:
+                return key
+        principal = await session.scalar(select(Principal).where(Principal.name == LAUNCHER_PRINCIPAL))
+        if principal is None:
+            data = PrincipalIn(name=LAUNCHER_PRINCIPAL, description="servers started by the service", roles=[Role.SERVER], permits=["**"])
+            principal = await create_principal(session, "launcher", data)
+        key = new_key()
+        session.add(_new_api_key(principal, key, "launcher", "the key of servers the service starts", None))
+        record(session, "launcher", "api_key.create", LAUNCHER_PRINCIPAL)
+        await session.commit()
+    _save_key(data_dir, key, LAUNCHER_KEY_FILE)
+    return key
+
+
+def _save_key(data_dir: Path, key: str, name: str = "admin.key") -> None:
     """Kept beside the data (mode 0600) so the local CLI works after `make run`; delete it once copied elsewhere."""
-    path = data_dir / "admin.key"
+    path = data_dir / name
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(key + "\n")

@@ -43,10 +43,12 @@ class ConnInfo:
     worker_weight: int | None
     overflow: bool
     exit_url: str | None
+    connected_at: float = 0.0  # epoch seconds (a default: records cached before it existed still load)
 
     @classmethod
     def of(cls, connection: Connection) -> ConnInfo:
-        return cls(**{f: getattr(connection, f) for f in cls.__dataclass_fields__})
+        fields = {f: getattr(connection, f) for f in cls.__dataclass_fields__ if f != "connected_at"}
+        return cls(**fields, connected_at=connection.connected_at.timestamp())
 
 
 async def _publish(store: QueueStore, connection: Connection) -> ConnInfo:
@@ -307,10 +309,10 @@ async def expire_silent_servers(
     policy: ActivePolicy,
     keys: AeKeys,
     timeout_s: float,
-) -> int:
+) -> list[int]:
     """Servers of one environment that neither selected nor heartbeat within the timeout have died without
     IWM4DIS (the seed: the service then does the IWM4DIS processing itself): their connection is closed with
-    reason `expired` and what they held goes back to the front of its queue. Returns how many."""
+    reason `expired` and what they held goes back to the front of its queue. Returns their ids."""
     config = AeConfig.of(policy, keys.ae)
     expired = await store.silent_servers(keys, int(timeout_s * 1000))
     for server_id in expired:
@@ -325,7 +327,7 @@ async def expire_silent_servers(
             await store.redis.hdel(keys.servers, str(server_id))
         else:
             await store.reassign(keys, config, server_id=server_id)
-    return len(expired)
+    return expired
 
 
 async def list_connections(

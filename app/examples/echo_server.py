@@ -2,7 +2,8 @@
 
 Settings come from the environment: WLM_URL (default http://127.0.0.1:8000), WLM_API_KEY, WLM_SUBSYSTEM_TYPE,
 WLM_SUBSYSTEM_NAME, WLM_APPLICATION_ENVIRONMENT, WLM_WORKER_TASKS (1), WLM_WORKER_WEIGHT (1) and
-WLM_ECHO_DELAY_MS (0, a pause per request). SIGTERM or SIGINT: finish what is in hand, disconnect, exit.
+WLM_ECHO_DELAY_MS (0, a pause per request; a payload's own `delay_ms` overrides it, so a load generator can give
+each request its service time). SIGTERM or SIGINT: finish what is in hand, disconnect, exit.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ async def main() -> None:
     delay = int(os.environ.get("WLM_ECHO_DELAY_MS", "0")) / 1000
 
     async def echo(item: dict[str, Any]) -> dict[str, Any]:
-        if delay:
-            await asyncio.sleep(delay)
+        payload = item["payload"]
+        pause = payload["delay_ms"] / 1000 if isinstance(payload, dict) and isinstance(payload.get("delay_ms"), int | float) else delay
+        if pause:
+            await asyncio.sleep(pause)
         return {"echo": item["payload"]}
 
     stop = asyncio.Event()

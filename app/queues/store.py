@@ -230,13 +230,14 @@ class QueueStore:
             *_, recent = await pipe.execute()
         return [score / 1000 for _, score in recent]
 
-    async def hold_records_writer(self, k: AeKeys, owner: str, ms: int) -> bool:
-        """Take or keep the right to flush this environment's outbox for `ms`. A race at the lease's end can let
-        two processes flush one batch; its records are then written twice, which readers drop by token."""
-        if await self.redis.set(k.records_writer, owner, nx=True, px=ms):
+    async def hold_lease(self, key: str, owner: str, ms: int) -> bool:
+        """Take or keep, for `ms`, a duty that one process at a time should do (flushing an outbox, launching
+        servers). Not a fence: at the lease's end two holders can overlap for a moment, so what is leased this way
+        must stay correct done twice (an outbox batch written twice is read once: readers drop duplicates)."""
+        if await self.redis.set(key, owner, nx=True, px=ms):
             return True
-        if await self.redis.get(k.records_writer) == owner:
-            await self.redis.pexpire(k.records_writer, ms)
+        if await self.redis.get(key) == owner:
+            await self.redis.pexpire(key, ms)
             return True
         return False
 

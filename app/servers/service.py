@@ -138,13 +138,13 @@ class ServerDecision:
 
 
 async def manage_environment(
-    store: QueueStore, policy: ActivePolicy, keys: AeKeys, judged: list[PeriodPerformance], window_s: float
+    store: QueueStore, policy: ActivePolicy, keys: AeKeys, judged: list[PeriodPerformance], window_s: float, *, launching: bool
 ) -> ServerDecision:
     """Decide how many servers each service class of one environment on one node needs (Erlang C from its arrival
     rate, service time and goal), share them out under the environment's limits (most important, worst PI first),
     give each connected server a home class, and retire surplus servers: those beyond `max` always (a hard limit),
     and those beyond what the goals and `min` need when the service starts the environment's servers itself (it
-    has a start command, so it can start them again). Overflow servers are not managed."""
+    has a start command and `launching` is on, so it can start them again). Overflow servers are not managed."""
     ae = policy.application_environments[keys.ae]
     registered = {int(sid): json.loads(raw) for sid, raw in (await store.redis.hgetall(keys.servers)).items()}
     managed = {sid: info for sid, info in registered.items() if not info.get("overflow")}
@@ -165,7 +165,7 @@ async def manage_environment(
     assignment = assign_servers({sid: homes.get(str(sid)) for sid in managed}, [(a.name, a.servers) for a in allocation.values()])
     limit = ae.server_limits.max
     over_max = max(0, len(managed) - limit) if limit is not None else 0
-    retired = assignment.surplus if ae.start_command else assignment.surplus[:over_max]
+    retired = assignment.surplus if ae.start_command and launching else assignment.surplus[:over_max]
     async with store.redis.pipeline(transaction=True) as pipe:
         pipe.delete(keys.assign, keys.retire, keys.desired)
         if assignment.homes:
@@ -191,7 +191,7 @@ async def desired_servers(store: QueueStore, keys: AeKeys) -> tuple[int, dict[st
 async def server_instances(store: QueueStore, node: str, application_environment: str) -> ServerInstancesOut:
     keys = store.keys(node, application_environment)
     total, per_class = await desired_servers(store, keys)
-    connected = await _connected(store, keys)
+    connected = await connected_servers(store, keys)
     return ServerInstancesOut(
         application_environment=application_environment,
         node=node,
@@ -211,7 +211,7 @@ async def scaling(store: QueueStore, policy: ActivePolicy, name: str) -> Scaling
         if policy.hosts(ae, node):
             keys = store.keys(node, ae)
             total, per_class = await desired_servers(store, keys)
-            nodes.append(NodeScaling(node=node, desired_servers=total, connected_servers=await _connected(store, keys), desired_per_service_class=per_class))
+            nodes.append(NodeScaling(node=node, desired_servers=total, connected_servers=await connected_servers(store, keys), desired_per_service_class=per_class))
     return ScalingOut(
         application_environment=ae,
         desiredServers=sum(n.desired_servers for n in nodes),
@@ -220,5 +220,6 @@ async def scaling(store: QueueStore, policy: ActivePolicy, name: str) -> Scaling
     )
 
 
-async def _connected(store: QueueStore, keys: AeKeys) -> int:
+async def connected_servers(store: QueueStore, keys: AeKeys) -> int:
+    """Servers registered with one environment on one node, overflow servers not counted."""
     return sum(1 for raw in (await store.redis.hvals(keys.servers)) if not json.loads(raw).get("overflow"))

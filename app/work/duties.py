@@ -11,17 +11,22 @@ import asyncio
 import json
 import logging
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 
 import httpx
 from prometheus_client import Counter
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from app.connections import exit_urls
 from app.connections.models import Connection
 from app.connections.service import expire_silent_servers, purge_departed_again
+from app.operator.service import apply_event
+from app.operator.states import UNEXPECTED_TERMINATION_WINDOW_S, AEState, InternalEvent, stopped_after
+from app.policy.active import ActivePolicy
 from app.queues.keys import AeKeys
 from app.queues.store import AeConfig, now_ms
+from app.servers.launcher import Launcher
 from app.servers.service import evaluate_environment, manage_environment
 from app.state import AppState
 from app.work import exits, records
@@ -44,12 +49,17 @@ class Duties:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self._exit_secrets: dict[int, str | None] = {}
-        self._owner = secrets.token_hex(8)  # this process, as the holder of an outbox's writer lease
+        self._owner = secrets.token_hex(8)
+        self.launcher: Launcher | None = None  # this process, as the holder of an outbox's writer lease
         self._periods: dict[int, records.PeriodTable] = {}  # policy versions the records of which were written
 
     async def start(self) -> None:
         await records.start_writer()
         settings = self.state.settings
+        if settings.launcher:
+            host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
+            self.launcher = Launcher(self.state, settings.node, f"http://{host}:{settings.port}")
+            self._tasks.append(asyncio.create_task(self._every(settings.lease_check_seconds, self.launcher.reconcile), name="wlm-duty-launcher"))
         for name, interval, duty in (
             ("leases", settings.lease_check_seconds, self.expire_leases),
             ("records", settings.records_flush_seconds, self.flush_records),
@@ -63,6 +73,8 @@ class Duties:
         for task in self._tasks:
             task.cancel()
         await asyncio.wait(self._tasks, timeout=10)
+        if self.launcher is not None:
+            await self.launcher.stop()
         await self.http.aclose()
 
     async def _every(self, interval: float, duty: Callable[[], Awaitable[object]]) -> None:
@@ -104,8 +116,9 @@ class Duties:
                 self.state.settings.heartbeat_timeout_seconds,
             )
             if silent:
-                SILENT_SERVERS.labels(keys.ae).inc(silent)
-                log.warning("%d server(s) of %s on %s fell silent: connections closed, their work given back", silent, keys.ae, keys.node)
+                SILENT_SERVERS.labels(keys.ae).inc(len(silent))
+                log.warning("%d server(s) of %s on %s fell silent: connections closed, their work given back", len(silent), keys.ae, keys.node)
+                await self._count_unexpected_terminations(keys, silent)
             result = await self.state.queues.reassign(keys, config)
             if result.requeued:
                 REASSIGNED.labels(keys.ae).inc(result.requeued)
@@ -113,6 +126,29 @@ class Duties:
                 ABANDONED.labels(keys.ae).inc(len(result.abandoned))
             await self.state.queues.forget_tombstones(keys)
         await purge_departed_again(self.state.queues, policy)
+        await self._report_drained(policy)
+
+    async def _count_unexpected_terminations(self, keys: AeKeys, servers: list[int]) -> None:
+        """Five unexpected terminations within ten minutes put the environment in STOPPED (the seed's rule)."""
+        for server_id in servers:
+            times = await self.state.queues.record_termination(keys, server_id, int(UNEXPECTED_TERMINATION_WINDOW_S * 1000))
+            if stopped_after(times, time.time()):
+                async with self.state.sessions() as session:
+                    reason = f"{len(times)} unexpected server terminations on {keys.node} within {UNEXPECTED_TERMINATION_WINDOW_S:.0f} s"
+                    if await apply_event(session, self.state.operator, keys.ae, InternalEvent.UNEXPECTED_TERMINATIONS_EXCEEDED, reason) is AEState.STOPPED:
+                        log.warning("%s is STOPPED: %s; RESUME it once the cause is fixed", keys.ae, reason)
+
+    async def _report_drained(self, policy: ActivePolicy) -> None:
+        """Move QUIESCING, REFRESHING and RESUMING environments on once the servers they wait for are gone."""
+        for name, record in (await self.state.operator.states()).items():
+            if record.state not in (AEState.QUIESCING, AEState.REFRESHING, AEState.RESUMING) or name not in policy.application_environments:
+                continue
+            query = select(func.count()).where(Connection.role == "server", Connection.state == "active", Connection.application_environment == name)
+            if record.state is AEState.REFRESHING and record.refreshed_at is not None:
+                query = query.where(Connection.connected_at < record.refreshed_at)  # the replacements may stay
+            async with self.state.sessions() as session:
+                if record.state is AEState.RESUMING or not await session.scalar(query):
+                    await apply_event(session, self.state.operator, name, InternalEvent.SERVERS_DRAINED, f"from {record.state}")
 
     async def manage_to_goals(self) -> None:
         """Judge each service class against its goal, then decide the servers (app.servers.service)."""
@@ -122,15 +158,15 @@ class Duties:
         for keys, _ in await self._environments():
             window = self.state.settings.goal_window_seconds
             judged = await evaluate_environment(self.state.queues, policy, keys, window)
-            await manage_environment(self.state.queues, policy, keys, judged, window)
+            await manage_environment(self.state.queues, policy, keys, judged, window, launching=self.state.settings.launcher)
 
     async def flush_records(self) -> int:
         """Returns how many records were written (tests flush on demand). One process at a time flushes an
-        environment's outbox (`hold_records_writer`), so a batch is written once."""
+        environment's outbox (a lease, `hold_lease`), so a batch is written once."""
         written, settings = 0, self.state.settings
         lease_ms = int(max(10 * settings.records_flush_seconds, 10) * 1000)
         for keys, _ in await self._environments():
-            if not await self.state.queues.hold_records_writer(keys, self._owner, lease_ms):
+            if not await self.state.queues.hold_lease(keys.records_writer, self._owner, lease_ms):
                 continue
             while entries := await self.state.queues.pending_records(keys, settings.records_batch):
                 count, missing = await records.write_outbox_in_writer(settings.records_dir, entries, self._periods)

@@ -24,6 +24,8 @@ from app.errors import (
     ValidationFailed,
     lua_error,
 )
+from app.operator.service import OperatorStore
+from app.operator.states import AEState, servers_must_end
 from app.policy.active import ActivePolicy
 from app.policy.service import PolicyStore, qualifier_attributes
 from app.queues.keys import AeKeys, enclave_key, parse_token
@@ -56,6 +58,7 @@ class Work:
 
     sessions: async_sessionmaker[AsyncSession]
     connections: ConnectionCache
+    operator: OperatorStore
     store: QueueStore
     policies: PolicyStore
     dispatcher: Dispatcher
@@ -226,10 +229,11 @@ class Work:
         policy = await self.policies.active()
         assert server.node and server.application_environment
         config = AeConfig.of(policy, server.application_environment)
-        if config is None:
+        reason = await self._reason_to_end(server, policy) if config is not None else "the application environment is no longer in the active policy"
+        if reason is not None:
             ended, end_errors = _split_outcomes(ends, await self._end_many(server, ends))
-            reason = "the application environment is no longer in the active policy"
             return SelectOut(items=[], ended=ended, end_errors=end_errors, terminate=True, reason_code=TERMINATE_REASON, reason=reason)
+        assert config is not None
         outcomes, valid = self._prepare_ends(server, ends)
         keys = self.store.keys(server.node, server.application_environment)
         wait = min(body.wait_seconds, self.settings.max_wait_seconds)
@@ -244,6 +248,19 @@ class Work:
         if not items and not ended and not end_errors:
             return None
         return SelectOut(items=[_item_out(keys, config, s) for s in items], ended=ended, end_errors=end_errors)
+
+    async def _reason_to_end(self, server: ConnInfo, policy: ActivePolicy) -> str | None:
+        """Why the operator's state of the server's environment ends it (after what it ends in this call), if it
+        does: QUIESCE (and QUIESCED, DELETING) ends every server; REFRESH those connected before it."""
+        assert server.application_environment
+        state = await self.operator.state_of(server.application_environment, policy)
+        if not servers_must_end(state):
+            return None
+        if state is AEState.REFRESHING:
+            record = (await self.operator.states()).get(server.application_environment)
+            if record is None or record.refreshed_at is None or server.connected_at >= record.refreshed_at.timestamp():
+                return None  # a replacement, started after the refresh
+        return f"the application environment is {state}"
 
     async def _try_select(
         self, keys: AeKeys, config: AeConfig, server: ConnInfo, body: SelectIn, ends: list[EndArgs]

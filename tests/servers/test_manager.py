@@ -8,12 +8,12 @@ from tests.conftest import ADMIN
 from tests.work.conftest import BATCH, ONLINE, make_world, policy_document
 
 
-async def _manage(app):
+async def _manage(app, launching: bool = False):
     state = app.state.wlm
     policy = await state.policies.active()
     keys = state.queues.keys("LOCAL", "PAYROLL")
     judged = await evaluate_environment(state.queues, policy, keys, 60)
-    return await manage_environment(state.queues, policy, keys, judged, 60), keys
+    return await manage_environment(state.queues, policy, keys, judged, 60, launching=launching), keys
 
 
 async def test_each_class_with_work_gets_a_home_server_and_a_server_serves_its_home_class_first(client, app):
@@ -56,7 +56,9 @@ async def test_started_servers_beyond_what_goals_and_min_need_are_retired(client
     # With a start command the service starts this environment's servers itself, so it may also stop them.
     world = await make_world(client, policy_document(server_limits={"min": 1, "max": 8}))
     servers = [await world.server() for _ in range(3)]
-    decision, _ = await _manage(app)
+    decision, _ = await _manage(app)  # this process does not launch: hand-started servers are kept
+    assert decision.desired_total == 1 and decision.retired == []
+    decision, _ = await _manage(app, launching=True)
     assert decision.desired_total == 1 and len(decision.retired) == 2
     answers = [await world.select(token, expect=None) for token in servers]
     # The oldest waits for work (204); the two newest are told to end.

@@ -55,6 +55,8 @@ async def test_average_and_percentile_goals_are_judged_from_what_ended(client, a
     assert (period["application_environment"], period["node"], period["period"], period["ended"]) == ("PAYROLL", "LOCAL", 1, 4)
     assert period["performance_index"] == batch.performance_index
     assert period["goal"] == {"type": "average", "response_time_ms": 2000}
+    display = (await client.get("/v1/application-environments/PAYROLL", headers=ADMIN)).json()
+    assert display["performance"]["BATCH"] == batch.performance_index and display["performance"]["REPORTS"] is None
 
 
 async def test_unknown_service_class_is_404(client, app):

@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import TypeAdapter
+
+from app.audit.models import AuditEvent
+from app.audit.service import list_events
+from app.auth.roles import PrincipalInfo, Role
+from app.deps import SessionDep, StateDep, Viewer, require
+from app.errors import BadRequest, PayloadTooLarge
+from app.operator import service
+from app.operator.commands import DisplayCommand, VaryBody
+from app.operator.schemas import ApplicationEnvironmentList, ApplicationEnvironmentOut, OperatorCommandList, OperatorCommandOut, VaryOut
+from app.state import AppState
+
+router = APIRouter(prefix="/v1", tags=["operator"])
+
+Operator = Annotated[PrincipalInfo, Depends(require(Role.OPERATOR))]
+
+# A command is at most a few hundred characters; a body far beyond that is not one.
+MAX_COMMAND_BODY_BYTES = 4096
+
+
+def _inline_definitions(schema: dict[str, Any]) -> dict[str, Any]:
+    """The body schema with its `$defs` put in place of their references: the OpenAPI document has no `$defs`."""
+    definitions = schema.pop("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            reference = node.get("$ref", "")
+            if reference.startswith("#/$defs/"):
+                return resolve(definitions[reference.removeprefix("#/$defs/")])
+            return {key: resolve(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [resolve(item) for item in node]
+        return node
+
+    return resolve(schema)  # type: ignore[no-any-return]
+
+
+# The body is read by service.parse_operator_command rather than as a FastAPI parameter (see parse_vary_body), so it
+# is declared here for the OpenAPI document.
+_COMMAND_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": 'The text form `{"command": "VARY WLM,APPLENV=PAYROLL,QUIESCE"}` (case-insensitive; `V`, `Q`, `DYNAPPL=` '
+        "accepted; a `DISPLAY WLM,APPLENV=pattern` text is answered like GET /v1/application-environments) or the structured "
+        'form `{"action": "QUIESCE", "application_environment": "PAYROLL", "dynamic": false}`.',
+        "content": {"application/json": {"schema": _inline_definitions(TypeAdapter(VaryBody).json_schema())}},
+    }
+}
+
+
+def _json_body(raw: bytes) -> Any:
+    if len(raw) > MAX_COMMAND_BODY_BYTES:
+        raise PayloadTooLarge(f"an operator command body may have at most {MAX_COMMAND_BODY_BYTES} bytes")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"the body is not valid JSON: {exc}", code="malformed_json") from exc
+
+
+async def _display(state: AppState, command: DisplayCommand) -> ApplicationEnvironmentList:
+    items = await service.display(state.queues, state.operator, await state.policies.current(), command)
+    return ApplicationEnvironmentList(command=service.display_text(command), items=items)
+
+
+@router.post(
+    "/operator/commands",
+    response_model=VaryOut | ApplicationEnvironmentList,
+    openapi_extra=_COMMAND_BODY,
+    summary="VARY WLM,APPLENV=name,QUIESCE|RESUME|REFRESH (and DISPLAY WLM,APPLENV=pattern)",
+)
+async def operator_command(
+    request: Request, session: SessionDep, state: StateDep, operator: Operator
+) -> VaryOut | ApplicationEnvironmentList:
+    command = service.parse_operator_command(_json_body(await request.body()))
+    if isinstance(command, DisplayCommand):
+        return await _display(state, command)
+    result = await service.vary(session, state.operator, await state.policies.active(), operator.name, command)
+    return VaryOut(
+        command=str(result.command),
+        application_environment=result.command.application_environment,
+        dynamic=result.command.dynamic,
+        previous_state=result.previous_state,
+        state=result.state,
+        changed_at=result.changed_at,
+        changed_by=result.changed_by,
+    )
+
+
+def _command_out(event: AuditEvent) -> OperatorCommandOut:
+    return OperatorCommandOut(id=event.id, at=event.at, actor=event.actor, application_environment=event.target, **event.detail)
+
+
+@router.get("/operator/commands", response_model=OperatorCommandList, summary="VARY commands, accepted and refused, newest first")
+async def list_commands(
+    session: SessionDep,
+    _: Viewer,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> OperatorCommandList:
+    events, total = await list_events(session, action=service.VARY_ACTION, limit=limit, offset=offset)
+    return OperatorCommandList(items=[_command_out(event) for event in events], total=total, limit=limit, offset=offset)
+
+
+NamePattern = Annotated[
+    str,
+    Query(
+        min_length=1, max_length=32, pattern=r"^[A-Za-z0-9$#@_.*-]+$", description="a name, or a pattern with `*` for any run of characters"
+    ),
+]
+
+
+@router.get(
+    "/application-environments",
+    response_model=ApplicationEnvironmentList,
+    summary="D WLM,APPLENV=pattern: state, servers, in-flight and queued work of each application environment",
+)
+async def display_application_environments(state: StateDep, _: Viewer, name: NamePattern = "*") -> ApplicationEnvironmentList:
+    return await _display(state, DisplayCommand(name.upper(), dynamic=False))
+
+
+@router.get(
+    "/application-environments/{name}", response_model=ApplicationEnvironmentOut, summary="D WLM,APPLENV=name: one application environment"
+)
+async def display_application_environment(name: str, state: StateDep, _: Viewer) -> ApplicationEnvironmentOut:
+    return await service.describe(state.queues, state.operator, await state.policies.current(), name)

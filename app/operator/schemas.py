@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from app.operator.states import AEState
+
+
+class VaryOut(BaseModel):
+    """An accepted VARY command: the state it left and the one it entered."""
+
+    command: str = Field(description="the command in its canonical spelling, e.g. `VARY WLM,APPLENV=PAYROLL,QUIESCE`")
+    application_environment: str
+    dynamic: bool
+    previous_state: AEState
+    state: AEState
+    changed_at: datetime
+    changed_by: str
+
+
+class NodeActivity(BaseModel):
+    node: str
+    servers: int = Field(description="servers connected to this environment on this node")
+    in_flight: int = Field(description="requests its servers hold (selected or begun)")
+    queued: dict[str, int] = Field(description="queued requests per service class (classes with none left out)")
+
+
+class ApplicationEnvironmentOut(BaseModel):
+    """One line of `D WLM,APPLENV=...`: the state and what the environment holds, over every node hosting it."""
+
+    name: str
+    state: AEState
+    dynamic: bool = False
+    in_policy: bool = Field(description="false for an environment the active policy no longer names (DELETING)")
+    subsystem_type: str | None = Field(description="null once the environment has left the policy")
+    changed_at: datetime | None = Field(description="when the state last changed; null: never (AVAILABLE from the start)")
+    changed_by: str | None = Field(description="the principal of the command, or `wlm` for an internal event")
+    reason: str | None = Field(description="the command or the internal event that set the state")
+    refreshed_at: datetime | None = Field(description="when the last REFRESH was accepted")
+    servers: int
+    in_flight: int
+    queued: dict[str, int] = Field(description="queued requests per service class, summed over nodes, most important class first")
+    queued_total: int
+    nodes: list[NodeActivity] = Field(
+        description="the nodes hosting the environment (for one that left the policy: those still holding some of it)"
+    )
+    performance: dict[str, float | None] | None = Field(
+        default=None, description="performance index per service class (first period, the worst over the nodes) from the latest goal evaluation; null before the first"
+    )
+
+
+class ApplicationEnvironmentList(BaseModel):
+    command: str = Field(description="the DISPLAY command answered, e.g. `DISPLAY WLM,APPLENV=*`")
+    items: list[ApplicationEnvironmentOut]
+
+
+class OperatorCommandOut(BaseModel):
+    """A VARY command as the audit trail recorded it, accepted or refused."""
+
+    id: int
+    at: datetime
+    actor: str
+    command: str
+    application_environment: str
+    dynamic: bool
+    result: Literal["accepted", "refused"]
+    previous_state: AEState | None = None
+    state: AEState | None = Field(default=None, description="accepted: the new state; refused for the state: the state it was in")
+    error: str | None = Field(default=None, description="refused: the error code (`wrong_state`, `unknown_application_environment`, ...)")
+    message: str | None = None
+
+
+class OperatorCommandList(BaseModel):
+    items: list[OperatorCommandOut]
+    total: int
+    limit: int
+    offset: int

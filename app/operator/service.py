@@ -1,0 +1,304 @@
+"""Application environment states: kept in the database, changed by operator commands and internal events, displayed.
+
+A change is one transaction: the state row (read FOR UPDATE on PostgreSQL; on SQLite the row's version makes a lost
+update fail instead) and its audit event, so two concurrent commands cannot both pass the state check and the audit
+trail holds exactly the changes made. Every process caches the states for a short time (OperatorStore).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.orm.exc import StaleDataError
+
+from app.audit.service import record
+from app.db import utcnow
+from app.errors import Conflict, NotFound
+from app.operator.commands import COMMAND_MAX_LENGTH, Action, DisplayCommand, VaryCommand, parse_command, parse_vary_body
+from app.operator.models import REASON_MAX_LENGTH, ApplicationEnvironmentState
+from app.operator.schemas import ApplicationEnvironmentOut, NodeActivity
+from app.operator.states import AEState, InternalEvent, transition
+from app.policy.active import ActivePolicy
+from app.queues.store import QueueStore
+from app.servers.schemas import PeriodPerformance
+from app.ttl_cache import TtlCache
+
+VARY_ACTION = "operator.vary"
+EVENT_ACTION = "operator.event"
+# Who changes a state on an internal event, in the state row and the audit trail.
+SYSTEM_ACTOR = "wlm"
+UNKNOWN_APPLICATION_ENVIRONMENT = "unknown_application_environment"
+# A change that keeps meeting another process's change to the same row gives up after this many tries.
+CHANGE_ATTEMPTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class AEStateRecord:
+    state: AEState
+    changed_at: datetime
+    changed_by: str
+    reason: str
+    refreshed_at: datetime | None
+
+
+def _record_of(row: ApplicationEnvironmentState) -> AEStateRecord:
+    return AEStateRecord(AEState(row.state), row.changed_at, row.changed_by, row.reason, row.refreshed_at)
+
+
+def _state_in(states: Mapping[str, AEStateRecord], name: str, policy: ActivePolicy | None) -> AEState:
+    stored = states.get(name)
+    if stored is None:
+        return AEState.AVAILABLE
+    # Left the policy: DELETING at once, whether or not the manager loop has reported removed_from_policy yet.
+    if policy is None or name not in policy.application_environments:
+        return AEState.DELETING
+    return stored.state
+
+
+class OperatorStore:
+    """The stored states, cached per process for `ttl_seconds` (a change on this process is seen at once, another
+    replica's within the time), read with short sessions of its own like PolicyStore."""
+
+    STATES = "states"
+
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], ttl_seconds: float) -> None:
+        self.sessions = sessions
+        self._states: TtlCache[Mapping[str, AEStateRecord]] = TtlCache(ttl_seconds)
+
+    async def states(self) -> Mapping[str, AEStateRecord]:
+        """Every application environment that has a row; the others are AVAILABLE."""
+        return await self._states.get_or_load(self.STATES, self._load)
+
+    async def _load(self) -> Mapping[str, AEStateRecord]:
+        async with self.sessions() as session:
+            rows = await session.scalars(select(ApplicationEnvironmentState))
+            return MappingProxyType({row.name: _record_of(row) for row in rows})
+
+    async def state_of(self, name: str, policy: ActivePolicy | None) -> AEState:
+        return _state_in(await self.states(), name, policy)
+
+    def invalidate(self) -> None:
+        self._states.clear()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Changing a state
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class VaryResult:
+    command: VaryCommand
+    previous_state: AEState
+    state: AEState
+    changed_at: datetime
+    changed_by: str
+
+
+def parse_operator_command(data: Any) -> VaryCommand | DisplayCommand:
+    """A POST /v1/operator/commands body (decoded JSON): a VARY in either form, or the text of a DISPLAY, answered like
+    GET /v1/application-environments. Anything else is refused as the VARY body it most resembles."""
+    text = data.get("command") if isinstance(data, dict) and len(data) == 1 else None
+    if isinstance(text, str) and len(text) <= COMMAND_MAX_LENGTH:
+        return parse_command(text)
+    return parse_vary_body(data)
+
+
+async def vary(session: AsyncSession, store: OperatorStore, policy: ActivePolicy, actor: str, command: VaryCommand) -> VaryResult:
+    """Apply an operator's VARY. A refusal (unknown environment, wrong state) is audited too, then raised."""
+    name = command.application_environment
+    audited = {"command": str(command), "dynamic": command.dynamic}
+    try:
+        _check_named(policy, command)
+        previous, state, row = await _change(session, store, name, command.action, actor, str(command), VARY_ACTION, audited)
+    except (NotFound, Conflict) as refused:
+        await session.rollback()
+        current = refused.details.get("state")
+        record(session, actor, VARY_ACTION, name, **audited, result="refused", error=refused.code, message=refused.message, state=current)
+        await session.commit()
+        raise
+    assert row is not None  # every command changes the state
+    return VaryResult(command, previous, state, row.changed_at, row.changed_by)
+
+
+def _check_named(policy: ActivePolicy, command: VaryCommand) -> None:
+    name = command.application_environment
+    static = name in policy.application_environments
+    if command.dynamic:
+        if static:
+            raise Conflict(
+                f"{name} is an application environment of the service definition, not a dynamic one: use APPLENV={name}",
+                code="not_dynamic",
+                application_environment=name,
+            )
+        raise NotFound(
+            f"no dynamic application environment {name} is defined (queue managers cannot define dynamic ones yet)",
+            code=UNKNOWN_APPLICATION_ENVIRONMENT,
+            application_environment=name,
+        )
+    if not static:
+        raise NotFound(
+            f"the active policy (version {policy.version}) has no application environment {name}",
+            code=UNKNOWN_APPLICATION_ENVIRONMENT,
+            application_environment=name,
+        )
+
+
+async def apply_event(session: AsyncSession, store: OperatorStore, name: str, event: InternalEvent, reason: str) -> AEState:
+    """Apply what the manager loop observed (`reason` says more, e.g. which servers drained); returns the state after it.
+    An event that does not matter in the current state changes, stores and audits nothing."""
+    text = f"{event}: {reason}" if reason else str(event)
+    _, state, _ = await _change(session, store, name, event, SYSTEM_ACTOR, text, EVENT_ACTION, {"event": event.value, "reason": reason})
+    return state
+
+
+async def _change(
+    session: AsyncSession,
+    store: OperatorStore,
+    name: str,
+    event: Action | InternalEvent,
+    actor: str,
+    reason: str,
+    audit_action: str,
+    audited: dict[str, Any],
+) -> tuple[AEState, AEState, ApplicationEnvironmentState | None]:
+    """(previous state, new state, the row as stored or None when nothing changed), or the Conflict of transition()."""
+    for _ in range(CHANGE_ATTEMPTS):
+        row = await session.scalar(select(ApplicationEnvironmentState).where(ApplicationEnvironmentState.name == name).with_for_update())
+        previous = AEState(row.state) if row is not None else AEState.AVAILABLE
+        state = transition(previous, event)
+        if state == previous:
+            await session.rollback()  # releases the row lock
+            return previous, state, None
+        now = utcnow()
+        if row is None:
+            row = ApplicationEnvironmentState(name=name)
+            session.add(row)
+        row.state, row.changed_at, row.changed_by, row.reason = state.value, now, actor, reason[:REASON_MAX_LENGTH]
+        if event is Action.REFRESH:
+            row.refreshed_at = now
+        record(session, actor, audit_action, name, **audited, result="accepted", previous_state=previous.value, state=state.value)
+        try:
+            await session.commit()
+        except (IntegrityError, StaleDataError):
+            # Another process inserted or changed the row since it was read (SQLite; PostgreSQL only for a first
+            # row, which FOR UPDATE cannot lock before it exists): read it again and decide again.
+            await session.rollback()
+            continue
+        store.invalidate()
+        return previous, state, row
+    raise Conflict(f"the state of {name} kept changing under this command; try again", code="concurrent_change")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# DISPLAY WLM,APPLENV=...
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def display_text(command: DisplayCommand) -> str:
+    return f"DISPLAY WLM,{'DYNAPPL' if command.dynamic else 'APPLENV'}={command.pattern}"
+
+
+async def display(
+    queues: QueueStore, store: OperatorStore, policy: ActivePolicy | None, command: DisplayCommand
+) -> list[ApplicationEnvironmentOut]:
+    """The environments matching the command's pattern, by name: those of the policy and those that left it (DELETING)."""
+    if command.dynamic:
+        return []  # no dynamic application environment can be defined yet
+    states = await store.states()
+    names = set(policy.application_environments if policy else ()) | set(states)
+    return await _describe(queues, policy, states, sorted(name for name in names if command.matches(name)))
+
+
+async def describe(queues: QueueStore, store: OperatorStore, policy: ActivePolicy | None, name: str) -> ApplicationEnvironmentOut:
+    name = name.upper()
+    states = await store.states()
+    if name not in states and (policy is None or name not in policy.application_environments):
+        raise NotFound(f"no application environment {name}", code=UNKNOWN_APPLICATION_ENVIRONMENT, application_environment=name)
+    [described] = await _describe(queues, policy, states, [name])
+    return described
+
+
+async def _describe(
+    queues: QueueStore, policy: ActivePolicy | None, states: Mapping[str, AEStateRecord], names: Sequence[str]
+) -> list[ApplicationEnvironmentOut]:
+    places = _places(policy, names)
+    async with queues.redis.pipeline(transaction=False) as pipe:
+        for name, node in places:
+            keys = queues.keys(node, name)
+            pipe.hlen(keys.servers)
+            pipe.hvals(keys.inflight)
+            pipe.hgetall(keys.depth)
+            pipe.hgetall(keys.performance)
+        replies = await pipe.execute() if places else []
+    rank = {service_class: index for index, service_class in enumerate(policy.class_order if policy else ())}
+    activity: dict[str, list[NodeActivity]] = {name: [] for name in names}
+    # PI of each class's first period, the worst over the nodes (the latest goal evaluation, app.servers.service).
+    performance: dict[str, dict[str, float | None]] = {name: {} for name in names}
+    for index, (name, node) in enumerate(places):
+        servers, held, depth, judged = replies[4 * index : 4 * index + 4]
+        for raw in judged.values():
+            period = PeriodPerformance.model_validate_json(raw)
+            if period.period == 1:
+                seen = performance[name].get(period.service_class)
+                pi = period.performance_index
+                performance[name][period.service_class] = pi if seen is None or (pi is not None and pi > seen) else seen
+        queued = _most_important_first({sc: int(count) for sc, count in depth.items() if int(count) > 0}, rank)
+        on_node = NodeActivity(node=node, servers=int(servers), in_flight=sum(int(count) for count in held), queued=queued)
+        in_policy = policy is not None and name in policy.application_environments
+        if in_policy or on_node.servers or on_node.in_flight or on_node.queued:
+            activity[name].append(on_node)
+    return [_display_line(name, policy, states, activity[name], rank, performance[name] or None) for name in names]
+
+
+def _places(policy: ActivePolicy | None, names: Sequence[str]) -> list[tuple[str, str]]:
+    """(environment, node) pairs to read: the nodes hosting each environment; for one that left the policy, every node,
+    to find what it left there."""
+    if policy is None:
+        return []
+    environments = policy.application_environments
+    return [(name, node) for name in names for node in policy.nodes if name not in environments or policy.hosts(name, node)]
+
+
+def _most_important_first(queued: Mapping[str, int], rank: Mapping[str, int]) -> dict[str, int]:
+    """Service classes in the order select serves them; classes the policy no longer has last, by name."""
+    return dict(sorted(queued.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0])))
+
+
+def _display_line(
+    name: str,
+    policy: ActivePolicy | None,
+    states: Mapping[str, AEStateRecord],
+    nodes: list[NodeActivity],
+    rank: Mapping[str, int],
+    performance: dict[str, float | None] | None,
+) -> ApplicationEnvironmentOut:
+    definition = policy.application_environments.get(name) if policy else None
+    stored = states.get(name)
+    queued: dict[str, int] = {}
+    for node in nodes:
+        for service_class, count in node.queued.items():
+            queued[service_class] = queued.get(service_class, 0) + count
+    return ApplicationEnvironmentOut(
+        name=name,
+        state=_state_in(states, name, policy),
+        in_policy=definition is not None,
+        subsystem_type=definition.subsystem_type if definition else None,
+        changed_at=stored.changed_at if stored else None,
+        changed_by=stored.changed_by if stored else None,
+        reason=stored.reason if stored else None,
+        refreshed_at=stored.refreshed_at if stored else None,
+        servers=sum(node.servers for node in nodes),
+        in_flight=sum(node.in_flight for node in nodes),
+        queued=_most_important_first(queued, rank),
+        queued_total=sum(queued.values()),
+        nodes=nodes,
+        performance=performance,
+    )

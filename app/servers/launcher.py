@@ -1,0 +1,156 @@
+"""The launcher: on this host, starts the server processes of application environments that have a start
+command, so that they have as many servers as the manager decided (`{…}:desired`), as z/OS WLM starts server
+address spaces from the environment's procedure.
+
+- Only while the environment's state allows new servers (not QUIESCING, QUIESCED, STOPPED, DELETING).
+- Servers connected by hand count: only what the connected servers (or the launched ones not connected yet)
+  lack is started. Surplus servers are not killed here: the manager retires them, and they end themselves at
+  their next select (0C14) after finishing what they hold.
+- A process that exits within START_GRACE_SECONDS with a failure status (not killed by a signal) failed to start:
+  no new start for that environment for FAILED_START_BACKOFF_SECONDS (the seed's "JCL error" case), so a broken
+  command does not spin. A server that dies later, or by a signal, is replaced at once; if it died without
+  disconnecting, its silence counts as an unexpected termination (five in ten minutes: STOPPED).
+- Each process gets the connect details in its environment (WLM_URL, WLM_API_KEY, WLM_SUBSYSTEM_TYPE,
+  WLM_SUBSYSTEM_NAME, WLM_APPLICATION_ENVIRONMENT, WLM_NODE), writes its output to
+  `<data dir>/servers/<AE>-<n>.log`, and dies with the service process (SIGTERM on the parent's death).
+- One service process per node launches at a time (a lease in Redis), so replicas do not each start a set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import secrets
+import signal
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from app.auth.service import ensure_launcher_key
+from app.connections.models import Connection
+from app.embedded_redis import die_with_parent
+from app.operator.states import may_start_servers
+from app.policy.schemas import ApplicationEnvironment
+from app.servers.service import connected_servers, desired_servers
+from app.state import AppState
+
+log = logging.getLogger(__name__)
+
+START_GRACE_SECONDS = 10.0
+FAILED_START_BACKOFF_SECONDS = 30.0
+STOP_TIMEOUT_SECONDS = 10.0
+
+
+@dataclass
+class _Launched:
+    process: asyncio.subprocess.Process
+    started_at: float
+    log_name: str
+
+
+class Launcher:
+    def __init__(self, state: AppState, node: str | None, url: str) -> None:
+        """`node`: the node this host is (None: the policy's only, or first, node)."""
+        self.state, self.configured_node, self.url = state, node, url
+        self._owner = secrets.token_hex(8)
+        self._launched: dict[str, list[_Launched]] = defaultdict(list)
+        self._retry_at: dict[str, float] = {}
+        self._serial = itertools.count(1)
+        self._key: str | None = None
+
+    def running(self, application_environment: str) -> int:
+        return len(self._launched[application_environment])
+
+    async def reconcile(self) -> None:
+        """Bring each environment with a start command to its desired server count (one pass)."""
+        for name in list(self._launched):
+            self._reap(name)
+        policy = await self.state.policies.current()
+        if policy is None:
+            return
+        node = self.configured_node or policy.nodes[0]
+        lease_ms = int(max(3 * self.state.settings.lease_check_seconds, 10) * 1000)
+        if not await self.state.queues.hold_lease(f"{self.state.settings.redis_prefix}:launcher:{node}", self._owner, lease_ms):
+            return
+        for ae in policy.application_environments.values():
+            if not ae.start_command or not policy.hosts(ae.name, node):
+                continue
+            if not may_start_servers(await self.state.operator.state_of(ae.name, policy)):
+                continue
+            if time.monotonic() < self._retry_at.get(ae.name, 0):
+                continue
+            keys = self.state.queues.keys(node, ae.name)
+            desired, _ = await desired_servers(self.state.queues, keys)
+            missing = desired - max(await connected_servers(self.state.queues, keys), self.running(ae.name))
+            if missing > 0:
+                subsystem_name = await self._subsystem_name(ae.subsystem_type)
+                if subsystem_name is None:
+                    continue  # a server may connect only while a queue manager of its subsystem is connected
+                for _ in range(missing):
+                    await self._start(ae, node, subsystem_name)
+
+    def _reap(self, name: str) -> None:
+        alive = []
+        for launched in self._launched[name]:
+            code = launched.process.returncode
+            if code is None:
+                alive.append(launched)
+            elif code > 0 and time.monotonic() - launched.started_at < START_GRACE_SECONDS:  # not killed: it gave up
+                self._retry_at[name] = time.monotonic() + FAILED_START_BACKOFF_SECONDS
+                log.warning("server %s of %s failed to start (exit %s); no new start for %.0f s; see its log", launched.log_name, name, code, FAILED_START_BACKOFF_SECONDS)
+            else:
+                log.info("server %s of %s ended (exit %s)", launched.log_name, name, code)
+        self._launched[name] = alive
+
+    async def _subsystem_name(self, subsystem_type: str) -> str | None:
+        async with self.state.sessions() as session:
+            return await session.scalar(
+                select(Connection.subsystem_name)
+                .where(Connection.role == "queue_manager", Connection.state == "active", Connection.subsystem_type == subsystem_type)
+                .order_by(Connection.id)
+                .limit(1)
+            )
+
+    async def _start(self, ae: ApplicationEnvironment, node: str, subsystem_name: str) -> None:
+        assert ae.start_command
+        if self._key is None:
+            self._key = await ensure_launcher_key(self.state.sessions, self.state.settings.data_dir)
+        directory = self.state.settings.data_dir / "servers"
+        directory.mkdir(parents=True, exist_ok=True)
+        log_name = f"{ae.name}-{os.getpid()}-{next(self._serial)}"
+        env = {
+            **os.environ,
+            "WLM_URL": self.url,
+            "WLM_API_KEY": self._key,
+            "WLM_SUBSYSTEM_TYPE": ae.subsystem_type,
+            "WLM_SUBSYSTEM_NAME": subsystem_name,
+            "WLM_APPLICATION_ENVIRONMENT": ae.name,
+            "WLM_NODE": node,
+        }
+        with (directory / f"{log_name}.log").open("ab") as output:
+            try:
+                process = await asyncio.create_subprocess_exec(
+                    *ae.start_command, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=output, stderr=output, preexec_fn=die_with_parent
+                )
+            except OSError as exc:  # no such program: as a failed start
+                self._retry_at[ae.name] = time.monotonic() + FAILED_START_BACKOFF_SECONDS
+                log.warning("cannot start a server of %s (%s): no new start for %.0f s", ae.name, exc, FAILED_START_BACKOFF_SECONDS)
+                return
+        self._launched[ae.name].append(_Launched(process, time.monotonic(), log_name))
+        log.info("started server %s of %s (pid %d)", log_name, ae.name, process.pid)
+
+    async def stop(self) -> None:
+        """End every launched server: SIGTERM (they finish what they hold and disconnect), then SIGKILL."""
+        processes = [launched.process for group in self._launched.values() for launched in group if launched.process.returncode is None]
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        if processes:
+            await asyncio.wait([asyncio.create_task(p.wait()) for p in processes], timeout=STOP_TIMEOUT_SECONDS)
+            for process in processes:
+                if process.returncode is None:
+                    process.kill()
+        self._launched.clear()
