@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
@@ -57,9 +58,32 @@ def test_embedded_defaults_bootstrap_key_and_cli(service):
     assert no_key.returncode == 1 and "invalid_api_key" in no_key.stderr
 
 
-def test_sigterm_stops_the_embedded_redis(service):
-    port = int((service["dir"] / "data" / "redis" / "redis.port").read_text())
-    service["process"].send_signal(signal.SIGTERM)
-    assert service["process"].wait(timeout=30) == 0
+def test_sigterm_stops_the_embedded_redis_and_every_helper_process(tmp_path):
+    process = ServiceProcess(tmp_path, workers="2")  # with a supervisor, whose workers' own children once stayed behind
+    process.start()
+    port = int((tmp_path / "data" / "redis" / "redis.port").read_text())
+    data_dir = str(tmp_path / "data")
+    assert _processes_of(data_dir)  # the service's own processes (server, workers, records writers) while it runs
+    process.process.send_signal(signal.SIGTERM)
+    assert process.process.wait(timeout=30) == 0
     with socket.socket() as sock:
         assert sock.connect_ex(("127.0.0.1", port)) != 0
+    deadline = time.monotonic() + 10
+    while _processes_of(data_dir) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _processes_of(data_dir) == []  # nothing left behind (the records writer once was)
+
+
+def _processes_of(data_dir: str) -> list[int]:
+    """Live processes whose environment names this data directory (children inherit it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                environ = (entry / "environ").read_bytes()
+                state = (entry / "stat").read_text().split(") ", 1)[1][0]
+            except OSError:
+                continue
+            if f"WLM_DATA_DIR={data_dir}".encode() in environ.split(b"\0") and state != "Z":
+                found.append(int(entry.name))
+    return found

@@ -29,6 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from app.embedded_redis import die_with_parent
 from app.policy.active import ActivePolicy, period_number
 from app.queues.keys import TOKEN_SEPARATOR
 
@@ -171,7 +172,8 @@ def _writer_pool() -> ProcessPoolExecutor:
     global _writer
     if _writer is None:
         # spawn, not fork: this process has threads (database driver, Redis), which a fork would copy mid-state.
-        _writer = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        # The writer dies with this process, however it ends (a worker killed by its supervisor left it behind).
+        _writer = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent)
     return _writer
 
 
