@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Sequence
@@ -205,9 +206,11 @@ class QueueStore:
     async def samples(self, k: AeKeys, since_ms: int) -> list[EndSample]:
         """Requests ended (by their server) at or after `since_ms`, for goal evaluation."""
         result = []
-        for member in await self.redis.zrangebyscore(k.samples, since_ms, "+inf"):
+        for n, member in enumerate(await self.redis.zrangebyscore(k.samples, since_ms, "+inf"), 1):
             service_class, response, queue, execution, _ = str(member).split("|", 4)
             result.append(EndSample(service_class, int(response), int(queue), int(execution)))
+            if n % 1000 == 0:
+                await asyncio.sleep(0)  # thousands of samples: let the requests waiting on this process through
         return result
 
     async def classes_in_use(self, k: AeKeys) -> set[str]:

@@ -155,6 +155,10 @@ class Duties:
         policy = await self.state.policies.current()
         if policy is None:
             return
+        # One process at a time judges and decides (the results are shared in Redis): the work is not repeated.
+        lease_ms = int(max(3 * self.state.settings.goal_interval_seconds, 10) * 1000)
+        if not await self.state.queues.hold_lease(f"{self.state.settings.redis_prefix}:manager", self._owner, lease_ms):
+            return
         for keys, _ in await self._environments():
             window = self.state.settings.goal_window_seconds
             judged = await evaluate_environment(self.state.queues, policy, keys, window)

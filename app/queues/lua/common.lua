@@ -3,6 +3,9 @@
 -- A request's metadata is one JSON object in the hash KEYS req (field: request id); its payload lives apart in
 -- KEYS payload so that state changes never copy it. States: q (queued), s (selected), b (begun).
 
+-- Enough ended requests to judge a service class on; at high rates the window is in effect the last MAX_SAMPLES.
+local MAX_SAMPLES = 10000
+
 local function now_ms()
   return tonumber(ARGV[1])
 end
@@ -50,8 +53,8 @@ end
 -- (id, outcome, result JSON or '') from index `first` to `last`; per request, a code and a value are appended to
 -- `result`: 0 and the work record, -1 and '' (unknown), -5 and the outcome (already ended), -6 and '' (not held).
 -- Each end is also a sample for goal evaluation: 'class|response ms|queue ms|execution ms|id' in the zset
--- k.samples, scored by its end; samples older than `samples_ms` are dropped here, so the set stays bounded by the
--- evaluation window whether or not anyone evaluates it.
+-- k.samples, scored by its end; samples older than `samples_ms`, and all but the newest MAX_SAMPLES, are dropped
+-- here, so the set stays bounded whether or not anyone evaluates it (and an evaluation reads at most that many).
 -- k needs req, payload, leases, inflight, records, exits, done, done_exp, samples.
 local function end_held(k, server, now, tombstone_ms, samples_ms, first, last, result)
   local ended = 0
@@ -78,5 +81,6 @@ local function end_held(k, server, now, tombstone_ms, samples_ms, first, last, r
   if ended > 0 then
     redis.call('HINCRBY', k.inflight, server, -ended)
     redis.call('ZREMRANGEBYSCORE', k.samples, '-inf', now - samples_ms)
+    redis.call('ZREMRANGEBYRANK', k.samples, 0, -MAX_SAMPLES - 1)
   end
 end
