@@ -128,7 +128,6 @@ async def service_class_performance(store: QueueStore, policy: ActivePolicy, ser
 @dataclass(frozen=True, slots=True)
 class ServerDecision:
     desired: dict[str, int]  # per service class
-    reasons: dict[str, str]
     connected: int
     retired: list[int]
 
@@ -178,7 +177,7 @@ async def manage_environment(
     for name, count in desired.items():
         DESIRED.labels(keys.ae, keys.node, name).set(count)
     CONNECTED.labels(keys.ae, keys.node).set(len(managed))
-    return ServerDecision(desired, {a.name: a.reason for a in allocation.values()}, len(managed), retired)
+    return ServerDecision(desired, len(managed), retired)
 
 
 async def desired_servers(store: QueueStore, keys: AeKeys) -> tuple[int, dict[str, int]]:

@@ -25,22 +25,8 @@ from app.policy.goals import (
     percentile_pi,
     velocity_pi,
 )
-from app.policy.schemas import AverageGoal, DiscretionaryGoal, PercentileGoal, VelocityGoal
-
-
-def average(goal_ms: int) -> AverageGoal:
-    return AverageGoal(type="average", response_time_ms=goal_ms)
-
-
-def percentile(pct: int, goal_ms: int) -> PercentileGoal:
-    return PercentileGoal(type="percentile", percentile=pct, response_time_ms=goal_ms)
-
-
-def velocity(goal: int) -> VelocityGoal:
-    return VelocityGoal(type="velocity", velocity=goal)
-
-
-DISCRETIONARY = DiscretionaryGoal(type="discretionary")
+from app.policy.schemas import PercentileGoal
+from tests.goal_builders import DISCRETIONARY, average, percentile, velocity
 
 
 def counts(**by_bucket: int) -> tuple[int, ...]:

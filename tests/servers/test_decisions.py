@@ -20,7 +20,7 @@ from fractions import Fraction
 import pytest
 
 from app.policy.goals import GoalModel
-from app.policy.schemas import AverageGoal, DiscretionaryGoal, PercentileGoal, ServerLimits, VelocityGoal
+from app.policy.schemas import ServerLimits
 from app.servers.decisions import (
     NEGLIGIBLE_WAIT_PROBABILITY,
     SERVER_COUNT_CEILING,
@@ -37,6 +37,7 @@ from app.servers.decisions import (
     servers_for_goal,
     wait_exceeds_probability,
 )
+from tests.goal_builders import DISCRETIONARY, average, percentile, velocity
 
 
 def closed_form_erlang_c(servers: int, offered_load: Fraction) -> Fraction:
@@ -190,19 +191,6 @@ def test_erlang_c_servers_refuses_bad_input(arrival_rate: float, service_time: f
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def average(goal_ms: int) -> AverageGoal:
-    return AverageGoal(type="average", response_time_ms=goal_ms)
-
-
-def percentile(pct: int, goal_ms: int) -> PercentileGoal:
-    return PercentileGoal(type="percentile", percentile=pct, response_time_ms=goal_ms)
-
-
-def velocity(goal: int) -> VelocityGoal:
-    return VelocityGoal(type="velocity", velocity=goal)
-
-
-DISCRETIONARY = DiscretionaryGoal(type="discretionary")
 
 
 @pytest.mark.parametrize(
