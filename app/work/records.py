@@ -166,6 +166,7 @@ def write_outbox(root: str, entries: Sequence[str], periods: dict[int, PeriodTab
 
 
 _writer: ProcessPoolExecutor | None = None
+WRITER_NICENESS = 10
 
 
 def _writer_pool() -> ProcessPoolExecutor:
@@ -173,8 +174,15 @@ def _writer_pool() -> ProcessPoolExecutor:
     if _writer is None:
         # spawn, not fork: this process has threads (database driver, Redis), which a fork would copy mid-state.
         # The writer dies with this process, however it ends (a worker killed by its supervisor left it behind).
-        _writer = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent)
+        _writer = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_init_writer)
     return _writer
+
+
+def _init_writer() -> None:
+    die_with_parent()
+    # Records are safe in the outbox until written, so the writer can wait: at a lower priority its bursts of
+    # Parquet encoding no longer take a core from the processes answering requests (seen as 10-30 ms stalls).
+    os.nice(WRITER_NICENESS)
 
 
 async def start_writer() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 
 import pytest
 
@@ -136,3 +137,9 @@ async def test_a_silent_server_is_taken_for_dead_and_its_work_given_back(client,
     assert states == {"active": None, "disconnected": "expired"}
     late = await world.select(silent, expect=404)
     assert late.json()["error"]["code"] == "unknown_connection"
+
+
+async def test_the_records_writer_runs_below_the_request_serving_processes(app):
+    # Its Parquet bursts must not take a core from request handling; the outbox keeps records safe meanwhile.
+    writer_niceness = await asyncio.get_running_loop().run_in_executor(records._writer_pool(), os.nice, 0)
+    assert writer_niceness >= os.nice(0) + records.WRITER_NICENESS
