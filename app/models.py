@@ -7,3 +7,4 @@ def import_all_models() -> None:
     from app.connections import models as _connections  # noqa: F401
     from app.operator import models as _operator  # noqa: F401
     from app.policy import models as _policy  # noqa: F401
+    from app.reports import models as _reports  # noqa: F401
