@@ -62,6 +62,8 @@ class Settings(BaseSettings):
     max_payload_bytes: int = Field(default=65_536, ge=16)
     max_result_bytes: int = Field(default=4_096, ge=0)
     max_batch_items: int = Field(default=1_000, ge=1, le=10_000)
+    # IWM4AEDF: how many dynamic application environments one queue manager may define.
+    max_dynamic_environments: int = Field(default=64, ge=0)
     max_wait_seconds: float = Field(default=60.0, ge=0)
     enclave_ttl_seconds: int = Field(default=86_400, ge=1)
     idempotency_ttl_seconds: int = Field(default=86_400, ge=1)

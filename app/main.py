@@ -30,6 +30,7 @@ from app.migrate import current_revision, head_revision
 from app.models import import_all_models
 from app.operator.router import router as operator_router
 from app.operator.service import OperatorStore
+from app.policy.router import environments_router
 from app.policy.router import router as policy_router
 from app.policy.schemas import ServiceDefinition
 from app.policy.service import PolicyStore
@@ -156,7 +157,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RejectNulMiddleware)
     app.add_middleware(MetricsMiddleware)
     app.include_router(health_router)
-    for router in (policy_router, connections_router, work_router, servers_router, operator_router, auth_router, audit_router):
+    for router in (policy_router, environments_router, connections_router, work_router, servers_router, operator_router, auth_router, audit_router):
         app.include_router(router, responses=ERROR_RESPONSES)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

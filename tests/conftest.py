@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -169,3 +170,17 @@ async def install_policy(client: httpx.AsyncClient, document: bytes | str = EXAM
     response = await client.put("/v1/policy", headers={**ADMIN, "Content-Type": media}, content=document)
     assert response.status_code == 200, response.text
     return response.json()  # type: ignore[no-any-return]
+
+
+async def eventually(check: Callable[[], Any], timeout: float = 5.0) -> Any:
+    """The first true result of `check` (a function or coroutine function), polled until `timeout` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        result = check()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return result
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.05)

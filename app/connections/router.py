@@ -8,6 +8,7 @@ from app.auth.roles import PrincipalInfo, Role
 from app.connections import service
 from app.connections.schemas import (
     ConnectIn,
+    ServerConnect,
     ConnectionCreated,
     ConnectionList,
     ConnectionOut,
@@ -26,7 +27,8 @@ Participant = Annotated[PrincipalInfo, Depends(require(Role.QUEUE_MANAGER, Role.
 async def connect(
     body: Annotated[ConnectIn, Body()], session: SessionDep, state: StateDep, principal: Connector
 ) -> ConnectionCreated:
-    policy = await state.policies.active()
+    # A server may connect for a dynamic environment its queue manager has just defined on another replica.
+    policy = await (state.policies.knowing(body.application_environment) if isinstance(body, ServerConnect) else state.policies.active())
     connection, token = await service.connect(session, state.queues, principal, policy, body, state.settings.exit_url_allowlist)
     return ConnectionCreated(
         **ConnectionOut.model_validate(connection).model_dump(),
@@ -78,6 +80,8 @@ async def disconnect(token: str, session: SessionDep, state: StateDep, principal
         session, state.queues, state.connection_cache, policy, principal, token, purge_again_after_s=2 * state.settings.connection_cache_seconds + 1
     )
     assert connection.disconnected_at is not None
+    if cleanup.removed_environments:
+        state.policies.invalidate()
     return DisconnectOut(
         id=connection.id,
         state=connection.state,
@@ -86,4 +90,5 @@ async def disconnect(token: str, session: SessionDep, state: StateDep, principal
         purged=cleanup.purged,
         requeued=cleanup.requeued,
         abandoned=cleanup.abandoned,
+        removed_application_environments=list(cleanup.removed_environments),
     )

@@ -91,6 +91,7 @@ class DisconnectOut(BaseModel):
     purged: int = 0  # queue manager: its queued requests removed (exits called)
     requeued: int = 0  # server: its held requests given back to the front of their queues
     abandoned: int = 0  # server: held requests that had reached their maximum deliveries
+    removed_application_environments: list[str] = []  # queue manager: its dynamic ones (IWM4AEDF), removed with it
 
 
 class ConnectionList(BaseModel):

@@ -6,9 +6,9 @@ import hashlib
 import json
 import secrets
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.audit.service import record
@@ -19,7 +19,10 @@ from app.connections.models import Connection
 from app.connections.schemas import QueueManagerConnect, ServerConnect
 from app.db import utcnow
 from app.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from app.operator.models import ApplicationEnvironmentState
 from app.policy.active import ActivePolicy
+from app.policy.models import DynamicApplicationEnvironment
+from app.policy.schemas import EnvironmentSettings
 from app.queues.keys import AeKeys, connection_key, departed_key
 from app.queues.store import AeConfig, QueueStore, now_ms
 from app.ttl_cache import TtlCache
@@ -179,13 +182,21 @@ async def _server_connection(session: AsyncSession, principal: PrincipalInfo, po
     if not is_permitted(principal.permits, resource):
         raise Forbidden(f"{principal.name} has no permit for the server resource {resource}", code="not_permitted", resource=resource)
 
-    # The seed: a server's subsystem type and name must match those of its queue manager's connect.
+    # The seed: a server's subsystem type and name must match those of its queue manager's connect; a dynamic
+    # environment is in the scope of the one queue manager that defined it.
+    owner = policy.dynamic.get(ae.name)
+    if owner is not None and owner.subsystem_name != request.subsystem_name:
+        raise Forbidden(
+            f"{ae.name} is a dynamic application environment of queue manager {ae.subsystem_type}/{owner.subsystem_name}",
+            code="outside_scope",
+        )
     queue_managers = await session.scalar(
         select(func.count()).where(
             Connection.role == "queue_manager",
             Connection.state == "active",
             Connection.subsystem_type == request.subsystem_type,
             Connection.subsystem_name == request.subsystem_name,
+            *([Connection.id == owner.queue_manager_id] if owner is not None else []),
         )
     )
     if not queue_managers:
@@ -235,6 +246,7 @@ class Cleanup:
     purged: int = 0  # a queue manager's queued requests removed (their exits called)
     requeued: int = 0  # a server's held requests given back to the front of their queues
     abandoned: int = 0  # held requests that had reached their maximum deliveries
+    removed_environments: tuple[str, ...] = ()  # a queue manager's dynamic application environments
 
 
 async def disconnect(
@@ -262,6 +274,7 @@ async def disconnect(
     else:
         connection.disconnect_reason = "forced"
         record(session, principal.name, "connection.force_disconnect", str(connection.id), role=connection.role)
+    dynamic = await _remove_dynamic_environments(session, connection.id) if connection.role == "queue_manager" else []
     await session.commit()
     cache.pop(connection.token_hash)
     await store.redis.delete(connection_key(store.prefix, connection.token_hash))
@@ -269,7 +282,34 @@ async def disconnect(
     if info.role == "queue_manager":
         due_ms = now_ms() + int(purge_again_after_s * 1000)
         await store.redis.zadd(departed_key(store.prefix), {json.dumps(asdict(info)): due_ms})
-    return connection, False, await release(store, policy, info)
+    cleanup = await release(store, policy, info)
+    if policy is not None and dynamic:
+        cleanup = replace(cleanup, purged=cleanup.purged + await _retire(store, policy, info, dynamic), removed_environments=tuple(e.name for e in dynamic))
+    return connection, False, cleanup
+
+
+async def _remove_dynamic_environments(session: AsyncSession, queue_manager_id: int) -> list[EnvironmentSettings]:
+    """IWM4AEDF's scope ends with the queue manager: its environments go, and their operator states with them."""
+    rows = list(await session.scalars(select(DynamicApplicationEnvironment).where(DynamicApplicationEnvironment.queue_manager_id == queue_manager_id)))
+    names = [row.name for row in rows]
+    if names:
+        await session.execute(delete(ApplicationEnvironmentState).where(ApplicationEnvironmentState.name.in_(names)))
+        for row in rows:
+            await session.delete(row)
+    return [EnvironmentSettings.model_validate(row.definition) for row in rows]
+
+
+async def _retire(store: QueueStore, policy: ActivePolicy, queue_manager: ConnInfo, environments: Sequence[EnvironmentSettings]) -> int:
+    """Purge the queued work of a departed queue manager's dynamic environments, and leave them to the duties
+    until what they still hold (held work, records, exits) is finished."""
+    purged = 0
+    for ae in environments:
+        config = AeConfig(policy.class_order, ae.completion_time_ms, ae.backlog_limit, ae.max_deliveries)
+        for node in ae.nodes or policy.nodes:
+            keys = store.keys(node, ae.name)
+            await store.retire(keys, config, queue_manager.id)
+            purged += await store.purge(keys, queue_manager.id)
+    return purged
 
 
 async def release(store: QueueStore, policy: ActivePolicy | None, info: ConnInfo) -> Cleanup:
@@ -279,7 +319,7 @@ async def release(store: QueueStore, policy: ActivePolicy | None, info: ConnInfo
     if info.role == "queue_manager":
         purged = 0
         for ae_name, ae in policy.application_environments.items():
-            if ae.subsystem_type == info.subsystem_type:
+            if ae.subsystem_type == info.subsystem_type and ae_name not in policy.dynamic:  # those: see _retire
                 for node in policy.nodes:
                     purged += await store.purge(store.keys(node, ae_name), info.id)
         return Cleanup(purged=purged)

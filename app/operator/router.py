@@ -80,7 +80,8 @@ async def operator_command(
     command = service.parse_operator_command(_json_body(await request.body()))
     if isinstance(command, DisplayCommand):
         return await _display(state, command)
-    result = await service.vary(session, state.operator, await state.policies.active(), operator.name, command)
+    policy = await state.policies.knowing(command.application_environment)
+    result = await service.vary(session, state.operator, policy, operator.name, command)
     return VaryOut(
         command=str(result.command),
         application_environment=result.command.application_environment,
@@ -120,8 +121,13 @@ NamePattern = Annotated[
     response_model=ApplicationEnvironmentList,
     summary="D WLM,APPLENV=pattern: state, servers, in-flight and queued work of each application environment",
 )
-async def display_application_environments(state: StateDep, _: Viewer, name: NamePattern = "*") -> ApplicationEnvironmentList:
-    return await _display(state, DisplayCommand(name.upper(), dynamic=False))
+async def display_application_environments(
+    state: StateDep,
+    _: Viewer,
+    name: NamePattern = "*",
+    dynamic: Annotated[bool, Query(description="the dynamic ones queue managers defined (D WLM,DYNAPPL=pattern)")] = False,
+) -> ApplicationEnvironmentList:
+    return await _display(state, DisplayCommand(name.upper(), dynamic=dynamic))
 
 
 @router.get(

@@ -130,8 +130,9 @@ async def vary(session: AsyncSession, store: OperatorStore, policy: ActivePolicy
 
 def _check_named(policy: ActivePolicy, command: VaryCommand) -> None:
     name = command.application_environment
-    static = name in policy.application_environments
-    if command.dynamic:
+    dynamic = name in policy.dynamic
+    static = name in policy.application_environments and not dynamic
+    if command.dynamic and not dynamic:
         if static:
             raise Conflict(
                 f"{name} is an application environment of the service definition, not a dynamic one: use APPLENV={name}",
@@ -139,11 +140,13 @@ def _check_named(policy: ActivePolicy, command: VaryCommand) -> None:
                 application_environment=name,
             )
         raise NotFound(
-            f"no dynamic application environment {name} is defined (queue managers cannot define dynamic ones yet)",
+            f"no queue manager has defined a dynamic application environment {name}",
             code=UNKNOWN_APPLICATION_ENVIRONMENT,
             application_environment=name,
         )
-    if not static:
+    if dynamic and not command.dynamic:
+        raise Conflict(f"{name} is a dynamic application environment: use DYNAPPL={name}", code="dynamic", application_environment=name)
+    if not static and not dynamic:
         raise NotFound(
             f"the active policy (version {policy.version}) has no application environment {name}",
             code=UNKNOWN_APPLICATION_ENVIRONMENT,
@@ -210,11 +213,11 @@ async def display(
     queues: QueueStore, store: OperatorStore, policy: ActivePolicy | None, command: DisplayCommand
 ) -> list[ApplicationEnvironmentOut]:
     """The environments matching the command's pattern, by name: those of the policy and those that left it (DELETING)."""
-    if command.dynamic:
-        return []  # no dynamic application environment can be defined yet
     states = await store.states()
     names = set(policy.application_environments if policy else ()) | set(states)
-    return await _describe(queues, policy, states, sorted(name for name in names if command.matches(name)))
+    dynamic = policy.dynamic if policy else {}
+    chosen = (name for name in names if (name in dynamic) == command.dynamic and command.matches(name))
+    return await _describe(queues, policy, states, sorted(chosen))
 
 
 async def describe(queues: QueueStore, store: OperatorStore, policy: ActivePolicy | None, name: str) -> ApplicationEnvironmentOut:
@@ -290,6 +293,7 @@ def _display_line(
         name=name,
         state=_state_in(states, name, policy),
         in_policy=definition is not None,
+        dynamic=policy is not None and name in policy.dynamic,
         subsystem_type=definition.subsystem_type if definition else None,
         changed_at=stored.changed_at if stored else None,
         changed_by=stored.changed_by if stored else None,

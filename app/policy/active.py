@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from app.policy.classification import (
@@ -57,6 +57,14 @@ _SYSOTHER = ServiceClassSpec(SYSOTHER, "work no rule classifies", (ServicePeriod
 
 
 @dataclass(frozen=True, slots=True)
+class DynamicOwner:
+    """The queue manager connection a dynamic application environment (IWM4AEDF) belongs to."""
+
+    queue_manager_id: int
+    subsystem_name: str
+
+
+@dataclass(frozen=True, slots=True)
 class ActivePolicy:
     version: int
     definition: ServiceDefinition
@@ -67,6 +75,8 @@ class ActivePolicy:
     # Service classes most important first (importance of the first period; discretionary last), SYSOTHER last:
     # the order in which select looks at an environment's queues.
     class_order: tuple[str, ...]
+    # Environments queue managers defined for themselves, in `application_environments` too; not in `definition`.
+    dynamic: Mapping[str, DynamicOwner] = field(default_factory=lambda: MappingProxyType({}))
 
     def classify(self, subsystem_type: str, attributes: Mapping[Qualifier, str]) -> Classification:
         return classify(self.classification, subsystem_type, attributes)
@@ -76,6 +86,18 @@ class ActivePolicy:
         if ae is None or node not in self.nodes:
             return False
         return ae.nodes is None or node in ae.nodes
+
+
+def with_dynamic(policy: ActivePolicy, environments: Iterable[tuple[ApplicationEnvironment, DynamicOwner]]) -> ActivePolicy:
+    """The service definition's policy with the dynamic environments of connected queue managers added."""
+    dynamic = {ae.name: (ae, owner) for ae, owner in environments if ae.name not in policy.application_environments}
+    if not dynamic:
+        return policy
+    return replace(
+        policy,
+        application_environments=MappingProxyType(dict(policy.application_environments) | {name: ae for name, (ae, _) in dynamic.items()}),
+        dynamic=MappingProxyType({name: owner for name, (_, owner) in dynamic.items()}),
+    )
 
 
 def _importance_rank(service_class: ServiceClassSpec) -> int:

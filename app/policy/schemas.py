@@ -151,12 +151,11 @@ class ServerLimits(StrictModel):
     spread_min: bool = False
 
 
-class ApplicationEnvironment(StrictModel):
+class EnvironmentSettings(StrictModel):
+    """What a queue manager may say of a dynamic application environment; the service definition's ones say more."""
+
     name: Name
     description: Description = ""
-    subsystem_type: SubsystemType
-    # The server "procedure": argv of the process the launcher starts; a string is split like a shell would.
-    start_command: list[Annotated[str, StringConstraints(min_length=1, pattern=r"^[^\x00]*$")]] | None = None
     server_limits: ServerLimits = Field(default_factory=ServerLimits)
     completion_time_ms: Annotated[int, Field(gt=0, le=DAY_MS)] = 60_000
     backlog_limit: Annotated[int, Field(gt=0, le=100_000_000)] = 100_000
@@ -164,6 +163,12 @@ class ApplicationEnvironment(StrictModel):
     max_deliveries: Annotated[int, Field(ge=1, le=100)] = 5
     # Nodes that host this environment; none named: every node.
     nodes: list[Name] | None = None
+
+
+class ApplicationEnvironment(EnvironmentSettings):
+    subsystem_type: SubsystemType
+    # The server "procedure": argv of the process the launcher starts; a string is split like a shell would.
+    start_command: list[Annotated[str, StringConstraints(min_length=1, pattern=r"^[^\x00]*$")]] | None = None
 
     @field_validator("start_command", mode="before")
     @classmethod
@@ -184,6 +189,20 @@ class ServiceDefinition(StrictModel):
     classification: list[ClassificationGroup] = Field(default_factory=list)
     application_environments: list[ApplicationEnvironment] = Field(default_factory=list)
     nodes: list[Node] = Field(default_factory=list)
+
+
+class DynamicApplicationEnvironmentIn(EnvironmentSettings):
+    """IWM4AEDF: a queue manager defines an environment for itself. Its servers are started by the queue manager
+    or an external autoscaler (the service runs only the commands of the admin's service definition)."""
+
+    connect_token: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+
+
+class DynamicApplicationEnvironmentOut(EnvironmentSettings):
+    subsystem_type: str
+    subsystem_name: str
+    queue_manager_id: int  # the connection it belongs to; removed when that connection ends
+    defined_at: datetime
 
 
 class PolicyVersionOut(BaseModel):

@@ -14,12 +14,21 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.audit.service import record
 from app.db import utcnow
 from app.errors import Conflict, NotFound, ValidationFailed, pydantic_errors
-from app.policy.active import ActivePolicy, compile_policy
+from app.auth.roles import PrincipalInfo
+from app.connections.models import Connection
+from app.connections.service import by_token
+from app.policy.active import ActivePolicy, DynamicOwner, compile_policy, with_dynamic
 from app.policy.documents import parse_document
 from app.policy.classification import SYSOTHER
-from app.policy.models import PolicyVersion
-from app.policy.schemas import QUALIFIER_ATTRIBUTES, Qualifier, ServiceDefinition
-from app.policy.validation import validate_definition
+from app.policy.models import DynamicApplicationEnvironment, PolicyVersion
+from app.policy.schemas import (
+    QUALIFIER_ATTRIBUTES,
+    ApplicationEnvironment,
+    DynamicApplicationEnvironmentIn,
+    Qualifier,
+    ServiceDefinition,
+)
+from app.policy.validation import environment_problems, validate_definition
 from app.queues.store import QueueStore
 from app.ttl_cache import TtlCache
 
@@ -68,6 +77,15 @@ class PolicyStore:
         except NotFound:
             return None
 
+    async def knowing(self, application_environment: str) -> ActivePolicy:
+        """The active policy, read again if it does not know `application_environment`: a dynamic environment
+        defined on another replica a moment ago is found at once, not after the cache's time."""
+        policy = await self.active()
+        if application_environment not in policy.application_environments:
+            self.invalidate()
+            policy = await self.active()
+        return policy
+
     async def _load_latest(self) -> ActivePolicy:
         async with self.sessions() as session:
             latest = await session.scalar(select(func.max(PolicyVersion.version)))
@@ -77,7 +95,16 @@ class PolicyStore:
                 row = await session.get(PolicyVersion, latest)
                 assert row is not None
                 self._latest = compile_policy(row.version, ServiceDefinition.model_validate(row.definition))
-        return self._latest
+            dynamic = await session.execute(
+                select(DynamicApplicationEnvironment, Connection.subsystem_type, Connection.subsystem_name).join(
+                    Connection, Connection.id == DynamicApplicationEnvironment.queue_manager_id
+                )
+            )
+            environments = [
+                (ApplicationEnvironment.model_validate(row.definition | {"subsystem_type": sstype}), DynamicOwner(row.queue_manager_id, ssname))
+                for row, sstype, ssname in dynamic
+            ]
+        return with_dynamic(self._latest, environments)
 
     async def version(self, version: int) -> ActivePolicy | None:
         """Any installed version, compiled (cached; versions never change)."""
@@ -176,6 +203,14 @@ async def _refuse_stranding_work(store: PolicyStore, queues: QueueStore, definit
         return
     keep = {sc.name for sc in definition.service_classes} | {SYSOTHER}
     kept_aes = {ae.name for ae in definition.application_environments}
+    if clashes := sorted(kept_aes & set(current.dynamic)):
+        raise Conflict(
+            f"queue managers have defined dynamic application environments named {', '.join(clashes)}; a static one "
+            "may take such a name once they have disconnected",
+            code="dynamic_name_in_use",
+            application_environments=clashes,
+        )
+    kept_aes |= set(current.dynamic)
     stranded = []
     for ae in current.application_environments:
         if ae not in kept_aes:
@@ -191,6 +226,42 @@ async def _refuse_stranding_work(store: PolicyStore, queues: QueueStore, definit
             code="classes_in_use",
             in_use=stranded,
         )
+
+
+async def define_dynamic(
+    session: AsyncSession, store: PolicyStore, principal: PrincipalInfo, body: DynamicApplicationEnvironmentIn, *, most_per_queue_manager: int
+) -> tuple[DynamicApplicationEnvironment, Connection, bool]:
+    """IWM4AEDF. Returns the environment, its queue manager's connection and whether it is new: defining the
+    same environment again is answered with the first definition; a different one under the name is refused."""
+    qm = await by_token(session, principal, body.connect_token)
+    if qm.role != "queue_manager" or qm.state != "active":
+        raise Conflict("only a connected queue manager defines dynamic application environments", code="not_a_queue_manager")
+    policy = await store.knowing(body.name)
+    if body.name in policy.application_environments and body.name not in policy.dynamic:
+        raise Conflict(f"{body.name} is an application environment of the service definition", code="static_application_environment")
+    if problems := environment_problems("", body, set(policy.nodes)):
+        raise ValidationFailed(problems)
+    definition = body.model_dump(mode="json", exclude={"connect_token"}, exclude_none=True)
+    existing = await session.get(DynamicApplicationEnvironment, body.name)
+    if existing is not None:
+        if existing.queue_manager_id != qm.id:
+            raise Conflict(f"another queue manager has defined {body.name}", code="application_environment_in_use")
+        if existing.definition != definition:
+            raise Conflict(f"{body.name} is defined already, differently; it is removed when this queue manager disconnects", code="defined_differently")
+        return existing, qm, False
+    defined = await session.scalar(select(func.count()).where(DynamicApplicationEnvironment.queue_manager_id == qm.id))
+    if (defined or 0) >= most_per_queue_manager:
+        raise Conflict(f"this queue manager has defined {defined} dynamic application environments, the most allowed", code="too_many_dynamic")
+    row = DynamicApplicationEnvironment(name=body.name, queue_manager_id=qm.id, definition=definition, defined_at=utcnow())
+    session.add(row)
+    record(session, principal.name, "application_environment.define", body.name, queue_manager=qm.id)
+    try:
+        await session.commit()
+    except IntegrityError:  # another queue manager took the name at the same moment
+        await session.rollback()
+        raise Conflict(f"another queue manager has defined {body.name}", code="application_environment_in_use") from None
+    store.invalidate()
+    return row, qm, True
 
 
 async def get_version(session: AsyncSession, version: int) -> PolicyVersion:

@@ -9,6 +9,7 @@ from app.policy.classification import SYSOTHER
 from app.policy.schemas import (
     MAX_PERIODS,
     MAX_RULE_DEPTH,
+    EnvironmentSettings,
     Period,
     Rule,
     ServiceClass,
@@ -43,15 +44,21 @@ def validate_definition(definition: ServiceDefinition) -> list[Problem]:
 
     nodes = {node.name for node in definition.nodes}
     for i, ae in enumerate(definition.application_environments):
-        path = f"application_environments[{i}]"
-        limits = ae.server_limits
-        if limits.max is not None and limits.min > limits.max:
-            problems.append(_problem(f"{path}.server_limits.min", f"min ({limits.min}) exceeds max ({limits.max})"))
-        for j, node in enumerate(ae.nodes or ()):
-            if node not in nodes:
-                problems.append(_problem(f"{path}.nodes[{j}]", f"unknown node {node!r}; nodes: {_listing(nodes)}"))
-        if ae.nodes is not None:
-            problems += _duplicates(f"{path}.nodes", ae.nodes, attribute=None)
+        problems += environment_problems(f"application_environments[{i}].", ae, nodes)
+    return problems
+
+
+def environment_problems(path: str, ae: EnvironmentSettings, nodes: set[str]) -> list[Problem]:
+    """An environment's own rules (`path` prefixes the fields, '' for a request body that is the environment)."""
+    problems = []
+    limits = ae.server_limits
+    if limits.max is not None and limits.min > limits.max:
+        problems.append(_problem(f"{path}server_limits.min", f"min ({limits.min}) exceeds max ({limits.max})"))
+    for j, node in enumerate(ae.nodes or ()):
+        if node not in nodes:
+            problems.append(_problem(f"{path}nodes[{j}]", f"unknown node {node!r}; nodes: {_listing(nodes)}"))
+    if ae.nodes is not None:
+        problems += _duplicates(f"{path}nodes", ae.nodes, attribute=None)
     return problems
 
 

@@ -150,6 +150,11 @@ def connection_key(prefix: str, token_hash: str) -> str:
     return f"{prefix}:conn:{{{token_hash}}}"
 
 
+def retired_key(prefix: str) -> str:
+    """Environments gone from the policy whose queues still hold something to finish (records, exits, work)."""
+    return f"{prefix}:retired"
+
+
 def departed_key(prefix: str) -> str:
     """Queue managers that disconnected, by when their queues are purged a second time."""
     return f"{prefix}:departed"

@@ -6,7 +6,7 @@ import asyncio
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import orjson
@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 
 from app.errors import AppError, lua_error
 from app.policy.active import ActivePolicy
-from app.queues.keys import AeKeys
+from app.queues.keys import AeKeys, retired_key
 from app.queues.scripts import Scripts
 
 
@@ -98,6 +98,17 @@ def _end_results(flat: Sequence[Any]) -> list[EndResult]:
     return [EndResult(int(flat[i]), str(flat[i + 1])) for i in range(0, len(flat), 2)]
 
 
+@dataclass(frozen=True, slots=True)
+class Retired:
+    """An environment removed while its queues may still hold something: the duties finish it (see QueueStore.retire)."""
+
+    keys: AeKeys
+    config: AeConfig
+    queue_manager: int  # whose queued work is purged there
+    since_ms: int
+    member: str
+
+
 class QueueStore:
     def __init__(self, redis: Redis, prefix: str, *, idempotency_ttl_s: int, tombstone_ms: int, samples_ms: int) -> None:
         self.redis = redis
@@ -165,6 +176,32 @@ class QueueStore:
         keys = [k.req, k.payload, k.leases, k.inflight, k.records, k.exits, k.done, k.done_exp, k.samples]
         args = [now_ms(), server_id, self.tombstone_ms, self.samples_ms, *_end_args(ends)]
         return _end_results(await self.scripts.run("end", keys, args))
+
+    async def retire(self, k: AeKeys, config: AeConfig, queue_manager: int) -> None:
+        """Remember an environment that left (a dynamic one whose queue manager disconnected) until its queues are
+        drained: the duties no longer find it in the policy, yet its records must be written, its exits called,
+        held work ended or abandoned, and work a stale cache let in purged."""
+        member = json.dumps({"node": k.node, "ae": k.ae, "qm": queue_manager})
+        await self.redis.hset(retired_key(self.prefix), member, json.dumps({"config": asdict(config), "since": now_ms()}))
+
+    async def retired(self) -> list[Retired]:
+        result = []
+        for member, value in (await self.redis.hgetall(retired_key(self.prefix))).items():
+            where, what = json.loads(member), json.loads(value)
+            config = what["config"] | {"class_order": tuple(what["config"]["class_order"])}
+            result.append(Retired(self.keys(where["node"], where["ae"]), AeConfig(**config), where["qm"], what["since"], member))
+        return result
+
+    async def drained(self, k: AeKeys) -> bool:
+        """Nothing queued or held, no record to write, no exit to call."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hlen(k.req)
+            pipe.llen(k.records)
+            pipe.zcard(k.exits)
+            return not any(await pipe.execute())
+
+    async def forget_retired(self, retired: Retired) -> None:
+        await self.redis.hdel(retired_key(self.prefix), retired.member)
 
     def _removal_keys(self, k: AeKeys) -> list[str]:
         return [k.req, k.payload, k.depth, k.records, k.exits, k.done, k.done_exp]

@@ -91,11 +91,13 @@ class Duties:
                 log.exception("background duty %s failed; retrying", getattr(duty, "__name__", duty))
             await asyncio.sleep(interval)
 
-    async def _environments(self) -> list[tuple[AeKeys, AeConfig]]:
+    async def _environments(self, *, retired: bool = False) -> list[tuple[AeKeys, AeConfig]]:
+        """The environments of the active policy on their nodes, and with `retired` those that left it with
+        something still to finish (records to write, exits to call)."""
         policy = await self.state.policies.current()
+        result = [(r.keys, r.config) for r in await self.state.queues.retired()] if retired else []
         if policy is None:
-            return []
-        result = []
+            return result
         for ae in policy.application_environments:
             config = AeConfig.of(policy, ae)
             assert config is not None
@@ -126,7 +128,22 @@ class Duties:
                 ABANDONED.labels(keys.ae).inc(len(result.abandoned))
             await self.state.queues.forget_tombstones(keys)
         await purge_departed_again(self.state.queues, policy)
+        await self._finish_retired(policy)
         await self._report_drained(policy)
+
+    async def _finish_retired(self, policy: ActivePolicy) -> None:
+        """Environments that left with work in them (a departed queue manager's dynamic ones): expired leases end
+        as usual (given back, then abandoned), queued work that a stale cache let in after the departure is purged,
+        and once nothing is left and no cache can still let work in, the environment is forgotten."""
+        queues, settle_ms = self.state.queues, int(2 * self.state.settings.connection_cache_seconds * 1000) + 1000
+        for retired in await queues.retired():
+            await expire_silent_servers(
+                self.state.sessions, queues, self.state.connection_cache, policy, retired.keys, self.state.settings.heartbeat_timeout_seconds
+            )
+            await queues.reassign(retired.keys, retired.config)
+            await queues.purge(retired.keys, retired.queue_manager)
+            if now_ms() - retired.since_ms > settle_ms and await queues.drained(retired.keys):
+                await queues.forget_retired(retired)
 
     async def _count_unexpected_terminations(self, keys: AeKeys, servers: list[int]) -> None:
         """Five unexpected terminations within ten minutes put the environment in STOPPED (the seed's rule)."""
@@ -169,7 +186,7 @@ class Duties:
         environment's outbox (a lease, `hold_lease`), so a batch is written once."""
         written, settings = 0, self.state.settings
         lease_ms = int(max(10 * settings.records_flush_seconds, 10) * 1000)
-        for keys, _ in await self._environments():
+        for keys, _ in await self._environments(retired=True):
             if not await self.state.queues.hold_lease(keys.records_writer, self._owner, lease_ms):
                 continue
             while entries := await self.state.queues.pending_records(keys, settings.records_batch):
@@ -188,7 +205,7 @@ class Duties:
 
     async def deliver_exits(self) -> None:
         settings = self.state.settings
-        for keys, _ in await self._environments():
+        for keys, _ in await self._environments(retired=True):
             for raw in await self.state.queues.claim_exits(keys, EXIT_CLAIM_MS, 100):
                 entry = json.loads(raw)
                 retry, due = None, 0

@@ -19,6 +19,7 @@ from app.connections.service import ConnectionCache, ConnInfo, active_connection
 from app.errors import (
     AppError,
     Conflict,
+    Forbidden,
     NotFound,
     PayloadTooLarge,
     ValidationFailed,
@@ -124,7 +125,7 @@ class Work:
         if len(body.items) > self.settings.max_batch_items:
             raise ValidationFailed([{"path": "items", "message": f"at most {self.settings.max_batch_items} items"}])
         qm = await self._connection(body.connect_token, "queue_manager")
-        policy = await self.policies.active()
+        policy = await self.policies.knowing(body.application_environment)
         ae = policy.application_environments.get(body.application_environment)
         if ae is None:
             known = ", ".join(policy.application_environments) or "none"
@@ -145,6 +146,9 @@ class Work:
                     }
                 ]
             )
+        owner = policy.dynamic.get(ae.name)
+        if owner is not None and owner.queue_manager_id != qm.id:
+            raise Forbidden(f"{ae.name} is a dynamic application environment of another queue manager", code="outside_scope")
         node = self._node_for(policy, ae.name, body.node, qm)
         keys = self.store.keys(node, ae.name)
         seen_keys: set[str] = set()
@@ -226,8 +230,8 @@ class Work:
         came in time and nothing was ended."""
         server = await self._connection(body.connect_token, "server")
         ends = [(e.token, e.outcome, e.result) for e in body.end]
-        policy = await self.policies.active()
         assert server.node and server.application_environment
+        policy = await self.policies.knowing(server.application_environment)
         config = AeConfig.of(policy, server.application_environment)
         reason = await self._reason_to_end(server, policy) if config is not None else "the application environment is no longer in the active policy"
         if reason is not None:
@@ -314,7 +318,7 @@ class Work:
     async def begin(self, token: str, connect_token: str) -> tuple[str, datetime]:
         server = await self._connection(connect_token, "server")
         keys, request_id = self._held_keys(server, token)
-        policy = await self.policies.active()
+        policy = await self.policies.knowing(keys.ae)
         config = AeConfig.of(policy, keys.ae)
         if config is None:
             raise Conflict("the application environment is no longer in the active policy", code="unknown_application_environment")

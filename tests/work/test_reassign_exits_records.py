@@ -11,23 +11,10 @@ import pytest
 
 from app.work import records
 from app.work.exits import SIGNATURE_HEADER, verify
-from tests.conftest import ADMIN
+from tests.conftest import ADMIN, eventually
 from tests.work.conftest import make_world, policy_document
 
 pytestmark = pytest.mark.asyncio
-
-
-async def _eventually(check, timeout: float = 5.0):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return result
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
 
 
 async def test_expired_request_is_reassigned_to_the_front_then_abandoned(client, exit_receiver):
@@ -43,7 +30,7 @@ async def test_expired_request_is_reassigned_to_the_front_then_abandoned(client,
     late = await world.end(first_server, item["token"], expect=409)
     assert late.json()["error"]["code"] == "not_holder"  # the old holder's late end: refused, no second record
     # The second delivery expires too: abandoned, the exit is called, and the request behind it is next.
-    await _eventually(lambda: len(exit_receiver.calls) == 1)
+    await eventually(lambda: len(exit_receiver.calls) == 1)
     headers, body = exit_receiver.calls[0]
     event = json.loads(body)
     assert event["event"] == "work.abandoned" and event["token"] == expiring["token"] and event["deliveries"] == 2
@@ -75,7 +62,7 @@ async def test_exit_calls_are_retried_until_delivered(client, exit_receiver):
     queued = await world.insert({"n": 1})
     deleted = await client.delete(f"/v1/work/{queued['token']}", headers=world.qm, params={"connect_token": world.qm_token})
     assert deleted.status_code == 200
-    await _eventually(lambda: len(exit_receiver.calls) == 1, timeout=10)
+    await eventually(lambda: len(exit_receiver.calls) == 1, timeout=10)
     event = json.loads(exit_receiver.calls[0][1])
     assert event["event"] == "work.deleted" and event["attempt"] == 3 and event["event_id"] == f"{queued['token']}:deleted"
     await asyncio.sleep(0.5)
@@ -86,7 +73,7 @@ async def test_purge_at_disconnect_calls_the_exit_per_request(client, exit_recei
     world = await make_world(client, exit_url=exit_receiver.url)
     tokens = {(await world.insert({"n": n}))["token"] for n in range(3)}
     await client.delete(f"/v1/connections/{world.qm_token}", headers=world.qm)
-    await _eventually(lambda: len(exit_receiver.calls) == 3)
+    await eventually(lambda: len(exit_receiver.calls) == 3)
     assert {json.loads(body)["token"] for _, body in exit_receiver.calls} == tokens
     assert {json.loads(body)["event"] for _, body in exit_receiver.calls} == {"work.purged"}
 
@@ -104,7 +91,7 @@ async def test_every_end_is_one_record_in_parquet(client, app):
     await world.end(server, items["failed"], outcome="failed")
     root = app.state.wlm.settings.records_dir
 
-    table = await _eventually(lambda: (t := records.read(root)).num_rows == 4 and t)
+    table = await eventually(lambda: (t := records.read(root)).num_rows == 4 and t)
     rows = {row["token"]: row for row in table.to_pylist()}
     assert {row["outcome"] for row in rows.values()} == {"completed", "failed", "deleted", "abandoned"}
     done = rows[ended["token"]]
