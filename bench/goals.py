@@ -10,8 +10,12 @@ Poisson arrivals of two classes through one queue manager connection:
   SLOW  importance 3, average response goal 2,000 ms,  10 requests/s of 200 ms  (offered load 2.0 servers)
 Phase "short": server_limits max 3 — less than the 3.5 servers of load, so a goal must give. Phase "ample": the
 policy is reinstalled with max 10. At the end of each phase the PI of each class (over the manager's window) is
-read from GET /v1/service-classes/{name}/performance. The last line is one JSON object with short_pi_imp1,
-short_pi_imp3, ample_pi_imp1, ample_pi_imp3 and the servers the manager wanted in each phase.
+read from GET /v1/service-classes/{name}/performance. Then the peer: the same arrivals, through RQ (one FIFO queue, no goals) on the
+service's Redis with as many SimpleWorker processes as the short phase's maximum (3), each job sleeping its
+service time; its PI per class is the same average-goal PI over the same window, from RQ's enqueue and end times.
+The last line is one JSON object with short_pi_imp1, short_pi_imp3, ample_pi_imp1, ample_pi_imp3, the servers
+the manager wanted in each phase, rq_short_pi_imp1 and rq_short_pi_imp3, and fifo_over_wlm_pi_imp1 (how many
+times worse the importance-1 goal fares without goal management on the same servers).
 """
 
 from __future__ import annotations
@@ -21,11 +25,15 @@ import asyncio
 import gc
 import json
 import random
+import subprocess
 import sys
 import time
 from pathlib import Path
 
+import redis
 import uvloop
+from rq import Queue
+from rq.job import Job
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _http import HttpClient
@@ -35,6 +43,7 @@ CLASSES = {  # name: (userid that classifies to it, arrivals per second, service
     "FAST": ("FAST01", 15.0, 100),
     "SLOW": ("SLOW01", 10.0, 200),
 }
+GOALS_MS = {"FAST": 500, "SLOW": 2000}  # average response time goals, as in the policy
 WINDOW_SECONDS = 20
 
 
@@ -43,8 +52,8 @@ def policy(max_servers: int) -> str:
         {
             "name": "GOALSIM",
             "service_classes": [
-                {"name": "FAST", "importance": 1, "goal": {"type": "average", "response_time_ms": 500}},
-                {"name": "SLOW", "importance": 3, "goal": {"type": "average", "response_time_ms": 2000}},
+                {"name": "FAST", "importance": 1, "goal": {"type": "average", "response_time_ms": GOALS_MS["FAST"]}},
+                {"name": "SLOW", "importance": 3, "goal": {"type": "average", "response_time_ms": GOALS_MS["SLOW"]}},
             ],
             "classification": [
                 {"subsystem_type": "SIM", "default_service_class": "SLOW", "rules": [{"qualifier": "UI", "value": "FAST*", "service_class": "FAST"}]}
@@ -135,6 +144,43 @@ async def main_async(service: Service, short_s: float, ample_s: float) -> dict[s
     }
 
 
+def rq_fifo_phase(redis_url: str, workers: int, seconds: float) -> dict[str, float | None]:
+    """The same Poisson arrivals through one RQ queue (FIFO, no goals) and `workers` SimpleWorkers; the average-goal
+    PI of each class over the requests that ended in the last WINDOW_SECONDS, as the service judges its own."""
+    connection = redis.Redis.from_url(redis_url)
+    queue = Queue("goals-fifo", connection=connection, serializer="rq.serializers.JSONSerializer")
+    queue.empty()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "rq.cli", "worker", "--url", redis_url, "--worker-class", "rq.worker.SimpleWorker",
+             "--serializer", "rq.serializers.JSONSerializer", "--quiet", "goals-fifo"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        for _ in range(workers)
+    ]  # fmt: skip
+    time.sleep(2.0)  # let the workers start before the arrivals do
+    jobs: dict[str, list[str]] = {name: [] for name in CLASSES}
+    next_at = {name: time.perf_counter() + random.expovariate(CLASSES[name][1]) for name in CLASSES}
+    deadline = time.perf_counter() + seconds
+    while (now := time.perf_counter()) < deadline:
+        name = min(next_at, key=next_at.__getitem__)
+        time.sleep(max(0.0, next_at[name] - now))
+        jobs[name].append(queue.enqueue("time.sleep", CLASSES[name][2] / 1000, result_ttl=3600).id)
+        next_at[name] += random.expovariate(CLASSES[name][1])
+    window_start = time.time() - WINDOW_SECONDS
+    result: dict[str, float | None] = {}
+    for name, ids in jobs.items():
+        ended = [job for job in Job.fetch_many(ids, connection=connection, serializer="rq.serializers.JSONSerializer") if job and job.ended_at]
+        responses = [(job.ended_at - job.enqueued_at).total_seconds() * 1000 for job in ended if job.ended_at.timestamp() >= window_start]
+        result[name] = round(sum(responses) / len(responses) / GOALS_MS[name], 3) if responses else None
+        result[f"{name}_queued_at_end"] = len(ids) - len(ended)
+    for proc in procs:
+        proc.terminate()
+        proc.wait()
+    queue.empty()
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--short-seconds", type=float, default=60.0)
@@ -147,8 +193,15 @@ def main() -> None:
     try:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             figures = runner.run(main_async(service, args.short_seconds, args.ample_seconds))
+        # The servers the service launched end with the ample phase's load; the peer gets the machine's cores.
+        peer = rq_fifo_phase(service.redis_url, workers=3, seconds=args.short_seconds)
+        print(f"rq fifo, 3 workers: FAST PI {peer['FAST']}  SLOW PI {peer['SLOW']}  (still queued at the end: "
+              f"FAST {peer['FAST_queued_at_end']}, SLOW {peer['SLOW_queued_at_end']})", flush=True)
     finally:
         service.stop()
+    figures |= {"rq_short_pi_imp1": peer["FAST"], "rq_short_pi_imp3": peer["SLOW"]}
+    if peer["FAST"] is not None and figures["short_pi_imp1"]:
+        figures["fifo_over_wlm_pi_imp1"] = round(peer["FAST"] / figures["short_pi_imp1"], 1)  # type: ignore[operator]
     print(json.dumps(figures))
 
 
