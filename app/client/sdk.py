@@ -200,8 +200,10 @@ class Server(_Connection):
         worker_tasks: int = 1,
         worker_weight: int = 1,
         overflow: bool = False,
+        instance: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> Server:
+        """`instance`: this process's name as its launcher gave it (WLM_SERVER_INSTANCE), if a launcher started it."""
         body = {
             "role": "server",
             "subsystem_type": subsystem_type,
@@ -210,6 +212,7 @@ class Server(_Connection):
             "worker_tasks": worker_tasks,
             "worker_weight": worker_weight,
             "overflow": overflow,
+            **({"instance": instance} if instance else {}),
         }
         return await cls._open(url, api_key, body, transport)
 

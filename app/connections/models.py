@@ -38,6 +38,8 @@ class Connection(Base):
     worker_weight: Mapped[int | None]
     # A server that takes work only when every other server of its environment is at capacity.
     overflow: Mapped[bool] = mapped_column(default=False)
+    # Servers: the process, as the launcher that started it names it (WLM_SERVER_INSTANCE), so its exit is known.
+    instance: Mapped[str | None] = mapped_column(String(64), index=True)
     # Queue managers: the exit (QMGR_EXIT) called when the service deletes a request they queued.
     exit_url: Mapped[str | None] = mapped_column(String(2048))
     # Key of the HMAC signature on this queue manager's exit calls; given to it once, at connect.
@@ -46,7 +48,8 @@ class Connection(Base):
     connected_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_heartbeat_at: Mapped[datetime] = mapped_column(default=utcnow)
     disconnected_at: Mapped[datetime | None]
-    # requested (IWM4DIS by the connection itself), forced (by an admin), expired (a server fell silent)
+    # requested (IWM4DIS by the connection itself), forced (by an admin), expired (a server fell silent), exited (a
+    # launched server process ended without disconnecting), stopped (a launched server stopped with the service)
     disconnect_reason: Mapped[str | None] = mapped_column(String(32))
 
     principal: Mapped[Principal] = relationship(lazy="joined")

@@ -8,6 +8,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StringConstraints,
     UrlConstraints,
     field_validator,
 )
@@ -34,6 +35,9 @@ class ServerConnect(StrictModel):
     worker_tasks: int = Field(default=1, ge=1, le=1000, description="requests the server can hold in flight at once")
     worker_weight: int = Field(default=1, ge=1, le=1000, description="servers of higher weight get work first")
     overflow: bool = Field(default=False, description="take work only when every other server of the AE is at capacity")
+    instance: Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:@-]+$")] | None = Field(
+        default=None, description="the process this connection is, as its launcher names it (the launcher finds it by this when the process exits)"
+    )
 
 
 ConnectIn = Annotated[QueueManagerConnect | ServerConnect, Field(discriminator="role")]
@@ -52,6 +56,7 @@ class ConnectionOut(BaseModel):
     worker_tasks: int | None
     worker_weight: int | None
     overflow: bool
+    instance: str | None = None
     exit_url: str | None
     state: str
     connected_at: datetime

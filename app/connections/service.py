@@ -213,6 +213,7 @@ async def _server_connection(session: AsyncSession, principal: PrincipalInfo, po
         worker_tasks=request.worker_tasks,
         worker_weight=request.worker_weight,
         overflow=request.overflow,
+        instance=request.instance,
     )
 
 
@@ -353,13 +354,28 @@ async def expire_silent_servers(
     """Servers of one environment that neither selected nor heartbeat within the timeout have died without
     IWM4DIS (the seed: the service then does the IWM4DIS processing itself): their connection is closed with
     reason `expired` and what they held goes back to the front of its queue. Returns their ids."""
-    config = AeConfig.of(policy, keys.ae)
     expired = await store.silent_servers(keys, int(timeout_s * 1000))
-    for server_id in expired:
+    await close_dead_servers(sessions, store, cache, policy, keys, expired, "expired")
+    return expired
+
+
+async def close_dead_servers(
+    sessions: async_sessionmaker[AsyncSession],
+    store: QueueStore,
+    cache: ConnectionCache,
+    policy: ActivePolicy | None,
+    keys: AeKeys,
+    server_ids: Sequence[int],
+    reason: str,
+) -> None:
+    """The service's IWM4DIS for servers that cannot do their own (fell silent, exited, were stopped with the
+    service): their connections are closed with `reason` and what they held goes back to the front of its queue."""
+    config = AeConfig.of(policy, keys.ae) if policy is not None else None
+    for server_id in server_ids:
         async with sessions() as session:
             connection = await session.get(Connection, server_id)
             if connection is not None and connection.state == "active":
-                connection.state, connection.disconnected_at, connection.disconnect_reason = "disconnected", utcnow(), "expired"
+                connection.state, connection.disconnected_at, connection.disconnect_reason = "disconnected", utcnow(), reason
                 await session.commit()
                 cache.pop(connection.token_hash)
                 await store.redis.delete(connection_key(store.prefix, connection.token_hash))
@@ -367,7 +383,6 @@ async def expire_silent_servers(
             await store.redis.hdel(keys.servers, str(server_id))
         else:
             await store.reassign(keys, config, server_id=server_id)
-    return expired
 
 
 async def list_connections(

@@ -1,7 +1,8 @@
 """A server that answers every request with its payload: `python -m app.examples.echo_server`.
 
 Settings come from the environment: WLM_URL (default http://127.0.0.1:8000), WLM_API_KEY, WLM_SUBSYSTEM_TYPE,
-WLM_SUBSYSTEM_NAME, WLM_APPLICATION_ENVIRONMENT, WLM_WORKER_TASKS (1), WLM_WORKER_WEIGHT (1) and
+WLM_SUBSYSTEM_NAME, WLM_APPLICATION_ENVIRONMENT, WLM_WORKER_TASKS (1), WLM_WORKER_WEIGHT (1), WLM_SERVER_INSTANCE
+(set by the service's launcher) and
 WLM_ECHO_DELAY_MS (0, a pause per request; a payload's own `delay_ms` overrides it, so a load generator can give
 each request its service time). SIGTERM or SIGINT: finish what is in hand, disconnect, exit.
 """
@@ -43,6 +44,7 @@ async def main() -> None:
         _required("WLM_APPLICATION_ENVIRONMENT"),
         worker_tasks=int(os.environ.get("WLM_WORKER_TASKS", "1")),
         worker_weight=int(os.environ.get("WLM_WORKER_WEIGHT", "1")),
+        instance=os.environ.get("WLM_SERVER_INSTANCE"),
     )
     logging.info("echo server connected (connection %s); serving", server.info["id"])
     await server.serve(echo, stop_event=stop)

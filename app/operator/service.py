@@ -7,6 +7,8 @@ trail holds exactly the changes made. Every process caches the states for a shor
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,11 +26,14 @@ from app.errors import Conflict, NotFound
 from app.operator.commands import COMMAND_MAX_LENGTH, Action, DisplayCommand, VaryCommand, parse_command, parse_vary_body
 from app.operator.models import REASON_MAX_LENGTH, ApplicationEnvironmentState
 from app.operator.schemas import ApplicationEnvironmentOut, NodeActivity
-from app.operator.states import AEState, InternalEvent, transition
+from app.operator.states import UNEXPECTED_TERMINATION_WINDOW_S, AEState, InternalEvent, stopped_after, transition
 from app.policy.active import ActivePolicy
+from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
 from app.servers.schemas import PeriodPerformance
 from app.ttl_cache import TtlCache
+
+log = logging.getLogger(__name__)
 
 VARY_ACTION = "operator.vary"
 EVENT_ACTION = "operator.event"
@@ -152,6 +157,20 @@ def _check_named(policy: ActivePolicy, command: VaryCommand) -> None:
             code=UNKNOWN_APPLICATION_ENVIRONMENT,
             application_environment=name,
         )
+
+
+async def count_unexpected_terminations(
+    sessions: async_sessionmaker[AsyncSession], queues: QueueStore, store: OperatorStore, keys: AeKeys, servers: Sequence[int]
+) -> None:
+    """Servers that ended without disconnecting: five such terminations within ten minutes put the environment in
+    STOPPED (the seed's rule)."""
+    for server_id in servers:
+        times = await queues.record_termination(keys, server_id, int(UNEXPECTED_TERMINATION_WINDOW_S * 1000))
+        if stopped_after(times, time.time()):
+            async with sessions() as session:
+                reason = f"{len(times)} unexpected server terminations on {keys.node} within {UNEXPECTED_TERMINATION_WINDOW_S:.0f} s"
+                if await apply_event(session, store, keys.ae, InternalEvent.UNEXPECTED_TERMINATIONS_EXCEEDED, reason) is AEState.STOPPED:
+                    log.warning("%s is STOPPED: %s; RESUME it once the cause is fixed", keys.ae, reason)
 
 
 async def apply_event(session: AsyncSession, store: OperatorStore, name: str, event: InternalEvent, reason: str) -> AEState:

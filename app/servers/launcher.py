@@ -9,9 +9,13 @@ address spaces from the environment's procedure.
 - A process that exits within START_GRACE_SECONDS with a failure status (not killed by a signal) failed to start:
   no new start for that environment for FAILED_START_BACKOFF_SECONDS (the seed's "JCL error" case), so a broken
   command does not spin. A server that dies later, or by a signal, is replaced at once; if it died without
-  disconnecting, its silence counts as an unexpected termination (five in ten minutes: STOPPED).
+  disconnecting, its connection is closed (`exited`), its work given back, and it counts as an unexpected
+  termination (five in ten minutes: STOPPED), found from its exit, not after the heartbeat timeout.
+- When the service stops, its launched servers are told to stop (SIGTERM) and their connections are closed
+  (`stopped`, not a termination): their own disconnect may find the service no longer answering.
 - Each process gets the connect details in its environment (WLM_URL, WLM_API_KEY, WLM_SUBSYSTEM_TYPE,
-  WLM_SUBSYSTEM_NAME, WLM_APPLICATION_ENVIRONMENT, WLM_NODE), writes its output to
+  WLM_SUBSYSTEM_NAME, WLM_APPLICATION_ENVIRONMENT, WLM_NODE, and WLM_SERVER_INSTANCE, the name it connects with
+  so that its exit can be matched to its connection), writes its output to
   `<data dir>/servers/<AE>-<n>.log`, and dies with the service process (SIGTERM on the parent's death).
 - One service process per node launches at a time (a lease in Redis), so replicas do not each start a set.
 """
@@ -32,7 +36,9 @@ from sqlalchemy import select
 
 from app.auth.service import ensure_launcher_key
 from app.connections.models import Connection
+from app.connections.service import close_dead_servers
 from app.embedded_redis import die_with_parent
+from app.operator.service import count_unexpected_terminations
 from app.operator.states import may_start_servers
 from app.policy.schemas import ApplicationEnvironment
 from app.servers.service import connected_servers, desired_servers
@@ -61,6 +67,7 @@ class Launcher:
         self._retry_at: dict[str, float] = {}
         self._serial = itertools.count(1)
         self._key: str | None = None
+        self._exited: list[str] = []  # instances whose process ended since the last pass
 
     def running(self, application_environment: str) -> int:
         return len(self._launched[application_environment])
@@ -70,6 +77,9 @@ class Launcher:
         for name in list(self._launched):
             self._reap(name)
         policy = await self.state.policies.current()
+        if self._exited:
+            exited, self._exited = self._exited, []
+            await self._close_connections(exited, "exited")
         if policy is None:
             return
         node = self.configured_node or policy.nodes[0]
@@ -104,7 +114,25 @@ class Launcher:
                 log.warning("server %s of %s failed to start (exit %s); no new start for %.0f s; see its log", launched.log_name, name, code, FAILED_START_BACKOFF_SECONDS)
             else:
                 log.info("server %s of %s ended (exit %s)", launched.log_name, name, code)
+            if code is not None:
+                self._exited.append(launched.log_name)
         self._launched[name] = alive
+
+    async def _close_connections(self, instances: list[str], reason: str) -> None:
+        """Close the connections launched processes left open when they ended (they had no chance to disconnect,
+        or no service to answer them); an exit counts as an unexpected termination, a stop with the service not."""
+        async with self.state.sessions() as session:
+            rows = (await session.execute(
+                select(Connection.id, Connection.node, Connection.application_environment)
+                .where(Connection.instance.in_(instances), Connection.state == "active", Connection.role == "server")
+            )).all()  # fmt: skip
+        policy = await self.state.policies.current()
+        for server_id, node, application_environment in rows:
+            keys = self.state.queues.keys(node, application_environment)
+            log.warning("server connection %d of %s was left open by its process: closed (%s), its work given back", server_id, application_environment, reason)
+            await close_dead_servers(self.state.sessions, self.state.queues, self.state.connection_cache, policy, keys, [server_id], reason)
+            if reason == "exited":
+                await count_unexpected_terminations(self.state.sessions, self.state.queues, self.state.operator, keys, [server_id])
 
     async def _subsystem_name(self, subsystem_type: str) -> str | None:
         async with self.state.sessions() as session:
@@ -130,6 +158,7 @@ class Launcher:
             "WLM_SUBSYSTEM_NAME": subsystem_name,
             "WLM_APPLICATION_ENVIRONMENT": ae.name,
             "WLM_NODE": node,
+            "WLM_SERVER_INSTANCE": log_name,
         }
         with (directory / f"{log_name}.log").open("ab") as output:
             try:
@@ -144,13 +173,16 @@ class Launcher:
         log.info("started server %s of %s (pid %d)", log_name, ae.name, process.pid)
 
     async def stop(self) -> None:
-        """End every launched server: SIGTERM (they finish what they hold and disconnect), then SIGKILL."""
-        processes = [launched.process for group in self._launched.values() for launched in group if launched.process.returncode is None]
-        for process in processes:
-            process.send_signal(signal.SIGTERM)
-        if processes:
-            await asyncio.wait([asyncio.create_task(p.wait()) for p in processes], timeout=STOP_TIMEOUT_SECONDS)
-            for process in processes:
-                if process.returncode is None:
-                    process.kill()
+        """End every launched server: SIGTERM (they finish what they hold and disconnect), then SIGKILL; then close
+        the connections they could not close themselves."""
+        launched = [one for group in self._launched.values() for one in group if one.process.returncode is None]
+        for one in launched:
+            one.process.send_signal(signal.SIGTERM)
+        if launched:
+            await asyncio.wait([asyncio.create_task(one.process.wait()) for one in launched], timeout=STOP_TIMEOUT_SECONDS)
+            for one in launched:
+                if one.process.returncode is None:
+                    one.process.kill()
+                    await one.process.wait()
+            await self._close_connections([one.log_name for one in launched], "stopped")
         self._launched.clear()

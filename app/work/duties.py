@@ -11,7 +11,6 @@ import asyncio
 import json
 import logging
 import secrets
-import time
 from collections.abc import Awaitable, Callable
 
 import httpx
@@ -21,8 +20,8 @@ from sqlalchemy import func, select
 from app.connections import exit_urls
 from app.connections.models import Connection
 from app.connections.service import expire_silent_servers, purge_departed_again
-from app.operator.service import apply_event
-from app.operator.states import UNEXPECTED_TERMINATION_WINDOW_S, AEState, InternalEvent, stopped_after
+from app.operator.service import apply_event, count_unexpected_terminations
+from app.operator.states import AEState, InternalEvent
 from app.policy.active import ActivePolicy
 from app.queues.keys import AeKeys
 from app.queues.store import AeConfig, now_ms
@@ -120,7 +119,7 @@ class Duties:
             if silent:
                 SILENT_SERVERS.labels(keys.ae).inc(len(silent))
                 log.warning("%d server(s) of %s on %s fell silent: connections closed, their work given back", len(silent), keys.ae, keys.node)
-                await self._count_unexpected_terminations(keys, silent)
+                await count_unexpected_terminations(self.state.sessions, self.state.queues, self.state.operator, keys, silent)
             result = await self.state.queues.reassign(keys, config)
             if result.requeued:
                 REASSIGNED.labels(keys.ae).inc(result.requeued)
@@ -144,16 +143,6 @@ class Duties:
             await queues.purge(retired.keys, retired.queue_manager)
             if now_ms() - retired.since_ms > settle_ms and await queues.drained(retired.keys):
                 await queues.forget_retired(retired)
-
-    async def _count_unexpected_terminations(self, keys: AeKeys, servers: list[int]) -> None:
-        """Five unexpected terminations within ten minutes put the environment in STOPPED (the seed's rule)."""
-        for server_id in servers:
-            times = await self.state.queues.record_termination(keys, server_id, int(UNEXPECTED_TERMINATION_WINDOW_S * 1000))
-            if stopped_after(times, time.time()):
-                async with self.state.sessions() as session:
-                    reason = f"{len(times)} unexpected server terminations on {keys.node} within {UNEXPECTED_TERMINATION_WINDOW_S:.0f} s"
-                    if await apply_event(session, self.state.operator, keys.ae, InternalEvent.UNEXPECTED_TERMINATIONS_EXCEEDED, reason) is AEState.STOPPED:
-                        log.warning("%s is STOPPED: %s; RESUME it once the cause is fixed", keys.ae, reason)
 
     async def _report_drained(self, policy: ActivePolicy) -> None:
         """Move QUIESCING, REFRESHING and RESUMING environments on once the servers they wait for are gone."""

@@ -1,11 +1,14 @@
 """The launcher on a real service process: it starts an environment's servers from its start command to the
-decided count, they connect and serve, and a command that fails to start is not retried for 30 s."""
+decided count, they connect and serve, a command that fails to start is not retried for 30 s, a server that dies
+is known from its exit, and stopping the service closes its servers' connections."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import signal
+import sqlite3
 import sys
 import time
 
@@ -92,3 +95,51 @@ async def test_a_start_command_that_fails_is_not_retried_within_30_seconds(tmp_p
 
 async def _logs_at_least(directory, count: int) -> bool:
     return len(list(directory.glob("PAYROLL-*.log"))) >= count if directory.exists() else False
+
+
+def _launched_pids(service: ServiceProcess) -> list[int]:
+    return [int(line.rsplit("pid ", 1)[1].rstrip(")")) for line in service.log_path.read_text().splitlines() if "started server PAYROLL-" in line]
+
+
+def _server_connections(tmp_path) -> list[tuple[str, str | None, str | None]]:
+    with sqlite3.connect(tmp_path / "data" / "wlm.db") as db:
+        return db.execute("SELECT state, disconnect_reason, instance FROM connections WHERE role = 'server' ORDER BY id").fetchall()
+
+
+async def test_a_server_that_dies_is_known_from_its_exit_and_its_work_is_served_again(tmp_path):
+    # The heartbeat timeout is long, so only the exit can explain a quick recovery.
+    service, http, qm_token = await _service_with(tmp_path, [sys.executable, "-m", "app.examples.echo_server"], {"min": 1, "max": 1})
+    try:
+        assert await _eventually(lambda: _count_is(http, 1)), service.log_path.read_text()[-3000:]
+        body = {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": {"userid": "ATM01"}, "payload": {"delay_ms": 60_000}}
+        long_one = (await http.post("/v1/work", json=body)).json()["token"]
+        assert await _eventually(lambda: _in_flight_is(http, 1))
+        [pid] = _launched_pids(service)
+        os.kill(pid, signal.SIGKILL)  # no disconnect, no end
+        died_at = time.monotonic()
+        assert await _eventually(lambda: _reason_seen(tmp_path, "exited"), timeout=20)
+        assert time.monotonic() - died_at < 15  # WLM_HEARTBEAT_TIMEOUT_SECONDS is 30
+        # Given back to its queue and taken by the server started in its place, which is a new process.
+        assert await _eventually(lambda: _count_is(http, 1), timeout=30)
+        assert await _eventually(lambda: _in_flight_is(http, 1), timeout=30)
+        assert len(_launched_pids(service)) == 2
+        listed = (await http.get("/v1/connections", headers=ADMIN, params={"role": "server"})).json()["items"]
+        assert sorted(c["disconnect_reason"] or "" for c in listed) == ["", "exited"]
+        assert all(c["instance"] and c["instance"].startswith("PAYROLL-") for c in listed)
+        assert long_one  # still queued or held, never lost: the display counts it in flight again
+    finally:
+        await http.aclose()
+        service.stop()
+    # The service's stop closed the connection its server could no longer close itself: nothing is left active.
+    # ("requested" if its own disconnect got through before the service stopped answering).
+    (_, first, _), (state, second, _) = _server_connections(tmp_path)
+    assert first == "exited" and state == "disconnected" and second in ("stopped", "requested")
+
+
+async def _in_flight_is(http: httpx.AsyncClient, count: int) -> bool:
+    described = await http.get("/v1/application-environments/PAYROLL", headers=ADMIN)
+    return described.json()["in_flight"] == count  # type: ignore[no-any-return]
+
+
+async def _reason_seen(tmp_path, reason: str) -> bool:
+    return any(row[1] == reason for row in _server_connections(tmp_path))
