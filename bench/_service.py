@@ -10,6 +10,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -73,3 +75,26 @@ def machine() -> str:
     import platform
 
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+RQ_SERIALIZER = "rq.serializers.JSONSerializer"
+
+
+@contextmanager
+def rq_workers(redis_url: str, queue: str, count: int) -> Iterator[None]:
+    """`count` RQ SimpleWorker processes on `queue`, started (and given 2 s to start) before the body, stopped after it."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "rq.cli", "worker", "--url", redis_url, "--worker-class", "rq.worker.SimpleWorker",
+             "--serializer", RQ_SERIALIZER, "--quiet", queue],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        for _ in range(count)
+    ]  # fmt: skip
+    try:
+        time.sleep(2.0)  # let the workers start before the clock does
+        yield
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait()

@@ -25,7 +25,6 @@ import asyncio
 import gc
 import json
 import random
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,7 +36,7 @@ from rq.job import Job
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _http import HttpClient
-from _service import ADMIN_KEY, Service, machine
+from _service import ADMIN_KEY, RQ_SERIALIZER, Service, machine, rq_workers
 
 CLASSES = {  # name: (userid that classifies to it, arrivals per second, service time in ms)
     "FAST": ("FAST01", 15.0, 100),
@@ -148,35 +147,24 @@ def rq_fifo_phase(redis_url: str, workers: int, seconds: float) -> dict[str, flo
     """The same Poisson arrivals through one RQ queue (FIFO, no goals) and `workers` SimpleWorkers; the average-goal
     PI of each class over the requests that ended in the last WINDOW_SECONDS, as the service judges its own."""
     connection = redis.Redis.from_url(redis_url)
-    queue = Queue("goals-fifo", connection=connection, serializer="rq.serializers.JSONSerializer")
+    queue = Queue("goals-fifo", connection=connection, serializer=RQ_SERIALIZER)
     queue.empty()
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "rq.cli", "worker", "--url", redis_url, "--worker-class", "rq.worker.SimpleWorker",
-             "--serializer", "rq.serializers.JSONSerializer", "--quiet", "goals-fifo"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        for _ in range(workers)
-    ]  # fmt: skip
-    time.sleep(2.0)  # let the workers start before the arrivals do
     jobs: dict[str, list[str]] = {name: [] for name in CLASSES}
-    next_at = {name: time.perf_counter() + random.expovariate(CLASSES[name][1]) for name in CLASSES}
-    deadline = time.perf_counter() + seconds
-    while (now := time.perf_counter()) < deadline:
-        name = min(next_at, key=next_at.__getitem__)
-        time.sleep(max(0.0, next_at[name] - now))
-        jobs[name].append(queue.enqueue("time.sleep", CLASSES[name][2] / 1000, result_ttl=3600).id)
-        next_at[name] += random.expovariate(CLASSES[name][1])
-    window_start = time.time() - WINDOW_SECONDS
-    result: dict[str, float | None] = {}
-    for name, ids in jobs.items():
-        ended = [job for job in Job.fetch_many(ids, connection=connection, serializer="rq.serializers.JSONSerializer") if job and job.ended_at]
-        responses = [(job.ended_at - job.enqueued_at).total_seconds() * 1000 for job in ended if job.ended_at.timestamp() >= window_start]
-        result[name] = round(sum(responses) / len(responses) / GOALS_MS[name], 3) if responses else None
-        result[f"{name}_queued_at_end"] = len(ids) - len(ended)
-    for proc in procs:
-        proc.terminate()
-        proc.wait()
+    with rq_workers(redis_url, "goals-fifo", workers):
+        next_at = {name: time.perf_counter() + random.expovariate(CLASSES[name][1]) for name in CLASSES}
+        deadline = time.perf_counter() + seconds
+        while (now := time.perf_counter()) < deadline:
+            name = min(next_at, key=next_at.__getitem__)
+            time.sleep(max(0.0, next_at[name] - now))
+            jobs[name].append(queue.enqueue("time.sleep", CLASSES[name][2] / 1000, result_ttl=3600).id)
+            next_at[name] += random.expovariate(CLASSES[name][1])
+        window_start = time.time() - WINDOW_SECONDS
+        result: dict[str, float | None] = {}
+        for name, ids in jobs.items():
+            ended = [job for job in Job.fetch_many(ids, connection=connection, serializer=RQ_SERIALIZER) if job and job.ended_at]
+            responses = [(job.ended_at - job.enqueued_at).total_seconds() * 1000 for job in ended if job.ended_at.timestamp() >= window_start]
+            result[name] = round(sum(responses) / len(responses) / GOALS_MS[name], 3) if responses else None
+            result[f"{name}_queued_at_end"] = len(ids) - len(ended)
     queue.empty()
     return result
 

@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import gc
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,7 +31,7 @@ from rq import Queue
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _http import HttpClient  # noqa: E402
-from _service import ADMIN_KEY, ROOT, Service, machine  # noqa: E402
+from _service import ADMIN_KEY, ROOT, RQ_SERIALIZER, Service, machine, rq_workers  # noqa: E402
 
 POLICY = (ROOT / "examples" / "policy.yaml").read_text().replace("backlog_limit: 100000", "backlog_limit: 10000000").replace("max: 8,", "max: 64,")
 ONLINE = {"userid": "ATM01"}
@@ -165,27 +164,15 @@ async def latency_phase(qm: HttpClient, server: HttpClient, qm_token: str, rate:
 def rq_phase(redis_url: str, jobs: int, workers: int) -> float:
     """RQ lifecycles per second: `jobs` enqueued while `workers` SimpleWorker processes run them."""
     connection = redis.Redis.from_url(redis_url)
-    queue = Queue("bench", connection=connection, serializer="rq.serializers.JSONSerializer")
+    queue = Queue("bench", connection=connection, serializer=RQ_SERIALIZER)
     queue.empty()
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "rq.cli", "worker", "--url", redis_url, "--worker-class", "rq.worker.SimpleWorker",
-             "--serializer", "rq.serializers.JSONSerializer", "--quiet", "bench"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        for _ in range(workers)
-    ]  # fmt: skip
-    time.sleep(2.0)  # let the workers start before the clock does
-    started = time.perf_counter()
-    for n in range(jobs):
-        queue.enqueue("builtins.len", [n])
-    while queue.finished_job_registry.count < jobs:
-        time.sleep(0.01)
-    rate = jobs / (time.perf_counter() - started)
-    for proc in procs:
-        proc.terminate()
-        proc.wait()
-    return rate
+    with rq_workers(redis_url, "bench", workers):
+        started = time.perf_counter()
+        for n in range(jobs):
+            queue.enqueue("builtins.len", [n])
+        while queue.finished_job_registry.count < jobs:
+            time.sleep(0.01)
+        return jobs / (time.perf_counter() - started)
 
 
 def percentile(samples: list[float], p: float) -> float:
