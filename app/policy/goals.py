@@ -32,8 +32,8 @@ BUCKET_COUNT = len(RESPONSE_BUCKET_LIMITS_PCT) + 1
 BUCKET_LABELS: tuple[str, ...] = (*(f"<={limit}%" for limit in RESPONSE_BUCKET_LIMITS_PCT), ">400%")
 # A response on a limit belongs to that limit's bucket even through float noise: 0.7 ms of a 1 ms goal computes as
 # 70.00000000000001%. A relative 1e-9 of the goal is far below any clock's resolution.
-_BOUNDARY_TOLERANCE = 1e-9
-_TOLERANT_LIMITS_PCT = tuple(limit * (1 + _BOUNDARY_TOLERANCE) for limit in RESPONSE_BUCKET_LIMITS_PCT)
+BOUNDARY_TOLERANCE = 1e-9
+_TOLERANT_LIMITS_PCT = tuple(limit * (1 + BOUNDARY_TOLERANCE) for limit in RESPONSE_BUCKET_LIMITS_PCT)
 # Buckets 0..5 hold the responses within the goal (≤100%).
 WITHIN_GOAL_BUCKETS = RESPONSE_BUCKET_LIMITS_PCT.index(100) + 1
 
