@@ -35,6 +35,7 @@ from app.policy.router import router as policy_router
 from app.policy.schemas import ServiceDefinition
 from app.policy.service import PolicyStore
 from app.queues.store import QueueStore
+from app.reports.router import dashboard_assets, dashboard_router
 from app.reports.router import router as reports_router
 from app.servers.router import router as servers_router
 from app.state import AppState
@@ -163,5 +164,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         auth_router, audit_router,
     ):
         app.include_router(router, responses=ERROR_RESPONSES)
+    app.include_router(dashboard_router)
+    app.mount("/dashboard/static", dashboard_assets(), name="dashboard-static")
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

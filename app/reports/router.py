@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 from datetime import date
+from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
 
 from app.deps import SessionDep, Viewer
 from app.reports import service
@@ -11,6 +14,15 @@ from app.reports.models import WHOLE_DAY_MINUTES
 from app.reports.schemas import ReportDates, WorkloadReportPage, WorkloadReportRowOut, WorkloadSummary
 
 router = APIRouter(prefix="/v1/reports", tags=["reports"])
+dashboard_router = APIRouter(include_in_schema=False)
+
+DASHBOARD_DIR = Path(__file__).parent / "dashboard"
+# The page holds an API key (in sessionStorage): it runs only its own scripts and talks only to this service.
+_DASHBOARD_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+    "Cache-Control": "no-cache",
+}
 
 ReportName = Annotated[str | None, Query(min_length=1, max_length=32, description="case-insensitive")]
 
@@ -83,3 +95,12 @@ async def workload_summary(
 ) -> WorkloadSummary:
     return WorkloadSummary(date=date, interval_minutes=interval, items=await service.day_summary(session, date, interval))
 
+
+@dashboard_router.get("/dashboard")
+async def dashboard() -> FileResponse:
+    """The page loads without a key; its scripts ask for one and send it with every API call."""
+    return FileResponse(DASHBOARD_DIR / "index.html", media_type="text/html", headers=_DASHBOARD_HEADERS)
+
+
+def dashboard_assets() -> StaticFiles:
+    return StaticFiles(directory=DASHBOARD_DIR / "static")

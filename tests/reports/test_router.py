@@ -208,3 +208,14 @@ async def test_dates_newest_first(client, day):
     assert (await client.get(f"{WORKLOAD}/dates", headers=ADMIN)).json() == {"items": ["2026-11-22", "2026-11-21"]}
     assert (await client.get(f"{WORKLOAD}/dates", headers=ADMIN, params={"limit": 1})).json() == {"items": ["2026-11-22"]}
 
+
+async def test_dashboard_page_and_assets_load_without_a_key(client):
+    page = await client.get("/dashboard")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert '<script type="module" src="/dashboard/static/dashboard.js">' in page.text
+    for asset, media in (("dashboard.js", "javascript"), ("charts.js", "javascript"), ("dashboard.css", "text/css")):
+        response = await client.get(f"/dashboard/static/{asset}")
+        assert response.status_code == 200 and media in response.headers["content-type"], asset
+    missing = await client.get("/dashboard/static/nothing.js")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
