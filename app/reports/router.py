@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
-from app.deps import SessionDep, Viewer
+from app.deps import Offset, SessionDep, Viewer
 from app.reports import service
 from app.reports.models import WHOLE_DAY_MINUTES
 from app.reports.schemas import ReportDates, WorkloadReportPage, WorkloadReportRowOut, WorkloadSummary
@@ -52,7 +52,7 @@ async def workload_report(
     report_class: ReportName = None,
     period: Annotated[int | None, Query(ge=1, le=1000)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> WorkloadReportPage:
     filters = service.report_filters(
         on=on,

@@ -145,6 +145,7 @@ async def test_bad_input_is_refused_with_the_error_body(client, day):
         ({"limit": 0}, "query.limit"),
         ({"limit": 1001}, "query.limit"),
         ({"offset": -1}, "query.offset"),
+        ({"offset": 2**31}, "query.offset"),
         ({"period": 0}, "query.period"),
         ({"service_class": "X" * 33}, "query.service_class"),
     ]:
