@@ -39,16 +39,21 @@ _PERIOD_KEY = (_ROW.application_environment, _ROW.node, _ROW.service_class, _ROW
 PeriodKey = tuple[str, str, str, int, str, int]
 
 
+def _period_key(row: Any) -> PeriodKey:
+    """The _PERIOD_KEY values of a report row, or of a result row that selected those columns."""
+    return (row.application_environment, row.node, row.service_class, row.period, row.report_class, row.policy_version)
+
+
 @dataclass(frozen=True, slots=True)
 class ReportFilters:
-    date_from: date | None = None
-    date_to: date | None = None
-    interval_minutes: int | None = DEFAULT_INTERVAL_MINUTES  # None: every interval length
-    service_class: str | None = None
-    application_environment: str | None = None
-    node: str | None = None
-    report_class: str | None = None
-    period: int | None = None
+    date_from: date | None
+    date_to: date | None
+    interval_minutes: int | None  # None: every interval length
+    service_class: str | None
+    application_environment: str | None
+    node: str | None
+    report_class: str | None
+    period: int | None
 
     def conditions(self) -> list[ColumnElement[bool]]:
         wanted: list[ColumnElement[bool]] = []
@@ -159,9 +164,8 @@ async def _interval_figures(session: AsyncSession, day: date, interval_minutes: 
     rows = await session.execute(select(ranked).where(ranked.c.rank == 1))
     figures = {}
     for row in rows:
-        key: PeriodKey = (row.application_environment, row.node, row.service_class, row.period, row.report_class, row.policy_version)
         worst_known = row.performance_index is not None
-        figures[key] = _IntervalFigures(
+        figures[_period_key(row)] = _IntervalFigures(
             intervals=row.intervals,
             missed=int(row.missed or 0),
             worst_start=row.interval_start if worst_known else None,
@@ -174,17 +178,17 @@ async def day_summary(session: AsyncSession, day: date, interval_minutes: int) -
     """Each service class period of `day`: its whole-day row and its `interval_minutes` intervals summed up.
     NotFound when the day has no report at all."""
     whole_days = {
-        (r.application_environment, r.node, r.service_class, r.period, r.report_class, r.policy_version): r
-        for r in await session.scalars(select(_ROW).where(_ROW.report_date == day, _ROW.interval_minutes == WHOLE_DAY_MINUTES))
+        _period_key(row): row
+        for row in await session.scalars(select(_ROW).where(_ROW.report_date == day, _ROW.interval_minutes == WHOLE_DAY_MINUTES))
     }
     figures = await _interval_figures(session, day, interval_minutes)
     if not whole_days and not figures and not await _has_report(session, day):
         raise NotFound(f"no workload report for {day.isoformat()}", code="no_report", date=day.isoformat())
-    none = _IntervalFigures(intervals=0, missed=0, worst_start=None, worst_pi=None)
+    no_intervals = _IntervalFigures(intervals=0, missed=0, worst_start=None, worst_pi=None)
     items = []
     for key in sorted(whole_days.keys() | figures.keys()):
         ae, node, service_class, period, report_class, policy_version = key
-        whole_day, interval = whole_days.get(key), figures.get(key, none)
+        whole_day, interval = whole_days.get(key), figures.get(key, no_intervals)
         items.append(
             ServiceClassPeriodDay(
                 application_environment=ae,
