@@ -4,7 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install clean
+CHROMIUM := /usr/bin/chromium
+
+.PHONY: run test install browser clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,10 +16,19 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The dashboard's browser test (tests/reports/test_dashboard.py) drives Debian's chromium; the file is its own stamp.
+# Only `make test` needs it, so `make run` works without it.
+$(CHROMIUM):
+	if [ "$$(id -u)" -eq 0 ]; then sudo=; elif command -v sudo >/dev/null; then sudo=sudo; \
+	else echo "installing chromium needs root or sudo" >&2; exit 1; fi; \
+	$$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
+
+browser: $(CHROMIUM)
+
 run: $(STAMP)
 	$(BIN)/wlm serve
 
-test: $(STAMP)
+test: $(STAMP) $(CHROMIUM)
 	$(BIN)/python -m pytest
 
 clean:

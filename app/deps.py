@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.roles import PrincipalInfo, Role
@@ -27,6 +27,11 @@ async def get_session(state: StateDep) -> AsyncIterator[AsyncSession]:
 
 
 SessionDep = Annotated[AsyncSession, Depends(get_session)]
+
+# The paging offset of list endpoints. Bounded because the databases take OFFSET as a 64-bit integer at most: a
+# larger one was a database error (500) instead of the client's 422; no list comes near this length.
+MAX_OFFSET = 2**31 - 1
+Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET)]
 
 
 # Authentication reads the header itself rather than through FastAPI's HTTPBearer and nested dependencies:

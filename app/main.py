@@ -35,6 +35,8 @@ from app.policy.router import router as policy_router
 from app.policy.schemas import ServiceDefinition
 from app.policy.service import PolicyStore
 from app.queues.store import QueueStore
+from app.reports.router import dashboard_assets, dashboard_router
+from app.reports.router import router as reports_router
 from app.servers.router import router as servers_router
 from app.state import AppState
 from app.work.dispatch import Dispatcher
@@ -157,7 +159,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RejectNulMiddleware)
     app.add_middleware(MetricsMiddleware)
     app.include_router(health_router)
-    for router in (policy_router, environments_router, connections_router, work_router, servers_router, operator_router, auth_router, audit_router):
+    for router in (
+        policy_router, environments_router, connections_router, work_router, servers_router, operator_router, reports_router,
+        auth_router, audit_router,
+    ):
         app.include_router(router, responses=ERROR_RESPONSES)
+    app.include_router(dashboard_router)
+    app.mount("/dashboard/static", dashboard_assets(), name="dashboard-static")
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

@@ -29,12 +29,20 @@ JUNK_BODIES = [
 ]
 RAW_BODIES = [b"\xff\xfe\x00", b'{"unterminated": ', b"[" * 3000]
 PATH_VALUES = ["x", "-1", "0", "%00", "%2e%2e", "9" * 40, "c_" + "a" * 500]
+QUERY_VALUES = ["", "x", "-1", "0", "1e309", "9" * 40, "2026-02-30", "99999-01-01", "all", "%", "\u00ff" * 300]
+# Fills every path parameter for the query sweep: a valid date (report paths) and a harmless name elsewhere, so the
+# query string is what gets judged.
+PLAIN_PATH_VALUE = "2026-11-21"
 
 
 def _operations(spec):
     for path, item in spec["paths"].items():
         for method in item:
             yield method.upper(), path
+
+
+def _query_parameters(spec, method: str, path: str) -> list[str]:
+    return [p["name"] for p in spec["paths"][path][method.lower()].get("parameters", []) if p["in"] == "query"]
 
 
 def _fill(path: str, value: str) -> str:
@@ -66,3 +74,18 @@ async def test_no_operation_answers_500(client):
                     break
     # The junk installed nothing and the policy is intact.
     assert (await client.get("/v1/policy", headers=ADMIN)).json()["version"] == 1
+
+
+async def test_no_query_string_answers_500(client):
+    await install_policy(client)
+    spec = (await client.get("/openapi.json")).json()
+    swept = set()
+    for method, path in _operations(spec):
+        for name in _query_parameters(spec, method, path):
+            swept.add((path, name))
+            for value in QUERY_VALUES:
+                response = await client.request(method, _fill(path, PLAIN_PATH_VALUE), headers=ADMIN, params={name: value})
+                _assert_clean(response, (method, path, name, value))
+    # The report API's filters are among them.
+    assert {("/v1/reports/workload", name) for name in ("date", "date_from", "date_to", "interval", "limit", "offset", "period")} <= swept
+    assert ("/v1/reports/workload/{date}/summary", "interval") in swept

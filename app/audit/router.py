@@ -6,7 +6,7 @@ from fastapi import APIRouter, Query
 
 from app.audit import service
 from app.audit.schemas import AuditEventList, AuditEventOut
-from app.deps import Admin, SessionDep
+from app.deps import Admin, Offset, SessionDep
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
 
@@ -17,7 +17,7 @@ async def list_events(
     _: Admin,
     action: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> AuditEventList:
     rows, total = await service.list_events(session, action=action, limit=limit, offset=offset)
     return AuditEventList(items=[AuditEventOut.model_validate(r) for r in rows], total=total, limit=limit, offset=offset)

@@ -15,7 +15,7 @@ from app.connections.schemas import (
     DisconnectOut,
     HeartbeatOut,
 )
-from app.deps import SessionDep, StateDep, Viewer, require
+from app.deps import Offset, SessionDep, StateDep, Viewer, require
 
 router = APIRouter(prefix="/v1/connections", tags=["connections"])
 
@@ -47,7 +47,7 @@ async def list_connections(
     state: Literal["active", "disconnected"] | None = None,
     application_environment: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> ConnectionList:
     rows, total = await service.list_connections(
         session,

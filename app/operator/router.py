@@ -9,7 +9,7 @@ from pydantic import TypeAdapter
 from app.audit.models import AuditEvent
 from app.audit.service import list_events
 from app.auth.roles import PrincipalInfo, Role
-from app.deps import SessionDep, StateDep, Viewer, require
+from app.deps import Offset, SessionDep, StateDep, Viewer, require
 from app.errors import BadRequest, PayloadTooLarge
 from app.operator import service
 from app.operator.commands import DisplayCommand, VaryBody
@@ -102,7 +102,7 @@ async def list_commands(
     session: SessionDep,
     _: Viewer,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> OperatorCommandList:
     events, total = await list_events(session, action=service.VARY_ACTION, limit=limit, offset=offset)
     return OperatorCommandList(items=[_command_out(event) for event in events], total=total, limit=limit, offset=offset)

@@ -6,7 +6,7 @@ import yaml
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
 from app.auth.roles import PrincipalInfo, Role
-from app.deps import Admin, SessionDep, StateDep, Viewer, require
+from app.deps import Admin, Offset, SessionDep, StateDep, Viewer, require
 from app.errors import PayloadTooLarge
 from app.policy import service
 from app.policy.models import PolicyVersion
@@ -74,7 +74,7 @@ async def list_versions(
     session: SessionDep,
     _: Viewer,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> PolicyVersionList:
     rows, total = await service.list_versions(session, limit, offset)
     return PolicyVersionList(items=[_version_out(r) for r in rows], total=total, limit=limit, offset=offset)
