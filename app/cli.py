@@ -13,6 +13,8 @@ from typing import Any
 import httpx
 
 from app.config import get_settings
+from spark_jobs.workload_activity.arguments import add_arguments as add_report_arguments
+from spark_jobs.workload_activity.arguments import run_from_arguments
 
 
 class CliError(Exception):
@@ -204,6 +206,28 @@ def cmd_display(args: argparse.Namespace) -> None:
         print(line)
 
 
+def cmd_report(args: argparse.Namespace) -> None:
+    if args.action == "run":
+        run_from_arguments(args)
+        return
+    hour, minute = args.at
+    wlm = Path(sys.executable).with_name("wlm")
+    data_dir = get_settings().data_dir.resolve()
+    log = data_dir / "reports" / "workload_activity.log"
+    print("# The nightly workload activity report of the day before (UTC). Add with `crontab -e`:")
+    print(f"{minute} {hour} * * * cd {Path.cwd()} && WLM_DATA_DIR={data_dir} {wlm} report run --date yesterday >> {log} 2>&1")
+
+
+def _time_of_day(text: str) -> tuple[int, int]:
+    try:
+        hour, minute = (int(part) for part in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a time of day (HH:MM): {text!r}") from None
+    if not (0 <= hour < 24 and 0 <= minute < 60):
+        raise argparse.ArgumentTypeError(f"not a time of day (HH:MM): {text!r}")
+    return hour, minute
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wlm", description="WLM: goal-oriented workload manager")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -257,6 +281,13 @@ def build_parser() -> argparse.ArgumentParser:
     display = sub.add_parser("display", parents=[remote], help="D WLM,APPLENV=pattern: states, servers and queued work")
     display.add_argument("pattern", nargs="?", default="*", help="a name or a pattern with * (default: all)")
     display.set_defaults(func=cmd_display)
+
+    report = sub.add_parser("report", help="the nightly workload activity report (PySpark)")
+    report_sub = report.add_subparsers(dest="action", required=True)
+    add_report_arguments(report_sub.add_parser("run", help="compute one day's report into Parquet and the database"))
+    schedule = report_sub.add_parser("schedule", help="print the cron line that runs the report every night")
+    schedule.add_argument("--at", type=_time_of_day, default=(0, 30), help="time of day (HH:MM, local to cron; default 00:30)")
+    report.set_defaults(func=cmd_report)
     return parser
 
 

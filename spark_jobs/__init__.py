@@ -1,0 +1,1 @@
+"""Batch jobs on PySpark: the nightly workload activity report."""

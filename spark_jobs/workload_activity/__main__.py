@@ -1,0 +1,21 @@
+"""Entry point: `python -m spark_jobs.workload_activity --date YYYY-MM-DD`, or as a file for spark-submit:
+`spark-submit --master spark://host:7077 spark_jobs/workload_activity/__main__.py --date 2026-11-22` (the driver's
+Python must have this project installed; the transform is SQL only, so executors need nothing of it)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from spark_jobs.workload_activity.arguments import add_arguments, run_from_arguments
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="workload_activity", description="The RMF-style workload activity report of one day")
+    add_arguments(parser)
+    run_from_arguments(parser.parse_args(argv))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

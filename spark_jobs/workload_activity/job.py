@@ -1,0 +1,65 @@
+"""The nightly job: extract → transform → load, with progress on stderr."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict, dataclass
+from datetime import date
+
+from spark_jobs.common.session import build_session
+from spark_jobs.workload_activity.extract import day_path, read_policy_versions, read_records
+from spark_jobs.workload_activity.load import replace_date, write_parquet
+from spark_jobs.workload_activity.policy_goals import activation_steps, goal_rows
+from spark_jobs.workload_activity.transform import day_bounds, workload_activity
+
+GOAL_SCHEMA = (
+    "policy_version INT, service_class STRING, period INT, goal_type STRING, goal_ms BIGINT, goal_percentile INT, "
+    "goal_velocity INT, importance INT"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class JobResult:
+    report_date: date
+    rows: int
+    ended: int
+    parquet: str
+    seconds: float
+
+
+class Progress:
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+
+    def __call__(self, message: str) -> None:
+        print(f"[workload-activity {time.monotonic() - self.started:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def run(
+    report_date: date,
+    *,
+    records_uri: str,
+    output_uri: str,
+    database_url: str,
+    master: str | None = None,
+    interval_minutes: int = 15,
+) -> JobResult:
+    progress = Progress()
+    versions = read_policy_versions(database_url)
+    progress(f"{len(versions)} policy versions; starting Spark")
+    spark = build_session("wlm-workload-activity", master)
+    try:
+        progress(f"Spark {spark.version} on {spark.sparkContext.master}; reading {day_path(records_uri, report_date)}")
+        goals = spark.createDataFrame([asdict(goal) for goal in goal_rows(versions)], GOAL_SCHEMA)
+        steps = activation_steps(versions, *day_bounds(report_date))
+        report = workload_activity(read_records(spark, records_uri, report_date), goals, steps, report_date, interval_minutes)
+        rows = report.collect()
+        ended = sum(row.ended_count for row in rows if row.interval_minutes == 1440)
+        progress(f"{len(rows)} report rows ({ended} ended requests); writing")
+        parquet = write_parquet(spark, rows, report.schema, output_uri, report_date)
+        replace_date(database_url, report_date, rows)
+        progress(f"done: {parquet} and the database's workload_reports for {report_date}")
+    finally:
+        spark.stop()
+    return JobResult(report_date, len(rows), ended, parquet, time.monotonic() - progress.started)

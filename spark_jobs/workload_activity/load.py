@@ -1,0 +1,40 @@
+"""Writing the report: Parquet (one directory per date, replaced on a rerun) and the `workload_reports` table
+(the date's rows replaced in one transaction, so a rerun never duplicates and readers never see half a day)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, date
+from typing import Any
+
+from pyspark.sql import Row, SparkSession
+from pyspark.sql.types import StructType
+from sqlalchemy import create_engine, delete, insert
+
+from app.db import sync_database_url, utcnow
+from app.reports.models import WorkloadReportRow
+
+
+def write_parquet(spark: SparkSession, rows: Sequence[Row], schema: StructType, output_uri: str, report_date: date) -> str:
+    """The collected report rows as one Parquet file under `output_uri`/date=YYYY-MM-DD (replacing a rerun's)."""
+    path = f"{output_uri.rstrip('/')}/date={report_date.isoformat()}"
+    spark.createDataFrame(list(rows), schema).coalesce(1).write.mode("overwrite").parquet(path)
+    return path
+
+
+def table_rows(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """Report rows as table rows: `interval_start` comes as UTC wall time (timestamp_ntz)."""
+    computed_at = utcnow()
+    return [{**row.asDict(), "interval_start": row.interval_start.replace(tzinfo=UTC), "computed_at": computed_at} for row in rows]
+
+
+def replace_date(database_url: str, report_date: date, rows: Sequence[Row]) -> None:
+    table = WorkloadReportRow.__table__
+    engine = create_engine(sync_database_url(database_url))
+    try:
+        with engine.begin() as connection:
+            connection.execute(delete(table).where(table.c.report_date == report_date))
+            if rows:
+                connection.execute(insert(table), table_rows(rows))
+    finally:
+        engine.dispose()

@@ -1,0 +1,351 @@
+"""The workload activity report as pure functions of DataFrames (no session, no I/O).
+
+The figures follow `app.policy.goals`, which judges the same requests live, so the nightly report and the live
+performance figures agree:
+
+1. Each record gets the goal of the policy version active when it ended, its interval, for a response time goal
+   (average, percentile) its bucket (response time as a share of the goal), and its response-time bin: the
+   response time to two significant digits (1 ms wide below 100 ms, 10 ms below 1 s, ...).
+2. The rows are shuffled once, narrow: the group as a 64-bit hash of its names, the work token as a 96-bit
+   fingerprint (xxHash64 and Murmur3), the rest numbers (the strings made that shuffle cost three times as much).
+   Copies of a record (records are written at least once) are identical rows, so they meet in one partition,
+   where the copies are dropped and the cells (group, interval, bucket, bin) summed: the one aggregation over raw
+   rows. Two tokens of a day share a fingerprint with a probability of about n²/2⁹⁷ (10⁻¹⁵ for ten million
+   requests). The groups' names come from a small aggregation of their own.
+3. Intervals and the whole day are rolled up from the cells. A window over each group's cells in bin order gives
+   the percentiles and, for goals without a response time (velocity, discretionary), the group's average that
+   their distribution is measured against.
+
+Precision: counts, sums, averages, standard deviations, velocity, the distribution of response time goals and
+their PI are exact. Percentiles (nearest rank) and the distribution of velocity and discretionary goals are
+resolved to the bin: exact below 100 ms, and above it the percentile is the largest response in the bin that holds
+the rank (at most 1% above the exact one), and a bin across a bucket limit counts as above it.
+
+Response figures (averages, percentiles, distribution, PI) are of the requests their server ended (completed or
+failed); deleted, purged and abandoned requests are counted but have no response time a goal could be met by.
+Standard deviations are of the population (every request of the interval), not of a sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, date, datetime, timedelta
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from app.policy.goals import (
+    BOUNDARY_TOLERANCE,
+    DISCRETIONARY_PI,
+    MAX_VELOCITY_PI,
+    OVERFLOW_BUCKET_PI,
+    RESPONSE_BUCKET_LIMITS_PCT,
+    WITHIN_GOAL_BUCKETS,
+)
+from spark_jobs.workload_activity.policy_goals import ActivationStep
+
+WHOLE_DAY_MINUTES = 1440
+REPORT_PERCENTILES = (50, 90, 99)
+# Response-time bins: three significant digits up to a day (8.64e7 ms).
+_BIN_DECADES = (1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000)
+ENDED_OUTCOMES = ("completed", "failed")
+DELETED_OUTCOMES = ("deleted", "purged")
+RESPONSE_TIME_GOALS = ("average", "percentile")
+BUCKETS = len(RESPONSE_BUCKET_LIMITS_PCT) + 1
+
+# What the job reads of a record (docs/work-records.md); Parquet hands over only these columns.
+RECORD_COLUMNS = (
+    "token",
+    "application_environment",
+    "node",
+    "service_class",
+    "period",
+    "report_class",
+    "policy_version",
+    "outcome",
+    "ended_at",
+    "response_time_ms",
+    "queue_time_ms",
+    "execution_time_ms",
+)
+GROUP_KEYS = ("application_environment", "node", "service_class", "period", "report_class", "policy_version")
+GOAL_COLUMNS = ("goal_type", "goal_ms", "goal_percentile", "goal_velocity", "importance")
+GROUP = (*GROUP_KEYS, *GOAL_COLUMNS)
+# Per cell (group, interval, bucket), summed at each level.
+_ADDITIVE = (
+    "ended",
+    "failed",
+    "deleted",
+    "abandoned",
+    "velocity_met",
+    "velocity_known",
+    "response_sum",
+    "response_squares",
+    "queue_sum",
+    "queue_squares",
+    "execution_sum",
+    "execution_squares",
+)
+
+# The report's columns, in the order of the `workload_reports` table.
+REPORT_COLUMNS = (
+    "report_date",
+    "interval_start",
+    "interval_minutes",
+    *GROUP,
+    "ended_count",
+    "failed_count",
+    "ended_per_s",
+    "deleted_count",
+    "abandoned_count",
+    "response_avg_ms",
+    "response_stddev_ms",
+    "queue_avg_ms",
+    "queue_stddev_ms",
+    "execution_avg_ms",
+    "execution_stddev_ms",
+    *(f"response_p{p}_ms" for p in REPORT_PERCENTILES),
+    "buckets",
+    "execution_velocity",
+    "performance_index",
+    "goal_met_share",
+)
+
+
+def day_bounds(report_date: date) -> tuple[datetime, datetime]:
+    start = datetime(report_date.year, report_date.month, report_date.day, tzinfo=UTC)
+    return start, start + timedelta(days=1)
+
+
+def active_version(steps: Sequence[ActivationStep], ended_at: Column) -> Column:
+    """The policy version active at `ended_at`, from the day's activation steps (null before the first)."""
+    latest_first = sorted(steps, key=lambda step: step.starts_at, reverse=True)
+    if not latest_first:
+        return F.lit(None).cast("int")
+    expression = F.when(ended_at >= F.lit(latest_first[0].starts_at), latest_first[0].version)
+    for step in latest_first[1:]:
+        expression = expression.when(ended_at >= F.lit(step.starts_at), step.version)
+    return expression
+
+
+def bucket_index(response_ms: Column, goal_ms: Column) -> Column:
+    """The bucket (0..13) of a response: the first limit, in percent of `goal_ms`, it does not exceed (with
+    `app.policy.goals`' tolerance for float noise on a limit)."""
+    expression = None
+    for index, limit in enumerate(RESPONSE_BUCKET_LIMITS_PCT):
+        within = response_ms * 100.0 <= goal_ms * (limit * (1 + BOUNDARY_TOLERANCE))
+        expression = F.when(within, index) if expression is None else expression.when(within, index)
+    assert expression is not None
+    return expression.otherwise(len(RESPONSE_BUCKET_LIMITS_PCT))
+
+
+def response_bin(response_ms: Column) -> Column:
+    """The response time to three significant digits, rounded down: the ms below 1 s, then steps of 10, 100, ..."""
+    expression = F.when(response_ms < _BIN_DECADES[0], response_ms)
+    step = 1
+    for decade in _BIN_DECADES[1:]:
+        step *= 10
+        expression = expression.when(response_ms < decade, response_ms - response_ms % step)
+    return expression.otherwise(response_ms - response_ms % (step * 10))
+
+
+def enriched(records: DataFrame, goals: DataFrame, steps: Sequence[ActivationStep]) -> DataFrame:
+    """`records` with the goal of the version active when each ended (`goals` has GoalRow's columns; records of a
+    class period no version defines are left out) and `group_id`, a hash of the group's names."""
+    return (
+        records.withColumns(
+            {
+                "policy_version": F.coalesce(active_version(steps, F.col("ended_at")), F.col("policy_version")),
+                "report_class": F.coalesce(F.col("report_class"), F.lit("")),
+            }
+        )
+        .join(F.broadcast(goals), ["policy_version", "service_class", "period"], "inner")
+        .withColumn("group_id", F.xxhash64(*GROUP))
+    )
+
+
+def groups(rows: DataFrame) -> DataFrame:
+    """The names and goal of each group of `enriched` rows, by `group_id`."""
+    return rows.select("group_id", *GROUP).dropDuplicates(["group_id"])
+
+
+# Outcome codes: the shuffled rows carry a small integer instead of the outcome's name.
+_COMPLETED, _FAILED, _DELETED, _ABANDONED = range(4)
+
+
+def cells(rows: DataFrame, report_date: date, interval_minutes: int) -> DataFrame:
+    """The one aggregation over raw rows (`enriched`): per group, interval (its number in the day), bucket (null
+    for requests not ended by their server, and for goals without a response time) and response-time bin, the
+    counts and sums of one copy of each record."""
+    day_start, _ = day_bounds(report_date)
+    outcome, response_ms = F.col("outcome"), F.col("response_time_ms")
+    ended = outcome.isin(*ENDED_OUTCOMES)
+    since_midnight_us = F.unix_micros("ended_at") - int(day_start.timestamp() * 1_000_000)
+    narrow = rows.select(
+        "group_id",
+        F.floor(since_midnight_us / (interval_minutes * 60 * 1_000_000)).cast("int").alias("interval"),
+        F.when(ended & F.col("goal_type").isin(*RESPONSE_TIME_GOALS), bucket_index(response_ms, F.col("goal_ms"))).alias("bucket"),
+        F.when(ended, response_bin(response_ms)).alias("bin"),
+        F.xxhash64("token").alias("token_xxhash64"),
+        F.hash("token").alias("token_murmur3"),
+        F.when(outcome == "completed", _COMPLETED)
+        .when(outcome == "failed", _FAILED)
+        .when(outcome.isin(*DELETED_OUTCOMES), _DELETED)
+        .otherwise(_ABANDONED)
+        .alias("outcome"),
+        F.when(ended, response_ms).alias("response_ms"),
+        F.when(ended, F.col("queue_time_ms")).alias("queue_ms"),
+        F.when(ended, F.col("execution_time_ms")).alias("execution_ms"),
+        # A request's own velocity is 100 × execution / response; one that took no time has none.
+        F.when(ended & (response_ms > 0), F.col("execution_time_ms") * 100 >= F.col("goal_velocity") * response_ms).alias("velocity_met"),
+    )
+    cell_key = ("group_id", "interval", "bucket", "bin")
+    code = F.col("outcome")
+
+    def total(name: str) -> tuple[Column, Column]:
+        value = F.col(name)
+        return F.sum(value).alias(f"{name[: -len('_ms')]}_sum"), F.sum(value.cast("double") * value).alias(f"{name[: -len('_ms')]}_squares")
+
+    return (
+        narrow.repartition("group_id", "interval")
+        .dropDuplicates([*cell_key, "token_xxhash64", "token_murmur3"])
+        .groupBy(*cell_key)
+        .agg(
+            F.count_if(code <= _FAILED).alias("ended"),
+            F.count_if(code == _FAILED).alias("failed"),
+            F.count_if(code == _DELETED).alias("deleted"),
+            F.count_if(code == _ABANDONED).alias("abandoned"),
+            F.count_if("velocity_met").alias("velocity_met"),
+            F.count("velocity_met").alias("velocity_known"),
+            *total("response_ms"),
+            *total("queue_ms"),
+            *total("execution_ms"),
+            F.max("response_ms").alias("response_max"),
+        )
+    )
+
+
+def levels(cell_table: DataFrame, interval_minutes: int) -> DataFrame:
+    """The cells at each report level: by interval, and for the whole day (interval 0 of 1440 minutes, the
+    intervals summed). Each cell is counted into both levels in one pass: built as a union, the cells would be
+    computed twice."""
+    interval = F.struct(F.col("interval").alias("number"), F.lit(interval_minutes).alias("minutes"))
+    whole_day = F.struct(F.lit(0).alias("number"), F.lit(WHOLE_DAY_MINUTES).alias("minutes"))
+    level_of_cell = [interval] if interval_minutes == WHOLE_DAY_MINUTES else [interval, whole_day]
+    return (
+        cell_table.withColumn("level", F.explode(F.array(*level_of_cell)))
+        .groupBy("group_id", F.col("level.number").alias("interval"), F.col("level.minutes").alias("interval_minutes"), "bucket", "bin")
+        .agg(*(F.sum(name).alias(name) for name in _ADDITIVE), F.max("response_max").alias("response_max"))
+    )
+
+
+def _ratio(numerator: Column, denominator: Column) -> Column:
+    return F.when(denominator > 0, numerator / denominator)
+
+
+def _stddev(squares: Column, total: Column, count: Column) -> Column:
+    mean = total / count
+    return F.when(count > 0, F.sqrt(F.greatest(F.lit(0.0), squares / count - mean * mean)))
+
+
+def _percentile_pi(buckets: Sequence[Column], percentile: Column, total: Column) -> Column:
+    """The limit of the first bucket whose cumulative share reaches the percentile (integers multiplied out)."""
+    expression = None
+    cumulative: Column | None = None
+    for index, count in enumerate(buckets):
+        cumulative = count if cumulative is None else cumulative + count
+        pi = RESPONSE_BUCKET_LIMITS_PCT[index] / 100 if index < len(RESPONSE_BUCKET_LIMITS_PCT) else OVERFLOW_BUCKET_PI
+        reached = cumulative * 100 >= percentile * total
+        expression = F.when(reached, pi) if expression is None else expression.when(reached, pi)
+    assert expression is not None
+    return F.when(total > 0, expression)
+
+
+def report_figures(level_table: DataFrame, group_table: DataFrame, report_date: date) -> DataFrame:
+    """One report row per group and interval of `levels`, named by `groups`."""
+    day_start, _ = day_bounds(report_date)
+    level_table = level_table.join(F.broadcast(group_table), "group_id").withColumn(
+        "interval_start",
+        # UTC wall time without a zone: what a reader gets back does not depend on its own time zone.
+        F.timestamp_micros(F.lit(int(day_start.timestamp() * 1_000_000)) + F.col("interval").cast("long") * F.col("interval_minutes") * 60_000_000)
+        .cast("timestamp_ntz"),
+    )
+    group = (*GROUP, "interval_minutes", "interval_start")
+    by_bin = Window.partitionBy("group_id", "interval_minutes", "interval").orderBy("bin", "bucket")
+    whole_group = by_bin.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    up_to_here = by_bin.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    ended, largest = F.col("ended"), F.col("response_max")
+    ranked = level_table.select(
+        "*",
+        F.sum(ended).over(whole_group).alias("group_ended"),
+        F.sum("response_sum").over(whole_group).alias("group_response_sum"),
+        F.sum(ended).over(up_to_here).alias("ended_up_to"),
+    )
+    # Goals without a response time measure their distribution against the group's average.
+    bucket = F.when(F.col("goal_type").isin(*RESPONSE_TIME_GOALS), F.col("bucket")).otherwise(
+        bucket_index(largest, _ratio(F.col("group_response_sum"), F.col("group_ended")))
+    )
+
+    def nearest_rank(percentile: int) -> Column:
+        # The smallest response with at least `percentile`% of the ended requests at or below it.
+        reached = (ended > 0) & (F.col("ended_up_to") * 100 >= F.col("group_ended") * percentile)
+        return F.min(F.when(reached, largest)).cast("double").alias(f"response_p{percentile}_ms")
+
+    totals = ranked.withColumn("bucket", F.when(ended > 0, bucket)).groupBy(*group).agg(
+        *(F.sum(name).alias(name) for name in _ADDITIVE),
+        *(F.sum(F.when(F.col("bucket") == i, ended).otherwise(0)).alias(f"bucket_{i}") for i in range(BUCKETS)),
+        *(nearest_rank(p) for p in REPORT_PERCENTILES),
+    )
+    count = F.col("ended")
+    average = _ratio(F.col("response_sum"), count)
+    goal_type = F.col("goal_type")
+    buckets = [F.col(f"bucket_{i}") for i in range(BUCKETS)]
+    velocity = _ratio(100.0 * F.col("execution_sum"), F.col("execution_sum") + F.col("queue_sum"))
+    performance_index = (
+        F.when(goal_type == "discretionary", DISCRETIONARY_PI)
+        .when(goal_type == "average", average / F.col("goal_ms"))
+        .when(goal_type == "percentile", _percentile_pi(buckets, F.col("goal_percentile"), count))
+        .when(velocity * MAX_VELOCITY_PI <= F.col("goal_velocity"), MAX_VELOCITY_PI)
+        .otherwise(F.col("goal_velocity") / velocity)
+    )
+    within_goal = sum(buckets[1:WITHIN_GOAL_BUCKETS], buckets[0])
+    goal_met_share = F.when(goal_type.isin(*RESPONSE_TIME_GOALS), _ratio(within_goal, count)).when(
+        goal_type == "velocity", _ratio(F.col("velocity_met"), F.col("velocity_known"))
+    )
+    return totals.select(
+        F.lit(report_date).alias("report_date"),
+        "interval_start",
+        "interval_minutes",
+        *GROUP,
+        count.alias("ended_count"),
+        F.col("failed").alias("failed_count"),
+        (count / (F.col("interval_minutes") * 60.0)).alias("ended_per_s"),
+        F.col("deleted").alias("deleted_count"),
+        F.col("abandoned").alias("abandoned_count"),
+        average.alias("response_avg_ms"),
+        _stddev(F.col("response_squares"), F.col("response_sum"), count).alias("response_stddev_ms"),
+        _ratio(F.col("queue_sum"), count).alias("queue_avg_ms"),
+        _stddev(F.col("queue_squares"), F.col("queue_sum"), count).alias("queue_stddev_ms"),
+        _ratio(F.col("execution_sum"), count).alias("execution_avg_ms"),
+        _stddev(F.col("execution_squares"), F.col("execution_sum"), count).alias("execution_stddev_ms"),
+        *(f"response_p{p}_ms" for p in REPORT_PERCENTILES),
+        F.array(*buckets).alias("buckets"),
+        velocity.alias("execution_velocity"),
+        performance_index.alias("performance_index"),
+        goal_met_share.alias("goal_met_share"),
+    )
+
+
+def workload_activity(
+    records: DataFrame, goals: DataFrame, steps: Sequence[ActivationStep], report_date: date, interval_minutes: int = 15
+) -> DataFrame:
+    """The report of `report_date`: one row per service class period of each AE, node, report class and policy
+    version, per interval of `interval_minutes` and for the whole day. `records` are that day's work records
+    (copies allowed), `goals` the GoalRow table, `steps` the day's policy activations."""
+    if not 0 < interval_minutes <= WHOLE_DAY_MINUTES or WHOLE_DAY_MINUTES % interval_minutes:
+        raise ValueError(f"interval_minutes must divide a day (1..{WHOLE_DAY_MINUTES}), got {interval_minutes}")
+    day_start, day_end = day_bounds(report_date)
+    of_the_day = records.select(*RECORD_COLUMNS).where((F.col("ended_at") >= F.lit(day_start)) & (F.col("ended_at") < F.lit(day_end)))
+    rows = enriched(of_the_day, goals, steps)
+    level_table = levels(cells(rows, report_date, interval_minutes), interval_minutes)
+    return report_figures(level_table, groups(rows), report_date).select(*REPORT_COLUMNS)
