@@ -48,6 +48,11 @@ ENV PYTHONUNBUFFERED=1 \
     WLM_PORT=8000 \
     WLM_DATA_DIR=/data
 
+# The nightly report runs PySpark, whose driver is a JVM (the jars ship in the pyspark wheel; nothing is downloaded).
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+    && rm -rf /var/lib/apt/lists/*
+
 # A non-root user that owns only the data directory; the code under /app stays root-owned and read-only to it.
 RUN groupadd --system --gid 10001 wlm \
     && useradd --system --uid 10001 --gid wlm --home-dir /data --no-create-home --shell /usr/sbin/nologin wlm \

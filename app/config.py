@@ -74,6 +74,9 @@ class Settings(BaseSettings):
     records_flush_seconds: float = Field(default=1.0, gt=0)
     records_batch: int = Field(default=10_000, ge=1)
     exit_max_attempts: int = Field(default=8, ge=1)
+    # The nightly report: the Spark master URL, and the driver's memory where the driver runs the work (local).
+    spark_master: str = "local[*]"
+    spark_driver_memory: str = "4g"
     exit_timeout_seconds: float = Field(default=5.0, gt=0)
     exit_retry_base_seconds: float = Field(default=1.0, gt=0)
 

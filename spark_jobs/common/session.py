@@ -6,14 +6,15 @@ import os
 
 from pyspark.sql import SparkSession
 
-DEFAULT_MASTER = "local[*]"
+from app.config import get_settings
 
 
 def build_session(app_name: str, master: str | None = None, *, shuffle_partitions: int | None = None) -> SparkSession:
-    """A session on `master` (else WLM_SPARK_MASTER, else local[*]) with every timestamp in UTC.
+    """A session on `master` (else the setting WLM_SPARK_MASTER, local[*] by default), every timestamp in UTC.
 
     Nothing is downloaded at run time: the job needs only the jars that ship in the pyspark wheel."""
-    master = master or os.environ.get("WLM_SPARK_MASTER") or DEFAULT_MASTER
+    settings = get_settings()
+    master = master or settings.spark_master
     cores = os.cpu_count() or 2
     builder = (
         SparkSession.builder.appName(app_name)
@@ -27,7 +28,7 @@ def build_session(app_name: str, master: str | None = None, *, shuffle_partition
     )
     if master.startswith("local"):
         # The driver is the executor in local mode: give it the memory a day of records needs to aggregate.
-        builder = builder.config("spark.driver.memory", os.environ.get("WLM_SPARK_DRIVER_MEMORY", "4g")).config(
+        builder = builder.config("spark.driver.memory", settings.spark_driver_memory).config(
             "spark.ui.enabled", "false"
         )
     return builder.getOrCreate()
