@@ -76,7 +76,7 @@ def duckdb_report(records: Path) -> tuple[float, int]:
         ),
         rows AS (
             SELECT r.application_environment, r.node, r.service_class, r.period, coalesce(r.report_class, '') AS report_class,
-                   time_bucket(INTERVAL 15 MINUTE, r.ended_at) AS interval_start, r.outcome IN ('completed', 'failed') AS ended,
+                   time_bucket(INTERVAL 15 MINUTE, timezone('UTC', r.ended_at)) AS interval_start, r.outcome IN ('completed', 'failed') AS ended,
                    r.outcome, r.response_time_ms, r.queue_time_ms, r.execution_time_ms, g.goal_type, g.goal_ms,
                    CASE WHEN g.goal_ms IS NOT NULL THEN {bucket} END AS bucket
             FROM records r JOIN goals g USING (service_class, period)
