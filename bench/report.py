@@ -20,17 +20,19 @@ import os
 import subprocess
 import sys
 import time
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import duckdb
 import httpx
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.policy.goals import RESPONSE_BUCKET_LIMITS_PCT  # noqa: E402
 from bench._service import ADMIN_KEY, ROOT, WLM, Service, machine  # noqa: E402
 from bench.report_data import generate  # noqa: E402
+from spark_jobs.workload_activity.policy_goals import PolicyVersionInfo, goal_rows  # noqa: E402
 
 FIRST_DAY = date(2026, 11, 1)
 
@@ -63,14 +65,13 @@ def run_report(data_dir: Path, day: date) -> tuple[float, str]:
 
 def duckdb_report(records: Path) -> tuple[float, int]:
     """The same report in DuckDB, on every core; returns its wall time and the whole day's ended count."""
+    policy = PolicyVersionInfo(1, datetime.now(UTC), yaml.safe_load((ROOT / "examples" / "policy.yaml").read_text()))
+    goals = ", ".join(f"('{g.service_class}', {g.period}, '{g.goal_type}', {g.goal_ms or 'NULL'})" for g in goal_rows([policy]))
     limits = RESPONSE_BUCKET_LIMITS_PCT
     bucket = "CASE " + " ".join(f"WHEN response_time_ms * 100.0 <= goal_ms * {limit} THEN {i}" for i, limit in enumerate(limits)) + f" ELSE {len(limits)} END"
     bucket_counts = ", ".join(f"count(*) FILTER (WHERE ended AND bucket = {i}) AS bucket_{i}" for i in range(len(limits) + 1))
     query = f"""
-        WITH goals(service_class, period, goal_type, goal_ms) AS (
-            VALUES ('ONLINE', 1, 'percentile', 250), ('BATCH', 1, 'average', 2000), ('BATCH', 2, 'discretionary', NULL),
-                   ('REPORTS', 1, 'velocity', NULL), ('SYSOTHER', 1, 'discretionary', NULL)
-        ),
+        WITH goals(service_class, period, goal_type, goal_ms) AS (VALUES {goals}),
         records AS (
             SELECT DISTINCT ON (token) * FROM read_parquet('{records}/*.parquet')
         ),

@@ -7,6 +7,7 @@ import argparse
 from datetime import UTC, date, datetime, timedelta
 
 from app.config import get_settings
+from app.reports.models import divides_the_day
 
 
 def report_date(text: str) -> date:
@@ -26,7 +27,7 @@ def interval_minutes(text: str) -> int:
         minutes = int(text)
     except ValueError:
         minutes = 0
-    if not 0 < minutes <= 1440 or 1440 % minutes:
+    if not divides_the_day(minutes):
         raise argparse.ArgumentTypeError(f"an interval must be a whole number of minutes that divides a day: {text!r}")
     return minutes
 

@@ -7,6 +7,7 @@ import time
 from dataclasses import asdict, dataclass
 from datetime import date
 
+from app.reports.models import WHOLE_DAY_MINUTES
 from spark_jobs.common.session import build_session
 from spark_jobs.workload_activity.extract import day_path, read_policy_versions, read_records
 from spark_jobs.workload_activity.load import replace_date, write_parquet
@@ -55,7 +56,7 @@ def run(
         steps = activation_steps(versions, *day_bounds(report_date))
         report = workload_activity(read_records(spark, records_uri, report_date), goals, steps, report_date, interval_minutes)
         rows = report.collect()
-        ended = sum(row.ended_count for row in rows if row.interval_minutes == 1440)
+        ended = sum(row.ended_count for row in rows if row.interval_minutes == WHOLE_DAY_MINUTES)
         progress(f"{len(rows)} report rows ({ended} ended requests); writing")
         parquet = write_parquet(spark, rows, report.schema, output_uri, report_date)
         replace_date(database_url, report_date, rows)

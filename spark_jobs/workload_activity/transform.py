@@ -36,22 +36,22 @@ from pyspark.sql import functions as F
 
 from app.policy.goals import (
     BOUNDARY_TOLERANCE,
+    BUCKET_COUNT,
     DISCRETIONARY_PI,
     MAX_VELOCITY_PI,
     OVERFLOW_BUCKET_PI,
     RESPONSE_BUCKET_LIMITS_PCT,
     WITHIN_GOAL_BUCKETS,
 )
+from app.reports.models import WHOLE_DAY_MINUTES, divides_the_day
 from spark_jobs.workload_activity.policy_goals import ActivationStep
 
-WHOLE_DAY_MINUTES = 1440
 REPORT_PERCENTILES = (50, 90, 99)
 # Response-time bins: three significant digits up to a day (8.64e7 ms).
 _BIN_DECADES = (1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000)
 ENDED_OUTCOMES = ("completed", "failed")
 DELETED_OUTCOMES = ("deleted", "purged")
 RESPONSE_TIME_GOALS = ("average", "percentile")
-BUCKETS = len(RESPONSE_BUCKET_LIMITS_PCT) + 1
 
 # What the job reads of a record (docs/work-records.md); Parquet hands over only these columns.
 RECORD_COLUMNS = (
@@ -71,7 +71,7 @@ RECORD_COLUMNS = (
 GROUP_KEYS = ("application_environment", "node", "service_class", "period", "report_class", "policy_version")
 GOAL_COLUMNS = ("goal_type", "goal_ms", "goal_percentile", "goal_velocity", "importance")
 GROUP = (*GROUP_KEYS, *GOAL_COLUMNS)
-# Per cell (group, interval, bucket), summed at each level.
+# Per cell (group, interval, bucket, response-time bin), summed at each level.
 _ADDITIVE = (
     "ended",
     "failed",
@@ -115,6 +115,10 @@ REPORT_COLUMNS = (
 def day_bounds(report_date: date) -> tuple[datetime, datetime]:
     start = datetime(report_date.year, report_date.month, report_date.day, tzinfo=UTC)
     return start, start + timedelta(days=1)
+
+
+def _epoch_micros(moment: datetime) -> int:
+    return int(moment.timestamp() * 1_000_000)
 
 
 def active_version(steps: Sequence[ActivationStep], ended_at: Column) -> Column:
@@ -177,10 +181,9 @@ def cells(rows: DataFrame, report_date: date, interval_minutes: int) -> DataFram
     """The one aggregation over raw rows (`enriched`): per group, interval (its number in the day), bucket (null
     for requests not ended by their server, and for goals without a response time) and response-time bin, the
     counts and sums of one copy of each record."""
-    day_start, _ = day_bounds(report_date)
     outcome, response_ms = F.col("outcome"), F.col("response_time_ms")
     ended = outcome.isin(*ENDED_OUTCOMES)
-    since_midnight_us = F.unix_micros("ended_at") - int(day_start.timestamp() * 1_000_000)
+    since_midnight_us = F.unix_micros("ended_at") - _epoch_micros(day_bounds(report_date)[0])
     narrow = rows.select(
         "group_id",
         F.floor(since_midnight_us / (interval_minutes * 60 * 1_000_000)).cast("int").alias("interval"),
@@ -263,11 +266,10 @@ def _percentile_pi(buckets: Sequence[Column], percentile: Column, total: Column)
 
 def report_figures(level_table: DataFrame, group_table: DataFrame, report_date: date) -> DataFrame:
     """One report row per group and interval of `levels`, named by `groups`."""
-    day_start, _ = day_bounds(report_date)
     level_table = level_table.join(F.broadcast(group_table), "group_id").withColumn(
         "interval_start",
         # UTC wall time without a zone: what a reader gets back does not depend on its own time zone.
-        F.timestamp_micros(F.lit(int(day_start.timestamp() * 1_000_000)) + F.col("interval").cast("long") * F.col("interval_minutes") * 60_000_000)
+        F.timestamp_micros(F.lit(_epoch_micros(day_bounds(report_date)[0])) + F.col("interval").cast("long") * F.col("interval_minutes") * 60_000_000)
         .cast("timestamp_ntz"),
     )
     group = (*GROUP, "interval_minutes", "interval_start")
@@ -293,13 +295,13 @@ def report_figures(level_table: DataFrame, group_table: DataFrame, report_date: 
 
     totals = ranked.withColumn("bucket", F.when(ended > 0, bucket)).groupBy(*group).agg(
         *(F.sum(name).alias(name) for name in _ADDITIVE),
-        *(F.sum(F.when(F.col("bucket") == i, ended).otherwise(0)).alias(f"bucket_{i}") for i in range(BUCKETS)),
+        *(F.sum(F.when(F.col("bucket") == i, ended).otherwise(0)).alias(f"bucket_{i}") for i in range(BUCKET_COUNT)),
         *(nearest_rank(p) for p in REPORT_PERCENTILES),
     )
     count = F.col("ended")
     average = _ratio(F.col("response_sum"), count)
     goal_type = F.col("goal_type")
-    buckets = [F.col(f"bucket_{i}") for i in range(BUCKETS)]
+    buckets = [F.col(f"bucket_{i}") for i in range(BUCKET_COUNT)]
     velocity = _ratio(100.0 * F.col("execution_sum"), F.col("execution_sum") + F.col("queue_sum"))
     performance_index = (
         F.when(goal_type == "discretionary", DISCRETIONARY_PI)
@@ -342,7 +344,7 @@ def workload_activity(
     """The report of `report_date`: one row per service class period of each AE, node, report class and policy
     version, per interval of `interval_minutes` and for the whole day. `records` are that day's work records
     (copies allowed), `goals` the GoalRow table, `steps` the day's policy activations."""
-    if not 0 < interval_minutes <= WHOLE_DAY_MINUTES or WHOLE_DAY_MINUTES % interval_minutes:
+    if not divides_the_day(interval_minutes):
         raise ValueError(f"interval_minutes must divide a day (1..{WHOLE_DAY_MINUTES}), got {interval_minutes}")
     day_start, day_end = day_bounds(report_date)
     of_the_day = records.select(*RECORD_COLUMNS).where((F.col("ended_at") >= F.lit(day_start)) & (F.col("ended_at") < F.lit(day_end)))
