@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import asdict, fields
 from datetime import date
 from pathlib import Path
 from urllib.parse import urlparse
@@ -12,7 +14,7 @@ from sqlalchemy import create_engine, select
 
 from app.db import sync_database_url
 from app.policy.models import PolicyVersion
-from spark_jobs.workload_activity.policy_goals import PolicyVersionInfo
+from spark_jobs.workload_activity.policy_goals import GoalRow, PolicyVersionInfo
 
 # The columns the report reads, in Spark's types (docs/work-records.md has them all). Given explicitly, so a day
 # without records reads as an empty table instead of failing to infer a schema.
@@ -21,6 +23,33 @@ RECORDS_SCHEMA = (
     "report_class STRING, policy_version INT, outcome STRING, ended_at TIMESTAMP, response_time_ms BIGINT, "
     "queue_time_ms BIGINT, execution_time_ms BIGINT"
 )
+
+# GoalRow's fields in Spark's types.
+GOAL_TYPES = {
+    "policy_version": "INT",
+    "service_class": "STRING",
+    "period": "INT",
+    "goal_type": "STRING",
+    "goal_ms": "BIGINT",
+    "goal_percentile": "INT",
+    "goal_velocity": "INT",
+    "importance": "INT",
+}
+GOAL_SCHEMA = ", ".join(f"{name} {spark_type}" for name, spark_type in GOAL_TYPES.items())
+
+
+def goal_table(spark: SparkSession, goals: Sequence[GoalRow]) -> DataFrame:
+    """`goals` as a table the driver holds (an inline table of bound parameters): joining it starts no Spark job,
+    where a DataFrame made of Python rows costs one, and a second of a short run."""
+    if not goals:
+        return spark.createDataFrame([], GOAL_SCHEMA)
+    names = [field.name for field in fields(GoalRow)]
+    assert names == list(GOAL_TYPES), "GOAL_TYPES must follow GoalRow"
+    rows = ", ".join(
+        "(" + ", ".join(f"CAST(:{name}_{index} AS {GOAL_TYPES[name]})" for name in names) + ")" for index in range(len(goals))
+    )
+    values = {f"{name}_{index}": value for index, goal in enumerate(goals) for name, value in asdict(goal).items()}
+    return spark.sql(f"SELECT * FROM VALUES {rows} AS goals({', '.join(names)})", args=values)
 
 
 def day_path(records_uri: str, report_date: date) -> str:

@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import date
 
 from app.reports.models import WHOLE_DAY_MINUTES
 from spark_jobs.common.session import build_session
-from spark_jobs.workload_activity.extract import day_path, read_policy_versions, read_records
+from spark_jobs.workload_activity.extract import day_path, goal_table, read_policy_versions, read_records
 from spark_jobs.workload_activity.load import replace_date, write_parquet
 from spark_jobs.workload_activity.policy_goals import activation_steps, goal_rows
 from spark_jobs.workload_activity.transform import day_bounds, workload_activity
 
-GOAL_SCHEMA = (
-    "policy_version INT, service_class STRING, period INT, goal_type STRING, goal_ms BIGINT, goal_percentile INT, "
-    "goal_velocity INT, importance INT"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +48,7 @@ def run(
     spark = build_session("wlm-workload-activity", master)
     try:
         progress(f"Spark {spark.version} on {spark.sparkContext.master}; reading {day_path(records_uri, report_date)}")
-        goals = spark.createDataFrame([asdict(goal) for goal in goal_rows(versions)], GOAL_SCHEMA)
+        goals = goal_table(spark, goal_rows(versions))
         steps = activation_steps(versions, *day_bounds(report_date))
         report = workload_activity(read_records(spark, records_uri, report_date), goals, steps, report_date, interval_minutes)
         rows = report.collect()
