@@ -37,6 +37,8 @@ from app.policy.service import PolicyStore
 from app.queues.store import QueueStore
 from app.reports.router import dashboard_assets, dashboard_router
 from app.reports.router import router as reports_router
+from app.routing.router import router as routing_router
+from app.routing.service import Router, RoutingStore
 from app.servers.router import router as servers_router
 from app.state import AppState
 from app.work.dispatch import Dispatcher
@@ -102,6 +104,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             schema_head=head,
             queues=queues,
             dispatcher=dispatcher,
+            router=Router(RoutingStore(sessions, queues, settings.policy_cache_seconds)),
         )
         await dispatcher.start()
         if settings.background_duties:
@@ -161,7 +164,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health_router)
     for router in (
         policy_router, environments_router, connections_router, work_router, servers_router, operator_router, reports_router,
-        auth_router, audit_router,
+        routing_router, auth_router, audit_router,
     ):
         app.include_router(router, responses=ERROR_RESPONSES)
     app.include_router(dashboard_router)

@@ -13,6 +13,7 @@ from app.connections.service import ConnectionCache
 from app.operator.service import OperatorStore
 from app.policy.service import PolicyStore
 from app.queues.store import QueueStore
+from app.routing.service import Router
 from app.work.dispatch import Dispatcher
 
 
@@ -29,3 +30,4 @@ class AppState:
     schema_head: str | None
     queues: QueueStore
     dispatcher: Dispatcher
+    router: Router

@@ -151,6 +151,21 @@ class ServerLimits(StrictModel):
     spread_min: bool = False
 
 
+# MQ's cluster workload attributes (seed 000) with their ranges and defaults; app.routing.algorithm reads them.
+Rank = Annotated[int, Field(ge=0, le=9, description="CLWLRANK: the highest rank is used")]
+RoutingPriority = Annotated[int, Field(ge=0, le=9, description="CLWLPRTY: among equal ranks, the highest priority is used")]
+
+
+class InstanceRouting(StrictModel):
+    """The environment's instance on one node, as a cluster queue."""
+
+    put_enabled: bool = True
+    rank: Rank = 0
+    priority: RoutingPriority = 0
+    # CLWLUSEQ: LOCAL keeps a queue manager's requests on its own node, ANY lets them go anywhere, QMGR follows the node.
+    use_queue: Literal["LOCAL", "ANY", "QMGR"] = "QMGR"
+
+
 class EnvironmentSettings(StrictModel):
     """What a queue manager may say of a dynamic application environment; the service definition's ones say more."""
 
@@ -163,6 +178,8 @@ class EnvironmentSettings(StrictModel):
     max_deliveries: Annotated[int, Field(ge=1, le=100)] = 5
     # Nodes that host this environment; none named: every node.
     nodes: list[Name] | None = None
+    # Routing attributes of the instance on a node (keyed by node); a node not named has the defaults.
+    instances: dict[Name, InstanceRouting] = Field(default_factory=dict)
 
 
 class ApplicationEnvironment(EnvironmentSettings):
@@ -176,7 +193,22 @@ class ApplicationEnvironment(EnvironmentSettings):
         return shlex.split(value) if isinstance(value, str) else value
 
 
-class Node(StrictModel):
+class NodeRouting(StrictModel):
+    """A node as the queue manager at the end of a cluster channel: the routing attributes an operator can also
+    change at run time (PATCH /v1/routing/nodes/{node})."""
+
+    # CLWLUSEQ of the queue manager: what an instance's QMGR means on this node.
+    use_queue: Literal["LOCAL", "ANY"] = "LOCAL"
+    weight: Annotated[int, Field(ge=1, le=99, description="CLWLWGHT: the share of requests, against the other nodes' weights")] = 50
+    network_priority: Annotated[int, Field(ge=0, le=9, description="NETPRTY: links with the highest are used")] = 0
+    rank: Rank = 0
+    most_recently_used: Annotated[
+        int, Field(ge=1, le=999_999_999, description="CLWLMRUC: queue managers on this node send to at most this many nodes")
+    ] = 999_999_999
+    suspended: bool = False
+
+
+class Node(NodeRouting):
     name: Name
     description: Description = ""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from app.policy.active import DEFAULT_NODE
 from app.policy.classification import SYSOTHER
 from app.policy.schemas import (
     MAX_PERIODS,
@@ -59,6 +60,10 @@ def environment_problems(path: str, ae: EnvironmentSettings, nodes: set[str]) ->
             problems.append(_problem(f"{path}nodes[{j}]", f"unknown node {node!r}; nodes: {_listing(nodes)}"))
     if ae.nodes is not None:
         problems += _duplicates(f"{path}nodes", ae.nodes, attribute=None)
+    hosting = set(ae.nodes) & nodes if ae.nodes is not None else nodes or {DEFAULT_NODE}
+    for node in ae.instances:
+        if node not in hosting:
+            problems.append(_problem(f"{path}instances.{node}", f"node {node!r} does not host {ae.name}; hosting: {_listing(hosting)}"))
     return problems
 
 

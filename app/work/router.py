@@ -39,7 +39,7 @@ def _work_for(role: Role) -> Callable[..., Coroutine[Any, Any, Work]]:
     async def work(request: Request) -> Work:  # one dependency, no nested ones: these routes are the hot path
         principal = check_roles(await principal_of(request), allowed)
         state: AppState = request.app.state.wlm
-        return Work(state.sessions, state.connection_cache, state.operator, state.queues, state.policies, state.dispatcher, state.settings, principal)
+        return Work(state.sessions, state.connection_cache, state.operator, state.queues, state.policies, state.dispatcher, state.router, state.settings, principal)
 
     return work
 

@@ -31,6 +31,7 @@ from app.policy.active import ActivePolicy
 from app.policy.service import PolicyStore, qualifier_attributes
 from app.queues.keys import AeKeys, enclave_key, parse_token
 from app.queues.store import AeConfig, EndArgs, EndResult, NewRequest, QueueStore, Selected, now_ms
+from app.routing.service import Router, count_named
 from app.work.dispatch import POLL_FALLBACK_SECONDS, Dispatcher, Waiter
 from app.work.schemas import (
     EnclaveIn,
@@ -63,6 +64,7 @@ class Work:
     store: QueueStore
     policies: PolicyStore
     dispatcher: Dispatcher
+    router: Router
     settings: Settings
     principal: PrincipalInfo
 
@@ -149,7 +151,7 @@ class Work:
         owner = policy.dynamic.get(ae.name)
         if owner is not None and owner.queue_manager_id != qm.id:
             raise Forbidden(f"{ae.name} is a dynamic application environment of another queue manager", code="outside_scope")
-        node = self._node_for(policy, ae.name, body.node, qm)
+        node = await self._node_for(policy, ae.name, body.node, qm, len(body.items))
         keys = self.store.keys(node, ae.name)
         seen_keys: set[str] = set()
         requests, classes = [], []
@@ -171,17 +173,14 @@ class Work:
             )
         return queued, replayed
 
-    def _node_for(self, policy: ActivePolicy, ae: str, requested: str | None, qm: ConnInfo) -> str:
+    async def _node_for(self, policy: ActivePolicy, ae: str, requested: str | None, qm: ConnInfo, count: int) -> str:
+        """The node named, else the one hosting the environment, else the cluster workload algorithm's choice."""
         if requested is not None:
             if not policy.hosts(ae, requested):
                 raise ValidationFailed([{"path": "node", "message": f"node {requested} does not host {ae}"}])
+            count_named(ae, requested, count)
             return requested
-        hosting = [node for node in policy.nodes if policy.hosts(ae, node)]
-        if qm.node in hosting:
-            return qm.node  # type: ignore[return-value]
-        if len(hosting) == 1:
-            return hosting[0]
-        raise ValidationFailed([{"path": "node", "message": f"{ae} runs on several nodes ({', '.join(hosting)}); name one"}])
+        return await self.router.route(policy, ae, qm.node, count)
 
     async def _new_request(self, policy: ActivePolicy, qm: ConnInfo, node: str, ae: str, item: WorkItemIn, path: str) -> NewRequest:
         if item.enclave_token is not None:

@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
+
+from app.auth.roles import PrincipalInfo, Role
+from app.deps import SessionDep, StateDep, Viewer, require
+from app.errors import NotFound
+from app.routing import service
+from app.routing.models import NODE_ITSELF
+from app.routing.schemas import (
+    CandidateOut,
+    ExplainOut,
+    InstanceOut,
+    InstanceRoutingPatch,
+    NodeList,
+    NodeOut,
+    NodeRoutingPatch,
+    StepOut,
+)
+from app.schemas import Name
+
+router = APIRouter(prefix="/v1/routing", tags=["routing"])
+
+Operator = Annotated[PrincipalInfo, Depends(require(Role.OPERATOR))]
+
+
+def _node_out(attributes: service.NodeAttributes) -> NodeOut:
+    return NodeOut(node=attributes.node, link=attributes.link, overridden=dict(attributes.overridden), **attributes.routing.model_dump())
+
+
+@router.get("/explain", response_model=ExplainOut, summary="Why a request to this environment would go where it goes: the algorithm's steps")
+async def explain(
+    state: StateDep,
+    _: Viewer,
+    application_environment: Annotated[Name, Query(description="the environment a hypothetical request is for")],
+    queue_manager_node: Annotated[Name | None, Query(description="the node of the queue manager inserting it (none: no local instance)")] = None,
+) -> ExplainOut:
+    policy = await state.policies.knowing(application_environment)
+    if application_environment not in policy.application_environments:
+        raise NotFound(f"unknown application environment {application_environment}", code="unknown_application_environment")
+    decision, candidates = await state.router.decide(policy, application_environment, queue_manager_node)
+    return ExplainOut(
+        application_environment=application_environment,
+        queue_manager_node=queue_manager_node,
+        chosen=decision.chosen,
+        reason=decision.reason,
+        candidates=[CandidateOut(**asdict(c)) for c in candidates],
+        steps=[StepOut(step=s.step, rule=s.rule, eliminated=[asdict(e) for e in s.eliminated], remaining=list(s.remaining)) for s in decision.steps],
+    )
+
+
+@router.get("/nodes", response_model=NodeList, summary="Each node's routing attributes (policy and operators' changes) and link state")
+async def list_nodes(state: StateDep, _: Viewer) -> NodeList:
+    return NodeList(items=[_node_out(n) for n in await service.nodes(state.router, await state.policies.current())])
+
+
+@router.patch("/nodes/{node}", response_model=NodeOut, summary="Alter, suspend or resume a node; stop or start its link")
+async def alter_node(node: Name, body: NodeRoutingPatch, session: SessionDep, state: StateDep, operator: Operator) -> NodeOut:
+    policy = await state.policies.current()
+    await service.alter(session, state.router.store, policy, operator.name, node, NODE_ITSELF, body.model_dump(exclude_unset=True))
+    return _node_out(next(n for n in await service.nodes(state.router, policy) if n.node == node))
+
+
+@router.patch(
+    "/application-environments/{application_environment}/instances/{node}",
+    response_model=InstanceOut,
+    summary="Alter an environment's instance on a node (put enabled, rank, priority, use-queue)",
+)
+async def alter_instance(
+    application_environment: Name, node: Name, body: InstanceRoutingPatch, session: SessionDep, state: StateDep, operator: Operator
+) -> InstanceOut:
+    policy = await state.policies.knowing(application_environment)
+    changes = body.model_dump(exclude_unset=True)
+    overridden = await service.alter(session, state.router.store, policy, operator.name, node, application_environment, changes)
+    return InstanceOut(node=node, application_environment=application_environment, overridden=overridden)

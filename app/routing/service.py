@@ -1,0 +1,227 @@
+"""Routing a work request to a node: the candidates' attributes (policy, then operators' overrides), the links'
+states, and each process's sequence state for the algorithm's least-recently-used choice.
+
+The sequence factors are this process's, as in MQ they are each queue manager's own: with several replicas each
+keeps its own, and each one's share of the requests follows the weights. They are reset, as the seed says, when the
+workload attributes of an environment's nodes change or a node joins (its link comes into the best state group).
+
+Link states come from what the service sees of a node: STOPPED when an operator stopped the link; RUNNING while
+servers of any environment are connected there; INACTIVE when none are (work still queues there, as a message on an
+inactive channel starts it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from prometheus_client import Counter
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.audit.service import record
+from app.db import utcnow
+from app.errors import Conflict, NotFound
+from app.policy.active import ActivePolicy
+from app.policy.schemas import InstanceRouting, NodeRouting
+from app.queues.store import QueueStore
+from app.routing.algorithm import (
+    LINK_STATE_GROUPS,
+    Candidate,
+    Decision,
+    LinkState,
+    LocalQueueManager,
+    SequenceState,
+    UseQueue,
+    after_choice,
+    choose,
+    with_sequence,
+)
+from app.routing.models import NODE_ITSELF, RoutingOverride
+from app.ttl_cache import TtlCache
+
+ROUTED = Counter("wlm_routed_requests_total", "Work requests routed to a node", ["application_environment", "node", "how"])
+ALTER_ACTION = "routing.alter"
+LINK_STOPPED = "link_stopped"
+# How often a process looks again at which nodes have servers.
+LINK_STATE_SECONDS = 1.0
+
+Overrides = Mapping[tuple[str, str], Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAttributes:
+    node: str
+    routing: NodeRouting
+    link: LinkState
+    overridden: Mapping[str, Any]
+
+
+class RoutingStore:
+    """Operators' overrides (database, cached like the AE states) and the links' states (Redis, cached briefly)."""
+
+    OVERRIDES = "overrides"
+
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], queues: QueueStore, ttl_seconds: float) -> None:
+        self.sessions, self.queues = sessions, queues
+        self._overrides: TtlCache[Overrides] = TtlCache(ttl_seconds)
+        self._links: TtlCache[Mapping[str, int]] = TtlCache(LINK_STATE_SECONDS)
+
+    async def overrides(self) -> Overrides:
+        return await self._overrides.get_or_load(self.OVERRIDES, self._load_overrides)
+
+    async def _load_overrides(self) -> Overrides:
+        async with self.sessions() as session:
+            rows = await session.scalars(select(RoutingOverride))
+            return MappingProxyType({(row.node, row.application_environment): MappingProxyType(row.attributes) for row in rows})
+
+    async def servers_per_node(self, policy: ActivePolicy) -> Mapping[str, int]:
+        async def load() -> Mapping[str, int]:
+            pipe = self.queues.redis.pipeline(transaction=False)
+            places = [(node, ae) for node in policy.nodes for ae in policy.application_environments if policy.hosts(ae, node)]
+            for node, ae in places:
+                pipe.hlen(self.queues.keys(node, ae).servers)
+            counts: dict[str, int] = dict.fromkeys(policy.nodes, 0)
+            for (node, _), count in zip(places, await pipe.execute(), strict=True):
+                counts[node] += int(count)
+            return MappingProxyType(counts)
+
+        return await self._links.get_or_load(f"v{policy.version}:{len(policy.application_environments)}", load)
+
+    def invalidate(self) -> None:
+        self._overrides.clear()
+
+
+def node_routing(policy: ActivePolicy, node: str, overrides: Overrides) -> NodeRouting:
+    defined = next((n for n in policy.definition.nodes if n.name == node), None)
+    base = NodeRouting.model_validate(defined.model_dump(include=set(NodeRouting.model_fields))) if defined else NodeRouting()
+    changed = {k: v for k, v in overrides.get((node, NODE_ITSELF), {}).items() if k in NodeRouting.model_fields}
+    return base.model_copy(update=changed)
+
+
+def instance_routing(policy: ActivePolicy, ae: str, node: str, overrides: Overrides) -> InstanceRouting:
+    environment = policy.application_environments[ae]
+    base = environment.instances.get(node, InstanceRouting())
+    return base.model_copy(update=dict(overrides.get((node, ae), {})))
+
+
+def link_state(node: str, servers: Mapping[str, int], overrides: Overrides) -> LinkState:
+    if overrides.get((node, NODE_ITSELF), {}).get(LINK_STOPPED):
+        return LinkState.STOPPED
+    return LinkState.RUNNING if servers.get(node, 0) else LinkState.INACTIVE
+
+
+class Router:
+    """One per process: chooses nodes and keeps the sequence state per environment."""
+
+    def __init__(self, store: RoutingStore) -> None:
+        self.store = store
+        self._sequences: dict[str, SequenceState] = {}
+        self._fingerprints: dict[str, tuple[Any, ...]] = {}
+        self._candidates: dict[str, tuple[tuple[Any, ...], list[Candidate]]] = {}
+        self._attributes: dict[str, tuple[Any, ...]] = {}  # every routing attribute of the environment's nodes
+        self._locals: dict[str, tuple[ActivePolicy, Overrides, LocalQueueManager]] = {}
+
+    async def candidates(self, policy: ActivePolicy, ae: str) -> list[Candidate]:
+        """The environment's instances on the nodes hosting it, in the policy's node order, with their attributes
+        (worked out again only when the policy, the overrides or the servers seen change: inserts call this)."""
+        overrides = await self.store.overrides()
+        servers = await self.store.servers_per_node(policy)
+        sources = (policy, overrides, servers)
+        known = self._candidates.get(ae)
+        if known is not None and all(a is b for a, b in zip(known[0], sources, strict=True)):
+            return known[1]
+        result, attributes = [], []
+        for node in (n for n in policy.nodes if policy.hosts(ae, n)):
+            routing, instance = node_routing(policy, node, overrides), instance_routing(policy, ae, node, overrides)
+            attributes.append((node, tuple(routing.model_dump().values()), tuple(instance.model_dump().values())))
+            result.append(
+                Candidate(
+                    node=node,
+                    put_enabled=instance.put_enabled,
+                    rank=instance.rank,
+                    priority=instance.priority,
+                    use_queue=UseQueue(instance.use_queue),
+                    link_rank=routing.rank,
+                    suspended=routing.suspended,
+                    link=link_state(node, servers, overrides),
+                    network_priority=routing.network_priority,
+                    weight=routing.weight,
+                )
+            )
+        self._candidates[ae] = (sources, result)
+        self._attributes[ae] = tuple(attributes)
+        return result
+
+    async def local(self, policy: ActivePolicy, node: str | None) -> LocalQueueManager:
+        if node is None or node not in policy.nodes:
+            return LocalQueueManager()
+        overrides = await self.store.overrides()
+        known = self._locals.get(node)
+        if known is None or known[0] is not policy or known[1] is not overrides:
+            routing = node_routing(policy, node, overrides)
+            known = self._locals[node] = (policy, overrides, LocalQueueManager(node, UseQueue(routing.use_queue), routing.most_recently_used))
+        return known[2]
+
+    def _sequence(self, ae: str, candidates: list[Candidate]) -> SequenceState:
+        # The workload attributes and the nodes in the best link group: a change of either resets the factors.
+        usable = tuple(c.node for c in candidates if c.link in LINK_STATE_GROUPS[0])
+        fingerprint = (self._attributes[ae], usable)
+        if self._fingerprints.get(ae) != fingerprint:
+            self._fingerprints[ae] = fingerprint
+            self._sequences[ae] = SequenceState({}, {})
+        return self._sequences[ae]
+
+    async def decide(self, policy: ActivePolicy, ae: str, queue_manager_node: str | None) -> tuple[Decision, list[Candidate]]:
+        """The decision for a hypothetical request, changing nothing."""
+        candidates = await self.candidates(policy, ae)
+        candidates = with_sequence(candidates, self._sequence(ae, candidates))
+        return choose(candidates, await self.local(policy, queue_manager_node)), candidates
+
+    async def route(self, policy: ActivePolicy, ae: str, queue_manager_node: str | None, count: int = 1) -> str:
+        """The node for `count` requests inserted together (one decision, like MQ's bind on open)."""
+        decision, candidates = await self.decide(policy, ae, queue_manager_node)
+        if decision.chosen is None:
+            raise Conflict(f"{ae}: {decision.reason}", code="put_inhibited", application_environment=ae)
+        weight = next(c.weight for c in candidates if c.node == decision.chosen)
+        self._sequences[ae] = after_choice(self._sequences[ae], decision.chosen, weight, count)
+        ROUTED.labels(ae, decision.chosen, "algorithm").inc(count)
+        return decision.chosen
+
+
+def count_named(ae: str, node: str, count: int) -> None:
+    ROUTED.labels(ae, node, "named").inc(count)
+
+
+async def nodes(router: Router, policy: ActivePolicy) -> list[NodeAttributes]:
+    overrides = await router.store.overrides()
+    servers = await router.store.servers_per_node(policy)
+    return [
+        NodeAttributes(node, node_routing(policy, node, overrides), link_state(node, servers, overrides), overrides.get((node, NODE_ITSELF), {}))
+        for node in policy.nodes
+    ]
+
+
+async def alter(
+    session: AsyncSession, store: RoutingStore, policy: ActivePolicy, actor: str, node: str, ae: str, changes: dict[str, Any]
+) -> dict[str, Any]:
+    """Change the overrides of a node (`ae` empty) or of an environment's instance on it: a value of None takes the
+    attribute back to the policy's. Returns the overrides now in force; audited."""
+    if node not in policy.nodes:
+        raise NotFound(f"the active policy has no node {node}", code="unknown_node", node=node)
+    if ae and not policy.hosts(ae, node):
+        raise NotFound(f"{ae} has no instance on node {node}", code="unknown_instance", node=node, application_environment=ae)
+    row = await session.get(RoutingOverride, (node, ae), with_for_update=True)
+    attributes = {**(row.attributes if row else {}), **changes}
+    attributes = {k: v for k, v in attributes.items() if v is not None}
+    if row is None:
+        row = RoutingOverride(node=node, application_environment=ae, attributes=attributes, changed_by=actor)
+        session.add(row)
+    else:
+        row.attributes, row.changed_by, row.changed_at = attributes, actor, utcnow()
+    record(session, actor, ALTER_ACTION, f"{node}/{ae}" if ae else node, changes=changes, attributes=attributes)
+    await session.commit()
+    store.invalidate()
+    return attributes

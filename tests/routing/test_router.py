@@ -1,0 +1,161 @@
+"""Routing through the running service: weights, a stopped link, the local instance, operators' changes, explain."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import httpx
+import yaml
+from fastapi import FastAPI
+
+from tests.conftest import EXAMPLE_POLICY, install_policy, make_key
+from tests.work.conftest import QM, World
+
+NODES = ("EAST", "WEST", "NORTH")
+
+
+def multi_node_policy(weights: tuple[int, ...] = (50, 50, 50), **instances: Any) -> str:
+    document = yaml.safe_load(EXAMPLE_POLICY)
+    document["nodes"] = [{"name": node, "weight": weight} for node, weight in zip(NODES, weights, strict=True)]
+    document["application_environments"][0]["instances"] = instances
+    return json.dumps(document)
+
+
+async def world_on(client: httpx.AsyncClient, document: str, qm_node: str | None = None) -> World:
+    await install_policy(client, document, "application/json")
+    qm = await make_key(client, "qm", ["queue_manager"])
+    server_key = await make_key(client, "srv", ["server"], ["CB.*.PAYROLL.*"])
+    response = await client.post("/v1/connections", headers=qm, json={**QM, **({"node": qm_node} if qm_node else {})})
+    assert response.status_code == 201, response.text
+    return World(client, qm, response.json()["token"], server_key)
+
+
+async def server_on(world: World, node: str) -> str:
+    body = {"role": "server", "subsystem_type": "CB", "subsystem_name": "BANK1", "application_environment": "PAYROLL", "node": node}
+    response = await world.client.post("/v1/connections", headers=world.server_key, json=body)
+    assert response.status_code == 201, response.text
+    return response.json()["token"]  # type: ignore[no-any-return]
+
+
+async def operator(client: httpx.AsyncClient) -> dict[str, str]:
+    return await make_key(client, "op", ["operator", "viewer"])
+
+
+async def routed(world: World, count: int) -> Counter[str]:
+    return Counter([(await world.insert())["node"] for _ in range(count)])
+
+
+async def test_weights_20_30_50_over_10000_requests_and_the_metrics(client: httpx.AsyncClient, app: FastAPI) -> None:
+    world = await world_on(client, multi_node_policy((20, 30, 50)))
+    # Through HTTP: 100 requests share exactly by weight.
+    assert await routed(world, 100) == {"EAST": 20, "WEST": 30, "NORTH": 50}
+    # The next 10,000 through the service's router, on the same state.
+    state = app.state.wlm
+    policy = await state.policies.current()
+    shares = Counter([await state.router.route(policy, "PAYROLL", None) for _ in range(10_000)])
+    for node, weight in zip(NODES, (20, 30, 50), strict=True):
+        assert abs(shares[node] / 100 - weight) <= 1, shares
+    metrics = (await client.get("/metrics")).text
+    assert 'wlm_routed_requests_total{application_environment="PAYROLL",how="algorithm",node="NORTH"}' in metrics
+
+
+async def test_equal_weights_are_a_round_robin_and_a_named_node_is_kept(client: httpx.AsyncClient) -> None:
+    world = await world_on(client, multi_node_policy())
+    nodes = [(await world.insert())["node"] for _ in range(9)]
+    assert nodes == list(NODES) * 3
+    assert (await world.insert(node="WEST"))["node"] == "WEST"
+
+
+async def test_a_stopped_link_receives_nothing_until_started_and_nothing_is_lost(client: httpx.AsyncClient) -> None:
+    world = await world_on(client, multi_node_policy(), qm_node=None)
+    servers = {node: await server_on(world, node) for node in NODES}
+    op = await operator(client)
+    stopped = await client.patch("/v1/routing/nodes/WEST", headers=op, json={"link_stopped": True})
+    assert stopped.status_code == 200, stopped.text
+    assert stopped.json()["link"] == "stopped"
+    tokens = {}
+    during: Counter[str] = Counter()
+    for _ in range(30):
+        queued = await world.insert()
+        tokens[queued["token"]] = queued["node"]
+        during[queued["node"]] += 1
+    assert during == {"EAST": 15, "NORTH": 15}
+    started = await client.patch("/v1/routing/nodes/WEST", headers=op, json={"link_stopped": None})
+    assert started.json()["link"] == "running"
+    after: Counter[str] = Counter()
+    for _ in range(30):
+        queued = await world.insert()
+        tokens[queued["token"]] = queued["node"]
+        after[queued["node"]] += 1
+    assert after == {"EAST": 10, "WEST": 10, "NORTH": 10}
+    # Every request accepted comes out once, on the node it was routed to.
+    selected = []
+    for node, server in servers.items():
+        while (response := await world.select(server, expect=None, wait_seconds=0, begin=True)).status_code == 200:
+            for work in response.json()["items"]:
+                assert tokens[work["token"]] == node
+                selected.append(work["token"])
+                await world.end(server, work["token"])
+    assert sorted(selected) == sorted(tokens)
+
+
+async def test_a_queue_managers_own_node_keeps_its_requests_under_use_queue_local(client: httpx.AsyncClient) -> None:
+    world = await world_on(client, multi_node_policy(), qm_node="WEST")
+    assert await routed(world, 6) == {"WEST": 6}
+    op = await operator(client)
+    assert (await client.patch("/v1/routing/nodes/WEST", headers=op, json={"use_queue": "ANY"})).status_code == 200
+    assert await routed(world, 6) == {"EAST": 2, "WEST": 2, "NORTH": 2}
+    # The instance's own setting wins over its node's.
+    altered = await client.patch("/v1/routing/application-environments/PAYROLL/instances/WEST", headers=op, json={"use_queue": "LOCAL"})
+    assert altered.status_code == 200 and altered.json()["overridden"] == {"use_queue": "LOCAL"}
+    assert await routed(world, 3) == {"WEST": 3}
+
+
+async def test_explain_shows_each_elimination_and_changes_nothing(client: httpx.AsyncClient) -> None:
+    world = await world_on(client, multi_node_policy(EAST={"put_enabled": False}, NORTH={"rank": 3}))
+    viewer = await make_key(client, "viewer", ["viewer"])
+    explained = await client.get("/v1/routing/explain", headers=viewer, params={"application_environment": "PAYROLL"})
+    assert explained.status_code == 200, explained.text
+    body = explained.json()
+    assert body["chosen"] == "NORTH"
+    steps = {step["step"]: step["eliminated"] for step in body["steps"]}
+    assert steps["1.1"] == [{"node": "EAST", "reason": "put disabled"}]
+    assert steps["6"] == [{"node": "WEST", "reason": "instance CLWLRANK 0 < 3"}]
+    assert [c["node"] for c in body["candidates"]] == list(NODES)
+    again = await client.get("/v1/routing/explain", headers=viewer, params={"application_environment": "PAYROLL"})
+    assert again.json()["candidates"] == body["candidates"]
+    assert (await world.insert())["node"] == "NORTH"
+
+
+async def test_no_put_enabled_instance_is_a_conflict_and_suspended_nodes_come_last(client: httpx.AsyncClient) -> None:
+    world = await world_on(client, multi_node_policy())
+    op = await operator(client)
+    for node in ("EAST", "NORTH"):
+        response = await client.patch("/v1/routing/nodes/" + node, headers=op, json={"suspended": True})
+        assert response.status_code == 200 and response.json()["suspended"] is True
+    assert await routed(world, 4) == {"WEST": 4}
+    for node in NODES:
+        await client.patch(f"/v1/routing/application-environments/PAYROLL/instances/{node}", headers=op, json={"put_enabled": False})
+    refused = await world.insert(expect=409)
+    assert refused["error"]["code"] == "put_inhibited"
+    listed = (await client.get("/v1/routing/nodes", headers=op)).json()["items"]
+    assert [(n["node"], n["suspended"]) for n in listed] == [("EAST", True), ("WEST", False), ("NORTH", True)]
+
+
+async def test_bad_routing_input_is_a_clear_4xx(client: httpx.AsyncClient) -> None:
+    await world_on(client, multi_node_policy())
+    op = await operator(client)
+    out_of_range = await client.patch("/v1/routing/nodes/EAST", headers=op, json={"weight": 0})
+    assert out_of_range.status_code == 422
+    unknown = await client.patch("/v1/routing/nodes/SOUTH", headers=op, json={"weight": 5})
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "unknown_node"
+    no_instance = await client.patch("/v1/routing/application-environments/NOPE/instances/EAST", headers=op, json={"rank": 1})
+    assert no_instance.status_code == 404
+    viewer = await make_key(client, "viewer", ["viewer"])
+    assert (await client.patch("/v1/routing/nodes/EAST", headers=viewer, json={"weight": 5})).status_code == 403
+    bad_policy = yaml.safe_load(multi_node_policy(SOUTH={"rank": 1}))
+    response = await client.put("/v1/policy", headers=await make_key(client, "adm", ["admin"]), json=bad_policy)
+    assert response.status_code == 422
+    assert any("instances.SOUTH" in e["path"] for e in response.json()["error"]["errors"])
