@@ -206,6 +206,44 @@ def cmd_display(args: argparse.Namespace) -> None:
         print(line)
 
 
+# `wlm route ACTION NODE`: the change each one-word action makes to the node's routing attributes.
+_NODE_ACTIONS = {
+    "suspend": {"suspended": True},
+    "resume": {"suspended": False},
+    "stop": {"link_stopped": True},
+    "start": {"link_stopped": None},
+}
+_ALTERABLE = ("weight", "network_priority", "rank", "most_recently_used", "use_queue")
+
+
+def _explain_lines(result: dict[str, Any]) -> list[str]:
+    lines = [f"{result['application_environment']} from {result['queue_manager_node'] or 'no node'}: {result['reason']}"]
+    for step in result["steps"]:
+        gone = "; ".join(f"{e['node']} ({e['reason']})" for e in step["eliminated"])
+        lines.append(f"  step {step['step']:<5} {gone or '-'}")
+    return lines
+
+
+def cmd_route(args: argparse.Namespace) -> None:
+    with _client(args) as client:
+        if args.action == "explain":
+            params = {"application_environment": args.application_environment, **({"queue_manager_node": args.origin} if args.origin else {})}
+            print("\n".join(_explain_lines(_call(client, "GET", "/v1/routing/explain", params=params))))
+            return
+        if args.action == "nodes":
+            nodes = _call(client, "GET", "/v1/routing/nodes")["items"]
+        else:
+            changes = _NODE_ACTIONS.get(args.action) or {name: getattr(args, name) for name in _ALTERABLE if getattr(args, name) is not None}
+            if not changes:
+                raise CliError("name what to alter: " + ", ".join(f"--{name.replace('_', '-')}" for name in _ALTERABLE))
+            nodes = [_call(client, "PATCH", f"/v1/routing/nodes/{args.node}", json=changes)]
+    for node in nodes:
+        print(
+            f"{node['node']}: link {node['link']}, weight {node['weight']}, NETPRTY {node['network_priority']}, rank {node['rank']}, "
+            f"use-queue {node['use_queue']}{', suspended' if node['suspended'] else ''}"
+        )
+
+
 def cmd_report(args: argparse.Namespace) -> None:
     if args.action == "run":
         run_from_arguments(args)
@@ -281,6 +319,23 @@ def build_parser() -> argparse.ArgumentParser:
     display = sub.add_parser("display", parents=[remote], help="D WLM,APPLENV=pattern: states, servers and queued work")
     display.add_argument("pattern", nargs="?", default="*", help="a name or a pattern with * (default: all)")
     display.set_defaults(func=cmd_display)
+
+    route = sub.add_parser("route", help="routing across nodes: why work goes where it goes, and the nodes' attributes")
+    route_sub = route.add_subparsers(dest="action", required=True)
+    explain = route_sub.add_parser("explain", parents=[remote], help="the algorithm's steps for a request to an environment")
+    explain.add_argument("application_environment")
+    explain.add_argument("--from", dest="origin", metavar="NODE", help="the node of the queue manager inserting it")
+    route_sub.add_parser("nodes", parents=[remote], help="every node's routing attributes and link state")
+    alter = route_sub.add_parser("alter", parents=[remote], help="change a node's routing attributes")
+    alter.add_argument("node")
+    alter.add_argument("--weight", type=int, help="CLWLWGHT 1-99")
+    alter.add_argument("--network-priority", type=int, help="NETPRTY 0-9")
+    alter.add_argument("--rank", type=int, help="CLWLRANK 0-9")
+    alter.add_argument("--most-recently-used", type=int, help="CLWLMRUC")
+    alter.add_argument("--use-queue", choices=("LOCAL", "ANY"), help="CLWLUSEQ")
+    for action, what in (("suspend", "suspend a node"), ("resume", "resume it"), ("stop", "stop its link"), ("start", "start it")):
+        route_sub.add_parser(action, parents=[remote], help=what).add_argument("node")
+    route.set_defaults(func=cmd_route)
 
     report = sub.add_parser("report", help="the nightly workload activity report (PySpark)")
     report_sub = report.add_subparsers(dest="action", required=True)

@@ -6,7 +6,8 @@ keeps its own, and each one's share of the requests follows the weights. They ar
 workload attributes of an environment's nodes change or a node joins (its link comes into the best state group).
 
 Link states come from what the service sees of a node: STOPPED when an operator stopped the link; RUNNING while
-servers of any environment are connected there; INACTIVE when none are (work still queues there, as a message on an
+servers of any environment are connected there; RETRYING when none are and some ended unexpectedly within the last
+ten minutes (the STOPPED rule's window); INACTIVE when none are (work still queues there, as a message on an
 inactive channel starts it).
 """
 
@@ -26,7 +27,8 @@ from app.db import utcnow
 from app.errors import Conflict, NotFound
 from app.policy.active import ActivePolicy
 from app.policy.schemas import InstanceRouting, NodeRouting
-from app.queues.store import QueueStore
+from app.operator.states import UNEXPECTED_TERMINATION_WINDOW_S
+from app.queues.store import QueueStore, now_ms
 from app.routing.algorithm import (
     LINK_STATE_GROUPS,
     Candidate,
@@ -67,7 +69,7 @@ class RoutingStore:
     def __init__(self, sessions: async_sessionmaker[AsyncSession], queues: QueueStore, ttl_seconds: float) -> None:
         self.sessions, self.queues = sessions, queues
         self._overrides: TtlCache[Overrides] = TtlCache(ttl_seconds)
-        self._links: TtlCache[Mapping[str, int]] = TtlCache(LINK_STATE_SECONDS)
+        self._links: TtlCache[Mapping[str, NodeActivity]] = TtlCache(LINK_STATE_SECONDS)
 
     async def overrides(self) -> Overrides:
         return await self._overrides.get_or_load(self.OVERRIDES, self._load_overrides)
@@ -77,21 +79,28 @@ class RoutingStore:
             rows = await session.scalars(select(RoutingOverride))
             return MappingProxyType({(row.node, row.application_environment): MappingProxyType(row.attributes) for row in rows})
 
-    async def servers_per_node(self, policy: ActivePolicy) -> Mapping[str, int]:
-        async def load() -> Mapping[str, int]:
+    async def node_activity(self, policy: ActivePolicy) -> Mapping[str, NodeActivity]:
+        """Per node: servers connected, and unexpected server terminations within the STOPPED rule's window."""
+
+        async def load() -> Mapping[str, NodeActivity]:
+            since = now_ms() - int(UNEXPECTED_TERMINATION_WINDOW_S * 1000)
             pipe = self.queues.redis.pipeline(transaction=False)
             places = [(node, ae) for node in policy.nodes for ae in policy.application_environments if policy.hosts(ae, node)]
             for node, ae in places:
-                pipe.hlen(self.queues.keys(node, ae).servers)
-            counts: dict[str, int] = dict.fromkeys(policy.nodes, 0)
-            for (node, _), count in zip(places, await pipe.execute(), strict=True):
-                counts[node] += int(count)
-            return MappingProxyType(counts)
+                keys = self.queues.keys(node, ae)
+                pipe.hlen(keys.servers)
+                pipe.zcount(keys.terminations, since, "+inf")
+            counts = dict.fromkeys(policy.nodes, (0, 0))
+            replies = await pipe.execute()
+            for (node, _), servers, terminations in zip(places, replies[::2], replies[1::2], strict=True):
+                counts[node] = (counts[node][0] + int(servers), counts[node][1] + int(terminations))
+            return MappingProxyType({node: NodeActivity(*count) for node, count in counts.items()})
 
         return await self._links.get_or_load(f"v{policy.version}:{len(policy.application_environments)}", load)
 
     def invalidate(self) -> None:
         self._overrides.clear()
+        self._links.clear()
 
 
 def node_routing(policy: ActivePolicy, node: str, overrides: Overrides) -> NodeRouting:
@@ -107,10 +116,20 @@ def instance_routing(policy: ActivePolicy, ae: str, node: str, overrides: Overri
     return base.model_copy(update=dict(overrides.get((node, ae), {})))
 
 
-def link_state(node: str, servers: Mapping[str, int], overrides: Overrides) -> LinkState:
+@dataclass(frozen=True, slots=True)
+class NodeActivity:
+    servers: int
+    recent_terminations: int
+
+
+def link_state(node: str, activity: Mapping[str, NodeActivity], overrides: Overrides) -> LinkState:
     if overrides.get((node, NODE_ITSELF), {}).get(LINK_STOPPED):
         return LinkState.STOPPED
-    return LinkState.RUNNING if servers.get(node, 0) else LinkState.INACTIVE
+    seen = activity.get(node, NodeActivity(0, 0))
+    if seen.servers:
+        return LinkState.RUNNING
+    # Servers that died and none back yet: like a channel that failed and is being retried.
+    return LinkState.RETRYING if seen.recent_terminations else LinkState.INACTIVE
 
 
 class Router:
@@ -128,7 +147,7 @@ class Router:
         """The environment's instances on the nodes hosting it, in the policy's node order, with their attributes
         (worked out again only when the policy, the overrides or the servers seen change: inserts call this)."""
         overrides = await self.store.overrides()
-        servers = await self.store.servers_per_node(policy)
+        servers = await self.store.node_activity(policy)
         sources = (policy, overrides, servers)
         known = self._candidates.get(ae)
         if known is not None and all(a is b for a, b in zip(known[0], sources, strict=True)):
@@ -197,7 +216,7 @@ def count_named(ae: str, node: str, count: int) -> None:
 
 async def nodes(router: Router, policy: ActivePolicy) -> list[NodeAttributes]:
     overrides = await router.store.overrides()
-    servers = await router.store.servers_per_node(policy)
+    servers = await router.store.node_activity(policy)
     return [
         NodeAttributes(node, node_routing(policy, node, overrides), link_state(node, servers, overrides), overrides.get((node, NODE_ITSELF), {}))
         for node in policy.nodes

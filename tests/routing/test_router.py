@@ -159,3 +159,18 @@ async def test_bad_routing_input_is_a_clear_4xx(client: httpx.AsyncClient) -> No
     response = await client.put("/v1/policy", headers=await make_key(client, "adm", ["admin"]), json=bad_policy)
     assert response.status_code == 422
     assert any("instances.SOUTH" in e["path"] for e in response.json()["error"]["errors"])
+
+
+async def test_a_node_whose_servers_died_is_retrying_and_comes_after_inactive_ones(client: httpx.AsyncClient, app: FastAPI) -> None:
+    world = await world_on(client, multi_node_policy())
+    state, op = app.state.wlm, await operator(client)
+    await state.queues.record_termination(state.queues.keys("EAST", "PAYROLL"), 99, 600_000)
+    state.router.store.invalidate()
+    links = {n["node"]: n["link"] for n in (await client.get("/v1/routing/nodes", headers=op)).json()["items"]}
+    assert links == {"EAST": "retrying", "WEST": "inactive", "NORTH": "inactive"}
+    assert await routed(world, 4) == {"WEST": 2, "NORTH": 2}
+    await server_on(world, "EAST")
+    state.router.store.invalidate()
+    assert (await client.get("/v1/routing/nodes", headers=op)).json()["items"][0]["link"] == "running"
+    # EAST joined the best group: the factors start again, and it is used.
+    assert await routed(world, 3) == {"EAST": 1, "WEST": 1, "NORTH": 1}
