@@ -19,6 +19,7 @@ from pydantic import (
     field_validator,
 )
 
+from app.routing.algorithm import DEFAULT_WEIGHT, MRU_CAP_MAX
 from app.schemas import Description, Name, StrictModel, SubsystemType
 
 MAX_PERIODS = 8
@@ -154,6 +155,13 @@ class ServerLimits(StrictModel):
 # MQ's cluster workload attributes (seed 000) with their ranges and defaults; app.routing.algorithm reads them.
 Rank = Annotated[int, Field(ge=0, le=9, description="CLWLRANK: the highest rank is used")]
 RoutingPriority = Annotated[int, Field(ge=0, le=9, description="CLWLPRTY: among equal ranks, the highest priority is used")]
+Weight = Annotated[int, Field(ge=1, le=99, description="CLWLWGHT: the share of requests, against the other nodes' weights")]
+NetworkPriority = Annotated[int, Field(ge=0, le=9, description="NETPRTY: links with the highest are used")]
+MostRecentlyUsedCap = Annotated[
+    int, Field(ge=1, le=MRU_CAP_MAX, description="CLWLMRUC: queue managers on this node send to at most this many nodes")
+]
+InstanceUseQueue = Literal["LOCAL", "ANY", "QMGR"]
+NodeUseQueue = Literal["LOCAL", "ANY"]
 
 
 class InstanceRouting(StrictModel):
@@ -163,7 +171,7 @@ class InstanceRouting(StrictModel):
     rank: Rank = 0
     priority: RoutingPriority = 0
     # CLWLUSEQ: LOCAL keeps a queue manager's requests on its own node, ANY lets them go anywhere, QMGR follows the node.
-    use_queue: Literal["LOCAL", "ANY", "QMGR"] = "QMGR"
+    use_queue: InstanceUseQueue = "QMGR"
 
 
 class EnvironmentSettings(StrictModel):
@@ -198,13 +206,11 @@ class NodeRouting(StrictModel):
     change at run time (PATCH /v1/routing/nodes/{node})."""
 
     # CLWLUSEQ of the queue manager: what an instance's QMGR means on this node.
-    use_queue: Literal["LOCAL", "ANY"] = "LOCAL"
-    weight: Annotated[int, Field(ge=1, le=99, description="CLWLWGHT: the share of requests, against the other nodes' weights")] = 50
-    network_priority: Annotated[int, Field(ge=0, le=9, description="NETPRTY: links with the highest are used")] = 0
+    use_queue: NodeUseQueue = "LOCAL"
+    weight: Weight = DEFAULT_WEIGHT
+    network_priority: NetworkPriority = 0
     rank: Rank = 0
-    most_recently_used: Annotated[
-        int, Field(ge=1, le=999_999_999, description="CLWLMRUC: queue managers on this node send to at most this many nodes")
-    ] = 999_999_999
+    most_recently_used: MostRecentlyUsedCap = MRU_CAP_MAX
     suspended: bool = False
 
 

@@ -142,6 +142,12 @@ def parse_token(token: str) -> tuple[str, str, str] | None:
     return parts[0], parts[1], parts[2]
 
 
+def idempotency_route_key(prefix: str, queue_manager: int, ae: str, key: str) -> str:
+    """The node a request with this idempotency key was routed to, so a retry goes where the first try went
+    (the key itself is kept per node, with the queue)."""
+    return f"{prefix}:idem-route:{{{queue_manager}:{ae}:{key}}}"
+
+
 def enclave_key(prefix: str, enclave_id: str) -> str:
     return f"{prefix}:enc:{{{enclave_id}}}"
 

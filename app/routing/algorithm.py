@@ -21,12 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-RANK_RANGE = (0, 9)  # CLWLRANK
-PRIORITY_RANGE = (0, 9)  # CLWLPRTY
-NETWORK_PRIORITY_RANGE = (0, 9)  # NETPRTY
-WEIGHT_RANGE = (1, 99)  # CLWLWGHT
-DEFAULT_WEIGHT = 50
-MRU_CAP_RANGE = (1, 999_999_999)  # CLWLMRUC; the default lets every channel be used
+DEFAULT_WEIGHT = 50  # CLWLWGHT
+MRU_CAP_MAX = 999_999_999  # CLWLMRUC's largest value and its default: every channel may be used
 # The seed: the chosen destination's sequence factor grows by about 1000 / CLWLWGHT.
 SEQUENCE_FACTOR_STEP = 1000.0
 
@@ -115,7 +111,7 @@ class LocalQueueManager:
 
     node: str | None = None
     use_queue: UseQueue = UseQueue.LOCAL
-    most_recently_used_cap: int = MRU_CAP_RANGE[1]
+    most_recently_used_cap: int = MRU_CAP_MAX
 
 
 class _Trace:

@@ -54,12 +54,12 @@ async def explain(
 
 @router.get("/nodes", response_model=NodeList, summary="Each node's routing attributes (policy and operators' changes) and link state")
 async def list_nodes(state: StateDep, _: Viewer) -> NodeList:
-    return NodeList(items=[_node_out(n) for n in await service.nodes(state.router, await state.policies.current())])
+    return NodeList(items=[_node_out(n) for n in await service.nodes(state.router, await state.policies.active())])
 
 
 @router.patch("/nodes/{node}", response_model=NodeOut, summary="Alter, suspend or resume a node; stop or start its link")
 async def alter_node(node: Name, body: NodeRoutingPatch, session: SessionDep, state: StateDep, operator: Operator) -> NodeOut:
-    policy = await state.policies.current()
+    policy = await state.policies.active()
     await service.alter(session, state.router.store, policy, operator.name, node, NODE_ITSELF, body.model_dump(exclude_unset=True))
     return _node_out(next(n for n in await service.nodes(state.router, policy) if n.node == node))
 

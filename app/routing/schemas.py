@@ -1,10 +1,19 @@
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-from app.policy.schemas import Rank, RoutingPriority
+from app.policy.schemas import (
+    InstanceUseQueue,
+    MostRecentlyUsedCap,
+    NetworkPriority,
+    NodeRouting,
+    NodeUseQueue,
+    Rank,
+    RoutingPriority,
+    Weight,
+)
 from app.routing.algorithm import LinkState, UseQueue
 from app.schemas import Name, StrictModel
 
@@ -13,11 +22,11 @@ class NodeRoutingPatch(StrictModel):
     """ALTER, SUSPEND and RESUME of a node, STOP and START of its link: the attributes named change, a null takes one
     back to the policy's value."""
 
-    use_queue: Literal["LOCAL", "ANY"] | None = None
-    weight: Annotated[int, Field(ge=1, le=99)] | None = None
-    network_priority: Annotated[int, Field(ge=0, le=9)] | None = None
+    use_queue: NodeUseQueue | None = None
+    weight: Weight | None = None
+    network_priority: NetworkPriority | None = None
     rank: Rank | None = None
-    most_recently_used: Annotated[int, Field(ge=1, le=999_999_999)] | None = None
+    most_recently_used: MostRecentlyUsedCap | None = None
     suspended: bool | None = None
     link_stopped: bool | None = Field(default=None, description="true: STOP the link (the node gets no routed work while another can); false or null: START it")
 
@@ -26,17 +35,11 @@ class InstanceRoutingPatch(StrictModel):
     put_enabled: bool | None = None
     rank: Rank | None = None
     priority: RoutingPriority | None = None
-    use_queue: Literal["LOCAL", "ANY", "QMGR"] | None = None
+    use_queue: InstanceUseQueue | None = None
 
 
-class NodeOut(BaseModel):
+class NodeOut(NodeRouting):
     node: str
-    use_queue: str
-    weight: int
-    network_priority: int
-    rank: int
-    most_recently_used: int
-    suspended: bool
     link: LinkState
     overridden: dict[str, Any] = Field(description="what operators changed at run time, over the policy")
 

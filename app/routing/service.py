@@ -20,11 +20,12 @@ from typing import Any
 
 from prometheus_client import Counter
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.audit.service import record
 from app.db import utcnow
-from app.errors import Conflict, NotFound
+from app.errors import Conflict, NotFound, ValidationFailed
 from app.policy.active import ActivePolicy
 from app.policy.schemas import InstanceRouting, NodeRouting
 from app.operator.states import UNEXPECTED_TERMINATION_WINDOW_S
@@ -59,6 +60,12 @@ class NodeAttributes:
     routing: NodeRouting
     link: LinkState
     overridden: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeActivity:
+    servers: int
+    recent_terminations: int
 
 
 class RoutingStore:
@@ -116,12 +123,6 @@ def instance_routing(policy: ActivePolicy, ae: str, node: str, overrides: Overri
     return base.model_copy(update=dict(overrides.get((node, ae), {})))
 
 
-@dataclass(frozen=True, slots=True)
-class NodeActivity:
-    servers: int
-    recent_terminations: int
-
-
 def link_state(node: str, activity: Mapping[str, NodeActivity], overrides: Overrides) -> LinkState:
     if overrides.get((node, NODE_ITSELF), {}).get(LINK_STOPPED):
         return LinkState.STOPPED
@@ -132,31 +133,44 @@ def link_state(node: str, activity: Mapping[str, NodeActivity], overrides: Overr
     return LinkState.RETRYING if seen.recent_terminations else LinkState.INACTIVE
 
 
+@dataclass
+class _EnvironmentRouting:
+    """What a process keeps per environment: its candidates as last worked out (and from what), and the sequence
+    state with the fingerprint that resets it."""
+
+    sources: tuple[Any, ...]
+    candidates: list[Candidate]
+    fingerprint: tuple[Any, ...]
+    sequence: SequenceState
+
+
+_NO_ACTIVITY: Mapping[str, NodeActivity] = MappingProxyType({})
+
+
 class Router:
     """One per process: chooses nodes and keeps the sequence state per environment."""
 
     def __init__(self, store: RoutingStore) -> None:
         self.store = store
-        self._sequences: dict[str, SequenceState] = {}
-        self._fingerprints: dict[str, tuple[Any, ...]] = {}
-        self._candidates: dict[str, tuple[tuple[Any, ...], list[Candidate]]] = {}
-        self._attributes: dict[str, tuple[Any, ...]] = {}  # every routing attribute of the environment's nodes
-        self._locals: dict[str, tuple[ActivePolicy, Overrides, LocalQueueManager]] = {}
+        self._environments: dict[str, _EnvironmentRouting] = {}
+        self._local_queue_managers: dict[str, tuple[ActivePolicy, Overrides, LocalQueueManager]] = {}
 
-    async def candidates(self, policy: ActivePolicy, ae: str) -> list[Candidate]:
+    async def _environment(self, policy: ActivePolicy, ae: str) -> _EnvironmentRouting:
         """The environment's instances on the nodes hosting it, in the policy's node order, with their attributes
         (worked out again only when the policy, the overrides or the servers seen change: inserts call this)."""
         overrides = await self.store.overrides()
-        servers = await self.store.node_activity(policy)
-        sources = (policy, overrides, servers)
-        known = self._candidates.get(ae)
-        if known is not None and all(a is b for a, b in zip(known[0], sources, strict=True)):
-            return known[1]
-        result, attributes = [], []
-        for node in (n for n in policy.nodes if policy.hosts(ae, n)):
+        hosting = [n for n in policy.nodes if policy.hosts(ae, n)]
+        # Link states only matter between nodes: an environment on one node needs no look at the servers.
+        activity = await self.store.node_activity(policy) if len(hosting) > 1 else _NO_ACTIVITY
+        sources = (policy, overrides, activity)
+        known = self._environments.get(ae)
+        if known is not None and all(a is b for a, b in zip(known.sources, sources, strict=True)):
+            return known
+        candidates, attributes = [], []
+        for node in hosting:
             routing, instance = node_routing(policy, node, overrides), instance_routing(policy, ae, node, overrides)
             attributes.append((node, tuple(routing.model_dump().values()), tuple(instance.model_dump().values())))
-            result.append(
+            candidates.append(
                 Candidate(
                     node=node,
                     put_enabled=instance.put_enabled,
@@ -165,53 +179,53 @@ class Router:
                     use_queue=UseQueue(instance.use_queue),
                     link_rank=routing.rank,
                     suspended=routing.suspended,
-                    link=link_state(node, servers, overrides),
+                    link=link_state(node, activity, overrides),
                     network_priority=routing.network_priority,
                     weight=routing.weight,
                 )
             )
-        self._candidates[ae] = (sources, result)
-        self._attributes[ae] = tuple(attributes)
-        return result
+        # Every routing attribute of the nodes, and which nodes have usable links: a change of either (an attribute
+        # altered, a node joining or coming back) resets the sequence factors, so no node is flooded to catch up.
+        fingerprint = (tuple(attributes), tuple(c.node for c in candidates if c.link in LINK_STATE_GROUPS[0]))
+        sequence = known.sequence if known is not None and known.fingerprint == fingerprint else SequenceState({}, {})
+        self._environments[ae] = _EnvironmentRouting(sources, candidates, fingerprint, sequence)
+        return self._environments[ae]
 
-    async def local(self, policy: ActivePolicy, node: str | None) -> LocalQueueManager:
+    async def _local(self, policy: ActivePolicy, node: str | None) -> LocalQueueManager:
         if node is None or node not in policy.nodes:
             return LocalQueueManager()
         overrides = await self.store.overrides()
-        known = self._locals.get(node)
+        known = self._local_queue_managers.get(node)
         if known is None or known[0] is not policy or known[1] is not overrides:
             routing = node_routing(policy, node, overrides)
-            known = self._locals[node] = (policy, overrides, LocalQueueManager(node, UseQueue(routing.use_queue), routing.most_recently_used))
+            known = (policy, overrides, LocalQueueManager(node, UseQueue(routing.use_queue), routing.most_recently_used))
+            self._local_queue_managers[node] = known
         return known[2]
-
-    def _sequence(self, ae: str, candidates: list[Candidate]) -> SequenceState:
-        # The workload attributes and the nodes in the best link group: a change of either resets the factors.
-        usable = tuple(c.node for c in candidates if c.link in LINK_STATE_GROUPS[0])
-        fingerprint = (self._attributes[ae], usable)
-        if self._fingerprints.get(ae) != fingerprint:
-            self._fingerprints[ae] = fingerprint
-            self._sequences[ae] = SequenceState({}, {})
-        return self._sequences[ae]
 
     async def decide(self, policy: ActivePolicy, ae: str, queue_manager_node: str | None) -> tuple[Decision, list[Candidate]]:
         """The decision for a hypothetical request, changing nothing."""
-        candidates = await self.candidates(policy, ae)
-        candidates = with_sequence(candidates, self._sequence(ae, candidates))
-        return choose(candidates, await self.local(policy, queue_manager_node)), candidates
+        local = await self._local(policy, queue_manager_node)
+        environment = await self._environment(policy, ae)
+        candidates = with_sequence(environment.candidates, environment.sequence)
+        return choose(candidates, local), candidates
 
     async def route(self, policy: ActivePolicy, ae: str, queue_manager_node: str | None, count: int = 1) -> str:
-        """The node for `count` requests inserted together (one decision, like MQ's bind on open)."""
-        decision, candidates = await self.decide(policy, ae, queue_manager_node)
+        """The node for `count` requests inserted together (one decision, like MQ's bind on open). The choice and
+        the sequence's step are made together, with no wait between, so concurrent inserts take turns."""
+        local = await self._local(policy, queue_manager_node)
+        environment = await self._environment(policy, ae)
+        candidates = with_sequence(environment.candidates, environment.sequence)
+        decision = choose(candidates, local)
         if decision.chosen is None:
             raise Conflict(f"{ae}: {decision.reason}", code="put_inhibited", application_environment=ae)
         weight = next(c.weight for c in candidates if c.node == decision.chosen)
-        self._sequences[ae] = after_choice(self._sequences[ae], decision.chosen, weight, count)
-        ROUTED.labels(ae, decision.chosen, "algorithm").inc(count)
+        environment.sequence = after_choice(environment.sequence, decision.chosen, weight, count)
         return decision.chosen
 
 
-def count_named(ae: str, node: str, count: int) -> None:
-    ROUTED.labels(ae, node, "named").inc(count)
+def count_routed(ae: str, node: str, how: str, count: int) -> None:
+    """Requests queued on `node`; `how`: named (the request named it) or algorithm."""
+    ROUTED.labels(ae, node, how).inc(count)
 
 
 async def nodes(router: Router, policy: ActivePolicy) -> list[NodeAttributes]:
@@ -228,6 +242,8 @@ async def alter(
 ) -> dict[str, Any]:
     """Change the overrides of a node (`ae` empty) or of an environment's instance on it: a value of None takes the
     attribute back to the policy's. Returns the overrides now in force; audited."""
+    if not changes:
+        raise ValidationFailed([{"path": "", "message": "name at least one attribute to change"}])
     if node not in policy.nodes:
         raise NotFound(f"the active policy has no node {node}", code="unknown_node", node=node)
     if ae and not policy.hosts(ae, node):
@@ -241,6 +257,10 @@ async def alter(
     else:
         row.attributes, row.changed_by, row.changed_at = attributes, actor, utcnow()
     record(session, actor, ALTER_ACTION, f"{node}/{ae}" if ae else node, changes=changes, attributes=attributes)
-    await session.commit()
+    try:
+        await session.commit()
+    except IntegrityError as exc:  # another operator's first change of the same node won the insert
+        await session.rollback()
+        raise Conflict(f"{node} was changed at the same moment; send the change again", code="concurrent_change", node=node) from exc
     store.invalidate()
     return attributes

@@ -29,9 +29,9 @@ from app.operator.service import OperatorStore
 from app.operator.states import AEState, servers_must_end
 from app.policy.active import ActivePolicy
 from app.policy.service import PolicyStore, qualifier_attributes
-from app.queues.keys import AeKeys, enclave_key, parse_token
+from app.queues.keys import AeKeys, enclave_key, idempotency_route_key, parse_token
 from app.queues.store import AeConfig, EndArgs, EndResult, NewRequest, QueueStore, Selected, now_ms
-from app.routing.service import Router, count_named
+from app.routing.service import Router, count_routed
 from app.work.dispatch import POLL_FALLBACK_SECONDS, Dispatcher, Waiter
 from app.work.schemas import (
     EnclaveIn,
@@ -151,7 +151,7 @@ class Work:
         owner = policy.dynamic.get(ae.name)
         if owner is not None and owner.queue_manager_id != qm.id:
             raise Forbidden(f"{ae.name} is a dynamic application environment of another queue manager", code="outside_scope")
-        node = await self._node_for(policy, ae.name, body.node, qm, len(body.items))
+        node, how = await self._node_for(policy, ae.name, body.node, qm, body.items)
         keys = self.store.keys(node, ae.name)
         seen_keys: set[str] = set()
         requests, classes = [], []
@@ -165,6 +165,7 @@ class Work:
             requests.append(request)
             classes.append((request.service_class, request.meta["rc"]))
         ids = await self.store.insert(keys, qm.id, requests, ae.backlog_limit)
+        count_routed(ae.name, node, how, len(requests))
         queued, replayed = [], []
         for request, request_id, (sc, rc) in zip(requests, ids, classes, strict=True):
             replayed.append(request_id != request.id)
@@ -173,14 +174,41 @@ class Work:
             )
         return queued, replayed
 
-    async def _node_for(self, policy: ActivePolicy, ae: str, requested: str | None, qm: ConnInfo, count: int) -> str:
-        """The node named, else the one hosting the environment, else the cluster workload algorithm's choice."""
+    async def _node_for(self, policy: ActivePolicy, ae: str, requested: str | None, qm: ConnInfo, items: list[WorkItemIn]) -> tuple[str, str]:
+        """The node named, else the cluster workload algorithm's choice; and how it was chosen. A retry with an
+        idempotency key goes to the node the first try went to, where the key replays it."""
         if requested is not None:
             if not policy.hosts(ae, requested):
                 raise ValidationFailed([{"path": "node", "message": f"node {requested} does not host {ae}"}])
-            count_named(ae, requested, count)
-            return requested
-        return await self.router.route(policy, ae, qm.node, count)
+            return requested, "named"
+        claims = [idempotency_route_key(self.store.prefix, qm.id, ae, item.idempotency_key) for item in items if item.idempotency_key]
+        earlier = await self._claimed_node(policy, ae, claims)
+        if earlier is not None:
+            return earlier, "algorithm"
+        node = await self.router.route(policy, ae, qm.node, len(items))
+        if claims:
+            async with self.store.redis.pipeline(transaction=False) as pipe:
+                for claim in claims:
+                    pipe.set(claim, node, nx=True, ex=self.settings.idempotency_ttl_seconds)
+                await pipe.execute()
+            # A concurrent retry of the same request that claimed first wins.
+            node = await self._claimed_node(policy, ae, claims) or node
+        return node, "algorithm"
+
+    async def _claimed_node(self, policy: ActivePolicy, ae: str, claims: list[str]) -> str | None:
+        if not claims:
+            return None
+        async with self.store.redis.pipeline(transaction=False) as pipe:
+            for claim in claims:
+                pipe.get(claim)
+            nodes = {node for node in await pipe.execute() if node is not None and policy.hosts(ae, node)}
+        if len(nodes) > 1:
+            raise Conflict(
+                f"the idempotency keys of this batch were queued on different nodes ({', '.join(sorted(nodes))}); send those "
+                "requests again on their own, or name a node",
+                code="idempotency_nodes_differ",
+            )
+        return nodes.pop() if nodes else None
 
     async def _new_request(self, policy: ActivePolicy, qm: ConnInfo, node: str, ae: str, item: WorkItemIn, path: str) -> NewRequest:
         if item.enclave_token is not None:

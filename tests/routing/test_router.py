@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from typing import Any
@@ -43,12 +44,20 @@ async def operator(client: httpx.AsyncClient) -> dict[str, str]:
     return await make_key(client, "op", ["operator", "viewer"])
 
 
+def metric(text: str, ae: str, node: str, how: str) -> float:
+    """A routing counter's value in a Prometheus exposition (0 before its first count)."""
+    series = f'wlm_routed_requests_total{{application_environment="{ae}",how="{how}",node="{node}"}} '
+    return next((float(line[len(series) :]) for line in text.splitlines() if line.startswith(series)), 0.0)
+
+
 async def routed(world: World, count: int) -> Counter[str]:
     return Counter([(await world.insert())["node"] for _ in range(count)])
 
 
 async def test_weights_20_30_50_over_10000_requests_and_the_metrics(client: httpx.AsyncClient, app: FastAPI) -> None:
     world = await world_on(client, multi_node_policy((20, 30, 50)))
+    counted = (await client.get("/metrics")).text
+    before = {"NORTH": metric(counted, "PAYROLL", "NORTH", "algorithm"), "EAST-named": metric(counted, "PAYROLL", "EAST", "named")}
     # Through HTTP: 100 requests share exactly by weight.
     assert await routed(world, 100) == {"EAST": 20, "WEST": 30, "NORTH": 50}
     # The next 10,000 through the service's router, on the same state.
@@ -57,8 +66,11 @@ async def test_weights_20_30_50_over_10000_requests_and_the_metrics(client: http
     shares = Counter([await state.router.route(policy, "PAYROLL", None) for _ in range(10_000)])
     for node, weight in zip(NODES, (20, 30, 50), strict=True):
         assert abs(shares[node] / 100 - weight) <= 1, shares
+    # The counters count what was queued through the API (the 10,000 above went through the router only).
+    await world.insert(node="EAST")
     metrics = (await client.get("/metrics")).text
-    assert 'wlm_routed_requests_total{application_environment="PAYROLL",how="algorithm",node="NORTH"}' in metrics
+    assert metric(metrics, "PAYROLL", "NORTH", "algorithm") - before["NORTH"] == 50
+    assert metric(metrics, "PAYROLL", "EAST", "named") - before["EAST-named"] == 1
 
 
 async def test_equal_weights_are_a_round_robin_and_a_named_node_is_kept(client: httpx.AsyncClient) -> None:
@@ -152,7 +164,9 @@ async def test_bad_routing_input_is_a_clear_4xx(client: httpx.AsyncClient) -> No
     unknown = await client.patch("/v1/routing/nodes/SOUTH", headers=op, json={"weight": 5})
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "unknown_node"
     no_instance = await client.patch("/v1/routing/application-environments/NOPE/instances/EAST", headers=op, json={"rank": 1})
-    assert no_instance.status_code == 404
+    assert no_instance.status_code == 404 and no_instance.json()["error"]["code"] == "unknown_instance"
+    empty = await client.patch("/v1/routing/nodes/EAST", headers=op, json={})
+    assert empty.status_code == 422
     viewer = await make_key(client, "viewer", ["viewer"])
     assert (await client.patch("/v1/routing/nodes/EAST", headers=viewer, json={"weight": 5})).status_code == 403
     bad_policy = yaml.safe_load(multi_node_policy(SOUTH={"rank": 1}))
@@ -174,3 +188,37 @@ async def test_a_node_whose_servers_died_is_retrying_and_comes_after_inactive_on
     assert (await client.get("/v1/routing/nodes", headers=op)).json()["items"][0]["link"] == "running"
     # EAST joined the best group: the factors start again, and it is used.
     assert await routed(world, 3) == {"EAST": 1, "WEST": 1, "NORTH": 1}
+
+
+async def test_concurrent_inserts_take_turns(client: httpx.AsyncClient) -> None:
+    world = await world_on(client, multi_node_policy())
+    queued = await asyncio.gather(*(world.insert() for _ in range(30)))
+    assert Counter(q["node"] for q in queued) == {"EAST": 10, "WEST": 10, "NORTH": 10}
+
+
+async def test_a_retry_with_an_idempotency_key_goes_where_the_first_try_went(client: httpx.AsyncClient) -> None:
+    world = await world_on(client, multi_node_policy())
+    first = await world.insert(idempotency_key="order-1")
+    for _ in range(3):
+        assert (await world.insert(idempotency_key="order-1"))["token"] == first["token"]
+    # Other requests kept turning meanwhile: only the retries were pinned.
+    assert await routed(world, 3) == {"EAST": 1, "WEST": 1, "NORTH": 1}
+
+
+async def test_a_changed_weight_resets_the_sequence(client: httpx.AsyncClient) -> None:
+    world = await world_on(client, multi_node_policy())
+    await routed(world, 5)
+    op = await operator(client)
+    params = {"application_environment": "PAYROLL"}
+    factors = [c["sequence_factor"] for c in (await client.get("/v1/routing/explain", headers=op, params=params)).json()["candidates"]]
+    assert factors == [40.0, 40.0, 20.0]
+    assert (await client.patch("/v1/routing/nodes/NORTH", headers=op, json={"weight": 10})).status_code == 200
+    candidates = (await client.get("/v1/routing/explain", headers=op, params=params)).json()["candidates"]
+    assert [(c["sequence_factor"], c["weight"]) for c in candidates] == [(0.0, 50), (0.0, 50), (0.0, 10)]
+
+
+async def test_routing_before_any_policy_is_a_404(client: httpx.AsyncClient) -> None:
+    op = await operator(client)
+    response = await client.get("/v1/routing/nodes", headers=op)
+    assert response.status_code == 404 and response.json()["error"]["code"] == "no_policy"
+    assert (await client.patch("/v1/routing/nodes/EAST", headers=op, json={"weight": 5})).status_code == 404
