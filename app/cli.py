@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import os
 import signal
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +101,11 @@ def _call(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
         response = client.request(method, path, **kwargs)
     except httpx.HTTPError as exc:
         raise CliError(f"cannot reach the service at {client.base_url}: {exc}") from exc
+    return _call_result(response)
+
+
+def _call_result(response: httpx.Response) -> Any:
+    """The response's JSON, or its error body as a CliError."""
     if response.status_code >= 400:
         try:
             error = response.json()["error"]
@@ -244,6 +251,24 @@ def cmd_route(args: argparse.Namespace) -> None:
         )
 
 
+def cmd_events(args: argparse.Namespace) -> None:
+    """Follow the advisories (GET /v1/events) and print one line each: time, subject, data."""
+    params = {"subject": args.subject, **({"since": args.since} if args.since else {})}
+    with _client(args) as client:
+        try:
+            with client.stream("GET", "/v1/events", params=params, timeout=httpx.Timeout(30, read=None)) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    _call_result(response)
+                for line in response.iter_lines():
+                    if line.startswith("data: "):
+                        event = json.loads(line[len("data: ") :])
+                        moment = datetime.fromtimestamp(event["at"], UTC).strftime("%Y-%m-%d %H:%M:%S")
+                        print(f"{moment} {event['subject']} {json.dumps(event['data'], sort_keys=True)}", flush=True)
+        except httpx.HTTPError as exc:
+            raise CliError(f"the event stream from {client.base_url} ended: {exc}") from exc
+
+
 def cmd_report(args: argparse.Namespace) -> None:
     if args.action == "run":
         run_from_arguments(args)
@@ -336,6 +361,11 @@ def build_parser() -> argparse.ArgumentParser:
     for action, what in (("suspend", "suspend a node"), ("resume", "resume it"), ("stop", "stop its link"), ("start", "start it")):
         route_sub.add_parser(action, parents=[remote], help=what).add_argument("node")
     route.set_defaults(func=cmd_route)
+
+    events = sub.add_parser("events", parents=[remote], help="follow the advisories (scheduler, backlog, states, servers)")
+    events.add_argument("--subject", default=">", help="a subject pattern: * one element, > the rest (default: all)")
+    events.add_argument("--since", help="replay from after this event id (0: every one kept)")
+    events.set_defaults(func=cmd_events)
 
     report = sub.add_parser("report", help="the nightly workload activity report (PySpark)")
     report_sub = report.add_subparsers(dest="action", required=True)

@@ -2,9 +2,9 @@
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Self
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -79,6 +79,21 @@ class Settings(BaseSettings):
     spark_driver_memory: str = "4g"
     exit_timeout_seconds: float = Field(default=5.0, gt=0)
     exit_retry_base_seconds: float = Field(default=1.0, gt=0)
+
+    # The elected scheduler (seeds 003/004): every process is a member; the live member of the highest weight
+    # runs the background duties. Members heartbeat this often; a scheduler silent for the activation interval is
+    # replaced. The heartbeat must be shorter than the activation interval.
+    scheduler_weight: int = Field(default=50, ge=1, le=65_535)
+    scheduler_heartbeat_seconds: float = Field(default=1.0, gt=0)
+    scheduler_activation_seconds: float = Field(default=3.5, gt=0)
+    # Server-Sent Event streams (GET /v1/events) one process serves at once; each holds a Redis connection.
+    events_max_subscribers: int = Field(default=100, ge=1)
+
+    @model_validator(mode="after")
+    def _heartbeat_within_activation(self) -> Self:
+        if self.scheduler_heartbeat_seconds >= self.scheduler_activation_seconds:
+            raise ValueError("scheduler_heartbeat_seconds must be shorter than scheduler_activation_seconds")
+        return self
 
     @property
     def records_dir(self) -> Path:

@@ -127,6 +127,7 @@ _LUA_CODES: dict[int, tuple[type[AppError], str, str, tuple[str, ...]]] = {
     -8: (Conflict, "not_queued", "the work request is no longer queued (selected by a server)", ("state",)),
     -10: (TooManyRequests, "backlog_limit", "the queue is at its backlog limit", ("service_class", "depth", "backlog_limit")),
     -11: (Conflict, "server_surplus", "the server is not needed any more: end what it holds, disconnect and stop (0C14)", ()),
+    -12: (Conflict, "fenced", "a newer scheduler has acted on this queue: this process is no longer the scheduler", ("epoch",)),
 }
 _STATES = {"q": "queued", "s": "selected", "b": "begun"}
 

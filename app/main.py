@@ -38,7 +38,9 @@ from app.queues.store import QueueStore
 from app.reports.router import dashboard_assets, dashboard_router
 from app.reports.router import router as reports_router
 from app.routing.router import router as routing_router
+from app.scheduler.router import router as scheduler_router
 from app.routing.service import Router, RoutingStore
+from app.scheduler.service import SchedulerMember
 from app.servers.router import router as servers_router
 from app.state import AppState
 from app.work.dispatch import Dispatcher
@@ -61,6 +63,23 @@ def _announce_bootstrap_key(key: str, settings: Settings) -> None:
     )
 
 
+def scheduled_duties(state: AppState) -> SchedulerMember:
+    """This process's election membership: the background duties run while it holds the scheduler's role."""
+    running: list[Duties] = []
+
+    async def on_active(epoch: int) -> None:
+        duties = Duties(state, epoch, member.may_act)
+        running.append(duties)
+        await duties.start()
+
+    async def on_inactive() -> None:
+        while running:
+            await running.pop().stop()
+
+    member = SchedulerMember(state.redis, state.queues.scripts, state.settings, on_active, on_inactive)
+    return member
+
+
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
@@ -75,8 +94,12 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         redis_url, max_connections=settings.redis_max_connections, timeout=10, decode_responses=True, health_check_interval=30
     )
     redis = Redis(connection_pool=pool)
+    events_pool = BlockingConnectionPool.from_url(
+        redis_url, max_connections=settings.events_max_subscribers, timeout=10, decode_responses=True, health_check_interval=30
+    )
+    events_redis = Redis(connection_pool=events_pool)
     dispatcher = Dispatcher(redis, settings.redis_prefix)
-    duties: Duties | None = None
+    member: SchedulerMember | None = None
     try:
         head = head_revision()
         if await current_revision(engine) != head:
@@ -105,11 +128,12 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             queues=queues,
             dispatcher=dispatcher,
             router=Router(RoutingStore(sessions, queues, settings.policy_cache_seconds)),
+            events_redis=events_redis,
         )
         await dispatcher.start()
         if settings.background_duties:
-            duties = Duties(state)
-            await duties.start()
+            member = state.scheduler = scheduled_duties(state)
+            await member.start()
         # What is loaded by now (modules, the ORM, models, the policy) lives as long as the process: moved out of
         # the collector's sight, a full collection scans only what requests allocate, so it no longer pauses the
         # event loop for tens of milliseconds (the tail of the insert-to-select latency). Once per process: an
@@ -118,10 +142,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             gc.freeze()
         yield
     finally:
-        if duties is not None:
-            await duties.stop()
+        if member is not None:
+            await member.stop()
         await dispatcher.stop()
         await redis.aclose()
+        await events_redis.aclose()
         await engine.dispose()
         if embedded is not None:
             embedded.stop()
@@ -164,7 +189,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health_router)
     for router in (
         policy_router, environments_router, connections_router, work_router, servers_router, operator_router, reports_router,
-        routing_router, auth_router, audit_router,
+        routing_router, scheduler_router, auth_router, audit_router,
     ):
         app.include_router(router, responses=ERROR_RESPONSES)
     app.include_router(dashboard_router)

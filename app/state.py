@@ -14,6 +14,7 @@ from app.operator.service import OperatorStore
 from app.policy.service import PolicyStore
 from app.queues.store import QueueStore
 from app.routing.service import Router
+from app.scheduler.service import SchedulerMember
 from app.work.dispatch import Dispatcher
 
 
@@ -31,3 +32,8 @@ class AppState:
     queues: QueueStore
     dispatcher: Dispatcher
     router: Router
+    # Event streams (GET /v1/events) block on Redis: their own client, so they never hold the API's connections.
+    events_redis: Redis
+    event_subscribers: int = 0
+    # This process's membership of the scheduler election (None when it runs no background duties).
+    scheduler: SchedulerMember | None = None

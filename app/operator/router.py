@@ -12,6 +12,7 @@ from app.auth.roles import PrincipalInfo, Role
 from app.deps import Offset, SessionDep, StateDep, Viewer, require
 from app.errors import BadRequest, PayloadTooLarge
 from app.operator import service
+from app.scheduler.advisories import publish, subject
 from app.operator.commands import DisplayCommand, VaryBody
 from app.operator.schemas import ApplicationEnvironmentList, ApplicationEnvironmentOut, OperatorCommandList, OperatorCommandOut, VaryOut
 from app.state import AppState
@@ -82,6 +83,11 @@ async def operator_command(
         return await _display(state, command)
     policy = await state.policies.knowing(command.application_environment)
     result = await service.vary(session, state.operator, policy, operator.name, command)
+    if result.state != result.previous_state:
+        await publish(
+            state.redis, state.settings.redis_prefix, subject("WLM", "INFO", "APPLENV", "STATE", result.command.application_environment),
+            previous_state=result.previous_state, state=result.state, command=str(result.command), by=result.changed_by,
+        )  # fmt: skip
     return VaryOut(
         command=str(result.command),
         application_environment=result.command.application_environment,

@@ -30,6 +30,7 @@ from app.operator.states import UNEXPECTED_TERMINATION_WINDOW_S, AEState, Intern
 from app.policy.active import ActivePolicy
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
+from app.scheduler.advisories import publish, subject
 from app.servers.schemas import PeriodPerformance
 from app.ttl_cache import TtlCache
 
@@ -171,6 +172,7 @@ async def count_unexpected_terminations(
                 reason = f"{len(times)} unexpected server terminations on {keys.node} within {UNEXPECTED_TERMINATION_WINDOW_S:.0f} s"
                 if await apply_event(session, store, keys.ae, InternalEvent.UNEXPECTED_TERMINATIONS_EXCEEDED, reason) is AEState.STOPPED:
                     log.warning("%s is STOPPED: %s; RESUME it once the cause is fixed", keys.ae, reason)
+                    await publish(queues.redis, queues.prefix, subject("WLM", "INFO", "APPLENV", "STATE", keys.ae), state=AEState.STOPPED, reason=reason)
 
 
 async def apply_event(session: AsyncSession, store: OperatorStore, name: str, event: InternalEvent, reason: str) -> AEState:

@@ -58,6 +58,11 @@ class AeKeys:
         return f"{self.tag}:servers"
 
     @cached_property
+    def fence(self) -> str:
+        """The highest scheduler epoch that acted on this queue: a deposed scheduler's older epoch is refused."""
+        return f"{self.tag}:fence"
+
+    @cached_property
     def seen(self) -> str:
         return f"{self.tag}:seen"
 
@@ -164,3 +169,14 @@ def retired_key(prefix: str) -> str:
 def departed_key(prefix: str) -> str:
     """Queue managers that disconnected, by when their queues are purged a second time."""
     return f"{prefix}:departed"
+
+
+def scheduler_keys(prefix: str) -> tuple[str, str]:
+    """The election's members and holder (one hash tag, so the election is one script)."""
+    tag = f"{{{prefix}:scheduler}}"
+    return f"{tag}:members", f"{tag}:holder"
+
+
+def events_key(prefix: str) -> str:
+    """The advisories, a capped stream: what GET /v1/events sends and the event log it can be read back from."""
+    return f"{prefix}:events"

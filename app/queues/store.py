@@ -221,10 +221,11 @@ class QueueStore:
             if str(cursor) == "0":
                 return purged
 
-    async def reassign(self, k: AeKeys, config: AeConfig, *, server_id: int | None = None, batch: int = 500) -> Reassigned:
-        """Expired leases (server_id None) or everything a departing server holds, back to the front of the queue."""
+    async def reassign(self, k: AeKeys, config: AeConfig, *, server_id: int | None = None, batch: int = 500, epoch: int = 0) -> Reassigned:
+        """Expired leases (server_id None) or everything a departing server holds, back to the front of the queue.
+        `epoch`: the scheduler's fencing token when this is its duty (refused, as Fenced, once a newer one acted)."""
         classes = sorted(set(config.class_order) | set(await self.redis.smembers(k.classes)))
-        keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.records, k.exits, k.done, k.done_exp, k.seen]
+        keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.records, k.exits, k.done, k.done_exp, k.seen, k.fence]
         keys += k.class_lists(classes)
         mode = "expired" if server_id is None else "server"
         args = [
@@ -235,6 +236,7 @@ class QueueStore:
             self.tombstone_ms,
             batch,
             k.notify_channel,
+            epoch,
             *classes,
         ]
         result = await self.scripts.run("reassign", keys, args)

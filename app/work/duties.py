@@ -1,8 +1,9 @@
 """Background duties of the work lifecycle: reassign requests whose completion time passed, flush work
 records to Parquet, deliver exit calls, forget old tombstones.
 
-Every script they run is atomic and safe to run from several processes at once; until the elected scheduler
-exists (a later issue), every service process runs them.
+They run on the elected scheduler only (app/scheduler): started when this process takes the role, stopped when
+it loses it, and each pass skipped unless the role is still held (`may_act`). Every script they run is atomic and
+safe to run from several processes at once, so a moment of overlap at a hand-over is harmless.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from prometheus_client import Counter
 from sqlalchemy import func, select
 
 from app.connections import exit_urls
+from app.errors import Conflict
 from app.connections.models import Connection
 from app.connections.service import expire_silent_servers, purge_departed_again
 from app.operator.service import apply_event, count_unexpected_terminations
@@ -25,6 +27,7 @@ from app.operator.states import AEState, InternalEvent
 from app.policy.active import ActivePolicy
 from app.queues.keys import AeKeys
 from app.queues.store import AeConfig, now_ms
+from app.scheduler.advisories import publish, subject
 from app.servers.launcher import Launcher
 from app.servers.service import evaluate_environment, manage_environment
 from app.state import AppState
@@ -42,8 +45,9 @@ EXIT_CLAIM_MS = 60_000
 
 
 class Duties:
-    def __init__(self, state: AppState) -> None:
-        self.state = state
+    def __init__(self, state: AppState, epoch: int, may_act: Callable[[], bool]) -> None:
+        """`epoch`: the scheduler's fencing token these duties act under; `may_act`: whether the role is still held."""
+        self.state, self.epoch, self.may_act = state, epoch, may_act
         self.http = httpx.AsyncClient(timeout=state.settings.exit_timeout_seconds, follow_redirects=False)
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
@@ -76,18 +80,27 @@ class Duties:
             await self.launcher.stop()
         await self.http.aclose()
 
+    async def _advise(self, name: str, **data: object) -> None:
+        await publish(self.state.redis, self.state.settings.redis_prefix, name, epoch=self.epoch, **data)
+
     async def _every(self, interval: float, duty: Callable[[], Awaitable[object]]) -> None:
         # The flag, not only the cancellation: a driver that turns a CancelledError into another error (seen
         # with database calls cancelled mid-flight) must not keep a stopping service's duty alive.
         while not self._stopping:
             try:
-                await duty()
+                if self.may_act():
+                    await duty()
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception as exc:
                 if self._stopping:
                     return
-                log.exception("background duty %s failed; retrying", getattr(duty, "__name__", duty))
+                name = getattr(duty, "__name__", duty)
+                if isinstance(exc, Conflict) and exc.code == "fenced":
+                    # Deposed while paused: the next heartbeat stops these duties.
+                    log.warning("scheduler duty %s refused: a newer scheduler acts (epoch %s > %s)", name, exc.details.get("epoch"), self.epoch)
+                else:
+                    log.exception("background duty %s failed; retrying", name)
             await asyncio.sleep(interval)
 
     async def _environments(self, *, retired: bool = False) -> list[tuple[AeKeys, AeConfig]]:
@@ -120,11 +133,13 @@ class Duties:
                 SILENT_SERVERS.labels(keys.ae).inc(len(silent))
                 log.warning("%d server(s) of %s on %s fell silent: connections closed, their work given back", len(silent), keys.ae, keys.node)
                 await count_unexpected_terminations(self.state.sessions, self.state.queues, self.state.operator, keys, silent)
-            result = await self.state.queues.reassign(keys, config)
+                await self._advise(subject("WLM", "WARN", "SERVER", "STOPPED", keys.ae), node=keys.node, servers=silent, reason="silent")
+            result = await self.state.queues.reassign(keys, config, epoch=self.epoch)
             if result.requeued:
                 REASSIGNED.labels(keys.ae).inc(result.requeued)
             if result.abandoned:
                 ABANDONED.labels(keys.ae).inc(len(result.abandoned))
+                await self._advise(subject("WLM", "WARN", "REQUEST", "ABANDONED", keys.ae), node=keys.node, count=len(result.abandoned))
             await self.state.queues.forget_tombstones(keys)
         await purge_departed_again(self.state.queues, policy)
         await self._finish_retired(policy)

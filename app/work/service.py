@@ -22,6 +22,7 @@ from app.errors import (
     Forbidden,
     NotFound,
     PayloadTooLarge,
+    TooManyRequests,
     ValidationFailed,
     lua_error,
 )
@@ -32,6 +33,7 @@ from app.policy.service import PolicyStore, qualifier_attributes
 from app.queues.keys import AeKeys, enclave_key, idempotency_route_key, parse_token
 from app.queues.store import AeConfig, EndArgs, EndResult, NewRequest, QueueStore, Selected, now_ms
 from app.routing.service import Router, count_routed
+from app.scheduler.advisories import publish, subject
 from app.work.dispatch import POLL_FALLBACK_SECONDS, Dispatcher, Waiter
 from app.work.schemas import (
     EnclaveIn,
@@ -52,6 +54,20 @@ EndRequestArgs = tuple[str, str, Any]  # work token, outcome, result (any JSON v
 # IWM4SSL's return: the server is not needed any more (its environment left the policy, or was quiesced,
 # refreshed, or has surplus servers); it should end what it holds, disconnect and stop.
 TERMINATE_REASON = "0C14"
+
+
+# When this process last announced a class queue at its backlog limit: at most one advisory a second for each.
+_BACKLOG_ADVISED: dict[tuple[str, str, str], float] = {}
+BACKLOG_ADVISORY_SECONDS = 1.0
+
+
+async def _advise_backlog_limit(store: QueueStore, ae: str, node: str, details: dict[str, Any]) -> None:
+    """The seed's "task backlog limit reached", once a second per class queue however many inserts it refuses."""
+    queue = (ae, node, str(details.get("service_class")))
+    if time.monotonic() - _BACKLOG_ADVISED.get(queue, -BACKLOG_ADVISORY_SECONDS) < BACKLOG_ADVISORY_SECONDS:
+        return
+    _BACKLOG_ADVISED[queue] = time.monotonic()
+    await publish(store.redis, store.prefix, subject("WLM", "WARN", "QUEUE", "BACKLOG_LIMIT", ae), node=node, **details)
 
 
 @dataclass
@@ -164,7 +180,11 @@ class Work:
                 seen_keys.add(item.idempotency_key)
             requests.append(request)
             classes.append((request.service_class, request.meta["rc"]))
-        ids = await self.store.insert(keys, qm.id, requests, ae.backlog_limit)
+        try:
+            ids = await self.store.insert(keys, qm.id, requests, ae.backlog_limit)
+        except TooManyRequests as exc:
+            await _advise_backlog_limit(self.store, ae.name, node, exc.details)
+            raise
         count_routed(ae.name, node, how, len(requests))
         queued, replayed = [], []
         for request, request_id, (sc, rc) in zip(requests, ids, classes, strict=True):

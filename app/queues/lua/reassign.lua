@@ -1,19 +1,31 @@
 -- Give held requests back: those whose completion time passed (mode 'expired'), or all a server holds when it
 -- disconnects or dies (mode 'server', which also unregisters it). Each goes to the front of its class queue,
 -- or is abandoned once it has been delivered max deliveries times.
--- KEYS: req, payload, depth, leases, inflight, servers, records, exits, done, done_exp, seen, then per class
---       (in ARGV order): dependent list, independent list
+-- KEYS: req, payload, depth, leases, inflight, servers, records, exits, done, done_exp, seen, fence, then per
+--       class (in ARGV order): dependent list, independent list
 -- ARGV: now_ms, mode, server id (mode 'server') or '', max deliveries, tombstone ms, batch size, notify channel,
---       class names...
--- Returns {0, requeued, abandoned, ids of abandoned...}
+--       scheduler epoch (0: not a scheduler's duty, not fenced), class names...
+-- Returns {0, requeued, abandoned, ids of abandoned...}, or {-12, epoch} when a newer scheduler already acted here.
 local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], leases = KEYS[4], inflight = KEYS[5], servers = KEYS[6],
-  records = KEYS[7], exits = KEYS[8], done = KEYS[9], done_exp = KEYS[10], seen = KEYS[11]}
+  records = KEYS[7], exits = KEYS[8], done = KEYS[9], done_exp = KEYS[10], seen = KEYS[11], fence = KEYS[12]}
 local now, mode, only_server = now_ms(), ARGV[2], ARGV[3]
 local max_deliveries, tombstone_ms, batch = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 
+-- Fencing: a scheduler acts here only with an epoch at least the highest that did.
+local epoch = tonumber(ARGV[8])
+if epoch > 0 then
+  local fenced = tonumber(redis.call('GET', k.fence) or 0)
+  if epoch < fenced then
+    return {-12, fenced}
+  end
+  if epoch > fenced then
+    redis.call('SET', k.fence, epoch)
+  end
+end
+
 local lists = {}
-for i = 8, #ARGV do
-  local base = 11 + 2 * (i - 8)
+for i = 9, #ARGV do
+  local base = 12 + 2 * (i - 9)
   lists[ARGV[i]] = {KEYS[base + 1], KEYS[base + 2]}
 end
 

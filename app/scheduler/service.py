@@ -1,0 +1,165 @@
+"""This process as a member of the scheduler election (seeds 003/004).
+
+Every member heartbeats the election script (app/queues/lua/elect.lua) every `scheduler_heartbeat_seconds`. The
+live member of the highest weight holds the role; when the holder is silent for `scheduler_activation_seconds`, the
+highest-weight live member takes over with the next epoch (the fencing token). The holder runs the background duties;
+it stops them when it loses the role, when a heavier member joins, and by itself when it could not renew the role
+within the activation interval (it may have been replaced meanwhile: `may_act` is false from then on, so a member
+that was paused and wakes up does not act on an old belief).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from app.config import Settings
+from app.queues.keys import scheduler_keys
+from app.queues.scripts import Scripts
+from app.scheduler.advisories import publish, subject
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Election:
+    active: bool
+    epoch: int
+    holder: str | None
+    outcome: str  # took, kept, yielded, resigned, standby
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    member: str
+    weight: int
+    seen_ms_ago: int
+    info: dict[str, Any]
+
+
+def member_name() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
+
+
+class SchedulerMember:
+    def __init__(
+        self,
+        redis: Redis,
+        scripts: Scripts,
+        settings: Settings,
+        on_active: Callable[[int], Awaitable[None]],
+        on_inactive: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.redis, self.scripts, self.settings = redis, scripts, settings
+        self.name = member_name()
+        self.on_active, self.on_inactive = on_active, on_inactive
+        self.epoch: int | None = None  # set while this member holds the role
+        self._renewed_at = 0.0  # monotonic time of the last successful renewal
+        self._task: asyncio.Task[None] | None = None
+        self._info = json.dumps({"host": socket.gethostname(), "pid": os.getpid()})
+
+    @property
+    def active(self) -> bool:
+        return self.epoch is not None
+
+    def may_act(self) -> bool:
+        """Whether this member may still act as scheduler: it holds the role and renewed it within the activation
+        interval (after that, another member may have taken over)."""
+        return self.active and time.monotonic() - self._renewed_at < self.settings.scheduler_activation_seconds
+
+    async def _elect(self, mode: str) -> Election:
+        keys = list(scheduler_keys(self.settings.redis_prefix))
+        activation_ms = int(self.settings.scheduler_activation_seconds * 1000)
+        active, epoch, holder, outcome = await self.scripts.call("elect", keys, [self.name, self.settings.scheduler_weight, activation_ms, self._info, mode])
+        return Election(bool(int(active)), int(epoch), str(holder) or None, str(outcome))
+
+    async def beat(self) -> Election | None:
+        """One heartbeat: renew, take or give up the role, and start or stop the duties to match."""
+        started = time.monotonic()
+        try:
+            election = await self._elect("beat")
+        except RedisError as exc:
+            log.warning("scheduler election: Redis unreachable (%s)", exc)
+            if self.active and not self.may_act():
+                await self._deactivate("could not renew the role within the activation interval")
+            return None
+        if election.active:
+            self._renewed_at = started
+            if self.epoch != election.epoch:
+                await self._activate(election.epoch)
+        elif self.active:
+            await self._deactivate(election.outcome)
+        return election
+
+    async def _activate(self, epoch: int) -> None:
+        if self.active:
+            await self._deactivate("a new epoch")
+        self.epoch = epoch
+        log.info("this process (%s) is the scheduler, epoch %d", self.name, epoch)
+        await publish(self.redis, self.settings.redis_prefix, subject("WLM", "INFO", "SCHEDULER", "ACTIVE", self.name), member=self.name, epoch=epoch, weight=self.settings.scheduler_weight)
+        await self.on_active(epoch)
+
+    async def _deactivate(self, reason: str) -> None:
+        epoch, self.epoch = self.epoch, None
+        log.info("this process (%s) is no longer the scheduler (epoch %s): %s", self.name, epoch, reason)
+        await self.on_inactive()
+        try:
+            await publish(self.redis, self.settings.redis_prefix, subject("WLM", "INFO", "SCHEDULER", "INACTIVE", self.name), member=self.name, epoch=epoch, reason=reason)
+        except RedisError:
+            log.warning("could not publish the scheduler's INACTIVE advisory (Redis unreachable)")
+
+    async def start(self) -> None:
+        """The first heartbeat now (a lone member holds the role before serving), then one every interval."""
+        await self.beat()
+        self._task = asyncio.create_task(self._beating(), name="wlm-scheduler-election")
+
+    async def _beating(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.scheduler_heartbeat_seconds)
+            try:
+                await self.beat()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("scheduler heartbeat failed; trying again")
+
+    async def stop(self) -> None:
+        """Leave the election; a holder resigns so another member takes over at once rather than after the
+        activation interval."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        was_active = self.active
+        if was_active:
+            await self._deactivate("stopping")
+        try:
+            await self._elect("resign")
+        except RedisError:
+            log.warning("could not resign from the scheduler election (Redis unreachable)")
+
+
+async def scheduler_status(redis: Redis, prefix: str) -> tuple[dict[str, str], list[Member]]:
+    """The holder's hash and the members, as stored (Redis's time for their ages)."""
+    members_key, holder_key = scheduler_keys(prefix)
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.hgetall(holder_key)
+        pipe.hgetall(members_key)
+        pipe.time()
+        holder, members, (seconds, micros) = await pipe.execute()
+    now_ms = seconds * 1000 + micros // 1000
+    listed = []
+    for name, raw in members.items():
+        member = json.loads(raw)
+        listed.append(Member(name, member["weight"], now_ms - member["seen"], json.loads(member["info"])))
+    listed.sort(key=lambda m: (-m.weight, m.member))
+    return holder, listed

@@ -1,0 +1,76 @@
+"""GET /v1/events and `wlm events` against a real `wlm serve`: the advisories as a client sees them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.processes import WLM, ServiceProcess
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    process = ServiceProcess(tmp_path_factory.mktemp("events"))
+    process.start()
+    yield process
+    process.stop()
+
+
+def headers(service: ServiceProcess) -> dict[str, str]:
+    return {"Authorization": f"Bearer {(service.dir / 'data' / 'admin.key').read_text().strip()}"}
+
+
+def read_events(service: ServiceProcess, count: int, **params: str) -> list[dict]:
+    """The first `count` events of a stream (a real HTTP stream over TCP)."""
+    events = []
+    with httpx.stream("GET", f"{service.url}/v1/events", params=params, headers=headers(service), timeout=10) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        lines = response.iter_lines()
+        for line in lines:
+            if line.startswith("event: "):
+                data = next(lines)
+                assert data.startswith("data: ")
+                event = json.loads(data[len("data: ") :])
+                assert event["subject"] == line[len("event: ") :]
+                events.append(event)
+                if len(events) == count:
+                    return events
+    return events
+
+
+def test_the_stream_replays_and_filters_by_subject(service: ServiceProcess) -> None:
+    (active,) = read_events(service, 1, subject="WLM.INFO.SCHEDULER.ACTIVE.>", since="0")
+    assert active["data"]["epoch"] == 1
+    scheduler = httpx.get(f"{service.url}/v1/scheduler", headers=headers(service)).json()
+    assert active["subject"] == f"WLM.INFO.SCHEDULER.ACTIVE.{scheduler['holder']}"
+
+
+def test_a_state_change_reaches_a_follower_and_the_cli(service: ServiceProcess) -> None:
+    env = service.env
+    assert subprocess.run([WLM, "policy", "install", str(ROOT / "examples" / "policy.yaml")], cwd=service.dir, env=env, capture_output=True).returncode == 0
+    # From the start of the log, so it does not matter whether the follower connects before or after the change.
+    follower = subprocess.Popen([WLM, "events", "--subject", "WLM.INFO.APPLENV.*.PAYROLL", "--since", "0"], cwd=service.dir, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        vary = subprocess.run([WLM, "vary", "PAYROLL", "quiesce"], cwd=service.dir, env=env, capture_output=True, text=True)
+        assert vary.returncode == 0, vary.stderr
+        assert follower.stdout is not None
+        line = follower.stdout.readline()
+        _, _, subject, data = line.split(" ", 3)
+        assert subject == "WLM.INFO.APPLENV.STATE.PAYROLL"
+        assert json.loads(data)["state"] in ("QUIESCING", "QUIESCED")
+    finally:
+        follower.terminate()
+        follower.wait(10)
+
+
+def test_a_malformed_subject_is_a_422(service: ServiceProcess) -> None:
+    response = httpx.get(f"{service.url}/v1/events", params={"subject": "WLM.>.X"}, headers=headers(service))
+    assert response.status_code == 422 and response.json()["error"]["errors"][0]["path"] == "subject"
