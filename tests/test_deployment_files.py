@@ -25,9 +25,15 @@ def test_compose_services():
     assert api["environment"]["WLM_REDIS_URL"].startswith("redis://")
     assert set(api["depends_on"]) == {"postgres", "redis"}
     assert services["spark-report"]["profiles"] == ["jobs"]
+    # Scale-out: replicas behind the load balancer, which alone publishes the port.
+    assert api["deploy"]["replicas"] == "${WLM_REPLICAS:-3}" and "ports" not in api
+    assert services["lb"]["ports"] == ["8000:8000"]
+    nginx = (ROOT / "deploy" / "nginx.conf").read_text()
+    assert "server api:8000" in nginx and "proxy_buffering off" in nginx
     for name, service in services.items():
         for volume in service.get("volumes", []):
-            assert volume.split(":")[0] in compose["volumes"], (name, volume)
+            source = volume.split(":")[0]
+            assert source in compose["volumes"] or (ROOT / source).exists(), (name, volume)
 
 
 def test_compose_binary_accepts_the_file_where_installed():

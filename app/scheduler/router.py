@@ -58,6 +58,7 @@ async def events(
     _: Viewer,
     subject: Annotated[str, Query(max_length=256, description="e.g. WLM.INFO.SCHEDULER.> or WLM.*.*.*.PAYROLL")] = ">",
     since: Annotated[str | None, Query(max_length=64, pattern=r"^(0|\d{1,20}-\d{1,20})$", description="replay from after this event id (0: all kept)")] = None,
+    last: Annotated[int | None, Query(ge=1, le=1000, description="replay the last this many kept (of every subject), then follow")] = None,
     last_event_id: Annotated[str | None, Header(max_length=64, pattern=r"^\d{1,20}-\d{1,20}$")] = None,
 ) -> StreamingResponse:
     try:
@@ -67,8 +68,9 @@ async def events(
     if state.event_subscribers >= state.settings.events_max_subscribers:
         raise TooManyRequests(f"this replica serves {state.settings.events_max_subscribers} event streams already; try another or later", code="too_many_subscribers")
     stream = events_key(state.settings.redis_prefix)
-    # Resume after what the client saw (its Last-Event-ID), or replay from `since`, or start with what comes next.
-    position = last_event_id or since or (await _latest_id(state, stream))
+    # Resume after what the client saw (its Last-Event-ID), or replay from `since` or the `last` few, or start with
+    # what comes next.
+    position = last_event_id or since or (await _position_before(state, stream, last or 0))
 
     async def feed() -> AsyncIterator[bytes]:
         nonlocal position
@@ -97,7 +99,8 @@ async def events(
     return StreamingResponse(feed(), media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-async def _latest_id(state: StateDep, stream: str) -> str:
-    latest = await state.redis.xrevrange(stream, count=1)
-    return latest[0][0] if latest else "0-0"
+async def _position_before(state: StateDep, stream: str, count: int) -> str:
+    """The id after which the last `count` entries come (0: after the latest)."""
+    latest = await state.redis.xrevrange(stream, count=count + 1)
+    return latest[count][0] if len(latest) > count else "0-0"
 

@@ -30,6 +30,9 @@ from app.scheduler.advisories import publish, subject
 
 log = logging.getLogger(__name__)
 
+# How long stopping waits for a heartbeat under way (it may be starting or stopping the duties).
+STOP_WAIT_SECONDS = 15.0
+
 
 @dataclass(frozen=True, slots=True)
 class Election:
@@ -66,6 +69,7 @@ class SchedulerMember:
         self.epoch: int | None = None  # set while this member holds the role
         self._renewed_at = 0.0  # monotonic time of the last successful renewal
         self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
         self._info = json.dumps({"host": socket.gethostname(), "pid": os.getpid()})
 
     @property
@@ -124,23 +128,29 @@ class SchedulerMember:
         self._task = asyncio.create_task(self._beating(), name="wlm-scheduler-election")
 
     async def _beating(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.scheduler_heartbeat_seconds)
+        while not self._stopping.is_set():
+            try:
+                await asyncio.wait_for(self._stopping.wait(), self.settings.scheduler_heartbeat_seconds)
+                return
+            except TimeoutError:
+                pass
             try:
                 await self.beat()
-            except asyncio.CancelledError:
-                raise
             except Exception:
                 log.exception("scheduler heartbeat failed; trying again")
 
     async def stop(self) -> None:
         """Leave the election; a holder resigns so another member takes over at once rather than after the
-        activation interval."""
+        activation interval. A heartbeat under way finishes first (cut short, it could leave duties half started)."""
+        self._stopping.set()
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        was_active = self.active
-        if was_active:
+            done, _ = await asyncio.wait([self._task], timeout=STOP_WAIT_SECONDS)
+            if not done:
+                self._task.cancel()
+                done, _ = await asyncio.wait([self._task], timeout=STOP_WAIT_SECONDS)
+            if not done:
+                log.warning("the scheduler heartbeat did not stop within %.0f s; leaving it", 2 * STOP_WAIT_SECONDS)
+        if self.active:
             await self._deactivate("stopping")
         try:
             await self._elect("resign")

@@ -182,6 +182,10 @@ async def test_dashboard_shows_live_state_and_the_report_as_charts(browser, serv
     assert performance["ended"] == LIVE_ENDED
     await expect(online_live.nth(5)).to_have_text(f"{performance['performance_index']:.2f}", timeout=15_000)
 
+    # Advisories: the scheduler's election (the stream replays the last few, then follows).
+    await expect(page.locator('#advisories tr[data-subject^="WLM.INFO.SCHEDULER.ACTIVE."]')).to_have_count(1)
+    await expect(page.locator('#advisories tr[data-subject^="WLM.INFO.SCHEDULER.ACTIVE."] td').nth(2)).to_contain_text("epoch=1")
+
     # The report: the newest date first, PAYROLL on LOCAL; a line per service class period, a PI = 1 line.
     assert [await o.text_content() for o in await page.locator("#report-date option").all()] == [DAY.isoformat(), EARLIER_DAY.isoformat()]
     online = {slot: b for slot, b in _online_slots().items() if sum(b)}  # an interval that ended nothing has no PI

@@ -74,3 +74,20 @@ def test_a_state_change_reaches_a_follower_and_the_cli(service: ServiceProcess) 
 def test_a_malformed_subject_is_a_422(service: ServiceProcess) -> None:
     response = httpx.get(f"{service.url}/v1/events", params={"subject": "WLM.>.X"}, headers=headers(service))
     assert response.status_code == 422 and response.json()["error"]["errors"][0]["path"] == "subject"
+
+
+def test_junk_parameters_get_a_4xx_with_the_error_body(service: ServiceProcess) -> None:
+    """The bad-input sweep of tests/test_bad_input.py, for the stream: over real HTTP, each answer's status read and
+    the stream closed."""
+    junk = ["", "x", "-1", "0", "1e309", "9" * 40, "2026-02-30", "%", "\u00ff" * 300, "a.>.b", "*.", "WLM..X"]
+    for name in ("subject", "since", "last"):
+        for value in junk:
+            with httpx.stream("GET", f"{service.url}/v1/events", params={name: value}, headers=headers(service), timeout=10) as response:
+                assert response.status_code < 500, (name, value)
+                if response.status_code >= 400:
+                    response.read()
+                    assert set(response.json()) == {"error"} and response.json()["error"]["code"], (name, value)
+    for value in ("x", "1-", "-1", "9" * 40):
+        with httpx.stream("GET", f"{service.url}/v1/events", headers={**headers(service), "Last-Event-ID": value}, timeout=10) as response:
+            assert response.status_code == 422, value
+    assert httpx.get(f"{service.url}/v1/events").status_code == 401

@@ -12,8 +12,11 @@ const PI_CHART_CAP = 5;
 // The last bucket within the goal (app/policy/goals.py); the buckets up to it are drawn as met.
 const GOAL_BUCKET_LABEL = "<=100%";
 
+const ADVISORIES_SHOWN = 20;
+
 const $ = (id) => document.getElementById(id);
 let liveTimer = null;
+let advisoriesStream = null;
 let reportSummary = null;
 
 class ApiError extends Error {
@@ -98,6 +101,7 @@ function setStatus(text, isError = false) {
 function askForKey(message = "") {
   sessionStorage.removeItem(KEY_STORAGE);
   clearTimeout(liveTimer);
+  advisoriesStream?.abort();
   $("content").hidden = true;
   $("forget-key").hidden = true;
   $("key-form").hidden = false;
@@ -124,7 +128,56 @@ function start(who) {
   $("forget-key").hidden = false;
   setStatus(`signed in as ${who.principal}`);
   refreshLive();
+  followAdvisories();
   loadReportDates();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Advisories (GET /v1/events): the last few, then each as it comes. A fetch rather than an EventSource, which
+// cannot send the API key; on a broken stream it reconnects after what it saw.
+// ---------------------------------------------------------------------------------------------------------------
+
+function showAdvisory(event) {
+  const details = Object.entries(event.data).map(([name, value]) => `${name}=${typeof value === "object" ? JSON.stringify(value) : value}`);
+  const time = new Date(event.at * 1000).toLocaleTimeString();
+  const tbody = $("advisories").tBodies[0];
+  tbody.querySelector("tr.empty")?.remove();
+  tbody.prepend(row([cell(time), cell(event.subject), cell(details.join(" "))], { "data-subject": event.subject }));
+  while (tbody.rows.length > ADVISORIES_SHOWN) tbody.deleteRow(-1);
+}
+
+async function followAdvisories(after = null) {
+  advisoriesStream?.abort();
+  const stream = (advisoriesStream = new AbortController());
+  const query = after ? `since=${encodeURIComponent(after)}` : `last=${ADVISORIES_SHOWN}`;
+  let seen = after;
+  try {
+    const response = await fetch(`/v1/events?${query}`, {
+      headers: { Authorization: `Bearer ${sessionStorage.getItem(KEY_STORAGE)}`, Accept: "text/event-stream" },
+      signal: stream.signal,
+    });
+    if (!response.ok) throw new ApiError(response.status, await response.json().catch(() => null));
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += value;
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const data = buffer.slice(0, end).split("\n").find((line) => line.startsWith("data: "));
+        buffer = buffer.slice(end + 2);
+        if (data) {
+          const event = JSON.parse(data.slice("data: ".length));
+          seen = event.id;
+          showAdvisory(event);
+        }
+      }
+    }
+  } catch (error) {
+    if (stream.signal.aborted || error.status === 401 || error.status === 403) return;
+  }
+  if (!stream.signal.aborted) setTimeout(() => followAdvisories(seen), LIVE_REFRESH_MS);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -1,0 +1,250 @@
+"""Three replicas under load; the elected scheduler is killed with SIGKILL; another takes over.
+
+    .venv/bin/python bench/failover.py [--load-seconds 6] [--rate 150]
+
+Starts one redis-server (the project's embedded one) and three `wlm serve` replicas sharing it and one SQLite
+database, the first with the highest scheduler weight. A producer inserts `--rate` requests a second through the
+two other replicas; six servers (two on each replica) select, work 20 ms and end, each moving to another replica
+when its own stops answering. After `--load-seconds` the scheduler's process is killed (SIGKILL: no resignation,
+no last words) and the benchmark polls `GET /v1/scheduler` on the survivors every 20 ms until a new holder with a
+new epoch shows: that is the failover time. The load goes on as long again, then every accepted request must end.
+
+Checked and reported: every request accepted (201) has exactly one completion in the work records (copies of one
+record, which at-least-once flushing may leave, are not two completions), none is missing; the event log (the
+advisories stream) shows one holder per epoch with epochs rising by one; no duty of a deposed scheduler was let
+through (fenced refusals counted from the logs). The last line is one JSON object of the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import pyarrow.compute as pc
+import redis
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from app.embedded_redis import EmbeddedRedis  # noqa: E402
+from app.queues.keys import events_key  # noqa: E402
+from app.work import records  # noqa: E402
+from bench._service import ADMIN_KEY, ROOT, Service, machine  # noqa: E402
+
+PREFIX = "wlm"
+WORK_SECONDS = 0.02
+COMPLETION_TIME_MS = 2000
+QM = {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BENCH"}
+SERVER = {"role": "server", "subsystem_type": "CB", "subsystem_name": "BENCH", "application_environment": "PAYROLL", "worker_tasks": 4}
+
+
+def policy() -> str:
+    document = yaml.safe_load((ROOT / "examples" / "policy.yaml").read_text())
+    for ae in document["application_environments"]:
+        ae.pop("start_command", None)
+        ae["completion_time_ms"] = COMPLETION_TIME_MS  # a request the dead replica left selected comes back soon
+    return json.dumps(document)
+
+
+class Cluster:
+    def __init__(self, scratch: Path) -> None:
+        self.redis = EmbeddedRedis(scratch)
+        self.redis_url = self.redis.start()
+        database = f"sqlite+aiosqlite:///{scratch / 'wlm.db'}"
+        self.replicas = [Service(scheduler_weight="90", redis_url=self.redis_url, database_url=database)]
+        # The database exists and is migrated: the others can start together.
+        self.replicas += [Service(scheduler_weight="50", redis_url=self.redis_url, database_url=database) for _ in range(2)]
+
+    def stop(self) -> None:
+        for replica in self.replicas:
+            replica.stop()
+        self.redis.stop()
+
+
+async def admin_setup(url: str) -> tuple[str, str]:
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30) as admin:
+        response = await admin.put("/v1/policy", content=policy(), headers={"Content-Type": "application/json"})
+        response.raise_for_status()
+        keys = []
+        for name, roles, permits in (("qm", ["queue_manager"], []), ("srv", ["server"], ["CB.**"])):
+            (await admin.post("/v1/principals", json={"name": name, "roles": roles, "permits": permits})).raise_for_status()
+            keys.append((await admin.post("/v1/api-keys", json={"principal": name})).json()["key"])
+    return keys[0], keys[1]
+
+
+class Load:
+    def __init__(self, urls: list[str], qm_key: str, server_key: str) -> None:
+        self.urls, self.qm_key, self.server_key = urls, qm_key, server_key
+        self.accepted: set[str] = set()
+        self.ended: list[str] = []
+        self.refused = 0
+        self.server_moves = 0
+        self.stopping = asyncio.Event()
+
+    def client(self, url: str, key: str) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=httpx.Timeout(10, connect=2))
+
+    async def produce(self, rate: float, qm_token: str, urls: list[str]) -> None:
+        clients = [self.client(url, self.qm_key) for url in urls]
+        sent, started = 0, time.monotonic()
+        try:
+            while not self.stopping.is_set():
+                due = started + sent / rate
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
+                client = clients[sent % len(clients)]
+                sent += 1
+                body = {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": {"userid": "ATM01"}, "payload": {"n": sent}}
+                try:
+                    response = await client.post("/v1/work", json=body)
+                except httpx.TransportError:
+                    self.refused += 1
+                    continue
+                if response.status_code == 201:
+                    self.accepted.add(response.json()["token"])
+                else:
+                    self.refused += 1
+        finally:
+            for client in clients:
+                await client.aclose()
+
+    async def serve(self, home: int) -> None:
+        """One server: select, work, end; on a replica that stopped answering, the next one (same connection)."""
+        index = home
+        client = self.client(self.urls[index], self.server_key)
+        token = (await client.post("/v1/connections", json=SERVER)).json()["token"]
+        try:
+            while not (self.stopping.is_set() and self.drained()):
+                try:
+                    response = await client.post("/v1/work/select", json={"connect_token": token, "wait_seconds": 0.5, "max_items": 4, "begin": True})
+                    if response.status_code != 200:
+                        continue
+                    items = response.json()["items"]
+                    await asyncio.sleep(WORK_SECONDS)
+                    for item in items:
+                        ended = await client.post(f"/v1/work/{item['token']}/end", json={"connect_token": token})
+                        if ended.status_code == 200:
+                            self.ended.append(item["token"])
+                except httpx.TransportError:
+                    await client.aclose()
+                    index = (index + 1) % len(self.urls)
+                    client = self.client(self.urls[index], self.server_key)
+                    self.server_moves += 1
+        finally:
+            await client.aclose()
+
+    def drained(self) -> bool:
+        return self.accepted <= set(self.ended)
+
+
+async def scheduler_of(url: str) -> dict:
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=2) as client:
+        return (await client.get(f"{url}/v1/scheduler")).json()  # type: ignore[no-any-return]
+
+
+async def run(cluster: Cluster, load_seconds: float, rate: float) -> dict:
+    urls = [replica.url for replica in cluster.replicas]
+    qm_key, server_key = await admin_setup(urls[0])
+    load = Load(urls, qm_key, server_key)
+    async with load.client(urls[1], qm_key) as qm:
+        qm_token = (await qm.post("/v1/connections", json=QM)).json()["token"]
+    servers = [asyncio.create_task(load.serve(i % 3)) for i in range(6)]
+    producer = asyncio.create_task(load.produce(rate, qm_token, urls[1:]))
+    await asyncio.sleep(load_seconds)
+
+    before = await scheduler_of(urls[1])
+    holder = next(m for m in before["members"] if m["member"] == before["holder"])
+    victim = next(r for r in cluster.replicas if r.process.pid == holder["pid"])
+    survivors = [r.url for r in cluster.replicas if r is not victim]
+    os.kill(victim.process.pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    while True:
+        after = await scheduler_of(survivors[0])
+        if after["holder"] not in (None, before["holder"]) and after["epoch"] > before["epoch"]:
+            failover_s = time.monotonic() - killed_at
+            break
+        await asyncio.sleep(0.02)
+    print(f"killed the scheduler {before['holder']} (epoch {before['epoch']}); {after['holder']} took over (epoch {after['epoch']}) after {failover_s:.2f} s", flush=True)
+
+    await asyncio.sleep(load_seconds)
+    load.stopping.set()
+    await producer
+    deadline = time.monotonic() + 60
+    while not load.drained() and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    await asyncio.wait_for(asyncio.gather(*servers), timeout=30)
+    await asyncio.sleep(3)  # the scheduler's next record flushes
+    return {"failover_s": failover_s, "before": before, "after": after, "load": load, "victim": victim}
+
+
+def check_records(cluster: Cluster, accepted: set[str]) -> dict[str, int]:
+    tables = [records.read(replica.dir / "data" / "records") for replica in cluster.replicas]
+    completions: dict[str, set] = {}
+    for table in tables:
+        completed = table.filter(pc.equal(table["outcome"], "completed"))
+        for token, ended_at, deliveries in zip(completed["token"].to_pylist(), completed["ended_at"].to_pylist(), completed["deliveries"].to_pylist(), strict=True):
+            completions.setdefault(token, set()).add((ended_at, deliveries))
+    return {
+        "accepted": len(accepted),
+        "missing": sum(1 for token in accepted if token not in completions),
+        "completed_twice": sum(1 for token in accepted if len(completions.get(token, ())) > 1),
+        "redelivered": sum(1 for token in accepted if any(d > 1 for _, d in completions.get(token, ()))),
+    }
+
+
+def check_events(redis_url: str) -> tuple[list[int], bool]:
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    entries = client.xrange(events_key(PREFIX))
+    client.close()
+    active = [json.loads(fields["data"]) for _, fields in entries if fields["subject"].startswith("WLM.INFO.SCHEDULER.ACTIVE.")]
+    epochs = [event["epoch"] for event in active]
+    one_holder_per_epoch = epochs == list(range(1, len(epochs) + 1))
+    return epochs, one_holder_per_epoch
+
+
+def fenced_refusals(cluster: Cluster) -> int:
+    return sum((replica.dir / "service.log").read_text(errors="replace").count("refused: a newer scheduler acts") for replica in cluster.replicas)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--load-seconds", type=float, default=6.0, help="load before the kill, and again after it")
+    parser.add_argument("--rate", type=float, default=150.0, help="requests inserted per second")
+    args = parser.parse_args()
+    print(f"machine: {machine()}; three replicas, Redis and this load generator share the cores", flush=True)
+    cluster = Cluster(Path(tempfile.mkdtemp(prefix="wlm-failover-")))
+    try:
+        result = asyncio.run(run(cluster, args.load_seconds, args.rate))
+        load: Load = result["load"]
+        checked = check_records(cluster, load.accepted)
+        epochs, one_holder_per_epoch = check_events(cluster.redis_url)
+        activation = result["after"]["activation_interval_s"]
+    finally:
+        cluster.stop()
+    print(f"accepted {checked['accepted']:,} requests ({load.refused} refused or unanswered), servers moved replica {load.server_moves} times", flush=True)
+    print(f"records: {checked['missing']} missing, {checked['completed_twice']} completed twice, {checked['redelivered']} delivered again after the kill", flush=True)
+    figures = {
+        "failover_s": round(result["failover_s"], 2),
+        "activation_interval_s": activation,
+        "heartbeat_interval_s": result["after"]["heartbeat_interval_s"],
+        "accepted": checked["accepted"],
+        "missing": checked["missing"],
+        "completed_twice": checked["completed_twice"],
+        "redelivered_after_kill": checked["redelivered"],
+        "ended_exactly_once": checked["missing"] == 0 and checked["completed_twice"] == 0,
+        "epochs": epochs,
+        "one_holder_per_epoch": one_holder_per_epoch,
+        "fenced_refusals": fenced_refusals(cluster),
+    }
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
