@@ -169,7 +169,9 @@ class Duties:
                 query = query.where(Connection.connected_at < record.refreshed_at)  # the replacements may stay
             async with self.state.sessions() as session:
                 if record.state is AEState.RESUMING or not await session.scalar(query):
-                    await apply_event(session, self.state.operator, name, InternalEvent.SERVERS_DRAINED, f"from {record.state}")
+                    state = await apply_event(session, self.state.operator, name, InternalEvent.SERVERS_DRAINED, f"from {record.state}")
+                    if state is not record.state:
+                        await self._advise(subject("WLM", "INFO", "APPLENV", "STATE", name), previous_state=record.state, state=state, reason="servers drained")
 
     async def manage_to_goals(self) -> None:
         """Judge each service class against its goal, then decide the servers (app.servers.service)."""

@@ -62,10 +62,14 @@ def test_a_state_change_reaches_a_follower_and_the_cli(service: ServiceProcess) 
         vary = subprocess.run([WLM, "vary", "PAYROLL", "quiesce"], cwd=service.dir, env=env, capture_output=True, text=True)
         assert vary.returncode == 0, vary.stderr
         assert follower.stdout is not None
-        line = follower.stdout.readline()
-        _, _, subject, data = line.split(" ", 3)
-        assert subject == "WLM.INFO.APPLENV.STATE.PAYROLL"
-        assert json.loads(data)["state"] in ("QUIESCING", "QUIESCED")
+        changes = []
+        for _ in range(2):
+            _, _, subject, data = follower.stdout.readline().split(" ", 3)
+            assert subject == "WLM.INFO.APPLENV.STATE.PAYROLL"
+            changes.append(json.loads(data))
+        # The operator's VARY, then the manager loop's move on (no server to wait for).
+        assert (changes[0]["state"], changes[0]["by"]) == ("QUIESCING", "admin")
+        assert (changes[1]["previous_state"], changes[1]["state"], changes[1]["reason"]) == ("QUIESCING", "QUIESCED", "servers drained")
     finally:
         follower.terminate()
         follower.wait(10)
