@@ -68,7 +68,7 @@ def scheduled_duties(state: AppState) -> SchedulerMember:
     running: list[Duties] = []
 
     async def on_active(epoch: int) -> None:
-        duties = Duties(state, epoch, member.may_act)
+        duties = Duties(state, epoch, member.may_act, member.name)
         running.append(duties)
         await duties.start()
 
@@ -100,6 +100,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     events_redis = Redis(connection_pool=events_pool)
     dispatcher = Dispatcher(redis, settings.redis_prefix)
     member: SchedulerMember | None = None
+    launching: Duties | None = None
     try:
         head = head_revision()
         if await current_revision(engine) != head:
@@ -134,6 +135,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if settings.background_duties:
             member = state.scheduler = scheduled_duties(state)
             await member.start()
+            if settings.launcher:
+                launching = Duties(state, 0, lambda: True, member.name, launcher=True)
+                await launching.start()
         # What is loaded by now (modules, the ORM, models, the policy) lives as long as the process: moved out of
         # the collector's sight, a full collection scans only what requests allocate, so it no longer pauses the
         # event loop for tens of milliseconds (the tail of the insert-to-select latency). Once per process: an
@@ -142,6 +146,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             gc.freeze()
         yield
     finally:
+        if launching is not None:
+            await launching.stop()
         if member is not None:
             await member.stop()
         await dispatcher.stop()

@@ -12,13 +12,17 @@ Subjects (the seed's `_RV.INFO.RVCM.QUEUE.SCHEDULER.ACTIVE.>` and its kin):
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from app.queues.keys import events_key
+
+log = logging.getLogger(__name__)
 
 # How many advisories the stream keeps (approximately: trimming is by whole nodes of the stream).
 EVENTS_KEPT = 100_000
@@ -45,7 +49,12 @@ def subject_matcher(pattern: str) -> re.Pattern[str]:
     return re.compile(r"\.".join(parts) + "$")
 
 
-async def publish(redis: Redis, prefix: str, name: str, **data: Any) -> str:
-    """Append an advisory; returns its id in the stream (the SSE event id)."""
+async def publish(redis: Redis, prefix: str, name: str, **data: Any) -> str | None:
+    """Append an advisory; returns its id in the stream (the SSE event id), or None when Redis could not take it:
+    an advisory announces what happened, so failing to announce it must not undo or fail the thing itself."""
     entry = {"subject": name, "at": time.time(), "data": json.dumps(data)}
-    return str(await redis.xadd(events_key(prefix), entry, maxlen=EVENTS_KEPT, approximate=True))
+    try:
+        return str(await redis.xadd(events_key(prefix), entry, maxlen=EVENTS_KEPT, approximate=True))
+    except RedisError as exc:
+        log.warning("advisory %s not published: %s", name, exc)
+        return None

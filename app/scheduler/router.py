@@ -14,6 +14,7 @@ from app.queues.keys import events_key
 from app.scheduler.advisories import subject_matcher
 from app.scheduler.schemas import EventOut, MemberOut, SchedulerOut
 from app.scheduler.service import scheduler_status
+from app.state import AppState
 
 router = APIRouter(prefix="/v1", tags=["scheduler"])
 
@@ -57,9 +58,9 @@ async def events(
     state: StateDep,
     _: Viewer,
     subject: Annotated[str, Query(max_length=256, description="e.g. WLM.INFO.SCHEDULER.> or WLM.*.*.*.PAYROLL")] = ">",
-    since: Annotated[str | None, Query(max_length=64, pattern=r"^(0|\d{1,20}-\d{1,20})$", description="replay from after this event id (0: all kept)")] = None,
+    since: Annotated[str | None, Query(max_length=64, pattern=r"^(0|\d{1,19}-\d{1,19})$", description="replay from after this event id (0: all kept)")] = None,
     last: Annotated[int | None, Query(ge=1, le=1000, description="replay the last this many kept (of every subject), then follow")] = None,
-    last_event_id: Annotated[str | None, Header(max_length=64, pattern=r"^\d{1,20}-\d{1,20}$")] = None,
+    last_event_id: Annotated[str | None, Header(max_length=64, pattern=r"^\d{1,19}-\d{1,19}$")] = None,
 ) -> StreamingResponse:
     try:
         matcher = subject_matcher(subject)
@@ -67,14 +68,18 @@ async def events(
         raise ValidationFailed([{"path": "subject", "message": str(exc)}]) from exc
     if state.event_subscribers >= state.settings.events_max_subscribers:
         raise TooManyRequests(f"this replica serves {state.settings.events_max_subscribers} event streams already; try another or later", code="too_many_subscribers")
+    # The slot is taken before anything is awaited, so a burst cannot get past the limit; the stream gives it back.
+    state.event_subscribers += 1
     stream = events_key(state.settings.redis_prefix)
-    # Resume after what the client saw (its Last-Event-ID), or replay from `since` or the `last` few, or start with
-    # what comes next.
-    position = last_event_id or since or (await _position_before(state, stream, last or 0))
+    try:
+        # Resume after what the client saw (its Last-Event-ID), or replay from `since` or the `last` few, or start
+        # with what comes next.
+        position = last_event_id or since or (await _position_before(state, stream, last or 0))
+    except BaseException:
+        state.event_subscribers -= 1
+        raise
 
     async def feed() -> AsyncIterator[bytes]:
-        nonlocal position
-        state.event_subscribers += 1
         try:
             yield b": advisories\n\n"
             async for chunk in entries():
@@ -99,7 +104,7 @@ async def events(
     return StreamingResponse(feed(), media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-async def _position_before(state: StateDep, stream: str, count: int) -> str:
+async def _position_before(state: AppState, stream: str, count: int) -> str:
     """The id after which the last `count` entries come (0: after the latest)."""
     latest = await state.redis.xrevrange(stream, count=count + 1)
     return latest[count][0] if len(latest) > count else "0-0"

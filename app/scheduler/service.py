@@ -106,21 +106,25 @@ class SchedulerMember:
         return election
 
     async def _activate(self, epoch: int) -> None:
+        """Start the duties under `epoch`. Only once they started is the epoch this member's: a start that failed is
+        tried again at the next heartbeat (which finds the role still held, and the epoch not yet taken up)."""
         if self.active:
             await self._deactivate("a new epoch")
+        try:
+            await self.on_active(epoch)
+        except Exception:
+            log.exception("the scheduler's duties did not start (epoch %d); trying again at the next heartbeat", epoch)
+            await self.on_inactive()
+            return
         self.epoch = epoch
         log.info("this process (%s) is the scheduler, epoch %d", self.name, epoch)
         await publish(self.redis, self.settings.redis_prefix, subject("WLM", "INFO", "SCHEDULER", "ACTIVE", self.name), member=self.name, epoch=epoch, weight=self.settings.scheduler_weight)
-        await self.on_active(epoch)
 
     async def _deactivate(self, reason: str) -> None:
         epoch, self.epoch = self.epoch, None
         log.info("this process (%s) is no longer the scheduler (epoch %s): %s", self.name, epoch, reason)
         await self.on_inactive()
-        try:
-            await publish(self.redis, self.settings.redis_prefix, subject("WLM", "INFO", "SCHEDULER", "INACTIVE", self.name), member=self.name, epoch=epoch, reason=reason)
-        except RedisError:
-            log.warning("could not publish the scheduler's INACTIVE advisory (Redis unreachable)")
+        await publish(self.redis, self.settings.redis_prefix, subject("WLM", "INFO", "SCHEDULER", "INACTIVE", self.name), member=self.name, epoch=epoch, reason=reason)
 
     async def start(self) -> None:
         """The first heartbeat now (a lone member holds the role before serving), then one every interval."""

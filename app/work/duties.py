@@ -2,7 +2,8 @@
 records to Parquet, deliver exit calls, forget old tombstones.
 
 They run on the elected scheduler only (app/scheduler): started when this process takes the role, stopped when
-it loses it, and each pass skipped unless the role is still held (`may_act`). Every script they run is atomic and
+it loses it, and each pass skipped unless the role is still held (`may_act`). The launcher runs on every host
+instead (see `Duties.__init__`). Every script they run is atomic and
 safe to run from several processes at once, so a moment of overlap at a hand-over is harmless.
 """
 
@@ -11,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import secrets
 from collections.abc import Awaitable, Callable
 
 import httpx
@@ -45,24 +45,28 @@ EXIT_CLAIM_MS = 60_000
 
 
 class Duties:
-    def __init__(self, state: AppState, epoch: int, may_act: Callable[[], bool]) -> None:
-        """`epoch`: the scheduler's fencing token these duties act under; `may_act`: whether the role is still held."""
-        self.state, self.epoch, self.may_act = state, epoch, may_act
+    def __init__(self, state: AppState, epoch: int, may_act: Callable[[], bool], owner: str, *, launcher: bool = False) -> None:
+        """`epoch`: the scheduler's fencing token these duties act under; `may_act`: whether the role is still held;
+        `owner`: this process in the duties' own leases (the same after a re-election, so it finds them its own).
+        With `launcher`, only the launcher: it starts servers on this host, for this host's node, under a lease of
+        its own per node, so it runs on every host rather than on the scheduler's only."""
+        self.state, self.epoch, self.may_act, self._owner = state, epoch, may_act, owner
         self.http = httpx.AsyncClient(timeout=state.settings.exit_timeout_seconds, follow_redirects=False)
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self._exit_secrets: dict[int, str | None] = {}
-        self._owner = secrets.token_hex(8)
-        self.launcher: Launcher | None = None  # this process, as the holder of an outbox's writer lease
+        self._launches = launcher
+        self.launcher: Launcher | None = None
         self._periods: dict[int, records.PeriodTable] = {}  # policy versions the records of which were written
 
     async def start(self) -> None:
-        await records.start_writer()
         settings = self.state.settings
-        if settings.launcher:
+        if self._launches:
             host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
             self.launcher = Launcher(self.state, settings.node, f"http://{host}:{settings.port}")
             self._tasks.append(asyncio.create_task(self._every(settings.lease_check_seconds, self.launcher.reconcile), name="wlm-duty-launcher"))
+            return
+        await records.start_writer()
         for name, interval, duty in (
             ("leases", settings.lease_check_seconds, self.expire_leases),
             ("records", settings.records_flush_seconds, self.flush_records),
@@ -75,7 +79,8 @@ class Duties:
         self._stopping = True
         for task in self._tasks:
             task.cancel()
-        await asyncio.wait(self._tasks, timeout=10)
+        if self._tasks:  # none when starting was cut short
+            await asyncio.wait(self._tasks, timeout=10)
         if self.launcher is not None:
             await self.launcher.stop()
         await self.http.aclose()

@@ -180,3 +180,21 @@ async def test_a_deposed_schedulers_reassign_is_fenced(app: FastAPI) -> None:
     assert refused.value.code == "fenced" and refused.value.details["epoch"] == 2
     # Not a scheduler's duty (a server's own disconnect): not fenced.
     assert (await state.queues.reassign(keys, config)).requeued == 0
+
+
+async def test_duties_that_failed_to_start_are_started_at_the_next_heartbeat(redis: Redis, prefix: str, tmp_path: Path) -> None:
+    replica = Replica(redis, settings_of(prefix, tmp_path))
+    failures = [RuntimeError("the record writer did not start")]
+
+    async def flaky_start(epoch: int) -> None:
+        if failures:
+            raise failures.pop()
+        replica.log.append(("active", epoch))
+
+    replica.member.on_active = flaky_start
+    await replica.member.start()
+    # The role is held, but not taken up: no duties, and the member may not act.
+    assert not replica.member.active and not replica.member.may_act() and replica.log == [("inactive", None)]
+    await until(lambda: replica.member.active)
+    assert replica.log == [("inactive", None), ("active", 1)] and replica.member.may_act()
+    await replica.member.stop()
