@@ -1,6 +1,7 @@
-"""Three replicas under load; the elected scheduler is killed with SIGKILL; another takes over.
+"""Three replicas under load; the elected scheduler is killed with SIGKILL (or frozen with SIGSTOP and woken once
+replaced, `--pause`); another takes over.
 
-    .venv/bin/python bench/failover.py [--load-seconds 6] [--rate 150]
+    .venv/bin/python bench/failover.py [--load-seconds 6] [--rate 150] [--pause]
 
 Starts one redis-server (the project's embedded one) and three `wlm serve` replicas sharing it and one SQLite
 database, the first with the highest scheduler weight. A producer inserts `--rate` requests a second through the
@@ -149,7 +150,7 @@ async def scheduler_of(url: str) -> dict:
         return (await client.get(f"{url}/v1/scheduler")).json()  # type: ignore[no-any-return]
 
 
-async def run(cluster: Cluster, load_seconds: float, rate: float) -> dict:
+async def run(cluster: Cluster, load_seconds: float, rate: float, pause: bool) -> dict:
     urls = [replica.url for replica in cluster.replicas]
     qm_key, server_key = await admin_setup(urls[0])
     load = Load(urls, qm_key, server_key)
@@ -163,7 +164,9 @@ async def run(cluster: Cluster, load_seconds: float, rate: float) -> dict:
     holder = next(m for m in before["members"] if m["member"] == before["holder"])
     victim = next(r for r in cluster.replicas if r.process.pid == holder["pid"])
     survivors = [r.url for r in cluster.replicas if r is not victim]
-    os.kill(victim.process.pid, signal.SIGKILL)
+    # SIGKILL: dead for good. SIGSTOP: frozen, as by a long pause, and woken (SIGCONT) once replaced, when it must
+    # find itself deposed and not act.
+    os.kill(victim.process.pid, signal.SIGSTOP if pause else signal.SIGKILL)
     killed_at = time.monotonic()
     while True:
         after = await scheduler_of(survivors[0])
@@ -171,7 +174,11 @@ async def run(cluster: Cluster, load_seconds: float, rate: float) -> dict:
             failover_s = time.monotonic() - killed_at
             break
         await asyncio.sleep(0.02)
-    print(f"killed the scheduler {before['holder']} (epoch {before['epoch']}); {after['holder']} took over (epoch {after['epoch']}) after {failover_s:.2f} s", flush=True)
+    how = "froze" if pause else "killed"
+    print(f"{how} the scheduler {before['holder']} (epoch {before['epoch']}); {after['holder']} took over (epoch {after['epoch']}) after {failover_s:.2f} s", flush=True)
+    if pause:
+        await asyncio.sleep(1.0)
+        os.kill(victim.process.pid, signal.SIGCONT)
 
     await asyncio.sleep(load_seconds)
     load.stopping.set()
@@ -181,7 +188,8 @@ async def run(cluster: Cluster, load_seconds: float, rate: float) -> dict:
         await asyncio.sleep(0.2)
     await asyncio.wait_for(asyncio.gather(*servers), timeout=30)
     await asyncio.sleep(3)  # the scheduler's next record flushes
-    return {"failover_s": failover_s, "before": before, "after": after, "load": load, "victim": victim}
+    final = await scheduler_of(survivors[0])
+    return {"failover_s": failover_s, "before": before, "after": after, "final": final, "load": load, "victim": victim}
 
 
 def check_records(cluster: Cluster, accepted: set[str]) -> dict[str, int]:
@@ -199,14 +207,20 @@ def check_records(cluster: Cluster, accepted: set[str]) -> dict[str, int]:
     }
 
 
-def check_events(redis_url: str) -> tuple[list[int], bool]:
+def check_events(redis_url: str, deposed: str) -> tuple[list[int], bool, bool]:
+    """The epochs of the ACTIVE advisories, whether each was held once in order, and whether `deposed` said it was
+    no longer the scheduler (a frozen one does so when it wakes)."""
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     entries = client.xrange(events_key(PREFIX))
     client.close()
     active = [json.loads(fields["data"]) for _, fields in entries if fields["subject"].startswith("WLM.INFO.SCHEDULER.ACTIVE.")]
     epochs = [event["epoch"] for event in active]
     one_holder_per_epoch = epochs == list(range(1, len(epochs) + 1))
-    return epochs, one_holder_per_epoch
+    # Its first word after waking is that it lost its epoch, before it takes any role again (being the heaviest, it
+    # may: with a new epoch, once the holder has handed over).
+    own = [(fields["subject"].split(".")[3], json.loads(fields["data"])) for _, fields in entries if fields["subject"].endswith(f".{deposed}")]
+    stood_down = len(own) >= 2 and own[0] == ("ACTIVE", own[0][1]) and own[1][0] == "INACTIVE" and own[1][1]["epoch"] == own[0][1]["epoch"]
+    return epochs, one_holder_per_epoch, stood_down
 
 
 def fenced_refusals(cluster: Cluster) -> int:
@@ -217,14 +231,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--load-seconds", type=float, default=6.0, help="load before the kill, and again after it")
     parser.add_argument("--rate", type=float, default=150.0, help="requests inserted per second")
+    parser.add_argument("--pause", action="store_true", help="freeze the scheduler (SIGSTOP) and wake it once replaced, instead of killing it")
     args = parser.parse_args()
     print(f"machine: {machine()}; three replicas, Redis and this load generator share the cores", flush=True)
     cluster = Cluster(Path(tempfile.mkdtemp(prefix="wlm-failover-")))
     try:
-        result = asyncio.run(run(cluster, args.load_seconds, args.rate))
+        result = asyncio.run(run(cluster, args.load_seconds, args.rate, args.pause))
         load: Load = result["load"]
         checked = check_records(cluster, load.accepted)
-        epochs, one_holder_per_epoch = check_events(cluster.redis_url)
+        epochs, one_holder_per_epoch, stood_down = check_events(cluster.redis_url, result["before"]["holder"])
         activation = result["after"]["activation_interval_s"]
     finally:
         cluster.stop()
@@ -242,7 +257,12 @@ def main() -> None:
         "epochs": epochs,
         "one_holder_per_epoch": one_holder_per_epoch,
         "fenced_refusals": fenced_refusals(cluster),
+        "mode": "pause" if args.pause else "kill",
     }
+    if args.pause:
+        # The woken one found itself replaced and said so before acting again; no duty of its old epoch got through.
+        figures["woken_scheduler_stood_down"] = stood_down
+        figures["final_holder_weight"] = result["final"]["weight"]
     print(json.dumps(figures))
 
 
