@@ -48,6 +48,10 @@ class ServiceProcess:
         self.kill()
         raise AssertionError(f"service not ready in {timeout} s:\n{self.log_path.read_text()}")
 
+    def wlm(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`wlm ARGS...` as an operator runs it against this service (its data directory holds the admin key)."""
+        return subprocess.run([WLM, *args], check=False, cwd=self.dir, env=self.env, capture_output=True, text=True, timeout=60)
+
     def stop(self) -> int:
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)

@@ -119,15 +119,26 @@ class _Trace:
         self.remaining = list(candidates)
         self.steps: list[StepResult] = []
 
-    def keep(self, step: str, rule: str, kept: Callable[[Candidate], bool], why: Callable[[Candidate], str]) -> None:
-        """Eliminate the candidates `kept` says no to, naming `why`; a step that would leave none is recorded as
-        eliminating nothing (the seed's steps narrow a choice, they never empty it)."""
+    def keep(
+        self, step: str, rule: str, kept: Callable[[Candidate], bool], why: Callable[[Candidate], str], *, may_empty: bool = False
+    ) -> None:
+        """Eliminate the candidates `kept` says no to, naming `why`; unless `may_empty` (put enabled), a step that
+        would leave none is recorded as eliminating nothing (the seed's steps narrow a choice, they never empty it)."""
         survivors = [c for c in self.remaining if kept(c)]
-        if not survivors or len(survivors) == len(self.remaining):
+        if (not survivors and not may_empty) or len(survivors) == len(self.remaining):
             survivors = self.remaining
         eliminated = tuple(Elimination(c.node, why(c)) for c in self.remaining if c not in survivors)
         self.remaining = survivors
         self.steps.append(StepResult(step, rule, eliminated, tuple(c.node for c in survivors)))
+
+    def skip(self, step: str, rule: str) -> None:
+        """A step whose condition does not hold: recorded, eliminating nothing."""
+        self.steps.append(StepResult(step, rule, (), tuple(c.node for c in self.remaining)))
+
+    def keep_highest(self, step: str, rule: str, label: str, value: Callable[[Candidate], int], exempt: Callable[[Candidate], bool]) -> None:
+        """Eliminate the candidates whose `value` is below the highest among those not `exempt` (which stay)."""
+        top = max((value(c) for c in self.remaining if not exempt(c)), default=0)
+        self.keep(step, rule, lambda c: exempt(c) or value(c) == top, lambda c: f"{label} {value(c)} < {top}")
 
 
 def _uses_local_instance(instance: Candidate, local: LocalQueueManager) -> bool:
@@ -144,47 +155,29 @@ def _link_group(candidate: Candidate, local: LocalQueueManager) -> int:
 def choose(candidates: Sequence[Candidate], local: LocalQueueManager = LocalQueueManager()) -> Decision:
     """The node for one work request among `candidates` (the environment's instances, in the policy's node order)."""
     trace = _Trace(candidates)
-    enabled = [c for c in candidates if c.put_enabled]
-    trace.remaining = enabled
-    trace.steps.append(
-        StepResult(
-            "1.1",
-            "instances that are not put enabled are eliminated",
-            tuple(Elimination(c.node, "put disabled") for c in candidates if not c.put_enabled),
-            tuple(c.node for c in enabled),
-        )
-    )
-    if not enabled:
+    trace.keep("1.1", "instances that are not put enabled are eliminated", lambda c: c.put_enabled, lambda c: "put disabled", may_empty=True)
+    if not trace.remaining:
         return Decision(None, tuple(trace.steps), "no instance of the application environment is put enabled")
 
-    local_instance = next((c for c in enabled if c.node == local.node), None)
+    local_instance = next((c for c in trace.remaining if c.node == local.node), None)
     if local_instance is not None and _uses_local_instance(local_instance, local):
         how = "CLWLUSEQ LOCAL" if local_instance.use_queue is UseQueue.LOCAL else "CLWLUSEQ QMGR and the node's CLWLUSEQ LOCAL"
         trace.keep("3", "the local instance is used", lambda c: c is local_instance, lambda c: f"the local instance on {local.node} is used ({how})")
     else:
-        trace.steps.append(StepResult("3", "the local instance is used", (), tuple(c.node for c in trace.remaining)))
+        trace.skip("3", "the local instance is used")
 
-    def remote(c: Candidate) -> bool:
-        return c.node != local.node
+    def local_instance_has_no_link(c: Candidate) -> bool:
+        return c.node == local.node
 
-    top_link_rank = max((c.link_rank for c in trace.remaining if remote(c)), default=0)
-    trace.keep(
-        "5",
-        "links with a CLWLRANK below the highest are eliminated",
-        lambda c: not remote(c) or c.link_rank == top_link_rank,
-        lambda c: f"link CLWLRANK {c.link_rank} < {top_link_rank}",
-    )
-    top_rank = max(c.rank for c in trace.remaining)
-    trace.keep(
-        "6",
-        "instances with a CLWLRANK below the highest are eliminated",
-        lambda c: c.rank == top_rank,
-        lambda c: f"instance CLWLRANK {c.rank} < {top_rank}",
-    )
+    def none_exempt(c: Candidate) -> bool:
+        return False
+
+    trace.keep_highest("5", "links with a CLWLRANK below the highest are eliminated", "link CLWLRANK", lambda c: c.link_rank, local_instance_has_no_link)
+    trace.keep_highest("6", "instances with a CLWLRANK below the highest are eliminated", "instance CLWLRANK", lambda c: c.rank, none_exempt)
     if not any(c.node == local.node for c in trace.remaining):
         trace.keep("7", "resumed nodes are preferred to suspended ones", lambda c: not c.suspended, lambda c: "node suspended")
     else:
-        trace.steps.append(StepResult("7", "resumed nodes are preferred to suspended ones", (), tuple(c.node for c in trace.remaining)))
+        trace.skip("7", "resumed nodes are preferred to suspended ones")
     best_group = min(_link_group(c, local) for c in trace.remaining)
     trace.keep(
         "8-11",
@@ -192,20 +185,8 @@ def choose(candidates: Sequence[Candidate], local: LocalQueueManager = LocalQueu
         lambda c: _link_group(c, local) == best_group,
         lambda c: f"link {c.link}",
     )
-    top_network = max((c.network_priority for c in trace.remaining if remote(c)), default=0)
-    trace.keep(
-        "13",
-        "links with a NETPRTY below the highest are eliminated",
-        lambda c: not remote(c) or c.network_priority == top_network,
-        lambda c: f"link NETPRTY {c.network_priority} < {top_network}",
-    )
-    top_priority = max(c.priority for c in trace.remaining)
-    trace.keep(
-        "15",
-        "instances with a CLWLPRTY below the highest are eliminated",
-        lambda c: c.priority == top_priority,
-        lambda c: f"instance CLWLPRTY {c.priority} < {top_priority}",
-    )
+    trace.keep_highest("13", "links with a NETPRTY below the highest are eliminated", "link NETPRTY", lambda c: c.network_priority, local_instance_has_no_link)
+    trace.keep_highest("15", "instances with a CLWLPRTY below the highest are eliminated", "instance CLWLPRTY", lambda c: c.priority, none_exempt)
     most_recent = sorted(trace.remaining, key=lambda c: c.sequence_number, reverse=True)[: local.most_recently_used_cap]
     trace.keep(
         "16",

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.processes import WLM, ServiceProcess
+from tests.processes import ServiceProcess
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -22,33 +21,30 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess
     process.stop()
 
 
-def wlm(service: ServiceProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([WLM, *args], check=False, cwd=service.dir, env=service.env, capture_output=True, text=True, timeout=60)
-
 
 def test_vary_in_both_forms_and_its_refusals(service):
-    assert wlm(service, "policy", "install", str(ROOT / "examples" / "policy.yaml")).returncode == 0
-    quiesced = wlm(service, "vary", "VARY WLM,APPLENV=PAYROLL,QUIESCE")
+    assert service.wlm("policy", "install", str(ROOT / "examples" / "policy.yaml")).returncode == 0
+    quiesced = service.wlm("vary", "VARY WLM,APPLENV=PAYROLL,QUIESCE")
     assert quiesced.returncode == 0, quiesced.stderr
     assert quiesced.stdout == "VARY WLM,APPLENV=PAYROLL,QUIESCE: PAYROLL AVAILABLE -> QUIESCING\n"
 
-    again = wlm(service, "vary", "payroll", "quiesce")
+    again = service.wlm("vary", "payroll", "quiesce")
     # QUIESCING, or QUIESCED already: the manager loop finds no server to wait for.
     assert again.returncode == 1 and "error 409 wrong_state" in again.stderr and "application environment is QUIESC" in again.stderr
 
-    bad = wlm(service, "vary", "V", "WLM,APPLENV=PAYROLL,STOP")  # unquoted: the words are one command again
+    bad = service.wlm("vary", "V", "WLM,APPLENV=PAYROLL,STOP")  # unquoted: the words are one command again
     assert bad.returncode == 1 and "error 422 validation_failed" in bad.stderr and "column 23, found 'STOP'" in bad.stderr
 
-    unknown = wlm(service, "vary", "NOSUCH", "resume")
+    unknown = service.wlm("vary", "NOSUCH", "resume")
     assert unknown.returncode == 1 and "unknown_application_environment" in unknown.stderr
 
-    mixed = wlm(service, "vary", "--dynamic", "VARY WLM,APPLENV=PAYROLL,RESUME")
+    mixed = service.wlm("vary", "--dynamic", "VARY WLM,APPLENV=PAYROLL,RESUME")
     assert mixed.returncode == 1 and "DYNAPPL=" in mixed.stderr
 
 
 def test_display_prints_a_table(service):
-    assert wlm(service, "policy", "install", str(ROOT / "examples" / "policy.yaml")).returncode == 0
-    qm_key = wlm(service, "keys", "create", "--principal", "qm", "--role", "queue_manager").stdout.strip()
+    assert service.wlm("policy", "install", str(ROOT / "examples" / "policy.yaml")).returncode == 0
+    qm_key = service.wlm("keys", "create", "--principal", "qm", "--role", "queue_manager").stdout.strip()
     with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {qm_key}"}) as http:
         connected = http.post("/v1/connections", json={"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BANK1"})
         token = connected.json()["token"]
@@ -56,7 +52,7 @@ def test_display_prints_a_table(service):
             body = {"connect_token": token, "application_environment": "PAYROLL", "classification": {"userid": userid}, "payload": {}}
             assert http.post("/v1/work", json=body).status_code == 201
 
-    shown = wlm(service, "display")
+    shown = service.wlm("display")
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
     assert lines[0] == "DISPLAY WLM,APPLENV=*"
@@ -67,5 +63,5 @@ def test_display_prints_a_table(service):
     assert line.index("ONLINE=2") == lines[1].index("QUEUED BY CLASS")
     assert line.index(" 3 ") + 2 == lines[1].index("QUEUED ") + len("QUEUED")
 
-    none = wlm(service, "display", "X*")
+    none = service.wlm("display", "X*")
     assert none.returncode == 0 and none.stdout == "DISPLAY WLM,APPLENV=X*: no application environment matches\n"

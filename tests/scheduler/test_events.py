@@ -55,11 +55,11 @@ def test_the_stream_replays_and_filters_by_subject(service: ServiceProcess) -> N
 
 def test_a_state_change_reaches_a_follower_and_the_cli(service: ServiceProcess) -> None:
     env = service.env
-    assert subprocess.run([WLM, "policy", "install", str(ROOT / "examples" / "policy.yaml")], cwd=service.dir, env=env, capture_output=True).returncode == 0
+    assert service.wlm("policy", "install", str(ROOT / "examples" / "policy.yaml")).returncode == 0
     # From the start of the log, so it does not matter whether the follower connects before or after the change.
     follower = subprocess.Popen([WLM, "events", "--subject", "WLM.INFO.APPLENV.*.PAYROLL", "--since", "0"], cwd=service.dir, env=env, stdout=subprocess.PIPE, text=True)
     try:
-        vary = subprocess.run([WLM, "vary", "PAYROLL", "quiesce"], cwd=service.dir, env=env, capture_output=True, text=True)
+        vary = service.wlm("vary", "PAYROLL", "quiesce")
         assert vary.returncode == 0, vary.stderr
         assert follower.stdout is not None
         changes = []
