@@ -84,6 +84,12 @@ class Conflict(AppError):
     status, code = 409, "conflict"
 
 
+class Fenced(Conflict):
+    """A scheduler's duty refused: a newer scheduler (higher epoch) already acted on the queue."""
+
+    code = "fenced"
+
+
 class PayloadTooLarge(AppError):
     status, code = 413, "payload_too_large"
 
@@ -127,7 +133,12 @@ _LUA_CODES: dict[int, tuple[type[AppError], str, str, tuple[str, ...]]] = {
     -8: (Conflict, "not_queued", "the work request is no longer queued (selected by a server)", ("state",)),
     -10: (TooManyRequests, "backlog_limit", "the queue is at its backlog limit", ("service_class", "depth", "backlog_limit")),
     -11: (Conflict, "server_surplus", "the server is not needed any more: end what it holds, disconnect and stop (0C14)", ()),
-    -12: (Conflict, "fenced", "a newer scheduler has acted on this queue: this process is no longer the scheduler", ("epoch",)),
+    -12: (Fenced, "fenced", "a newer scheduler has acted on this queue: this process is no longer the scheduler", ("epoch",)),
+    # The slow queue sweeper's (app/sweeper): handled inside the queue store, never answered to a client.
+    -13: (Conflict, "front_swept", "the queue's next requests are in the database: its next blob must come back first", ("queue",)),
+    -14: (Conflict, "blob_restored", "another process brought this blob back first", ()),
+    -15: (Conflict, "not_swept", "the request is in memory (its blob came back)", ()),
+    -16: (Conflict, "sweep_aborted", "the sweep raced with a select, delete or change of a request it was moving", ()),
 }
 _STATES = {"q": "queued", "s": "selected", "b": "begun"}
 

@@ -35,6 +35,7 @@ from app.policy.router import router as policy_router
 from app.policy.schemas import ServiceDefinition
 from app.policy.service import PolicyStore
 from app.queues.store import QueueStore
+from app.sweeper.blobs import SweptBlobs
 from app.reports.router import dashboard_assets, dashboard_router
 from app.reports.router import router as reports_router
 from app.routing.router import router as routing_router
@@ -115,6 +116,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             idempotency_ttl_s=settings.idempotency_ttl_seconds,
             tombstone_ms=settings.tombstone_seconds * 1000,
             samples_ms=int(settings.goal_window_seconds * 1000),
+            blobs=SweptBlobs(sessions),
         )
         app.state.wlm = state = AppState(
             settings=settings,

@@ -123,10 +123,48 @@ class AeKeys:
         return f"{self.prefix}:notify:{self.node}:{self.ae}"
 
     def queue(self, service_class: str, dependent: bool) -> str:
-        return f"{self.tag}:q:{service_class}:{'dep' if dependent else 'ind'}"
+        """A queue's front list: what selects take from."""
+        return self.front(queue_name(service_class, dependent))
+
+    def front(self, name: str) -> str:
+        return f"{self.tag}:q:{name}"
+
+    def rear(self, name: str) -> str:
+        """Requests inserted while the queue is swept (or still behind what was): they join the front once the
+        swept part has come back (see app/sweeper)."""
+        return f"{self.tag}:rear:{name}"
+
+    def chain(self, name: str) -> str:
+        """The database blobs of a swept queue, in queue order (blob ids)."""
+        return f"{self.tag}:chain:{name}"
 
     def class_lists(self, service_classes: list[str]) -> list[str]:
         return [key for sc in service_classes for key in (self.queue(sc, True), self.queue(sc, False))]
+
+    def class_queues(self, service_classes: list[str]) -> list[str]:
+        """Per class, most important first: dependent front and rear, then independent front and rear."""
+        names = [queue_name(sc, dependent) for sc in service_classes for dependent in (True, False)]
+        return [key for name in names for key in (self.front(name), self.rear(name))]
+
+    @cached_property
+    def swept(self) -> str:
+        """Queues with a part in the database: hash queue name -> how many of its requests are there."""
+        return f"{self.tag}:swept"
+
+    @cached_property
+    def sweeping(self) -> str:
+        """Sweeps under way: hash queue name -> 'token|part|count|digest' of what the sweep is moving."""
+        return f"{self.tag}:sweeping"
+
+    @cached_property
+    def swept_deleted(self) -> str:
+        """Swept requests deleted (or purged) while in the database: left out when their blob comes back."""
+        return f"{self.tag}:swept_deleted"
+
+    @cached_property
+    def served(self) -> str:
+        """Requests selected per queue since the sweeper last looked: hash queue name -> count (its service rate)."""
+        return f"{self.tag}:served"
 
     def idempotency(self, queue_manager: int, key: str) -> str:
         return f"{self.tag}:idem:{queue_manager}:{key}"
@@ -138,6 +176,11 @@ class AeKeys:
 
     def token(self, request_id: str) -> str:
         return TOKEN_SEPARATOR.join((self.node, self.ae, request_id))
+
+
+def queue_name(service_class: str, dependent: bool) -> str:
+    """One of a service class's two queues (dependent work is selected before independent)."""
+    return f"{service_class}:{'dep' if dependent else 'ind'}"
 
 
 def parse_token(token: str) -> tuple[str, str, str] | None:

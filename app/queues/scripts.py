@@ -11,7 +11,21 @@ from redis.commands.core import AsyncScript
 from app.errors import lua_error
 
 LUA_DIR = Path(__file__).parent / "lua"
-SCRIPT_NAMES = ("insert", "select", "begin", "end", "remove_queued", "reassign", "claim_exits", "ack_records", "extend", "elect")
+SCRIPT_NAMES = (
+    "insert",
+    "select",
+    "begin",
+    "end",
+    "remove_queued",
+    "reassign",
+    "claim_exits",
+    "ack_records",
+    "extend",
+    "elect",
+    "sweep",
+    "unsweep",
+    "delete_swept",
+)
 
 
 class Scripts:

@@ -12,10 +12,16 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 
-from app.errors import AppError, lua_error
+from app.errors import AppError, ServiceUnavailable, lua_error
 from app.policy.active import ActivePolicy
-from app.queues.keys import AeKeys, retired_key
+from app.queues.keys import AeKeys, queue_name, retired_key
 from app.queues.scripts import Scripts
+from app.sweeper.blobs import SweptBlobs, SweptEntry
+
+# Return codes of the swept-queue scripts the store handles itself (app/errors.py names them).
+FRONT_SWEPT, BLOB_RESTORED, NOT_SWEPT, SWEEP_ABORTED, UNKNOWN = -13, -14, -15, -16, -1
+# Each select brings back at most this many blobs before it answers (with what it has, possibly nothing).
+UNSWEEPS_PER_SELECT = 3
 
 
 def now_ms() -> int:
@@ -109,11 +115,44 @@ class Retired:
     member: str
 
 
+@dataclass(frozen=True, slots=True)
+class QueueSizes:
+    """One queue's parts (entries of deleted requests included until a select or sweep drops them)."""
+
+    front: int
+    rear: int
+    chain: list[int]  # blob ids, in queue order
+    swept: int  # requests in those blobs
+
+
+@dataclass(frozen=True, slots=True)
+class PendingSweep:
+    """A sweep begun (app/sweeper): `entries` are being written to a blob while the queue goes on."""
+
+    keys: AeKeys
+    queue: str
+    part: str  # 'front' or 'rear'
+    token: str
+    epoch: int
+    entries: list[SweptEntry]  # in queue order; meta '' for an entry of a deleted request
+
+
 class QueueStore:
-    def __init__(self, redis: Redis, prefix: str, *, idempotency_ttl_s: int, tombstone_ms: int, samples_ms: int) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        prefix: str,
+        *,
+        idempotency_ttl_s: int,
+        tombstone_ms: int,
+        samples_ms: int,
+        blobs: SweptBlobs | None = None,
+    ) -> None:
+        """`blobs`: where swept parts of queues are (None: this store never sweeps, nor finds anything swept)."""
         self.redis = redis
         self.prefix = prefix
         self.scripts = Scripts(redis)
+        self.blobs = blobs
         self.idempotency_ttl_s = idempotency_ttl_s
         self.tombstone_ms = tombstone_ms
         self.samples_ms = samples_ms  # how long ended requests are kept as samples for goal evaluation
@@ -135,32 +174,65 @@ class QueueStore:
 
     async def insert(self, k: AeKeys, queue_manager: int, requests: Sequence[NewRequest], backlog_limit: int) -> list[str]:
         """All or none; returns the ids in order (an earlier id where an idempotency key repeats)."""
-        keys = [k.req, k.payload, k.depth, k.classes, k.seq]
+        keys = [k.req, k.payload, k.depth, k.classes, k.seq, k.swept, k.sweeping]
         args: list[Any] = [now_ms(), k.notify_channel, self.idempotency_ttl_s, backlog_limit]
         for request in requests:
-            keys.append(k.queue(request.service_class, request.dependent))
+            queue = queue_name(request.service_class, request.dependent)
+            keys += [k.front(queue), k.rear(queue)]
             keys.append(k.idempotency(queue_manager, request.idempotency_key) if request.idempotency_key else k.no_idempotency)
-            args += [request.id, request.service_class, orjson.dumps(request.meta), request.payload, request.idempotency_key or ""]
+            args += [request.id, request.service_class, orjson.dumps(request.meta), request.payload, request.idempotency_key or "", queue]
         return [str(v) for v in await self.scripts.run("insert", keys, args)]
 
     async def select(
         self, k: AeKeys, config: AeConfig, server_id: int, max_items: int, *, begin: bool, ends: Sequence[EndArgs] = ()
     ) -> SelectResult:
-        """End `ends` (id, outcome, result JSON), then select, in one script call."""
+        """End `ends` (id, outcome, result JSON), then select, in one script call. When the queue to take from goes on
+        in the database, its next blob comes back and the select is tried again (the ends were applied)."""
         keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.seen, k.records, k.exits, k.done, k.done_exp, k.samples]
-        keys += [k.assign, k.retire, *k.class_lists(list(config.class_order))]
-        args: list[Any] = [now_ms(), server_id, config.completion_time_ms, max_items, "1" if begin else "0", self.tombstone_ms, self.samples_ms]
-        args.append(len(ends))
-        args += _end_args(ends)
-        args += config.class_order
-        flat = await self.scripts.call("select", keys, args)
-        status, after_ends = int(flat[0]), 2 + 2 * int(flat[1])
-        ended = _end_results(flat[2:after_ends])
-        rest = flat[after_ends:]
-        if status < 0:
-            return SelectResult(ended, [], lua_error(status, rest))
-        items = [Selected(rest[i], orjson.loads(rest[i + 1]), rest[i + 2]) for i in range(0, len(rest), 3)]
-        return SelectResult(ended, items, None)
+        keys += [k.assign, k.retire, k.swept, k.served, *k.class_queues(list(config.class_order))]
+        ended: list[EndResult] | None = None
+        for _ in range(UNSWEEPS_PER_SELECT + 1):
+            args: list[Any] = [now_ms(), server_id, config.completion_time_ms, max_items, "1" if begin else "0", self.tombstone_ms, self.samples_ms]
+            args.append(len(ends))
+            args += _end_args(ends)
+            args += config.class_order
+            flat = await self.scripts.call("select", keys, args)
+            status, after_ends = int(flat[0]), 2 + 2 * int(flat[1])
+            if ended is None:
+                ended = _end_results(flat[2:after_ends])
+            rest = flat[after_ends:]
+            if status == FRONT_SWEPT:
+                await self.unsweep(k, str(rest[0]))
+                ends = ()
+                continue
+            if status < 0:
+                return SelectResult(ended, [], lua_error(status, rest))
+            items = [Selected(rest[i], orjson.loads(rest[i + 1]), rest[i + 2]) for i in range(0, len(rest), 3)]
+            return SelectResult(ended, items, None)
+        assert ended is not None
+        return SelectResult(ended, [], None)
+
+    async def unsweep(self, k: AeKeys, queue: str) -> int:
+        """Bring a swept queue's first blob back behind its front; returns how many requests came back (0 when
+        another process did it first)."""
+        assert self.blobs is not None, "a queue is swept, but this store knows no blobs"
+        chain = k.chain(queue)
+        blob_id = await self.redis.lindex(chain, 0)  # type: ignore[misc]
+        if blob_id is None:
+            return 0
+        entries = await self.blobs.read(int(blob_id))
+        if entries is None:
+            if await self.redis.lindex(chain, 0) != blob_id:  # type: ignore[misc]
+                return 0  # brought back and forgotten meanwhile
+            raise ServiceUnavailable("a swept part of the queue is missing from the database", code="swept_blob_missing", queue=queue)
+        args: list[Any] = [now_ms(), queue, blob_id]
+        for entry in entries:
+            args += [entry.id, entry.meta, entry.payload]
+        result = await self.scripts.call("unsweep", [k.req, k.payload, k.front(queue), chain, k.swept, k.swept_deleted], args)
+        if int(result[0]) == BLOB_RESTORED:
+            return 0
+        await self.blobs.forget([int(blob_id)])
+        return int(result[1])
 
     async def begin(self, k: AeKeys, config: AeConfig, request_id: str, server_id: int) -> dict[str, Any]:
         args = [now_ms(), request_id, server_id, config.completion_time_ms]
@@ -193,9 +265,10 @@ class QueueStore:
         return result
 
     async def drained(self, k: AeKeys) -> bool:
-        """Nothing queued or held, no record to write, no exit to call."""
+        """Nothing queued (in memory or swept) or held, no record to write, no exit to call."""
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.hlen(k.req)
+            pipe.hlen(k.swept)
             pipe.llen(k.records)
             pipe.zcard(k.exits)
             return not any(await pipe.execute())
@@ -207,19 +280,52 @@ class QueueStore:
         return [k.req, k.payload, k.depth, k.records, k.exits, k.done, k.done_exp]
 
     async def delete(self, k: AeKeys, request_id: str, queue_manager: int) -> dict[str, Any]:
+        """Delete a queued request, in memory or swept; returns its work record."""
         args = [now_ms(), "delete", queue_manager, request_id, 0, self.tombstone_ms]
-        result = await self.scripts.run("remove_queued", self._removal_keys(k), args)
-        return json.loads(result[0])  # type: ignore[no-any-return]
+        for _ in range(2):  # a swept request whose blob came back meanwhile is deleted from memory the second time
+            result = await self.scripts.call("remove_queued", self._removal_keys(k), args)
+            code = int(result[0])
+            if code == UNKNOWN and self.blobs is not None and await self.redis.hlen(k.swept):  # type: ignore[misc]
+                code, result = await self._remove_swept(k, request_id, queue_manager, "deleted")
+                if code == NOT_SWEPT:
+                    continue
+            if code < 0:
+                raise lua_error(code, result[1:])
+            return json.loads(result[1])  # type: ignore[no-any-return]
+        raise lua_error(UNKNOWN, [])
+
+    async def _remove_swept(self, k: AeKeys, request_id: str, queue_manager: int, outcome: str, blob: list[SweptEntry] | None = None) -> tuple[int, list[Any]]:
+        """Delete or purge a request that is in a blob: the script's code and values (UNKNOWN when it is in none)."""
+        assert self.blobs is not None
+        located = await self.blobs.locate(k, request_id)
+        if located is None:
+            return UNKNOWN, [UNKNOWN]
+        blob_id, queue = located
+        entries = blob if blob is not None else await self.blobs.read(blob_id)
+        entry = next((e for e in entries or () if e.id == request_id), None)
+        if entry is None:
+            return UNKNOWN, [UNKNOWN]
+        keys = [*self._removal_keys(k), k.chain(queue), k.swept, k.swept_deleted]
+        args = [now_ms(), outcome, queue_manager, self.tombstone_ms, queue, blob_id, request_id, entry.meta]
+        result = await self.scripts.call("delete_swept", keys, args)
+        return int(result[0]), result
 
     async def purge(self, k: AeKeys, queue_manager: int, page: int = 1000) -> int:
-        """Every queued request of a disconnected queue manager, a page per script call."""
+        """Every queued request of a disconnected queue manager, in memory (a page per script call) and swept."""
         cursor, purged = "0", 0
         while True:
             args = [now_ms(), "purge", queue_manager, cursor, page, self.tombstone_ms]
             cursor, count = await self.scripts.run("remove_queued", self._removal_keys(k), args)
             purged += int(count)
             if str(cursor) == "0":
-                return purged
+                break
+        if self.blobs is not None and await self.redis.hlen(k.swept):  # type: ignore[misc]
+            for blob_id, request_ids in (await self.blobs.of_queue_manager(k, queue_manager)).items():
+                entries = await self.blobs.read(blob_id) or []
+                for request_id in request_ids:
+                    code, _ = await self._remove_swept(k, request_id, queue_manager, "purged", entries)
+                    purged += code == 0  # the others ended already, or came back to memory (the next purge)
+        return purged
 
     async def reassign(self, k: AeKeys, config: AeConfig, *, server_id: int | None = None, batch: int = 500, epoch: int = 0) -> Reassigned:
         """Expired leases (server_id None) or everything a departing server holds, back to the front of the queue.
@@ -307,3 +413,47 @@ class QueueStore:
                 await pipe.execute()
             if len(expired) < page:
                 return
+
+    # ---- the slow queue sweeper's steps (app/sweeper) ---------------------------------------------------------
+
+    async def take_service_rates(self, k: AeKeys) -> dict[str, int]:
+        """Requests selected per queue since the last call (and the count starts again)."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hgetall(k.served)
+            pipe.delete(k.served)
+            served, _ = await pipe.execute()
+        return {queue: int(count) for queue, count in served.items()}
+
+    async def queue_sizes(self, k: AeKeys, queue: str) -> QueueSizes:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.llen(k.front(queue))
+            pipe.llen(k.rear(queue))
+            pipe.lrange(k.chain(queue), 0, -1)
+            pipe.hget(k.swept, queue)
+            front, rear, chain, swept = await pipe.execute()
+        return QueueSizes(front, rear, [int(b) for b in chain], int(swept or 0))
+
+    def _sweep_keys(self, k: AeKeys, queue: str) -> list[str]:
+        return [k.req, k.payload, k.front(queue), k.rear(queue), k.chain(queue), k.swept, k.sweeping, k.fence]
+
+    async def sweep_begin(self, k: AeKeys, queue: str, part: str, keep: int, count: int, token: str, epoch: int) -> PendingSweep:
+        """Mark the queue as being swept and read what to move: the last `count` of its front beyond the first
+        `keep` (part 'front'), or the first `count` of its rear."""
+        flat = await self.scripts.run("sweep", self._sweep_keys(k, queue), [now_ms(), "begin", queue, token, epoch, part, keep, count])
+        entries = [SweptEntry(flat[i], flat[i + 1], flat[i + 2]) for i in range(0, len(flat), 3)]
+        return PendingSweep(k, queue, part, token, epoch, entries)
+
+    async def sweep_commit(self, sweep: PendingSweep, blob_id: int | None) -> int | None:
+        """Move the entries out, their blob (None: all were of deleted requests) joining the chain; None when the
+        sweep raced with a select, delete or change of one of them (aborted: the queue is as it was)."""
+        args = [now_ms(), "commit", sweep.queue, sweep.token, sweep.epoch, "" if blob_id is None else blob_id]
+        result = await self.scripts.call("sweep", self._sweep_keys(sweep.keys, sweep.queue), args)
+        code = int(result[0])
+        if code == SWEEP_ABORTED:
+            return None
+        if code < 0:
+            raise lua_error(code, result[1:])
+        return int(result[1])
+
+    async def sweep_abort(self, sweep: PendingSweep) -> None:
+        await self.scripts.run("sweep", self._sweep_keys(sweep.keys, sweep.queue), [now_ms(), "abort", sweep.queue, sweep.token, sweep.epoch])

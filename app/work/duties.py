@@ -19,7 +19,7 @@ from prometheus_client import Counter
 from sqlalchemy import func, select
 
 from app.connections import exit_urls
-from app.errors import Conflict
+from app.errors import Fenced
 from app.connections.models import Connection
 from app.connections.service import expire_silent_servers, purge_departed_again
 from app.operator.service import apply_event, count_unexpected_terminations
@@ -31,6 +31,7 @@ from app.scheduler.advisories import publish, subject
 from app.servers.launcher import Launcher
 from app.servers.service import evaluate_environment, manage_environment
 from app.state import AppState
+from app.sweeper.service import Sweeper
 from app.work import exits, records
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ class Duties:
         self._launches = launcher
         self.launcher: Launcher | None = None
         self._periods: dict[int, records.PeriodTable] = {}  # policy versions the records of which were written
+        self.sweeper: Sweeper | None = None
 
     async def start(self) -> None:
         settings = self.state.settings
@@ -72,6 +74,7 @@ class Duties:
             ("records", settings.records_flush_seconds, self.flush_records),
             ("exits", settings.lease_check_seconds, self.deliver_exits),
             ("goals", settings.goal_interval_seconds, self.manage_to_goals),
+            *([("sweeper", settings.sweeper_interval_seconds, self.sweep_queues)] if settings.sweeper_enabled else []),
         ):
             self._tasks.append(asyncio.create_task(self._every(interval, duty), name=f"wlm-duty-{name}"))
 
@@ -101,7 +104,7 @@ class Duties:
                 if self._stopping:
                     return
                 name = getattr(duty, "__name__", duty)
-                if isinstance(exc, Conflict) and exc.code == "fenced":
+                if isinstance(exc, Fenced):
                     # Deposed while paused: the next heartbeat stops these duties.
                     log.warning("scheduler duty %s refused: a newer scheduler acts (epoch %s > %s)", name, exc.details.get("epoch"), self.epoch)
                 else:
@@ -191,6 +194,16 @@ class Duties:
             window = self.state.settings.goal_window_seconds
             judged = await evaluate_environment(self.state.queues, policy, keys, window)
             await manage_environment(self.state.queues, policy, keys, judged, window, launching=self.state.settings.launcher)
+
+    async def sweep_queues(self) -> None:
+        """The slow queue sweeper's pass over every queue (app/sweeper)."""
+        queues = self.state.queues
+        assert queues.blobs is not None
+        if self.sweeper is None:
+            self.sweeper = Sweeper(queues, queues.blobs, self.state.settings, self.epoch)
+        for keys, config in await self._environments():
+            classes = sorted(set(config.class_order) | set(await queues.redis.smembers(keys.classes)))  # type: ignore[misc]
+            await self.sweeper.sweep_environment(keys, classes)
 
     async def flush_records(self) -> int:
         """Returns how many records were written (tests flush on demand). One process at a time flushes an

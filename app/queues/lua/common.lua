@@ -41,6 +41,16 @@ local function finish(k, id, meta, outcome, now, tombstone_ms)
   return record
 end
 
+-- Fencing: a scheduler's duty (epoch > 0) acts on a queue only with an epoch at least the highest that did here.
+-- Returns the newer epoch that refuses this one, or nil (and records this epoch when it is the newest).
+local function fenced_by(fence_key, epoch)
+  if epoch <= 0 then return nil end
+  local highest = tonumber(redis.call('GET', fence_key) or 0)
+  if epoch < highest then return highest end
+  if epoch > highest then redis.call('SET', fence_key, epoch) end
+  return nil
+end
+
 -- An id that is not (or no longer) in the request hash: ended earlier (tombstone) or never existed.
 local function missing(k, id)
   local outcome = redis.call('HGET', k.done, id)

@@ -1,22 +1,27 @@
 -- Queue requests (IWM4QIN), all or none.
--- KEYS: req, payload, depth, classes, seq, then per item: its class list, its idempotency key (a dummy key of
---       the same slot when the item has none)
+-- KEYS: req, payload, depth, classes, seq, swept, sweeping, then per item: its queue's front and rear lists, its
+--       idempotency key (a dummy key of the same slot when the item has none)
 -- ARGV: now_ms, notify channel, idempotency ttl s, backlog limit, then per item: id, class, meta (JSON), payload
---       (JSON), idempotency key ('' for none)
+--       (JSON), idempotency key ('' for none), queue name
+-- A queue that is swept, being swept, or still has a rear list takes new requests at its rear (app/sweeper).
 -- Returns {0, id...} in item order (an id of an earlier insert for a repeated idempotency key),
 -- or {-10, class, depth, limit} when a class queue would pass its backlog limit (nothing written).
-local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], classes = KEYS[4], seq = KEYS[5]}
+local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], classes = KEYS[4], seq = KEYS[5], swept = KEYS[6],
+  sweeping = KEYS[7]}
+local FIRST_ITEM_KEY = 8
 local channel, idem_ttl, limit = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local items = {}
-for i = 5, #ARGV, 5 do
-  items[#items + 1] = {id = ARGV[i], sc = ARGV[i + 1], meta = ARGV[i + 2], payload = ARGV[i + 3], idem = ARGV[i + 4]}
+for i = 5, #ARGV, 6 do
+  local key = FIRST_ITEM_KEY + 3 * #items
+  items[#items + 1] = {id = ARGV[i], sc = ARGV[i + 1], meta = ARGV[i + 2], payload = ARGV[i + 3], idem = ARGV[i + 4],
+    queue = ARGV[i + 5], front = KEYS[key], rear = KEYS[key + 1], idem_key = KEYS[key + 2]}
 end
 
 local result, new_per_class, fresh = {0}, {}, {}
 for i, item in ipairs(items) do
   local existing = false
   if item.idem ~= '' then
-    existing = redis.call('GET', KEYS[5 + 2 * i])
+    existing = redis.call('GET', item.idem_key)
   end
   if existing then
     result[#result + 1] = existing
@@ -39,11 +44,12 @@ for i, item in ipairs(items) do
   if fresh[i] then
     redis.call('HSET', k.req, item.id, '{"seq":' .. (seq - #items + i) .. ',' .. string.sub(item.meta, 2))
     redis.call('HSET', k.payload, item.id, item.payload)
-    redis.call('RPUSH', KEYS[4 + 2 * i], item.id)
+    local swept = redis.call('HEXISTS', k.swept, item.queue) == 1 or redis.call('HEXISTS', k.sweeping, item.queue) == 1
+    redis.call('RPUSH', (swept or redis.call('EXISTS', item.rear) == 1) and item.rear or item.front, item.id)
     redis.call('HINCRBY', k.depth, item.sc, 1)
     redis.call('SADD', k.classes, item.sc)
     if item.idem ~= '' then
-      redis.call('SET', KEYS[5 + 2 * i], item.id, 'EX', idem_ttl)
+      redis.call('SET', item.idem_key, item.id, 'EX', idem_ttl)
     end
     inserted = inserted + 1
   end

@@ -11,17 +11,8 @@ local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], leases = KEYS[4], 
 local now, mode, only_server = now_ms(), ARGV[2], ARGV[3]
 local max_deliveries, tombstone_ms, batch = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 
--- Fencing: a scheduler acts here only with an epoch at least the highest that did.
-local epoch = tonumber(ARGV[8])
-if epoch > 0 then
-  local fenced = tonumber(redis.call('GET', k.fence) or 0)
-  if epoch < fenced then
-    return {-12, fenced}
-  end
-  if epoch > fenced then
-    redis.call('SET', k.fence, epoch)
-  end
-end
+local newer = fenced_by(k.fence, tonumber(ARGV[8]))
+if newer then return {-12, newer} end
 
 local lists = {}
 for i = 9, #ARGV do

@@ -1,0 +1,27 @@
+-- Brings a swept queue's first blob back from the database (seed 002): its requests go, in order, behind what the
+-- front holds (nothing, or requests given back by expired leases, which come first anyway). Run when a select finds
+-- the front empty; once the chain is empty the rear joins the front at the next select (select.lua).
+-- KEYS: req, payload, front, chain, swept, swept_deleted
+-- ARGV: now_ms, queue name, blob id, then per request: id, meta, payload
+-- Returns {0, restored}, or {-14} when that blob is no longer the chain's first (another process brought it back).
+local k = {req = KEYS[1], payload = KEYS[2], front = KEYS[3], chain = KEYS[4], swept = KEYS[5], swept_deleted = KEYS[6]}
+local queue, blob = ARGV[2], ARGV[3]
+if redis.call('LINDEX', k.chain, 0) ~= blob then return {-14} end
+redis.call('LPOP', k.chain)
+local restored = 0
+for i = 4, #ARGV, 3 do
+  local id = ARGV[i]
+  -- Deleted (or purged) while in the database: its record was written then.
+  if redis.call('SREM', k.swept_deleted, id) == 0 then
+    redis.call('HSET', k.req, id, ARGV[i + 1])
+    redis.call('HSET', k.payload, id, ARGV[i + 2])
+    redis.call('RPUSH', k.front, id)
+    restored = restored + 1
+  end
+end
+if redis.call('LLEN', k.chain) == 0 then
+  redis.call('HDEL', k.swept, queue)
+else
+  redis.call('HINCRBY', k.swept, queue, -restored)
+end
+return {0, restored}

@@ -1,0 +1,87 @@
+"""The database side of swept queues: blobs of consecutive requests, and where each swept request is."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+
+import orjson
+from sqlalchemy import delete, insert, select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.queues.keys import AeKeys
+from app.sweeper.models import SweptBlob, SweptRequest
+
+
+@dataclass(frozen=True, slots=True)
+class SweptEntry:
+    """A request as the queue scripts keep it: its id, metadata (JSON text) and payload (JSON text)."""
+
+    id: str
+    meta: str
+    payload: str
+
+
+class SweptBlobs:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        self.sessions = sessions
+
+    async def write(self, k: AeKeys, queue: str, entries: list[SweptEntry]) -> int:
+        """One blob holding `entries` in order, with an index row per request; returns the blob's id."""
+        data = orjson.dumps([[e.id, e.meta, e.payload] for e in entries])
+        async with self.sessions() as session, session.begin():
+            blob = SweptBlob(node=k.node, application_environment=k.ae, queue=queue, requests=len(entries), data=data)
+            session.add(blob)
+            await session.flush()
+            rows = [
+                {"node": k.node, "application_environment": k.ae, "request_id": e.id, "queue_manager": orjson.loads(e.meta)["qm"], "blob_id": blob.id}
+                for e in entries
+            ]
+            await session.execute(insert(SweptRequest), rows)
+            return blob.id
+
+    async def read(self, blob_id: int) -> list[SweptEntry] | None:
+        async with self.sessions() as session:
+            data = await session.scalar(select(SweptBlob.data).where(SweptBlob.id == blob_id))
+        if data is None:
+            return None
+        return [SweptEntry(*entry) for entry in orjson.loads(data)]
+
+    async def forget(self, blob_ids: list[int]) -> None:
+        """Blobs brought back or never chained, with their index rows."""
+        if not blob_ids:
+            return
+        async with self.sessions() as session, session.begin():
+            await session.execute(delete(SweptRequest).where(SweptRequest.blob_id.in_(blob_ids)))
+            await session.execute(delete(SweptBlob).where(SweptBlob.id.in_(blob_ids)))
+
+    async def locate(self, k: AeKeys, request_id: str) -> tuple[int, str] | None:
+        """The blob holding a swept request, and its queue."""
+        query = (
+            select(SweptRequest.blob_id, SweptBlob.queue)
+            .join(SweptBlob, SweptBlob.id == SweptRequest.blob_id)
+            .where(SweptRequest.node == k.node, SweptRequest.application_environment == k.ae, SweptRequest.request_id == request_id)
+        )
+        async with self.sessions() as session:
+            row = (await session.execute(query)).first()
+        return (row[0], row[1]) if row else None
+
+    async def of_queue_manager(self, k: AeKeys, queue_manager: int) -> dict[int, set[str]]:
+        """A queue manager's swept requests here, by blob."""
+        query = select(SweptRequest.blob_id, SweptRequest.request_id).where(
+            SweptRequest.node == k.node, SweptRequest.application_environment == k.ae, SweptRequest.queue_manager == queue_manager
+        )
+        result: dict[int, set[str]] = defaultdict(set)
+        async with self.sessions() as session:
+            for blob_id, request_id in await session.execute(query):
+                result[blob_id].add(request_id)
+        return result
+
+    async def written_before(self, k: AeKeys, cutoff: datetime) -> list[tuple[int, str]]:
+        """(blob id, queue) of the environment's blobs written before `cutoff`."""
+        query = select(SweptBlob.id, SweptBlob.queue).where(
+            SweptBlob.node == k.node, SweptBlob.application_environment == k.ae, SweptBlob.created_at < cutoff
+        )
+        async with self.sessions() as session:
+            return [(blob_id, queue) for blob_id, queue in await session.execute(query)]
