@@ -325,7 +325,19 @@ class QueueStore:
                 for request_id in request_ids:
                     code, _ = await self._remove_swept(k, request_id, queue_manager, "purged", entries)
                     purged += code == 0  # the others ended already, or came back to memory (the next purge)
+            for queue in await self.redis.hkeys(k.swept):  # type: ignore[misc]
+                await self._drop_emptied_blobs(k, queue)
         return purged
+
+    async def _drop_emptied_blobs(self, k: AeKeys, queue: str) -> None:
+        """Bring back the blobs at the head of a chain whose requests were all deleted or purged: nothing comes
+        back, and an environment whose queues a purge emptied holds nothing any more."""
+        assert self.blobs is not None
+        while (head := await self.redis.lindex(k.chain(queue), 0)) is not None:  # type: ignore[misc]
+            entries = await self.blobs.read(int(head)) or []
+            if entries and not all(await self.redis.smismember(k.swept_deleted, [e.id for e in entries])):  # type: ignore[misc]
+                return
+            await self.unsweep(k, queue)
 
     async def reassign(self, k: AeKeys, config: AeConfig, *, server_id: int | None = None, batch: int = 500, epoch: int = 0) -> Reassigned:
         """Expired leases (server_id None) or everything a departing server holds, back to the front of the queue.

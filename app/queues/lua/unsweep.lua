@@ -21,7 +21,7 @@ for i = 4, #ARGV, 3 do
 end
 if redis.call('LLEN', k.chain) == 0 then
   redis.call('HDEL', k.swept, queue)
-else
+elseif restored > 0 then
   redis.call('HINCRBY', k.swept, queue, -restored)
 end
 return {0, restored}
