@@ -89,8 +89,8 @@ class Settings(BaseSettings):
     # The slow queue sweeper (seed 002, docs/sweeper.md), run by the scheduler every interval.
     sweeper_enabled: bool = True
     sweeper_interval_seconds: float = Field(default=5.0, gt=0)
-    # Requests per database blob (a Lua unpack of that many must fit: well under 8000).
-    sweeper_blob_requests: int = Field(default=1000, ge=1, le=5000)
+    # Requests per database blob: what one select's trip to the database brings back.
+    sweeper_blob_requests: int = Field(default=1000, ge=1, le=10_000)
     # Queues holding fewer requests in memory are never swept, whatever their service rate.
     sweeper_min_in_memory: int = Field(default=100, ge=0)
     # Server-Sent Event streams (GET /v1/events) one process serves at once; each holds a Redis connection.

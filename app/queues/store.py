@@ -225,13 +225,19 @@ class QueueStore:
             if await self.redis.lindex(chain, 0) != blob_id:  # type: ignore[misc]
                 return 0  # brought back and forgotten meanwhile
             raise ServiceUnavailable("a swept part of the queue is missing from the database", code="swept_blob_missing", queue=queue)
+        return await self.restore(k, queue, int(blob_id), entries)
+
+    async def restore(self, k: AeKeys, queue: str, blob_id: int, entries: list[SweptEntry]) -> int:
+        """Put a blob's requests back behind the front if it is still the chain's first, and forget it; returns how
+        many came back (0 when another process restored it first)."""
+        assert self.blobs is not None
         args: list[Any] = [now_ms(), queue, blob_id]
         for entry in entries:
             args += [entry.id, entry.meta, entry.payload]
-        result = await self.scripts.call("unsweep", [k.req, k.payload, k.front(queue), chain, k.swept, k.swept_deleted], args)
+        result = await self.scripts.call("unsweep", [k.req, k.payload, k.front(queue), k.chain(queue), k.swept, k.swept_deleted], args)
         if int(result[0]) == BLOB_RESTORED:
             return 0
-        await self.blobs.forget([int(blob_id)])
+        await self.blobs.forget([blob_id])
         return int(result[1])
 
     async def begin(self, k: AeKeys, config: AeConfig, request_id: str, server_id: int) -> dict[str, Any]:
@@ -455,10 +461,10 @@ class QueueStore:
         entries = [SweptEntry(flat[i], flat[i + 1], flat[i + 2]) for i in range(0, len(flat), 3)]
         return PendingSweep(k, queue, part, token, epoch, entries)
 
-    async def sweep_commit(self, sweep: PendingSweep, blob_id: int | None) -> int | None:
-        """Move the entries out, their blob (None: all were of deleted requests) joining the chain; None when the
-        sweep raced with a select, delete or change of one of them (aborted: the queue is as it was)."""
-        args = [now_ms(), "commit", sweep.queue, sweep.token, sweep.epoch, "" if blob_id is None else blob_id]
+    async def sweep_commit(self, sweep: PendingSweep, blob_ids: list[int]) -> int | None:
+        """Move the entries out, their blobs (in order; none when all were of deleted requests) joining the chain;
+        None when the sweep raced with a select, delete or change of one of them (aborted: the queue is as it was)."""
+        args = [now_ms(), "commit", sweep.queue, sweep.token, sweep.epoch, *blob_ids]
         result = await self.scripts.call("sweep", self._sweep_keys(sweep.keys, sweep.queue), args)
         code = int(result[0])
         if code == SWEEP_ABORTED:

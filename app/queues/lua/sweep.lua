@@ -2,14 +2,14 @@
 -- 'begin' marks the queue as being swept (new requests go to its rear from now on) and returns what to move: of
 --   the front list, its last `max` entries beyond the first `keep` (the buffer stays in memory); of the rear list,
 --   its first `max`. A digest of those entries and their metadata is kept with the mark.
--- 'commit' moves them out of memory, their blob joining the chain (at its head for a part of the front, at its
---   tail for a part of the rear), only if nothing touched them meanwhile: the same entries at the same end of the
+-- 'commit' moves them out of memory, their blobs joining the chain in order (at its head for a part of the front, at
+--   its tail for a part of the rear), only if nothing touched them meanwhile: the same entries at the same end of the
 --   same list, each with the same metadata (not selected, deleted or changed). Otherwise the sweep is aborted and
 --   the queue is left as it was.
 -- 'abort' ends a sweep that could not write its blob.
 -- KEYS: req, payload, front, rear, chain, swept, sweeping, fence
 -- ARGV: now_ms, mode, queue name, token, scheduler epoch, then for begin: part ('front' or 'rear'), keep, max;
---       for commit: blob id ('' when every entry was of a deleted request: nothing to keep)
+--       for commit: the blob ids in queue order (none when every entry was of a deleted request: nothing to keep)
 -- Returns begin: {0, then per entry: id, meta ('' for a deleted request's entry), payload}; commit: {0, moved} or
 -- {-16} aborted; abort: {0}; any: {-12, epoch} when a newer scheduler acted on this queue.
 local k = {req = KEYS[1], payload = KEYS[2], front = KEYS[3], rear = KEYS[4], chain = KEYS[5], swept = KEYS[6],
@@ -26,6 +26,16 @@ local function digest(ids, metas)
     parts[#parts + 1] = metas[i] or ''
   end
   return redis.sha1hex(table.concat(parts, '\n'))
+end
+
+-- HMGET of any number of fields (Lua's unpack takes a few thousand at most).
+local function hmget(key, fields)
+  local values = {}
+  for first = 1, #fields, 1000 do
+    local chunk = redis.call('HMGET', key, unpack(fields, first, math.min(first + 999, #fields)))
+    for i = 1, #chunk do values[first + i - 1] = chunk[i] end
+  end
+  return values
 end
 
 local function entries(part, count)
@@ -46,8 +56,8 @@ if mode == 'begin' then
     return {0}
   end
   local ids = entries(part, count)
-  local metas = redis.call('HMGET', k.req, unpack(ids))
-  local payloads = redis.call('HMGET', k.payload, unpack(ids))
+  local metas = hmget(k.req, ids)
+  local payloads = hmget(k.payload, ids)
   redis.call('HSET', k.sweeping, queue, table.concat({token, part, count, digest(ids, metas)}, '|'))
   local result = {0}
   for i, id in ipairs(ids) do
@@ -72,7 +82,7 @@ local _, _, part, count, expected = string.find(mark, '^[^|]*|([^|]*)|([^|]*)|(.
 count = tonumber(count)
 local ids = entries(part, count)
 if #ids ~= count then return {-16} end
-local metas = redis.call('HMGET', k.req, unpack(ids))
+local metas = hmget(k.req, ids)
 if digest(ids, metas) ~= expected then return {-16} end
 
 local moved = 0
@@ -83,13 +93,12 @@ for i, id in ipairs(ids) do
     moved = moved + 1
   end
 end
-local blob = ARGV[6]
 if part == 'front' then
   redis.call('LTRIM', k.front, 0, -count - 1)
-  if blob ~= '' then redis.call('LPUSH', k.chain, blob) end
+  for i = #ARGV, 6, -1 do redis.call('LPUSH', k.chain, ARGV[i]) end
 else
   redis.call('LTRIM', k.rear, count, -1)
-  if blob ~= '' then redis.call('RPUSH', k.chain, blob) end
+  for i = 6, #ARGV do redis.call('RPUSH', k.chain, ARGV[i]) end
 end
-if blob ~= '' then redis.call('HINCRBY', k.swept, queue, moved) end
+if moved > 0 then redis.call('HINCRBY', k.swept, queue, moved) end
 return {0, moved}

@@ -1,0 +1,255 @@
+"""The slow queue sweeper under a large backlog: Redis memory with and without it, and the order on the way out.
+
+    .venv/bin/python bench/sweeper.py [--requests 1000000] [--payload-bytes 1024] [--rate 3000] [--interval 5]
+
+Starts the service (`wlm serve`, its embedded Redis, SQLite) twice. Each time one queue manager inserts
+`--requests` requests of about `--payload-bytes` each at `--rate` a second (batches of 500, one after another, so
+the insertion order is the payloads' numbers) while one slow server takes one request every 100 ms; a sampler reads Redis `used_memory`
+every 250 ms. The first run has the sweeper on (every `--interval` s, the product's default 5 s): the most Redis
+holds should stay near what arrives in one interval plus the buffer, not grow with the backlog. Then one fast server
+drains the queue (select up to 1000 and end the previous 1000 in the same call): every request must come out once,
+in insertion order. The second run has the sweeper off and is stopped once the backlog is in: its memory grows with
+the backlog. As the yardstick, raw Redis: the same payloads RPUSHed to one list of a fresh redis-server.
+
+Service, load generator and Redis share this machine's cores. The last line is one JSON object of the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import redis
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from app.embedded_redis import EmbeddedRedis  # noqa: E402
+from bench._http import HttpClient  # noqa: E402
+from bench._service import ADMIN_KEY, ROOT, Service, machine  # noqa: E402
+
+BATCH = 500
+SLOW_SELECT_SECONDS = 0.1
+QM = {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BENCH"}
+SERVER = {"role": "server", "subsystem_type": "CB", "subsystem_name": "BENCH", "application_environment": "PAYROLL"}
+
+
+def policy(backlog: int) -> str:
+    document = yaml.safe_load((ROOT / "examples" / "policy.yaml").read_text())
+    for ae in document["application_environments"]:
+        ae.pop("start_command", None)
+        ae["backlog_limit"] = backlog
+        ae["completion_time_ms"] = 600_000  # nothing is given back during the run
+    return json.dumps(document)
+
+
+def payload(n: int, size: int) -> dict[str, object]:
+    return {"n": n, "data": "x" * max(0, size - 20)}
+
+
+class MemorySampler:
+    """`used_memory` of a Redis every 250 ms, in a thread (the asyncio loop is busy with the load)."""
+
+    def __init__(self, url: str) -> None:
+        self.client = redis.Redis.from_url(url)
+        self.peak = self.last = 0
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        while not self._stop.wait(0.25):
+            self.last = int(self.client.info("memory")["used_memory"])
+            self.peak = max(self.peak, self.last)
+            self.samples.append((time.monotonic() - started, self.last))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.client.close()
+
+
+async def setup(url: str, backlog: int) -> tuple[str, str, str]:
+    """Policy, keys, a queue manager's connection: (qm key, server key, qm token)."""
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30) as admin:
+        (await admin.put("/v1/policy", content=policy(backlog), headers={"Content-Type": "application/json"})).raise_for_status()
+        keys = []
+        for name, roles, permits in (("qm", ["queue_manager"], []), ("srv", ["server"], ["CB.**"])):
+            (await admin.post("/v1/principals", json={"name": name, "roles": roles, "permits": permits})).raise_for_status()
+            keys.append((await admin.post("/v1/api-keys", json={"principal": name})).json()["key"])
+        qm = await admin.post("/v1/connections", json=QM, headers={"Authorization": f"Bearer {keys[0]}"})
+        qm.raise_for_status()
+    return keys[0], keys[1], qm.json()["token"]
+
+
+async def connect_server(client: HttpClient, tasks: int) -> str:
+    status, body = await client.post("/v1/connections", {**SERVER, "worker_tasks": tasks})
+    assert status == 201, body
+    return str(body["token"])
+
+
+async def fill(url: str, qm_key: str, server_key: str, qm_token: str, args: argparse.Namespace) -> tuple[float, list[int]]:
+    """Insert `--requests` in order at `--rate` a second while a slow server takes one every 100 ms; (insert
+    seconds, numbers it took)."""
+    requests, size = args.requests, args.payload_bytes
+    qm, server = HttpClient(url, qm_key), HttpClient(url, server_key)
+    token = await connect_server(server, 1)
+    taken: list[int] = []
+    done = asyncio.Event()
+
+    async def slow_server() -> None:
+        held: list[str] = []
+        while not done.is_set():
+            status, body = await server.post("/v1/work/select", {"connect_token": token, "max_items": 1, "end": [{"token": t} for t in held]})
+            held = []
+            if status == 200:
+                for item in body["items"]:
+                    taken.append(item["payload"]["n"])
+                    held.append(item["token"])
+            await asyncio.sleep(SLOW_SELECT_SECONDS)
+        if held:
+            await server.post(f"/v1/work/{held[0]}/end", {"connect_token": token})
+
+    slow = asyncio.create_task(slow_server())
+    started = time.monotonic()
+    for first in range(0, requests, BATCH):
+        await asyncio.sleep(max(0.0, started + first / args.rate - time.monotonic()))
+        items = [{"classification": {"userid": "ATM01"}, "payload": payload(n, size)} for n in range(first, min(first + BATCH, requests))]
+        status, body = await qm.post("/v1/work:batch", {"connect_token": qm_token, "application_environment": "PAYROLL", "items": items})
+        assert status == 201, body
+    seconds = time.monotonic() - started
+    done.set()
+    await slow
+    await qm.close()
+    await server.close()
+    return seconds, taken
+
+
+async def drain(url: str, server_key: str) -> tuple[float, list[int]]:
+    """One fast server takes everything: (seconds, numbers in the order they came)."""
+    client = HttpClient(url, server_key)
+    token = await connect_server(client, 1000)
+    order: list[int] = []
+    held: list[str] = []
+    started = time.monotonic()
+    while True:
+        status, body = await client.post("/v1/work/select", {"connect_token": token, "max_items": 1000, "end": [{"token": t} for t in held]})
+        held = []
+        if status == 204:
+            break
+        assert status == 200, body
+        for item in body["items"]:
+            order.append(item["payload"]["n"])
+            held.append(item["token"])
+        if not held:
+            break
+    seconds = time.monotonic() - started
+    await client.close()
+    return seconds, order
+
+
+def raw_redis_mb(requests: int, size: int) -> float:
+    """The yardstick: the same payloads as JSON in one Redis list, nothing else."""
+    scratch = Path(tempfile.mkdtemp(prefix="wlm-bench-raw-"))
+    server = EmbeddedRedis(scratch)
+    client = redis.Redis.from_url(server.start())
+    try:
+        base = int(client.info("memory")["used_memory"])
+        for first in range(0, requests, 10_000):
+            client.rpush("queue", *(json.dumps(payload(n, size)) for n in range(first, min(first + 10_000, requests))))
+        return (int(client.info("memory")["used_memory"]) - base) / 1e6
+    finally:
+        client.close()
+        server.stop()
+
+
+def swept_figures(redis_url: str) -> dict[str, int]:
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        return {"swept_at_end_of_fill": sum(int(v) for key in client.scan_iter("*:swept") for v in client.hvals(key))}
+    finally:
+        client.close()
+
+
+def metric(url: str, name: str) -> float:
+    """A counter's total over its labels, from /metrics."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{") or line.startswith(name + " "))
+
+
+def run(with_sweeper: bool, args: argparse.Namespace) -> dict[str, object]:
+    settings = {"sweeper_enabled": "true" if with_sweeper else "false", "sweeper_interval_seconds": str(args.interval)}
+    service = Service(**settings)
+    try:
+        qm_key, server_key, qm_token = asyncio.run(setup(service.url, args.requests + 1))
+        base = int(redis.Redis.from_url(service.redis_url).info("memory")["used_memory"])
+        sampler = MemorySampler(service.redis_url)
+        insert_s, taken = asyncio.run(fill(service.url, qm_key, server_key, qm_token, args))
+        if with_sweeper:
+            time.sleep(2 * args.interval)  # the passes after the last insert
+        figures: dict[str, object] = {"insert_s": round(insert_s, 1), "inserts_per_s": round(args.requests / insert_s)}
+        figures["backlog"] = args.requests - len(taken)
+        figures["redis_mb_base"] = round(base / 1e6, 1)
+        figures["redis_mb_peak"] = round(sampler.peak / 1e6, 1)
+        figures["redis_mb_after_fill"] = round(sampler.last / 1e6, 1)
+        if with_sweeper:
+            figures |= swept_figures(service.redis_url)
+            drain_s, order = asyncio.run(drain(service.url, server_key))
+            figures["sweeps_aborted"] = metric(service.url, "wlm_sweeper_aborted_total")
+            figures["drain_s"] = round(drain_s, 1)
+            figures["drained_per_s"] = round(len(order) / drain_s) if drain_s else 0
+            out = taken + order
+            figures["exactly_once"] = sorted(out) == list(range(args.requests))
+            figures["order_preserved"] = out == list(range(args.requests))
+        sampler.stop()
+        figures["memory_samples"] = [(round(t, 1), round(m / 1e6, 1)) for t, m in sampler.samples[:: max(1, len(sampler.samples) // 40)]]
+        return figures
+    finally:
+        service.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=1_000_000)
+    parser.add_argument("--payload-bytes", type=int, default=1024)
+    parser.add_argument("--rate", type=float, default=3000, help="requests inserted a second (batches of 500)")
+    parser.add_argument("--interval", type=float, default=5.0, help="the sweeper's interval (s)")
+    args = parser.parse_args()
+    print(f"# {machine()}; service, load generator and Redis share these cores", flush=True)
+    swept = run(True, args)
+    print("# with the sweeper:", json.dumps(swept), flush=True)
+    unswept = run(False, args)
+    print("# without the sweeper:", json.dumps(unswept), flush=True)
+    raw = raw_redis_mb(args.requests, args.payload_bytes)
+    print(f"# raw Redis, the same payloads in one list: {raw:.1f} MB", flush=True)
+    summary = {
+        "requests": args.requests,
+        "payload_bytes": args.payload_bytes,
+        "sweeper_interval_s": args.interval,
+        "insert_rate_asked": args.rate,
+        "backlog": swept["backlog"],
+        "redis_mb_swept": swept["redis_mb_peak"],
+        "redis_mb_unswept": unswept["redis_mb_peak"],
+        "unswept_over_swept": round(float(unswept["redis_mb_peak"]) / float(swept["redis_mb_peak"]), 1),  # type: ignore[arg-type]
+        "raw_redis_list_mb": round(raw, 1),
+        "order_preserved": swept["order_preserved"],
+        "exactly_once": swept["exactly_once"],
+        "inserts_per_s_swept": swept["inserts_per_s"],
+        "inserts_per_s_unswept": unswept["inserts_per_s"],
+        "drained_per_s": swept["drained_per_s"],
+        "swept_at_end_of_fill": swept["swept_at_end_of_fill"],
+    }
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
