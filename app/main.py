@@ -40,6 +40,7 @@ from app.reports.router import dashboard_assets, dashboard_router
 from app.reports.router import router as reports_router
 from app.routing.router import router as routing_router
 from app.scheduler.router import router as scheduler_router
+from app.sweeper.router import router as sweeper_router
 from app.routing.service import Router, RoutingStore
 from app.scheduler.service import SchedulerMember
 from app.servers.router import router as servers_router
@@ -197,7 +198,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health_router)
     for router in (
         policy_router, environments_router, connections_router, work_router, servers_router, operator_router, reports_router,
-        routing_router, scheduler_router, auth_router, audit_router,
+        routing_router, scheduler_router, sweeper_router, auth_router, audit_router,
     ):
         app.include_router(router, responses=ERROR_RESPONSES)
     app.include_router(dashboard_router)

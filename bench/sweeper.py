@@ -181,6 +181,16 @@ def swept_figures(redis_url: str) -> dict[str, int]:
         client.close()
 
 
+def tombstones_mb(redis_url: str) -> float:
+    """What ended requests leave for WLM_TOMBSTONE_SECONDS (so a late caller is told "already ended")."""
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        keys = [key for pattern in ("*:done", "*:done_exp") for key in client.scan_iter(pattern)]
+        return round(sum(client.memory_usage(key, samples=0) or 0 for key in keys) / 1e6, 1)
+    finally:
+        client.close()
+
+
 def metric(url: str, name: str) -> float:
     """A counter's total over its labels, from /metrics."""
     text = httpx.get(f"{url}/metrics", timeout=10).text
@@ -214,6 +224,7 @@ def run(with_sweeper: bool, args: argparse.Namespace) -> dict[str, object]:
             figures["order_preserved"] = out == list(range(args.requests))
             # Draining, the buffer is the (high) service rate + 5 by the seed's rule, and blobs come back.
             figures["redis_mb_peak_draining"] = round(sampler.peak / 1e6, 1)
+            figures["redis_mb_tombstones_after_drain"] = tombstones_mb(service.redis_url)
         sampler.stop()
         figures["memory_samples"] = [(round(t, 1), round(m / 1e6, 1)) for t, m in sampler.samples[:: max(1, len(sampler.samples) // 40)]]
         return figures
@@ -251,6 +262,7 @@ def main() -> None:
         "inserts_per_s_unswept": unswept["inserts_per_s"],
         "drained_per_s": swept["drained_per_s"],
         "redis_mb_swept_draining": swept["redis_mb_peak_draining"],
+        "redis_mb_tombstones_after_drain": swept["redis_mb_tombstones_after_drain"],
         "swept_at_end_of_fill": swept["swept_at_end_of_fill"],
     }
     print(json.dumps(summary))

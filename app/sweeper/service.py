@@ -19,11 +19,13 @@ from datetime import timedelta
 from prometheus_client import Counter, Gauge
 
 from app.config import Settings
+from app.policy.active import ActivePolicy
 from app.db import utcnow
 from app.queues.keys import AeKeys, queue_name
 from app.queues.store import PendingSweep, QueueStore
 from app.sweeper.algorithm import plan_sweep, service_rate
 from app.sweeper.blobs import SweptBlobs
+from app.sweeper.schemas import SweptQueueOut
 
 log = logging.getLogger(__name__)
 
@@ -118,3 +120,22 @@ class Sweeper:
         if leftovers:
             log.warning("forgetting %d blob(s) of %s on %s that no sweep committed", len(leftovers), k.ae, k.node)
             await self.blobs.forget(leftovers)
+
+
+async def swept_queues(queues: QueueStore, policy: ActivePolicy | None) -> list[SweptQueueOut]:
+    """The queues of the active policy's environments with a part in the database or a rear list."""
+    if policy is None:
+        return []
+    result = []
+    for ae in policy.application_environments:
+        for node in (n for n in policy.nodes if policy.hosts(ae, n)):
+            k = queues.keys(node, ae)
+            for sc in policy.class_order:
+                for dependent in (True, False):
+                    sizes = await queues.queue_sizes(k, queue_name(sc, dependent))
+                    if sizes.chain or sizes.rear:
+                        result.append(SweptQueueOut(
+                            node=node, application_environment=ae, service_class=sc, dependent=dependent, in_memory_front=sizes.front,
+                            in_memory_rear=sizes.rear, in_database=sizes.swept, blobs=len(sizes.chain),
+                        ))  # fmt: skip
+    return result

@@ -95,16 +95,23 @@ async def test_a_swept_queue_keeps_a_buffer_in_memory_and_comes_back_in_order(wo
     sizes = await state.queues.queue_sizes(k, ONLINE_QUEUE)
     assert (sizes.front, sizes.rear, len(sizes.chain), sizes.swept) == (5, 0, 6, 47)
 
+    status = await world.client.get("/v1/sweeper", headers=ADMIN)
+    assert status.status_code == 200, status.text
+    (swept_queue,) = status.json()["queues"]
+    assert swept_queue["service_class"] == "ONLINE" and not swept_queue["dependent"]
+    assert (swept_queue["in_memory_front"], swept_queue["in_database"], swept_queue["blobs"]) == (5, 47, 6)
+
     # The display counts the swept requests as queued.
     display = await world.client.get("/v1/application-environments/PAYROLL", headers=ADMIN)
     assert display.status_code == 200, display.text
-    assert "52" in display.text
+    assert display.json()["queued"] == {"ONLINE": 52} and display.json()["queued_total"] == 52
 
     server = await world.server(tasks=20)
     assert await drain(world, server) == tokens  # each once, in insertion order
     sizes = await state.queues.queue_sizes(k, ONLINE_QUEUE)
     assert (sizes.front, sizes.rear, sizes.chain, sizes.swept) == (0, 0, [], 0)
     assert await database_counts(state) == (0, 0)
+    assert (await world.client.get("/v1/sweeper", headers=ADMIN)).json()["queues"] == []
 
 
 async def test_the_buffer_is_the_service_rate_plus_five(world: World, state: AppState) -> None:
