@@ -348,7 +348,7 @@ class QueueStore:
     async def reassign(self, k: AeKeys, config: AeConfig, *, server_id: int | None = None, batch: int = 500, epoch: int = 0) -> Reassigned:
         """Expired leases (server_id None) or everything a departing server holds, back to the front of the queue.
         `epoch`: the scheduler's fencing token when this is its duty (refused, as Fenced, once a newer one acted)."""
-        classes = sorted(set(config.class_order) | set(await self.redis.smembers(k.classes)))
+        classes = await self.known_classes(k, config)
         keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.records, k.exits, k.done, k.done_exp, k.seen, k.fence]
         keys += k.class_lists(classes)
         mode = "expired" if server_id is None else "server"
@@ -365,6 +365,10 @@ class QueueStore:
         ]
         result = await self.scripts.run("reassign", keys, args)
         return Reassigned(int(result[0]), [str(v) for v in result[2:]])
+
+    async def known_classes(self, k: AeKeys, config: AeConfig) -> list[str]:
+        """The policy's service classes and any class that ever queued here (a policy may have dropped it)."""
+        return sorted(set(config.class_order) | set(await self.redis.smembers(k.classes)))  # type: ignore[misc]
 
     async def samples(self, k: AeKeys, since_ms: int) -> list[EndSample]:
         """Requests ended (by their server) at or after `since_ms`, for goal evaluation."""

@@ -19,8 +19,8 @@ from datetime import timedelta
 from prometheus_client import Counter, Gauge
 
 from app.config import Settings
-from app.policy.active import ActivePolicy
 from app.db import utcnow
+from app.policy.active import ActivePolicy
 from app.queues.keys import AeKeys, queue_name
 from app.queues.store import PendingSweep, QueueStore
 from app.sweeper.algorithm import plan_sweep, service_rate
@@ -41,9 +41,12 @@ LEFTOVER_AGE = timedelta(minutes=5)
 
 @dataclass
 class PassReport:
-    swept: int = 0
     aborted: int = 0
     queues: dict[str, int] = field(default_factory=dict)  # queue -> requests moved in this pass
+
+    @property
+    def swept(self) -> int:
+        return sum(self.queues.values())
 
 
 class Sweeper:
@@ -65,13 +68,14 @@ class Sweeper:
             sizes = await self.queues.queue_sizes(k, queue)
             rate = service_rate(rates.get(queue, 0), elapsed, self.interval_s)
             plan = plan_sweep(rate, sizes.front, sizes.rear, chained=bool(sizes.chain), min_in_memory=self.min_in_memory)
+            moved = 0
             if plan is not None:
                 moved = await self._sweep_part(k, queue, "front", plan.keep, plan.front, report)
                 moved += await self._sweep_part(k, queue, "rear", 0, plan.rear, report)
-                if moved:
-                    report.queues[queue] = moved
-            swept_now += (await self.queues.queue_sizes(k, queue)).swept
-        report.swept = sum(report.queues.values())
+            if moved:
+                report.queues[queue] = moved
+                sizes = await self.queues.queue_sizes(k, queue)
+            swept_now += sizes.swept
         SWEPT.labels(k.ae).inc(report.swept)
         SWEPT_NOW.labels(k.ae, k.node).set(swept_now)
         await self._forget_leftovers(k)

@@ -202,8 +202,7 @@ class Duties:
         if self.sweeper is None:
             self.sweeper = Sweeper(queues, queues.blobs, self.state.settings, self.epoch)
         for keys, config in await self._environments():
-            classes = sorted(set(config.class_order) | set(await queues.redis.smembers(keys.classes)))  # type: ignore[misc]
-            await self.sweeper.sweep_environment(keys, classes)
+            await self.sweeper.sweep_environment(keys, await queues.known_classes(keys, config))
 
     async def flush_records(self) -> int:
         """Returns how many records were written (tests flush on demand). One process at a time flushes an
