@@ -40,6 +40,7 @@ from app.reports.router import dashboard_assets, dashboard_router
 from app.reports.router import router as reports_router
 from app.routing.router import router as routing_router
 from app.scheduler.router import router as scheduler_router
+from app.shutdown import ShutdownNotice, given_on_stop_signals
 from app.sweeper.router import router as sweeper_router
 from app.routing.service import Router, RoutingStore
 from app.scheduler.service import SchedulerMember
@@ -101,6 +102,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     )
     events_redis = Redis(connection_pool=events_pool)
     dispatcher = Dispatcher(redis, settings.redis_prefix)
+    shutdown = ShutdownNotice()
+    shutdown.on_notice(dispatcher.drain)
     member: SchedulerMember | None = None
     launching: Duties | None = None
     try:
@@ -133,6 +136,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             dispatcher=dispatcher,
             router=Router(RoutingStore(sessions, queues, settings.policy_cache_seconds)),
             events_redis=events_redis,
+            shutdown=shutdown,
         )
         await dispatcher.start()
         if settings.background_duties:
@@ -147,8 +151,10 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # app started again in the same process (tests) would otherwise pin its predecessors' garbage.
         if gc.get_freeze_count() == 0:
             gc.freeze()
-        yield
+        with given_on_stop_signals(shutdown):
+            yield
     finally:
+        shutdown.give()
         if launching is not None:
             await launching.stop()
         if member is not None:

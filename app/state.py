@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -15,6 +15,7 @@ from app.policy.service import PolicyStore
 from app.queues.store import QueueStore
 from app.routing.service import Router
 from app.scheduler.service import SchedulerMember
+from app.shutdown import ShutdownNotice
 from app.work.dispatch import Dispatcher
 
 
@@ -35,5 +36,7 @@ class AppState:
     # Event streams (GET /v1/events) block on Redis: their own client, so they never hold the API's connections.
     events_redis: Redis
     event_subscribers: int = 0
+    # Given when this process is told to stop: long polls answer and event streams end (app/shutdown.py).
+    shutdown: ShutdownNotice = field(default_factory=ShutdownNotice)
     # This process's membership of the scheduler election (None when it runs no background duties).
     scheduler: SchedulerMember | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import socket
 import subprocess
@@ -11,7 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.conftest import ADMIN, ADMIN_KEY
 from tests.processes import WLM, ServiceProcess
+from tests.work.conftest import make_world
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,6 +75,35 @@ def test_sigterm_stops_the_embedded_redis_and_every_helper_process(tmp_path):
     while _processes_of(data_dir) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _processes_of(data_dir) == []  # nothing left behind (the records writer once was)
+
+
+@pytest.mark.asyncio
+async def test_sigterm_answers_a_long_poll_and_ends_an_event_stream_at_once(tmp_path):
+    """uvicorn waits for open requests before it stops: without the stop notice, this took the poll's 30 s (and
+    an open event stream held the process for ever)."""
+    service = ServiceProcess(tmp_path, bootstrap_admin_key=ADMIN_KEY)
+    service.start()
+    try:
+        async with httpx.AsyncClient(base_url=service.url, timeout=60) as http:
+            world = await make_world(http)
+            server = await world.server()
+            poll = asyncio.create_task(world.select(server, expect=None, wait_seconds=30))
+
+            async def follow_events() -> list[str]:
+                async with http.stream("GET", "/v1/events", headers=ADMIN) as stream:
+                    return [line async for line in stream.aiter_lines()]
+
+            events = asyncio.create_task(follow_events())
+            await asyncio.sleep(1.0)
+            assert not poll.done() and not events.done()
+            told_at = time.monotonic()
+            service.process.send_signal(signal.SIGTERM)
+            assert (await asyncio.wait_for(poll, 10)).status_code == 204
+            assert ": advisories" in await asyncio.wait_for(events, 10)
+            assert await asyncio.to_thread(service.process.wait, 10) == 0
+            assert time.monotonic() - told_at < 5
+    finally:
+        service.kill()
 
 
 def _processes_of(data_dir: str) -> list[int]:

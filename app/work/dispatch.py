@@ -48,6 +48,8 @@ class Dispatcher:
         self._serial = itertools.count()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        # Set when the process is stopping: waiting selects answer at once, and none waits any more.
+        self.draining = False
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._listen(), name="wlm-dispatch")
@@ -57,6 +59,12 @@ class Dispatcher:
         if self._task is not None:
             self._task.cancel()
             await asyncio.wait([self._task], timeout=5)
+
+    def drain(self) -> None:
+        self.draining = True
+        for waiters in self._waiters.values():
+            for waiter in waiters:
+                waiter.event.set()
 
     def register(self, waiter: Waiter) -> None:
         self._waiters.setdefault((waiter.node, waiter.ae), []).append(waiter)

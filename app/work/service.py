@@ -340,7 +340,7 @@ class Work:
             if items or surplus:
                 return ended, items, surplus
             task = asyncio.current_task()
-            while (remaining := deadline - time.monotonic()) > 0:
+            while (remaining := deadline - time.monotonic()) > 0 and not self.dispatcher.draining:
                 if task is not None and task.cancelling():
                     # The client went away (cancelled), but a library call on the way swallowed the
                     # cancellation (seen with the Redis client): stop waiting for a select nobody awaits.

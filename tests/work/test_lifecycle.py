@@ -111,6 +111,22 @@ async def test_a_waiting_server_is_answered_at_once_on_insert(world):
     assert latency < 0.5, latency  # woken by the insert notification, not by the 1 s polling fallback
 
 
+async def test_waiting_selects_answer_at_once_when_the_process_is_told_to_stop(app, world):
+    server = await world.server()
+    waiting = asyncio.create_task(world.select(server, expect=None, wait_seconds=30))
+    await asyncio.sleep(0.3)
+    told_at = time.monotonic()
+    app.state.wlm.shutdown.give()
+    response = await asyncio.wait_for(waiting, 5)
+    assert response.status_code == 204 and time.monotonic() - told_at < 1.0
+    # Once told, no select waits: work there is still goes out, and none is left waiting for.
+    started = time.monotonic()
+    assert (await world.select(server, expect=None, wait_seconds=30)).status_code == 204
+    assert time.monotonic() - started < 1.0
+    queued = await world.insert({"n": "after the notice"})
+    assert (await world.select(server, wait_seconds=30)).json()["items"][0]["token"] == queued["token"]
+
+
 async def _race(world, servers: dict[str, str]) -> str:
     """All `servers` wait in select; one request is inserted; returns who got it (after ending it)."""
     waits = {name: asyncio.create_task(world.select(token, expect=None, wait_seconds=5)) for name, token in servers.items()}

@@ -1,0 +1,61 @@
+"""The stop notice (app/shutdown.py): given once, racing what waits on it, and chained in front of whatever
+handled SIGTERM and SIGINT before."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import pytest
+
+from app.shutdown import ShutdownNotice, given_on_stop_signals
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_the_notice_runs_its_callbacks_once():
+    notice = ShutdownNotice()
+    calls: list[str] = []
+    notice.on_notice(lambda: calls.append("drain"))
+    assert not notice.given
+    notice.give()
+    notice.give()
+    assert notice.given and calls == ["drain"]
+
+
+async def test_what_finishes_first_wins_the_race_with_the_notice():
+    notice = ShutdownNotice()
+    assert await notice.unless_given(asyncio.sleep(0, result="read")) == (True, "read")
+
+    cancelled = asyncio.Event()
+
+    async def blocking_read() -> str:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    racing = asyncio.create_task(notice.unless_given(blocking_read()))
+    await asyncio.sleep(0.05)
+    notice.give()
+    assert await asyncio.wait_for(racing, 1) == (False, None)
+    assert cancelled.is_set()
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
+async def test_a_stop_signal_gives_the_notice_and_still_reaches_the_handler_before(stop_signal):
+    received: list[int] = []
+    before = signal.signal(stop_signal, lambda sig, frame: received.append(sig))
+    try:
+        notice = ShutdownNotice()
+        handler_before = signal.getsignal(stop_signal)
+        with given_on_stop_signals(notice):
+            assert signal.getsignal(stop_signal) is not handler_before
+            signal.raise_signal(stop_signal)
+            await asyncio.sleep(0.05)  # the notice is given on the event loop
+            assert notice.given and received == [stop_signal]
+        assert signal.getsignal(stop_signal) is handler_before  # put back as it was
+    finally:
+        signal.signal(stop_signal, before)
