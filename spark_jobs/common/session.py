@@ -3,19 +3,30 @@
 from __future__ import annotations
 
 import os
+import subprocess
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from app.config import get_settings
+from spark_jobs.common.class_archive import ClassArchive
+
+JVM_EXIT_TIMEOUT_S = 120
 
 
-def build_session(app_name: str, master: str | None = None, *, shuffle_partitions: int | None = None) -> SparkSession:
+def build_session(
+    app_name: str, master: str | None = None, *, shuffle_partitions: int | None = None, driver_java_options: Sequence[str] = ()
+) -> SparkSession:
     """A session on `master` (else the setting WLM_SPARK_MASTER, local[*] by default), every timestamp in UTC.
+    `driver_java_options` take effect only when this call starts the driver's JVM.
 
     Nothing is downloaded at run time: the job needs only the jars that ship in the pyspark wheel."""
     settings = get_settings()
     master = master or settings.spark_master
     cores = os.cpu_count() or 2
+    java_options = list(driver_java_options)
     builder = (
         SparkSession.builder.appName(app_name)
         .master(master)
@@ -24,15 +35,55 @@ def build_session(app_name: str, master: str | None = None, *, shuffle_partition
         # machine 200 tasks cost more in scheduling than they save; adaptive execution splits skew if any.
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions or max(4, 2 * cores)))
         .config("spark.sql.adaptive.enabled", "true")
+        # A day's files split into several tasks per core: packed into as few splits as there are cores, one
+        # task took a third longer than the others and kept a core idle at the end of the read.
+        .config("spark.sql.files.minPartitionNum", str(4 * cores))
         .config("spark.ui.showConsoleProgress", "true")
     )
     if master.startswith("local"):
         # The driver is the executor in local mode: give it the memory a day of records needs to aggregate, and
         # the throughput collector: G1's concurrent threads take a share of a small machine's cores (on two cores,
         # 10 million records took 40 s with G1 and 30 s with it).
-        builder = (
-            builder.config("spark.driver.memory", settings.spark_driver_memory)
-            .config("spark.driver.extraJavaOptions", "-XX:+UseParallelGC")
-            .config("spark.ui.enabled", "false")
-        )
+        java_options.append("-XX:+UseParallelGC")
+        builder = builder.config("spark.driver.memory", settings.spark_driver_memory).config("spark.ui.enabled", "false")
+    if java_options:
+        builder = builder.config("spark.driver.extraJavaOptions", " ".join(java_options))
     return builder.getOrCreate()
+
+
+@contextmanager
+def job_session(app_name: str, master: str | None = None, progress: Callable[[str], None] = lambda _: None) -> Iterator[SparkSession]:
+    """The session of one job run in this process (which must not have started a JVM yet). The driver's JVM maps
+    the class-data archive under the data directory, or writes it if there is none yet (class_archive.py). On
+    exit Spark and its JVM stop, so a newly written archive is complete before it is put in place."""
+    settings = get_settings()
+    archive = ClassArchive.for_directory(settings.spark_class_archive_dir) if settings.spark_class_archive else None
+    if archive is not None:
+        progress(f"class-data archive {archive.path}: {'writing it at exit' if archive.partial else 'mapped'}")
+    spark = build_session(app_name, master, driver_java_options=archive.java_options() if archive else ())
+    try:
+        yield spark
+    finally:
+        spark.stop()
+        exit_code = _stop_jvm()
+        if archive is not None and archive.publish(exit_code):
+            progress(f"class-data archive written: {archive.path}")
+
+
+def _stop_jvm() -> int | None:
+    """Stop the driver's JVM (it exits when its standard input closes) and return its exit code (None if it
+    did not exit in time, or was not started by this process)."""
+    gateway = SparkContext._gateway
+    process: subprocess.Popen[bytes] | None = getattr(gateway, "proc", None)
+    if gateway is None or process is None:
+        return None
+    gateway.shutdown()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    if process.stdin is not None:
+        process.stdin.close()
+    try:
+        return process.wait(timeout=JVM_EXIT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return None

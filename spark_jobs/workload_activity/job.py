@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import date
 
 from app.reports.models import WHOLE_DAY_MINUTES
-from spark_jobs.common.session import build_session
+from spark_jobs.common.session import job_session
 from spark_jobs.workload_activity.extract import day_path, goal_table, read_policy_versions, read_records
 from spark_jobs.workload_activity.load import replace_date, write_parquet
 from spark_jobs.workload_activity.policy_goals import activation_steps, goal_rows
@@ -45,8 +45,7 @@ def run(
     progress = Progress()
     versions = read_policy_versions(database_url)
     progress(f"{len(versions)} policy versions; starting Spark")
-    spark = build_session("wlm-workload-activity", master)
-    try:
+    with job_session("wlm-workload-activity", master, progress) as spark:
         progress(f"Spark {spark.version} on {spark.sparkContext.master}; reading {day_path(records_uri, report_date)}")
         goals = goal_table(spark, goal_rows(versions))
         steps = activation_steps(versions, *day_bounds(report_date))
@@ -57,6 +56,4 @@ def run(
         parquet = write_parquet(spark, rows, report.schema, output_uri, report_date)
         replace_date(database_url, report_date, rows)
         progress(f"done: {parquet} and the database's workload_reports for {report_date}")
-    finally:
-        spark.stop()
     return JobResult(report_date, len(rows), ended, parquet, time.monotonic() - progress.started)

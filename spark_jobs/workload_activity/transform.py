@@ -268,19 +268,15 @@ def _percentile_pi(buckets: Sequence[Column], percentile: Column, total: Column)
 
 
 def report_figures(level_table: DataFrame, group_table: DataFrame, report_date: date) -> DataFrame:
-    """One report row per group and interval of `levels`, named by `groups`."""
-    level_table = level_table.join(F.broadcast(group_table), "group_id").withColumn(
-        "interval_start",
-        # UTC wall time without a zone: what a reader gets back does not depend on its own time zone.
-        F.timestamp_micros(F.lit(_epoch_micros(day_bounds(report_date)[0])) + F.col("interval").cast("long") * F.col("interval_minutes") * 60_000_000)
-        .cast("timestamp_ntz"),
-    )
-    group = (*GROUP, "interval_minutes", "interval_start")
-    by_bin = Window.partitionBy("group_id", "interval_minutes", "interval").orderBy("bin", "bucket")
+    """One report row per group and interval of `levels`, named by `groups`. The cells are summed by group id
+    (the window's partitioning, so no shuffle) and named after: the wide names are never a key of the many cells."""
+    goal_types = F.broadcast(group_table.select("group_id", "goal_type"))
+    level_key = ("group_id", "interval_minutes", "interval")
+    by_bin = Window.partitionBy(*level_key).orderBy("bin", "bucket")
     whole_group = by_bin.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     up_to_here = by_bin.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     ended, largest = F.col("ended"), F.col("response_max")
-    ranked = level_table.select(
+    ranked = level_table.join(goal_types, "group_id").select(
         "*",
         F.sum(ended).over(whole_group).alias("group_ended"),
         F.sum("response_sum").over(whole_group).alias("group_response_sum"),
@@ -296,10 +292,21 @@ def report_figures(level_table: DataFrame, group_table: DataFrame, report_date: 
         reached = (ended > 0) & (F.col("ended_up_to") * 100 >= F.col("group_ended") * percentile)
         return F.min(F.when(reached, largest)).cast("double").alias(f"response_p{percentile}_ms")
 
-    totals = ranked.withColumn("bucket", F.when(ended > 0, bucket)).groupBy(*group).agg(
-        *(F.sum(name).alias(name) for name in _ADDITIVE),
-        *(F.sum(F.when(F.col("bucket") == i, ended).otherwise(0)).alias(f"bucket_{i}") for i in range(BUCKET_COUNT)),
-        *(nearest_rank(p) for p in REPORT_PERCENTILES),
+    totals = (
+        ranked.withColumn("bucket", F.when(ended > 0, bucket))
+        .groupBy(*level_key)
+        .agg(
+            *(F.sum(name).alias(name) for name in _ADDITIVE),
+            *(F.sum(F.when(F.col("bucket") == i, ended).otherwise(0)).alias(f"bucket_{i}") for i in range(BUCKET_COUNT)),
+            *(nearest_rank(p) for p in REPORT_PERCENTILES),
+        )
+        .join(F.broadcast(group_table), "group_id")
+        .withColumn(
+            "interval_start",
+            # UTC wall time without a zone: what a reader gets back does not depend on its own time zone.
+            F.timestamp_micros(F.lit(_epoch_micros(day_bounds(report_date)[0])) + F.col("interval").cast("long") * F.col("interval_minutes") * 60_000_000)
+            .cast("timestamp_ntz"),
+        )
     )
     count = F.col("ended")
     average = _ratio(F.col("response_sum"), count)

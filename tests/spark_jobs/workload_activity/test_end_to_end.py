@@ -66,6 +66,9 @@ async def test_requests_through_the_service_come_back_in_the_report(tmp_path):
             job = subprocess.run([WLM, "report", "run", "--date", day.isoformat()], env=service.env, capture_output=True, text=True, timeout=240)
             assert job.returncode == 0, job.stderr[-3000:]
             assert "workload-activity" in job.stderr  # the progress lines
+            # The first run wrote the driver JVM's class-data archive, once its JVM had exited.
+            assert "class-data archive written" in job.stderr
+            assert [path.suffix for path in (service.dir / "data" / "spark").iterdir()] == [".jsa"]
 
             whole_day = (await http.get("/v1/reports/workload", headers=ADMIN, params={"date": day.isoformat(), "interval": 1440})).json()["items"]
             assert {(row["service_class"], row["period"]): row["ended_count"] for row in whole_day} == {
@@ -83,6 +86,7 @@ async def test_requests_through_the_service_come_back_in_the_report(tmp_path):
             # A rerun replaces the date's rows: nothing doubles.
             again = subprocess.run([WLM, "report", "run", "--date", day.isoformat()], env=service.env, capture_output=True, text=True, timeout=240)
             assert again.returncode == 0, again.stderr[-3000:]
+            assert ": mapped" in again.stderr and "class-data archive written" not in again.stderr
             rerun = (await http.get("/v1/reports/workload", headers=ADMIN, params={"date": day.isoformat(), "interval": 1440})).json()["items"]
             assert [(r["service_class"], r["period"], r["ended_count"]) for r in rerun] == [
                 (r["service_class"], r["period"], r["ended_count"]) for r in whole_day
