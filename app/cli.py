@@ -59,6 +59,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             host=args.host or settings.host,
             port=args.port or settings.port,
             workers=settings.workers,
+            timeout_graceful_shutdown=settings.shutdown_grace_seconds,
             log_level=settings.log_level,
             log_config=_log_config(settings.log_level),
         )

@@ -14,6 +14,9 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     workers: int = Field(default=1, ge=1)
+    # On SIGTERM, open requests get this long to finish before they are cancelled (long polls and event streams
+    # end at once: app/shutdown.py); a backstop for a client that stops reading.
+    shutdown_grace_seconds: int = Field(default=30, ge=1)
     log_level: str = "info"
 
     data_dir: Path = Path("data")

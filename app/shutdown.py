@@ -43,24 +43,27 @@ class ShutdownNotice:
             callback()
 
     async def unless_given(self, awaitable: Awaitable[T]) -> tuple[bool, T | None]:
-        """(True, its result) once `awaitable` finishes, or (False, None) with it cancelled if the notice comes first."""
+        """(True, its result) once `awaitable` finishes, or (False, None) with it cancelled if the notice comes
+        first. Cancelled itself (a client that went away), it cancels `awaitable` too."""
         work = asyncio.ensure_future(awaitable)
         notice = asyncio.ensure_future(self._given.wait())
         try:
             await asyncio.wait((work, notice), return_when=asyncio.FIRST_COMPLETED)
         finally:
             notice.cancel()
-        if work.done():
-            return True, work.result()
-        work.cancel()
-        await asyncio.gather(work, return_exceptions=True)
-        return False, None
+            if not work.done():
+                work.cancel()
+                await asyncio.gather(work, return_exceptions=True)
+        if work.cancelled():
+            return False, None
+        return True, work.result()
 
 
 @contextmanager
 def given_on_stop_signals(notice: ShutdownNotice) -> Iterator[None]:
     """While inside, SIGTERM and SIGINT give `notice` and then do what they did before (uvicorn's handler, which
-    starts its graceful shutdown). Only the main thread may set signal handlers; elsewhere this does nothing."""
+    starts its graceful shutdown); a signal that was ignored stays ignored, and gives no notice. Only the main
+    thread may set signal handlers; elsewhere this does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -68,8 +71,10 @@ def given_on_stop_signals(notice: ShutdownNotice) -> Iterator[None]:
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
 
     def handle(sig: int, frame: FrameType | None) -> None:
-        loop.call_soon_threadsafe(notice.give)
         chained = previous[signal.Signals(sig)]
+        if chained in (signal.SIG_IGN, None):
+            return
+        loop.call_soon_threadsafe(notice.give)
         if callable(chained):
             chained(sig, frame)
         elif chained == signal.SIG_DFL:
@@ -82,4 +87,6 @@ def given_on_stop_signals(notice: ShutdownNotice) -> Iterator[None]:
         yield
     finally:
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            # Only where ours is still in place: a forced stop has uvicorn put back its own first.
+            if signal.getsignal(sig) is handle:
+                signal.signal(sig, handler)

@@ -44,6 +44,25 @@ async def test_what_finishes_first_wins_the_race_with_the_notice():
     assert cancelled.is_set()
 
 
+async def test_cancelling_the_race_cancels_what_it_waits_for():
+    """A client that goes away cancels its stream: the blocking read it was in must not outlive it."""
+    cancelled = asyncio.Event()
+
+    async def blocking_read() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    racing = asyncio.create_task(ShutdownNotice().unless_given(blocking_read()))
+    await asyncio.sleep(0.05)
+    racing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await racing
+    assert cancelled.is_set()
+
+
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
 async def test_a_stop_signal_gives_the_notice_and_still_reaches_the_handler_before(stop_signal):
     received: list[int] = []
@@ -59,3 +78,28 @@ async def test_a_stop_signal_gives_the_notice_and_still_reaches_the_handler_befo
         assert signal.getsignal(stop_signal) is handler_before  # put back as it was
     finally:
         signal.signal(stop_signal, before)
+
+
+async def test_an_ignored_signal_stays_ignored_and_gives_no_notice():
+    before = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        notice = ShutdownNotice()
+        with given_on_stop_signals(notice):
+            signal.raise_signal(signal.SIGTERM)
+            await asyncio.sleep(0.05)
+            assert not notice.given
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+async def test_a_handler_put_in_place_meanwhile_is_left_alone():
+    """A forced stop: uvicorn puts its handlers back before the lifespan ends; ours must not come back over them."""
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        with given_on_stop_signals(ShutdownNotice()):
+            def replacement(sig, frame):
+                return None
+            signal.signal(signal.SIGTERM, replacement)
+        assert signal.getsignal(signal.SIGTERM) is replacement
+    finally:
+        signal.signal(signal.SIGTERM, before)

@@ -13,7 +13,8 @@ from pyspark.sql import SparkSession
 from app.config import get_settings
 from spark_jobs.common.class_archive import ClassArchive
 
-JVM_EXIT_TIMEOUT_S = 120
+# Writing the class-data archive as the JVM exits took up to 40 s on 2 cores.
+JVM_EXIT_TIMEOUT_S = 300
 
 
 def build_session(
@@ -52,22 +53,31 @@ def build_session(
 
 
 @contextmanager
-def job_session(app_name: str, master: str | None = None, progress: Callable[[str], None] = lambda _: None) -> Iterator[SparkSession]:
-    """The session of one job run in this process (which must not have started a JVM yet). The driver's JVM maps
-    the class-data archive under the data directory, or writes it if there is none yet (class_archive.py). On
-    exit Spark and its JVM stop, so a newly written archive is complete before it is put in place."""
+def job_session(
+    app_name: str, master: str | None = None, progress: Callable[[str], None] = lambda _: None, *, may_write_archive: bool = True
+) -> Iterator[SparkSession]:
+    """The session of one job run in this process. If this call starts the driver's JVM, that JVM maps the
+    class-data archive under the data directory, or writes it if there is none yet and `may_write_archive`
+    (class_archive.py), and on exit it is stopped too, so a newly written archive is complete before it is put in
+    place. A run that reads no files should not write one: it never loads the readers every other run needs."""
     settings = get_settings()
-    archive = ClassArchive.for_directory(settings.spark_class_archive_dir) if settings.spark_class_archive else None
+    starts_jvm = SparkContext._gateway is None
+    archive = ClassArchive.for_directory(settings.spark_class_archive_dir) if settings.spark_class_archive and starts_jvm else None
+    if archive is not None and archive.partial is not None and not may_write_archive:
+        archive = None
     if archive is not None:
         progress(f"class-data archive {archive.path}: {'writing it at exit' if archive.partial else 'mapped'}")
     spark = build_session(app_name, master, driver_java_options=archive.java_options() if archive else ())
     try:
         yield spark
     finally:
-        spark.stop()
-        exit_code = _stop_jvm()
-        if archive is not None and archive.publish(exit_code):
-            progress(f"class-data archive written: {archive.path}")
+        try:
+            spark.stop()
+        finally:
+            if starts_jvm:
+                exit_code = _stop_jvm()
+                if archive is not None and archive.publish(exit_code):
+                    progress(f"class-data archive written: {archive.path}")
 
 
 def _stop_jvm() -> int | None:

@@ -56,10 +56,16 @@ def day_path(records_uri: str, report_date: date) -> str:
     return f"{records_uri.rstrip('/')}/date={report_date.isoformat()}"
 
 
+def day_has_files(records_uri: str, report_date: date) -> bool:
+    """False when the day's partition is a local directory that does not exist (elsewhere: Spark will tell)."""
+    path = day_path(records_uri, report_date)
+    return urlparse(path).scheme not in ("", "file") or Path(urlparse(path).path).is_dir()
+
+
 def read_records(spark: SparkSession, records_uri: str, report_date: date) -> DataFrame:
     """The records of `report_date` (its partition), or an empty table when the day has none."""
     path = day_path(records_uri, report_date)
-    if urlparse(path).scheme in ("", "file") and not Path(urlparse(path).path).is_dir():
+    if not day_has_files(records_uri, report_date):
         return spark.createDataFrame([], RECORDS_SCHEMA)
     try:
         return spark.read.schema(RECORDS_SCHEMA).parquet(path)

@@ -9,7 +9,7 @@ from datetime import date
 
 from app.reports.models import WHOLE_DAY_MINUTES
 from spark_jobs.common.session import job_session
-from spark_jobs.workload_activity.extract import day_path, goal_table, read_policy_versions, read_records
+from spark_jobs.workload_activity.extract import day_has_files, day_path, goal_table, read_policy_versions, read_records
 from spark_jobs.workload_activity.load import replace_date, write_parquet
 from spark_jobs.workload_activity.policy_goals import activation_steps, goal_rows
 from spark_jobs.workload_activity.transform import day_bounds, workload_activity
@@ -45,7 +45,7 @@ def run(
     progress = Progress()
     versions = read_policy_versions(database_url)
     progress(f"{len(versions)} policy versions; starting Spark")
-    with job_session("wlm-workload-activity", master, progress) as spark:
+    with job_session("wlm-workload-activity", master, progress, may_write_archive=day_has_files(records_uri, report_date)) as spark:
         progress(f"Spark {spark.version} on {spark.sparkContext.master}; reading {day_path(records_uri, report_date)}")
         goals = goal_table(spark, goal_rows(versions))
         steps = activation_steps(versions, *day_bounds(report_date))

@@ -4,22 +4,22 @@ JVM exit, mapped by every later run, and named after the JDK and the jars."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from spark_jobs.common import class_archive
-from spark_jobs.common.class_archive import ClassArchive, archive_name
+from spark_jobs.common.class_archive import STALE_PARTIAL_SECONDS, ClassArchive, archive_name
 
 
 def test_a_first_run_writes_to_a_partial_file_of_its_own(tmp_path: Path) -> None:
-    archive = ClassArchive.for_directory(tmp_path / "spark")
-    assert archive.path == tmp_path / "spark" / archive_name()
-    assert archive.partial == tmp_path / "spark" / f"{archive_name()}.{os.getpid()}.partial"
-    assert archive.java_options()[0] == f"-XX:ArchiveClassesAtExit={archive.partial}"
-    assert not archive.path.exists()
+    first, second = ClassArchive.for_directory(tmp_path / "spark"), ClassArchive.for_directory(tmp_path / "spark")
+    assert first.path == second.path == tmp_path / "spark" / archive_name()
+    assert first.partial is not None and second.partial is not None and first.partial != second.partial
+    assert first.partial.name.startswith(archive_name()) and first.partial.name.endswith(".partial")
+    assert first.java_options()[0] == f'"-XX:ArchiveClassesAtExit={first.partial}"'
+    assert not first.path.exists()
 
 
 def test_a_clean_exit_puts_the_archive_in_place_and_later_runs_map_it(tmp_path: Path) -> None:
@@ -30,7 +30,7 @@ def test_a_clean_exit_puts_the_archive_in_place_and_later_runs_map_it(tmp_path: 
     assert archive.path.read_bytes() == b"classes" and not archive.partial.exists()
     later = ClassArchive.for_directory(tmp_path)
     assert later.partial is None
-    assert later.java_options() == [f"-XX:SharedArchiveFile={archive.path}"]
+    assert later.java_options() == [f'"-XX:SharedArchiveFile={archive.path}"']
     assert not later.publish(0)  # nothing new to publish
 
 
@@ -48,14 +48,25 @@ def test_a_jvm_that_wrote_nothing_publishes_nothing(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_partial_files_of_dead_runs_are_removed_and_those_of_live_runs_kept(tmp_path: Path) -> None:
-    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
-    dead = tmp_path / f"{archive_name()}.{finished.stdout.strip()}.partial"
-    live = tmp_path / f"{archive_name()}.{os.getppid()}.partial"
+def test_old_partial_files_are_removed_and_recent_ones_kept(tmp_path: Path) -> None:
+    dead = tmp_path / f"{archive_name()}.otherhost-12-abcd.partial"
+    writing = tmp_path / f"{archive_name()}.otherhost-13-ef01.partial"
     dead.write_bytes(b"x")
-    live.write_bytes(b"x")
+    writing.write_bytes(b"x")
+    long_ago = time.time() - STALE_PARTIAL_SECONDS - 60
+    os.utime(dead, (long_ago, long_ago))
     ClassArchive.for_directory(tmp_path)
-    assert not dead.exists() and live.exists()
+    assert not dead.exists() and writing.exists()
+
+
+def test_publishing_removes_the_archives_of_other_jdks_and_jars(tmp_path: Path) -> None:
+    outdated = tmp_path / "spark-classes-0123456789abcdef.jsa"
+    outdated.write_bytes(b"old")
+    archive = ClassArchive.for_directory(tmp_path)
+    assert archive.partial is not None
+    archive.partial.write_bytes(b"new")
+    assert archive.publish(0)
+    assert sorted(tmp_path.iterdir()) == [archive.path]
 
 
 def test_the_name_changes_with_the_jdk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
