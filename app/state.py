@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -35,8 +35,8 @@ class AppState:
     router: Router
     # Event streams (GET /v1/events) block on Redis: their own client, so they never hold the API's connections.
     events_redis: Redis
-    event_subscribers: int = 0
     # Given when this process is told to stop: long polls answer and event streams end (app/shutdown.py).
-    shutdown: ShutdownNotice = field(default_factory=ShutdownNotice)
+    shutdown: ShutdownNotice
+    event_subscribers: int = 0
     # This process's membership of the scheduler election (None when it runs no background duties).
     scheduler: SchedulerMember | None = None

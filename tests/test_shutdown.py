@@ -13,6 +13,15 @@ from app.shutdown import ShutdownNotice, given_on_stop_signals
 pytestmark = pytest.mark.asyncio
 
 
+async def _blocking_read(cancelled: asyncio.Event) -> None:
+    """A read that blocks far longer than any test; `cancelled` is set if it is cancelled."""
+    try:
+        await asyncio.sleep(30)
+    except asyncio.CancelledError:
+        cancelled.set()
+        raise
+
+
 async def test_the_notice_runs_its_callbacks_once():
     notice = ShutdownNotice()
     calls: list[str] = []
@@ -28,16 +37,7 @@ async def test_what_finishes_first_wins_the_race_with_the_notice():
     assert await notice.unless_given(asyncio.sleep(0, result="read")) == (True, "read")
 
     cancelled = asyncio.Event()
-
-    async def blocking_read() -> str:
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-        return "never"
-
-    racing = asyncio.create_task(notice.unless_given(blocking_read()))
+    racing = asyncio.create_task(notice.unless_given(_blocking_read(cancelled)))
     await asyncio.sleep(0.05)
     notice.give()
     assert await asyncio.wait_for(racing, 1) == (False, None)
@@ -47,15 +47,7 @@ async def test_what_finishes_first_wins_the_race_with_the_notice():
 async def test_cancelling_the_race_cancels_what_it_waits_for():
     """A client that goes away cancels its stream: the blocking read it was in must not outlive it."""
     cancelled = asyncio.Event()
-
-    async def blocking_read() -> None:
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-
-    racing = asyncio.create_task(ShutdownNotice().unless_given(blocking_read()))
+    racing = asyncio.create_task(ShutdownNotice().unless_given(_blocking_read(cancelled)))
     await asyncio.sleep(0.05)
     racing.cancel()
     with pytest.raises(asyncio.CancelledError):

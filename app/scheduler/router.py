@@ -90,12 +90,11 @@ async def events(
     async def entries() -> AsyncIterator[bytes]:
         nonlocal position
         while not state.shutdown.given and not await request.is_disconnected():
-            # The process is stopping: end the stream (the client resumes elsewhere from its Last-Event-ID).
             read, replies = await state.shutdown.unless_given(
                 state.events_redis.xread({stream: position}, count=500, block=int(KEEPALIVE_SECONDS * 1000))
             )
             if not read:
-                return
+                return  # the process is stopping: the client resumes elsewhere from its Last-Event-ID
             if not replies:
                 yield b": keepalive\n\n"
                 continue
