@@ -48,6 +48,8 @@ class TtlCache(Generic[V]):
 
     def clear(self) -> None:
         self._entries.clear()
+        # Callers after the clear start a load of their own: one begun before may have read what was cleared.
+        self._loading.clear()
         self._generation += 1
 
     async def get_or_load(self, key: str, load: Callable[[], Awaitable[V]]) -> V:
@@ -73,7 +75,8 @@ class TtlCache(Generic[V]):
             self.pop(key)  # the source answered that it is gone (a revoked key, a closed connection): stop serving it
             raise
         finally:
-            self._loading.pop(key, None)
+            if self._loading.get(key) is asyncio.current_task():
+                self._loading.pop(key)
         if generation == self._generation:
             self.put(key, value)
         return value

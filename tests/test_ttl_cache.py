@@ -27,7 +27,8 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
 
 class Source:
-    """Counts loads; each load returns the next number, or raises what `fail` holds."""
+    """Counts loads; each load returns its own number (as a read returns what was there when it began), or raises
+    what `fail` holds."""
 
     def __init__(self) -> None:
         self.loads = 0
@@ -36,11 +37,12 @@ class Source:
 
     async def load(self) -> int:
         self.loads += 1
+        number = self.loads
         if self.gate is not None:
             await self.gate.wait()
         if self.fail is not None:
             raise self.fail
-        return self.loads
+        return number
 
 
 async def _settle() -> None:
@@ -111,6 +113,21 @@ async def test_a_clear_during_a_load_is_not_undone_by_it(clock: Clock) -> None:
     source.gate.set()
     assert await loading == 1
     assert cache.get("k") is None
+
+
+async def test_a_caller_after_a_clear_does_not_join_the_load_begun_before_it(clock: Clock) -> None:
+    """A policy installed while a reload was reading the old one: the next caller must get the new one."""
+    cache, source = TtlCache[int](10), Source()
+    source.gate = asyncio.Event()
+    before = asyncio.create_task(cache.get_or_load("k", source.load))
+    await _settle()
+    cache.clear()
+    after = asyncio.create_task(cache.get_or_load("k", source.load))
+    await _settle()
+    source.gate.set()
+    assert (await before, await after) == (1, 2)
+    assert cache.get("k") == 2
+    assert await cache.get_or_load("k", source.load) == 2 and source.loads == 2
 
 
 async def test_a_cache_with_no_ttl_loads_every_time(clock: Clock) -> None:
