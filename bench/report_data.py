@@ -5,7 +5,9 @@ leaves behind.
 The mix: ONLINE (percentile goal, 60%), BATCH (average goal, then discretionary in its second period, 25%),
 REPORTS (velocity goal, 10%), SYSOTHER (discretionary, 5%); two application environments on two nodes; 96%
 completed, 1.5% failed, 1% deleted, 0.5% purged, 1% abandoned; lognormal response times; 0.5% of the requests
-written twice. One file per hour of the day, as the records of an hour are after compaction.
+written twice. The files are written by the records' own writer (`app.work.records.write_file`, footer
+included), one per hour of the day. The service writes one per flush (up to one a second) and does not compact
+them yet: a day of tens of thousands of small files would read slower than these.
 """
 
 from __future__ import annotations
@@ -16,9 +18,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from app.work.records import SCHEMA
+from app.work.records import SCHEMA, write_file
 
 CLASSES = ("ONLINE", "BATCH", "REPORTS", "SYSOTHER")
 CLASS_SHARES = (0.60, 0.25, 0.10, 0.05)
@@ -100,7 +101,7 @@ def generate(records_dir: Path, day: date, count: int, seed: int = 42) -> int:
         n = count // 24 + (1 if hour < count % 24 else 0)
         table = _hour(rng, day_start_ms, hour, first_id, n)
         copies = table.take(pa.array(rng.choice(n, size=int(n * DUPLICATE_SHARE), replace=False)))
-        pq.write_table(pa.concat_tables([table, copies]), directory / f"part-{hour:02d}.parquet", compression="zstd")
+        write_file(pa.concat_tables([table, copies]), directory / f"part-{hour:02d}.parquet")
         written += n + len(copies)
         first_id += n
     return written

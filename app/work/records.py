@@ -64,6 +64,12 @@ SCHEMA = pa.schema(
 )
 
 
+# Each file's footer declares the distinct values of these columns among its records, as JSON under
+# GROUP_KEYS_FOOTER: the nightly report's groups, which it can then name without reading the records twice.
+GROUP_KEYS = ("application_environment", "node", "service_class", "period", "report_class", "policy_version")
+GROUP_KEYS_FOOTER = b"wlm.group_keys"
+
+
 def _ts(ms: int | None) -> datetime | None:
     return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC)
 
@@ -123,12 +129,19 @@ def write(root: Path, rows: Iterable[dict[str, Any]]) -> list[Path]:
         directory.mkdir(parents=True, exist_ok=True)
         name = f"part-{int(datetime.now(UTC).timestamp() * 1000)}-{uuid.uuid4().hex[:12]}.parquet"
         temporary, final = directory / f".{name}.tmp", directory / name
-        pq.write_table(pa.Table.from_pylist(date_rows, schema=SCHEMA), temporary, compression="zstd")
+        write_file(pa.Table.from_pylist(date_rows, schema=SCHEMA), temporary)
         _fsync(temporary)
         os.replace(temporary, final)
         _fsync(directory)
         written.append(final)
     return written
+
+
+def write_file(table: pa.Table, path: Path) -> None:
+    """Blocking: `table` (records in SCHEMA) as one Parquet file, its group keys declared in the footer."""
+    keys = table.select(list(GROUP_KEYS)).group_by(list(GROUP_KEYS)).aggregate([]).to_pylist()
+    declared = table.replace_schema_metadata({GROUP_KEYS_FOOTER: json.dumps(keys, separators=(",", ":")).encode()})
+    pq.write_table(declared, path, compression="zstd")
 
 
 def _fsync(path: Path) -> None:

@@ -2,27 +2,54 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, fields
 from datetime import date
 from pathlib import Path
 from urllib.parse import urlparse
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyarrow.fs import FileSystem
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from sqlalchemy import create_engine, select
 
 from app.db import sync_database_url
 from app.policy.models import PolicyVersion
+from app.work.records import GROUP_KEYS, GROUP_KEYS_FOOTER
 from spark_jobs.workload_activity.policy_goals import GoalRow, PolicyVersionInfo
 
 # The columns the report reads, in Spark's types (docs/work-records.md has them all). Given explicitly, so a day
 # without records reads as an empty table instead of failing to infer a schema.
-RECORDS_SCHEMA = (
-    "token STRING, application_environment STRING, node STRING, service_class STRING, period INT, "
-    "report_class STRING, policy_version INT, outcome STRING, ended_at TIMESTAMP, response_time_ms BIGINT, "
-    "queue_time_ms BIGINT, execution_time_ms BIGINT"
-)
+RECORD_TYPES = {
+    "token": "STRING",
+    "application_environment": "STRING",
+    "node": "STRING",
+    "service_class": "STRING",
+    "period": "INT",
+    "report_class": "STRING",
+    "policy_version": "INT",
+    "outcome": "STRING",
+    "ended_at": "TIMESTAMP",
+    "response_time_ms": "BIGINT",
+    "queue_time_ms": "BIGINT",
+    "execution_time_ms": "BIGINT",
+}
+
+
+def _schema(types: dict[str, str]) -> str:
+    return ", ".join(f"{name} {spark_type}" for name, spark_type in types.items())
+
+
+RECORDS_SCHEMA = _schema(RECORD_TYPES)
+# A group key, and the footers' JSON list of them (app.work.records.write_file), as Spark reads them.
+GROUP_KEYS_SCHEMA = _schema({column: RECORD_TYPES[column] for column in GROUP_KEYS})
+DECLARED_KEYS_SCHEMA = f"ARRAY<STRUCT<{GROUP_KEYS_SCHEMA}>>"
+# Footers are read a few at a time: from a remote store each read is a round trip.
+FOOTER_READERS = 8
 
 # GoalRow's fields in Spark's types.
 GOAL_TYPES = {
@@ -35,7 +62,7 @@ GOAL_TYPES = {
     "goal_velocity": "INT",
     "importance": "INT",
 }
-GOAL_SCHEMA = ", ".join(f"{name} {spark_type}" for name, spark_type in GOAL_TYPES.items())
+GOAL_SCHEMA = _schema(GOAL_TYPES)
 
 
 def goal_table(spark: SparkSession, goals: Sequence[GoalRow]) -> DataFrame:
@@ -83,3 +110,26 @@ def read_policy_versions(database_url: str) -> list[PolicyVersionInfo]:
     finally:
         engine.dispose()
     return [PolicyVersionInfo(version, installed_at, definition) for version, installed_at, definition in rows]
+
+
+def declared_group_keys(spark: SparkSession, records: DataFrame) -> DataFrame | None:
+    """The group keys (GROUP_KEYS) the files of `records` declare in their footers, distinct; None when a file
+    declares none or its footer cannot be read from here (a file system pyarrow does not know, such as s3a://):
+    the report then finds its groups by reading the records a second time."""
+    with ThreadPoolExecutor(FOOTER_READERS) as pool:
+        declared = list(pool.map(footer_group_keys, records.inputFiles()))
+    if any(keys is None for keys in declared):
+        return None
+    distinct = {json.dumps(key, sort_keys=True) for keys in declared for key in keys}  # type: ignore[union-attr]
+    return spark.sql(f"SELECT inline(from_json(:keys, '{DECLARED_KEYS_SCHEMA}'))", args={"keys": f"[{','.join(distinct)}]"})
+
+
+def footer_group_keys(uri: str) -> list[dict[str, object]] | None:
+    """The group keys the file at `uri` declares, or None."""
+    try:
+        filesystem, path = FileSystem.from_uri(uri)
+        footer = pq.read_metadata(path, filesystem=filesystem).metadata or {}
+    except (OSError, pa.ArrowException):
+        return None
+    declared = footer.get(GROUP_KEYS_FOOTER)
+    return None if declared is None else json.loads(declared)

@@ -4,16 +4,25 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date
 
+from pyspark.sql import DataFrame, Row
+
 from app.reports.models import WHOLE_DAY_MINUTES
 from spark_jobs.common.session import job_session
-from spark_jobs.workload_activity.extract import day_has_files, day_path, goal_table, read_policy_versions, read_records
+from spark_jobs.workload_activity.extract import (
+    day_has_files,
+    day_path,
+    declared_group_keys,
+    goal_table,
+    read_policy_versions,
+    read_records,
+)
 from spark_jobs.workload_activity.load import replace_date, write_parquet
-from spark_jobs.workload_activity.policy_goals import activation_steps, goal_rows
+from spark_jobs.workload_activity.policy_goals import ActivationStep, activation_steps, goal_rows
 from spark_jobs.workload_activity.transform import day_bounds, workload_activity
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +42,26 @@ class Progress:
         print(f"[workload-activity {time.monotonic() - self.started:6.1f}s] {message}", file=sys.stderr, flush=True)
 
 
+def collect_report(
+    records: DataFrame,
+    goals: DataFrame,
+    steps: Sequence[ActivationStep],
+    report_date: date,
+    interval_minutes: int,
+    declared_keys: DataFrame | None,
+    progress: Callable[[str], None],
+) -> tuple[DataFrame, list[Row]]:
+    """The report (cached, for its second action: the Parquet write) and its rows, every one named: if a file
+    declared fewer groups than it holds (not one this project wrote), the groups are found in the records."""
+    report = workload_activity(records, goals, steps, report_date, interval_minutes, declared_keys).cache()
+    rows = report.collect()
+    if declared_keys is not None and any(row.service_class is None for row in rows):
+        progress("a group no file declared: reading the records again to name the groups")
+        report.unpersist()
+        return collect_report(records, goals, steps, report_date, interval_minutes, None, progress)
+    return report, rows
+
+
 def run(
     report_date: date,
     *,
@@ -49,11 +78,14 @@ def run(
         progress(f"Spark {spark.version} on {spark.sparkContext.master}; reading {day_path(records_uri, report_date)}")
         goals = goal_table(spark, goal_rows(versions))
         steps = activation_steps(versions, *day_bounds(report_date))
-        report = workload_activity(read_records(spark, records_uri, report_date), goals, steps, report_date, interval_minutes)
-        rows = report.collect()
+        records = read_records(spark, records_uri, report_date)
+        declared_keys = declared_group_keys(spark, records)
+        if declared_keys is None:
+            progress("not every file declares its group keys: reading the records twice")
+        report, rows = collect_report(records, goals, steps, report_date, interval_minutes, declared_keys, progress)
         ended = sum(row.ended_count for row in rows if row.interval_minutes == WHOLE_DAY_MINUTES)
         progress(f"{len(rows)} report rows ({ended} ended requests); writing")
-        parquet = write_parquet(spark, rows, report.schema, output_uri, report_date)
+        parquet = write_parquet(report, output_uri, report_date)
         replace_date(database_url, report_date, rows)
         progress(f"done: {parquet} and the database's workload_reports for {report_date}")
     return JobResult(report_date, len(rows), ended, parquet, time.monotonic() - progress.started)

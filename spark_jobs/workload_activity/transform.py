@@ -11,7 +11,8 @@ performance figures agree:
    Copies of a record (records are written at least once) are identical rows, so they meet in one partition,
    where the copies are dropped and the cells (group, interval, bucket, bin) summed: the one aggregation over raw
    rows. Two tokens of a day share a fingerprint with a probability of about n²/2⁹⁷ (10⁻¹⁵ for ten million
-   requests). The groups' names come from the distinct names of the records, hashed the same way.
+   requests). The groups' names come from the group keys each file declares in its footer (app.work.records),
+   hashed the same way; where they are not declared, from the distinct names of the records, a second read.
 3. Intervals and the whole day are rolled up from the cells. A window over each group's cells in bin order gives
    the percentiles and, for goals without a response time (velocity, discretionary), the group's average that
    their distribution is measured against.
@@ -45,6 +46,7 @@ from app.policy.goals import (
     WITHIN_GOAL_BUCKETS,
 )
 from app.reports.models import WHOLE_DAY_MINUTES, divides_the_day
+from app.work.records import GROUP_KEYS
 from spark_jobs.workload_activity.policy_goals import ActivationStep
 
 REPORT_PERCENTILES = (50, 90, 99)
@@ -70,7 +72,6 @@ RECORD_COLUMNS = (
     "queue_time_ms",
     "execution_time_ms",
 )
-GROUP_KEYS = ("application_environment", "node", "service_class", "period", "report_class", "policy_version")
 GOAL_COLUMNS = ("goal_type", "goal_ms", "goal_percentile", "goal_velocity", "importance")
 GROUP = (*GROUP_KEYS, *GOAL_COLUMNS)
 # Per cell (group, interval, bucket, response-time bin), summed at each level.
@@ -170,9 +171,17 @@ def with_goals(rows: DataFrame, goals: DataFrame) -> DataFrame:
     )
 
 
+def declared_groups(declared_keys: DataFrame, steps: Sequence[ActivationStep]) -> DataFrame:
+    """Every group, as `versioned` rows, that records of `declared_keys` (GROUP_KEYS with each record's own
+    policy version, as files declare them) can fall in: with their own version, or any version active during the
+    day. More groups than the records have do no harm: they are joined by id."""
+    versions = F.array_distinct(F.array(F.col("policy_version"), *(F.lit(step.version) for step in steps)))
+    return declared_keys.withColumns({"policy_version": F.explode(versions), "report_class": F.coalesce(F.col("report_class"), F.lit(""))})
+
+
 def groups(rows: DataFrame, goals: DataFrame) -> DataFrame:
-    """The names and goal of each group of `versioned` rows, by `group_id`: the hash is taken of the distinct
-    names, not of every row, so the scan it costs is a cheap one."""
+    """The names and goal of each group of `versioned` rows (the records, or `declared_groups`), by `group_id`:
+    the hash is taken of the distinct names, not of every row."""
     return with_goals(rows.select(*GROUP_KEYS).distinct(), goals).select("group_id", *GROUP)
 
 
@@ -269,14 +278,15 @@ def _percentile_pi(buckets: Sequence[Column], percentile: Column, total: Column)
 
 def report_figures(level_table: DataFrame, group_table: DataFrame, report_date: date) -> DataFrame:
     """One report row per group and interval of `levels`, named by `groups`. The cells are summed by group id
-    (the window's partitioning, so no shuffle) and named after: the wide names are never a key of the many cells."""
+    (the window's partitioning, so no shuffle) and named after: the wide names are never a key of the many cells.
+    A group `group_table` lacks keeps its row, with null names and goal (the job checks for those)."""
     goal_types = F.broadcast(group_table.select("group_id", "goal_type"))
     level_key = ("group_id", "interval_minutes", "interval")
     by_bin = Window.partitionBy(*level_key).orderBy("bin", "bucket")
     whole_group = by_bin.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     up_to_here = by_bin.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     ended, largest = F.col("ended"), F.col("response_max")
-    ranked = level_table.join(goal_types, "group_id").select(
+    ranked = level_table.join(goal_types, "group_id", "left").select(
         "*",
         F.sum(ended).over(whole_group).alias("group_ended"),
         F.sum("response_sum").over(whole_group).alias("group_response_sum"),
@@ -300,7 +310,7 @@ def report_figures(level_table: DataFrame, group_table: DataFrame, report_date: 
             *(F.sum(F.when(F.col("bucket") == i, ended).otherwise(0)).alias(f"bucket_{i}") for i in range(BUCKET_COUNT)),
             *(nearest_rank(p) for p in REPORT_PERCENTILES),
         )
-        .join(F.broadcast(group_table), "group_id")
+        .join(F.broadcast(group_table), "group_id", "left")
         .withColumn(
             "interval_start",
             # UTC wall time without a zone: what a reader gets back does not depend on its own time zone.
@@ -349,15 +359,22 @@ def report_figures(level_table: DataFrame, group_table: DataFrame, report_date: 
 
 
 def workload_activity(
-    records: DataFrame, goals: DataFrame, steps: Sequence[ActivationStep], report_date: date, interval_minutes: int = 15
+    records: DataFrame,
+    goals: DataFrame,
+    steps: Sequence[ActivationStep],
+    report_date: date,
+    interval_minutes: int = 15,
+    declared_keys: DataFrame | None = None,
 ) -> DataFrame:
     """The report of `report_date`: one row per service class period of each AE, node, report class and policy
     version, per interval of `interval_minutes` and for the whole day. `records` are that day's work records
-    (copies allowed), `goals` the GoalRow table, `steps` the day's policy activations."""
+    (copies allowed), `goals` the GoalRow table, `steps` the day's policy activations, `declared_keys` the group
+    keys the records' files declare (None: found in the records)."""
     if not divides_the_day(interval_minutes):
         raise ValueError(f"interval_minutes must divide a day (1..{WHOLE_DAY_MINUTES}), got {interval_minutes}")
     day_start, day_end = day_bounds(report_date)
     of_the_day = records.select(*RECORD_COLUMNS).where((F.col("ended_at") >= F.lit(day_start)) & (F.col("ended_at") < F.lit(day_end)))
     rows = versioned(of_the_day, steps)
     level_table = levels(cells(with_goals(rows, goals), report_date, interval_minutes), interval_minutes)
-    return report_figures(level_table, groups(rows, goals), report_date).select(*REPORT_COLUMNS)
+    group_rows = rows if declared_keys is None else declared_groups(declared_keys, steps)
+    return report_figures(level_table, groups(group_rows, goals), report_date).select(*REPORT_COLUMNS)

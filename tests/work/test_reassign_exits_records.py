@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 
+import pyarrow.parquet as pq
 import pytest
 
 from app.work import records
@@ -108,6 +109,9 @@ async def test_every_end_is_one_record_in_parquet(client, app):
     files = list(root.glob("date=*/*.parquet"))
     assert files and all(f.parent.name.startswith("date=") for f in files)
     assert not list(root.glob("date=*/.*.tmp"))
+    # Each file declares its records' group keys for the nightly report.
+    declared = [key for f in files for key in json.loads(pq.read_metadata(f).metadata[records.GROUP_KEYS_FOOTER])]
+    assert {tuple(key[c] for c in records.GROUP_KEYS) for key in declared} == {tuple(row[c] for c in records.GROUP_KEYS) for row in rows.values()}
     await asyncio.sleep(0.5)
     assert records.read(root).num_rows == 4  # the outbox was acknowledged: nothing written twice
 

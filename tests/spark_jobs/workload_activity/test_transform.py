@@ -11,7 +11,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from app.policy.goals import evaluate
 from app.policy.schemas import AverageGoal, PercentileGoal, VelocityGoal
-from spark_jobs.workload_activity.extract import RECORDS_SCHEMA, goal_table
+from app.work.records import GROUP_KEYS
+from spark_jobs.workload_activity.extract import GROUP_KEYS_SCHEMA, RECORDS_SCHEMA, goal_table
 from spark_jobs.workload_activity.policy_goals import PolicyVersionInfo, activation_steps, goal_rows
 from spark_jobs.workload_activity.transform import day_bounds, workload_activity
 
@@ -69,10 +70,21 @@ def record(
     }
 
 
-def report_rows(spark: SparkSession, records: list[dict[str, Any]], versions: list[PolicyVersionInfo] = [V1]) -> list[Any]:  # noqa: B006
+def report_rows(
+    spark: SparkSession,
+    records: list[dict[str, Any]],
+    versions: list[PolicyVersionInfo] = [V1],  # noqa: B006
+    declared_keys: list[dict[str, Any]] | None = None,
+) -> list[Any]:
     goals = goal_table(spark, goal_rows(versions))
     frame: DataFrame = spark.createDataFrame(records, RECORDS_SCHEMA)
-    return workload_activity(frame, goals, activation_steps(versions, *day_bounds(DAY)), DAY).collect()
+    declared = None if declared_keys is None else spark.createDataFrame(declared_keys, GROUP_KEYS_SCHEMA)
+    return workload_activity(frame, goals, activation_steps(versions, *day_bounds(DAY)), DAY, declared_keys=declared).collect()
+
+
+def group_keys(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The distinct group keys of `records`, as their files declare them."""
+    return [dict(key) for key in {tuple((column, r[column]) for column in GROUP_KEYS) for r in records}]
 
 
 def report(spark: SparkSession, records: list[dict[str, Any]], versions: list[PolicyVersionInfo] = [V1]) -> dict[tuple, Any]:  # noqa: B006
@@ -184,6 +196,32 @@ def test_the_goal_is_the_one_active_when_the_request_ended(spark: SparkSession) 
     assert day_row(rows, "FAST", version=1).performance_index == 1.0
     assert day_row(rows, "FAST", version=2).performance_index == 2.0
     assert day_row(rows, "FAST", version=2).goal_ms == 50
+
+
+def test_the_groups_declared_by_the_files_name_the_report_as_the_records_do(spark: SparkSession) -> None:
+    # A policy change at noon: the declared keys carry each record's own version, the report the active one.
+    faster = {**POLICY, "service_classes": [{**POLICY["service_classes"][0], "goal": {"type": "average", "response_time_ms": 50}}, *POLICY["service_classes"][1:]]}
+    versions = [V1, PolicyVersionInfo(2, MIDNIGHT + timedelta(hours=12), faster)]
+    records = [
+        record("FAST", 100, ended=timedelta(hours=11), report_class="ATMA"),
+        record("FAST", 100, ended=timedelta(hours=13)),
+        record("PCT", 80, ended=timedelta(hours=13)),
+        record("TWO", 3000, period=2, report_class="RPTS"),
+    ]
+    by_scan = report_rows(spark, records, versions)
+    by_footers = report_rows(spark, records, versions, declared_keys=group_keys(records))
+    assert len(by_scan) == 8 and sorted(by_footers) == sorted(by_scan)
+    assert {(r.service_class, r.policy_version, r.report_class) for r in by_footers} == {
+        ("FAST", 1, "ATMA"), ("FAST", 2, ""), ("PCT", 2, ""), ("TWO", 1, "RPTS")
+    }
+
+
+def test_a_group_no_file_declared_keeps_its_row_without_names(spark: SparkSession) -> None:
+    records = [record("FAST", 100), record("PCT", 80), record("PCT", 120)]
+    rows = report_rows(spark, records, declared_keys=group_keys(records[:1]))
+    whole_day = {r.service_class: r for r in rows if r.interval_minutes == 1440}
+    assert whole_day.keys() == {"FAST", None}
+    assert (whole_day[None].ended_count, whole_day[None].response_avg_ms) == (2, 100)
 
 
 def test_records_of_other_days_are_left_out_and_an_empty_day_has_no_rows(spark: SparkSession) -> None:

@@ -1,0 +1,34 @@
+"""A records file declares its group keys in its footer, so the nightly report can name its groups without a
+second read of the records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from app.work.records import GROUP_KEYS, GROUP_KEYS_FOOTER, SCHEMA, write_file
+
+
+def key(ae: str = "PAYROLL", node: str = "EAST", service_class: str = "ONLINE", period: int = 1, report_class: str | None = "ATMA", version: int = 1) -> dict:
+    return dict(zip(GROUP_KEYS, (ae, node, service_class, period, report_class, version), strict=True))
+
+
+def test_a_file_declares_the_distinct_group_keys_of_its_records(tmp_path: Path) -> None:
+    keys = [key(), key(), key(report_class=None), key(report_class=None), key(period=2), key(node="WEST"), key(version=2)]
+    rows = [{**group, "token": f"EAST~PAYROLL~{i}", "outcome": "completed"} for i, group in enumerate(keys)]
+    path = tmp_path / "part.parquet"
+    write_file(pa.Table.from_pylist(rows, schema=SCHEMA), path)
+
+    declared = json.loads(pq.read_metadata(path).metadata[GROUP_KEYS_FOOTER])
+    assert sorted(declared, key=repr) == sorted([key(), key(report_class=None), key(period=2), key(node="WEST"), key(version=2)], key=repr)
+    # The records themselves are as given.
+    assert pq.read_table(path).select(["token", *GROUP_KEYS]).to_pylist() == [{"token": r["token"], **{c: r[c] for c in GROUP_KEYS}} for r in rows]
+
+
+def test_an_empty_file_declares_no_keys(tmp_path: Path) -> None:
+    path = tmp_path / "part.parquet"
+    write_file(SCHEMA.empty_table(), path)
+    assert json.loads(pq.read_metadata(path).metadata[GROUP_KEYS_FOOTER]) == []
