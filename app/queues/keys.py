@@ -71,6 +71,11 @@ class AeKeys:
         return f"{self.tag}:records"
 
     @cached_property
+    def records_acked(self) -> str:
+        """How many records the outbox has ever dropped as written: the position of its first record."""
+        return f"{self.tag}:records_acked"
+
+    @cached_property
     def samples(self) -> str:
         """Ended requests of the goal evaluation window (see end_held in lua/common.lua)."""
         return f"{self.tag}:samples"

@@ -387,8 +387,14 @@ class QueueStore:
         held = {orjson.loads(meta)["sc"] for meta in await self.redis.hmget(k.req, held_ids) if meta} if held_ids else set()
         return queued | held
 
-    async def pending_records(self, k: AeKeys, limit: int) -> list[str]:
-        return [str(v) for v in await self.redis.lrange(k.records, 0, limit - 1)]
+    async def pending_records(self, k: AeKeys, limit: int) -> tuple[int, list[str]]:
+        """The first `limit` records of the outbox and the position of the first (read together: a record's
+        position is fixed while it waits, see lua/ack_records.lua)."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.get(k.records_acked)
+            pipe.lrange(k.records, 0, limit - 1)
+            acked, entries = await pipe.execute()
+        return int(acked or 0), [str(v) for v in entries]
 
     async def record_termination(self, k: AeKeys, server_id: int, window_ms: int) -> list[float]:
         """Count an unexpected termination of a server; returns the times (s) of those within the window."""
@@ -412,7 +418,7 @@ class QueueStore:
         return False
 
     async def ack_records(self, k: AeKeys, records: Sequence[str]) -> int:
-        result = await self.scripts.run("ack_records", [k.records], [now_ms(), len(records), records[0], records[-1]])
+        result = await self.scripts.run("ack_records", [k.records, k.records_acked], [now_ms(), len(records), records[0], records[-1]])
         return int(result[0])
 
     async def claim_exits(self, k: AeKeys, claim_ms: int, limit: int) -> list[str]:

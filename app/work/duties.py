@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 import httpx
 from prometheus_client import Counter
@@ -212,12 +213,16 @@ class Duties:
         for keys, _ in await self._environments(retired=True):
             if not await self.state.queues.hold_lease(keys.records_writer, self._owner, lease_ms):
                 continue
-            while entries := await self.state.queues.pending_records(keys, settings.records_batch):
-                count, missing = await records.write_outbox_in_writer(settings.records_dir, entries, self._periods)
+            while True:
+                first_position, entries = await self.state.queues.pending_records(keys, settings.records_batch)
+                if not entries:
+                    break
+                write = partial(records.write_outbox_in_writer, settings.records_dir, entries, outbox=keys.tag, first_position=first_position)
+                count, missing = await write(self._periods)
                 if missing:
                     for version in missing:
                         self._periods[version] = records.period_table(await self.state.policies.version(version))
-                    count, missing = await records.write_outbox_in_writer(settings.records_dir, entries, self._periods)
+                    count, missing = await write(self._periods)
                     assert not missing
                 await self.state.queues.ack_records(keys, entries)
                 RECORDS_WRITTEN.inc(count)

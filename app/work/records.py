@@ -68,6 +68,10 @@ SCHEMA = pa.schema(
 # GROUP_KEYS_FOOTER: the nightly report's groups, which it can then name without reading the records twice.
 GROUP_KEYS = ("application_environment", "node", "service_class", "period", "report_class", "policy_version")
 GROUP_KEYS_FOOTER = b"wlm.group_keys"
+# A file of records from the service's outboxes declares, per outbox, the first and last position of its records
+# there (lua/ack_records.lua): copies of a record (a batch written twice) are only ever in files whose ranges of
+# one outbox overlap, so a reader needs to drop duplicates among those files alone.
+OUTBOX_RANGES_FOOTER = b"wlm.outbox_ranges"
 
 
 def _ts(ms: int | None) -> datetime | None:
@@ -118,18 +122,23 @@ def to_row(meta: dict[str, Any], periods: PeriodTable) -> dict[str, Any]:
     }
 
 
-def write(root: Path, rows: Iterable[dict[str, Any]]) -> list[Path]:
-    """Blocking: one new file per date partition, durable when this returns."""
+def write(root: Path, rows: Iterable[dict[str, Any]], outbox: str | None = None, first_position: int = 0) -> list[Path]:
+    """Blocking: one new file per date partition, durable when this returns. Rows read from `outbox` are in its
+    order, the first at `first_position`: the files declare the range they hold."""
     by_date: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        by_date[row["ended_at"].strftime("%Y-%m-%d")].append(row)
+    positions: dict[str, list[int]] = defaultdict(list)
+    for position, row in enumerate(rows, first_position):
+        date = row["ended_at"].strftime("%Y-%m-%d")
+        by_date[date].append(row)
+        positions[date].append(position)
     written = []
     for date, date_rows in by_date.items():
         directory = root / f"date={date}"
         directory.mkdir(parents=True, exist_ok=True)
         name = f"part-{int(datetime.now(UTC).timestamp() * 1000)}-{uuid.uuid4().hex[:12]}.parquet"
         temporary, final = directory / f".{name}.tmp", directory / name
-        write_file(pa.Table.from_pylist(date_rows, schema=SCHEMA), temporary)
+        ranges = [] if outbox is None else [{"outbox": outbox, "first": positions[date][0], "last": positions[date][-1]}]
+        write_file(pa.Table.from_pylist(date_rows, schema=SCHEMA), temporary, ranges)
         _fsync(temporary)
         os.replace(temporary, final)
         _fsync(directory)
@@ -137,11 +146,17 @@ def write(root: Path, rows: Iterable[dict[str, Any]]) -> list[Path]:
     return written
 
 
-def write_file(table: pa.Table, path: Path) -> None:
-    """Blocking: `table` (records in SCHEMA) as one Parquet file, its group keys declared in the footer."""
+def write_file(table: pa.Table, path: Path, outbox_ranges: Sequence[dict[str, Any]] = ()) -> None:
+    """Blocking: `table` (records in SCHEMA) as one Parquet file, its group keys declared in the footer, and
+    its `outbox_ranges` ({"outbox", "first", "last"}: its records' positions there, which no other file's
+    records share unless their ranges overlap) if it has some."""
     keys = table.select(list(GROUP_KEYS)).group_by(list(GROUP_KEYS)).aggregate([]).to_pylist()
-    declared = table.replace_schema_metadata({GROUP_KEYS_FOOTER: json.dumps(keys, separators=(",", ":")).encode()})
-    pq.write_table(declared, path, compression="zstd")
+    footer = {GROUP_KEYS_FOOTER: _json(keys)} | ({OUTBOX_RANGES_FOOTER: _json(outbox_ranges)} if outbox_ranges else {})
+    pq.write_table(table.replace_schema_metadata(footer), path, compression="zstd")
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
 
 
 def _fsync(path: Path) -> None:
@@ -167,14 +182,15 @@ def read(root: Path) -> pa.Table:
     return table.take(keep)
 
 
-def write_outbox(root: str, entries: Sequence[str], periods: dict[int, PeriodTable]) -> tuple[int, list[int]]:
-    """Blocking, in the writer process: outbox entries as record rows, written durably. Returns how many, or
-    (0, the policy versions missing from `periods`) without writing anything."""
+def write_outbox(root: str, entries: Sequence[str], periods: dict[int, PeriodTable], outbox: str, first_position: int) -> tuple[int, list[int]]:
+    """Blocking, in the writer process: outbox entries (the first at `first_position` of `outbox`) as record
+    rows, written durably. Returns how many, or (0, the policy versions missing from `periods`) without writing
+    anything."""
     metas = [json.loads(entry) for entry in entries]
     missing = sorted({meta["policy"] for meta in metas} - periods.keys())
     if missing:
         return 0, missing
-    write(Path(root), [to_row(meta, periods[meta["policy"]]) for meta in metas])
+    write(Path(root), [to_row(meta, periods[meta["policy"]]) for meta in metas], outbox, first_position)
     return len(metas), []
 
 
@@ -204,11 +220,15 @@ async def start_writer() -> None:
     await asyncio.get_running_loop().run_in_executor(_writer_pool(), os.getpid)
 
 
-async def write_outbox_in_writer(root: Path, entries: Sequence[str], periods: dict[int, PeriodTable]) -> tuple[int, list[int]]:
+async def write_outbox_in_writer(
+    root: Path, entries: Sequence[str], periods: dict[int, PeriodTable], outbox: str, first_position: int
+) -> tuple[int, list[int]]:
     """`write_outbox` in this process's writer process, which is started on first use and again if it died."""
     global _writer
     try:
-        return await asyncio.get_running_loop().run_in_executor(_writer_pool(), write_outbox, str(root), list(entries), periods)
+        return await asyncio.get_running_loop().run_in_executor(
+            _writer_pool(), write_outbox, str(root), list(entries), periods, outbox, first_position
+        )
     except BrokenProcessPool:
         _writer = None
         raise

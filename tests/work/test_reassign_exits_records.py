@@ -112,8 +112,23 @@ async def test_every_end_is_one_record_in_parquet(client, app):
     # Each file declares its records' group keys for the nightly report.
     declared = [key for f in files for key in json.loads(pq.read_metadata(f).metadata[records.GROUP_KEYS_FOOTER])]
     assert {tuple(key[c] for c in records.GROUP_KEYS) for key in declared} == {tuple(row[c] for c in records.GROUP_KEYS) for row in rows.values()}
+    # ... and the positions its records held in the outbox: the four, each once.
+    ranges = [r for f in files for r in json.loads(pq.read_metadata(f).metadata[records.OUTBOX_RANGES_FOOTER])]
+    assert {r["outbox"] for r in ranges} == {app.state.wlm.queues.keys("LOCAL", "PAYROLL").tag}
+    assert sorted(p for r in ranges for p in range(r["first"], r["last"] + 1)) == [0, 1, 2, 3]
     await asyncio.sleep(0.5)
     assert records.read(root).num_rows == 4  # the outbox was acknowledged: nothing written twice
+
+
+async def test_a_record_keeps_its_outbox_position_until_it_is_written(app):
+    queues = app.state.wlm.queues
+    keys = queues.keys("LOCAL", "NOWHERE")  # no environment of the policy: no duty flushes it
+    await queues.redis.rpush(keys.records, "a", "b", "c")
+    assert await queues.pending_records(keys, 2) == (0, ["a", "b"])
+    assert await queues.ack_records(keys, ["a", "b"]) == 2
+    assert await queues.ack_records(keys, ["a", "b"]) == 0  # a second flusher of the same batch drops nothing
+    await queues.redis.rpush(keys.records, "d")
+    assert await queues.pending_records(keys, 10) == (2, ["c", "d"])
 
 
 async def test_a_silent_server_is_taken_for_dead_and_its_work_given_back(client, app):
