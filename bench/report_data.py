@@ -4,14 +4,18 @@ leaves behind.
 
 The mix: ONLINE (percentile goal, 60%), BATCH (average goal, then discretionary in its second period, 25%),
 REPORTS (velocity goal, 10%), SYSOTHER (discretionary, 5%); two application environments on two nodes; 96%
-completed, 1.5% failed, 1% deleted, 0.5% purged, 1% abandoned; lognormal response times; 0.5% of the requests
-written twice. The files are written by the records' own writer (`app.work.records.write_file`, footer
-included), one per hour of the day. The service writes one per flush (up to one a second) and does not compact
-them yet: a day of tens of thousands of small files would read slower than these.
+completed, 1.5% failed, 1% deleted, 0.5% purged, 1% abandoned; lognormal response times. The files are written
+by the records' own writer (`app.work.records.write_file`), one per hour of the day, each declaring its group
+keys and, per outbox (node and AE), the range of outbox positions its records held. 0.5% of the requests are
+written twice, as the service writes copies: whole batches (10,000 records of one outbox) written again after a
+crash, each in a file of its own whose range overlaps its hour's file, so the job looks for copies in those hours'
+files (about a fifth of the day) and sums the rest as it is. The service writes one file per flush (up to one a
+second) and does not compact them yet: a day of tens of thousands of small files would read slower than these.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -31,6 +35,8 @@ NODES = ("EAST", "WEST")
 OUTCOMES = ("completed", "failed", "deleted", "purged", "abandoned")
 OUTCOME_SHARES = (0.96, 0.015, 0.01, 0.005, 0.01)
 DUPLICATE_SHARE = 0.005
+# The service's records_batch: a batch written twice is at most this many records.
+REFLUSHED_BATCH = 10_000
 HOUR_MS = 3_600_000
 
 
@@ -45,7 +51,7 @@ def _hour(rng: np.random.Generator, day_start_ms: int, hour: int, first_id: int,
     server_ended = outcome <= 1
     queue = np.where(server_ended, (response * rng.uniform(0.05, 0.6, n)).astype(np.int64), response)
     execution = np.where(server_ended, response - queue, 0)
-    ended = day_start_ms + hour * HOUR_MS + rng.integers(0, HOUR_MS, n)
+    ended = day_start_ms + hour * HOUR_MS + np.sort(rng.integers(0, HOUR_MS, n))  # in the order they ended, as outboxes hold them
     inserted = ended - response
     selected = inserted + queue
     environment = rng.integers(0, len(ENVIRONMENTS), n)
@@ -96,12 +102,30 @@ def generate(records_dir: Path, day: date, count: int, seed: int = 42) -> int:
     directory = records_dir / f"date={day.isoformat()}"
     directory.mkdir(parents=True, exist_ok=True)
     day_start_ms = int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1000)
+    next_position: dict[str, int] = defaultdict(int)
+    batches = max(1, round(count * DUPLICATE_SHARE / REFLUSHED_BATCH))
+    batch_size = round(count * DUPLICATE_SHARE / batches)
+    reflushed_hours = list(rng.choice(24, size=batches, replace=batches > 24))
     written, first_id = 0, 0
     for hour in range(24):
         n = count // 24 + (1 if hour < count % 24 else 0)
         table = _hour(rng, day_start_ms, hour, first_id, n)
-        copies = table.take(pa.array(rng.choice(n, size=int(n * DUPLICATE_SHARE), replace=False)))
-        write_file(pa.concat_tables([table, copies]), directory / f"part-{hour:02d}.parquet")
-        written += n + len(copies)
+        outbox = pc.binary_join_element_wise("{wlm", table["node"], pc.binary_join_element_wise(table["application_environment"], "}", ""), ":")
+        rows_of: dict[str, np.ndarray] = {name: np.flatnonzero(pc.equal(outbox, name)) for name in pc.unique(outbox).to_pylist()}
+        first_of = {name: next_position[name] for name in rows_of}
+        ranges = [{"outbox": name, "first": first_of[name], "last": first_of[name] + len(rows) - 1} for name, rows in rows_of.items()]
+        write_file(table, directory / f"part-{hour:02d}.parquet", ranges)
+        for name, rows in rows_of.items():
+            next_position[name] += len(rows)
+        # A batch written again (a crash between its write and its acknowledgement): consecutive records of one
+        # outbox, in a file of their own whose range overlaps this hour's.
+        for again in range(reflushed_hours.count(hour)):
+            name = sorted(rows_of)[int(rng.integers(len(rows_of)))]
+            start = int(rng.integers(0, len(rows_of[name]) - batch_size + 1))
+            copies = table.take(pa.array(rows_of[name][start : start + batch_size]))
+            first = first_of[name] + start
+            write_file(copies, directory / f"part-{hour:02d}-again-{again}.parquet", [{"outbox": name, "first": first, "last": first + batch_size - 1}])
+            written += batch_size
+        written += n
         first_id += n
     return written

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from datetime import date
 from pathlib import Path
-from urllib.parse import urlparse
+from typing import Any
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,7 +21,7 @@ from sqlalchemy import create_engine, select
 
 from app.db import sync_database_url
 from app.policy.models import PolicyVersion
-from app.work.records import GROUP_KEYS, GROUP_KEYS_FOOTER
+from app.work.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER
 from spark_jobs.workload_activity.policy_goals import GoalRow, PolicyVersionInfo
 
 # The columns the report reads, in Spark's types (docs/work-records.md has them all). Given explicitly, so a day
@@ -102,6 +104,15 @@ def read_records(spark: SparkSession, records_uri: str, report_date: date) -> Da
         raise
 
 
+def read_files(spark: SparkSession, uris: Sequence[str]) -> DataFrame:
+    """The records of the files at `uris` (as `DataFrame.inputFiles` names them: percent-encoded URIs, which
+    Spark reads as paths once decoded)."""
+    if not uris:
+        return spark.createDataFrame([], RECORDS_SCHEMA)
+    paths = [f"{parsed.scheme}://{parsed.netloc}{unquote(parsed.path)}" for parsed in map(urlparse, uris)]
+    return spark.read.schema(RECORDS_SCHEMA).parquet(*paths)
+
+
 def read_policy_versions(database_url: str) -> list[PolicyVersionInfo]:
     engine = create_engine(sync_database_url(database_url))
     try:
@@ -112,24 +123,61 @@ def read_policy_versions(database_url: str) -> list[PolicyVersionInfo]:
     return [PolicyVersionInfo(version, installed_at, definition) for version, installed_at, definition in rows]
 
 
-def declared_group_keys(spark: SparkSession, records: DataFrame) -> DataFrame | None:
-    """The group keys (GROUP_KEYS) the files of `records` declare in their footers, distinct; None when a file
-    declares none or its footer cannot be read from here (a file system pyarrow does not know, such as s3a://):
-    the report then finds its groups by reading the records a second time."""
+@dataclass(frozen=True, slots=True)
+class Footer:
+    """What a records file declares (app.work.records.write_file); None where it declares nothing, or its
+    footer cannot be read from here (a file system pyarrow does not know, such as s3a://)."""
+
+    uri: str
+    group_keys: list[dict[str, Any]] | None
+    outbox_ranges: list[dict[str, Any]] | None
+
+
+def read_footers(uris: Sequence[str]) -> list[Footer]:
     with ThreadPoolExecutor(FOOTER_READERS) as pool:
-        declared = list(pool.map(footer_group_keys, records.inputFiles()))
-    if any(keys is None for keys in declared):
+        return list(pool.map(read_footer, uris))
+
+
+def read_footer(uri: str) -> Footer:
+    try:
+        filesystem, path = FileSystem.from_uri(uri)
+        metadata = pq.read_metadata(path, filesystem=filesystem).metadata or {}
+    except (OSError, pa.ArrowException):
+        return Footer(uri, None, None)
+
+    def declared(key: bytes) -> list[dict[str, Any]] | None:
+        return json.loads(metadata[key]) if key in metadata else None
+
+    return Footer(uri, declared(GROUP_KEYS_FOOTER), declared(OUTBOX_RANGES_FOOTER))
+
+
+def declared_group_keys(spark: SparkSession, footers: Sequence[Footer]) -> DataFrame | None:
+    """The group keys (GROUP_KEYS) the files declare, distinct; None when a file declares none: the report then
+    finds its groups by reading the records a second time."""
+    if any(footer.group_keys is None for footer in footers):
         return None
-    distinct = {json.dumps(key, sort_keys=True) for keys in declared for key in keys}  # type: ignore[union-attr]
+    distinct = {json.dumps(key, sort_keys=True) for footer in footers for key in footer.group_keys or ()}
     return spark.sql(f"SELECT inline(from_json(:keys, '{DECLARED_KEYS_SCHEMA}'))", args={"keys": f"[{','.join(distinct)}]"})
 
 
-def footer_group_keys(uri: str) -> list[dict[str, object]] | None:
-    """The group keys the file at `uri` declares, or None."""
-    try:
-        filesystem, path = FileSystem.from_uri(uri)
-        footer = pq.read_metadata(path, filesystem=filesystem).metadata or {}
-    except (OSError, pa.ArrowException):
-        return None
-    declared = footer.get(GROUP_KEYS_FOOTER)
-    return None if declared is None else json.loads(declared)
+def files_without_copies(footers: Sequence[Footer]) -> set[str]:
+    """The files no other file shares a record with: each of their outbox ranges overlaps no other file's range
+    of that outbox. (A batch of an outbox holds each record once, so such a file holds no copies either.) None
+    when a file declares no ranges: it could hold a copy of any record."""
+    if any(footer.outbox_ranges is None for footer in footers):
+        return set()
+    by_outbox: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
+    for footer in footers:
+        for declared in footer.outbox_ranges or ():
+            by_outbox[declared["outbox"]].append((declared["first"], declared["last"], footer.uri))
+    sharing: set[str] = set()
+    for ranges in by_outbox.values():
+        ranges.sort()
+        latest_end = None  # the largest last position of the ranges before this one
+        for index, (first, last, uri) in enumerate(ranges):
+            overlaps_earlier = latest_end is not None and first <= latest_end
+            overlaps_later = index + 1 < len(ranges) and ranges[index + 1][0] <= last
+            if overlaps_earlier or overlaps_later:
+                sharing.add(uri)
+            latest_end = last if latest_end is None else max(latest_end, last)
+    return {footer.uri for footer in footers} - sharing

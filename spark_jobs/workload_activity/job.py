@@ -16,7 +16,10 @@ from spark_jobs.workload_activity.extract import (
     day_has_files,
     day_path,
     declared_group_keys,
+    files_without_copies,
     goal_table,
+    read_files,
+    read_footers,
     read_policy_versions,
     read_records,
 )
@@ -49,16 +52,17 @@ def collect_report(
     report_date: date,
     interval_minutes: int,
     declared_keys: DataFrame | None,
+    distinct_records: DataFrame | None,
     progress: Callable[[str], None],
 ) -> tuple[DataFrame, list[Row]]:
     """The report (cached, for its second action: the Parquet write) and its rows, every one named: if a file
     declared fewer groups than it holds (not one this project wrote), the groups are found in the records."""
-    report = workload_activity(records, goals, steps, report_date, interval_minutes, declared_keys).cache()
+    report = workload_activity(records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records).cache()
     rows = report.collect()
     if declared_keys is not None and any(row.service_class is None for row in rows):
         progress("a group no file declared: reading the records again to name the groups")
         report.unpersist()
-        return collect_report(records, goals, steps, report_date, interval_minutes, None, progress)
+        return collect_report(records, goals, steps, report_date, interval_minutes, None, distinct_records, progress)
     return report, rows
 
 
@@ -78,11 +82,16 @@ def run(
         progress(f"Spark {spark.version} on {spark.sparkContext.master}; reading {day_path(records_uri, report_date)}")
         goals = goal_table(spark, goal_rows(versions))
         steps = activation_steps(versions, *day_bounds(report_date))
-        records = read_records(spark, records_uri, report_date)
-        declared_keys = declared_group_keys(spark, records)
+        day = read_records(spark, records_uri, report_date)
+        footers = read_footers(day.inputFiles())
+        declared_keys = declared_group_keys(spark, footers)
         if declared_keys is None:
             progress("not every file declares its group keys: reading the records twice")
-        report, rows = collect_report(records, goals, steps, report_date, interval_minutes, declared_keys, progress)
+        distinct = files_without_copies(footers)
+        progress(f"{len(distinct)} of {len(footers)} files share no record with another: copies are looked for in the rest")
+        records = read_files(spark, sorted(footer.uri for footer in footers if footer.uri not in distinct))
+        distinct_records = read_files(spark, sorted(distinct))
+        report, rows = collect_report(records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records, progress)
         ended = sum(row.ended_count for row in rows if row.interval_minutes == WHOLE_DAY_MINUTES)
         progress(f"{len(rows)} report rows ({ended} ended requests); writing")
         parquet = write_parquet(report, output_uri, report_date)

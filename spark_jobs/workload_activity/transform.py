@@ -6,14 +6,16 @@ performance figures agree:
 1. Each record gets the goal of the policy version active when it ended, its interval, for a response time goal
    (average, percentile) its bucket (response time as a share of the goal), and its response-time bin (1 ms wide
    below 100 ms, then 1% wide).
-2. The rows are shuffled once, narrow: the group as a 64-bit hash of its names (its goal follows from them), the
-   work token as a 64-bit fingerprint (xxHash64), the rest numbers (the strings made that shuffle cost three times
-   as much). Copies of a record (records are written at least once) are identical rows, so they meet in one
-   partition, where the copies are dropped and the cells (group, interval, bucket, bin) summed: the one
-   aggregation over raw rows. Two requests are taken for copies only if they share a cell and a fingerprint: for
-   n requests in one cell, a probability of about n²/2⁶⁵ (3·10⁻⁶ for ten million; a day's cells are thousands,
-   which makes it smaller by as much). The groups' names come from the group keys each file declares in its footer (app.work.records),
-   hashed the same way; where they are not declared, from the distinct names of the records, a second read.
+2. The rows are made narrow: the group as a 64-bit hash of its names (its goal follows from them), the work token
+   as a 64-bit fingerprint (xxHash64), the rest numbers (the strings made the shuffle cost three times as much).
+   Copies of a record (records are written at least once) are identical rows: the rows that may have copies are
+   shuffled so that copies meet in one partition, where they are dropped and the cells (group, interval, bucket,
+   bin) summed. Two requests are taken for copies only if they share a cell and a fingerprint: for n requests in
+   one cell, a probability of about n²/2⁶⁵ (3·10⁻⁶ for ten million; a day's cells are thousands, which makes it
+   smaller by as much). The rows of files that can share no record with another file (their outbox ranges
+   overlap no other's: app.work.records) are summed into cells where they are read, and only the cells shuffled.
+   The groups' names come from the group keys each file declares in its footer, hashed the same way; where they
+   are not declared, from the distinct names of the records, a second read.
 3. Intervals and the whole day are rolled up from the cells. A window over each group's cells in bin order gives
    the percentiles and, for goals without a response time (velocity, discretionary), the group's average that
    their distribution is measured against.
@@ -195,14 +197,30 @@ def groups(rows: DataFrame, goals: DataFrame) -> DataFrame:
 _COMPLETED, _FAILED, _DELETED, _ABANDONED = range(4)
 
 
-def cells(rows: DataFrame, report_date: date, interval_minutes: int) -> DataFrame:
+def cells(rows: DataFrame, report_date: date, interval_minutes: int, distinct_rows: DataFrame | None = None) -> DataFrame:
     """The one aggregation over raw rows (`with_goals`): per group, interval (its number in the day), bucket (null
     for requests not ended by their server, and for goals without a response time) and response-time bin, the
-    counts and sums of one copy of each record."""
+    counts and sums of one copy of each record. `distinct_rows` are more rows known to hold no copies, of a
+    record of their own or of `rows`: summed as they are, without the shuffle of every row that dropping copies
+    takes. A cell can come out twice (from either part): `levels` adds them up."""
+    cell_key = ("group_id", "interval", "bucket", "bin")
+    deduplicated = (
+        _narrow(rows, report_date, interval_minutes)
+        .repartition("group_id", "interval")
+        .dropDuplicates([*cell_key, "token_fingerprint"])
+        .groupBy(*cell_key)
+        .agg(*_cell_totals())
+    )
+    if distinct_rows is None:
+        return deduplicated
+    return deduplicated.unionByName(_narrow(distinct_rows, report_date, interval_minutes).groupBy(*cell_key).agg(*_cell_totals()))
+
+
+def _narrow(rows: DataFrame, report_date: date, interval_minutes: int) -> DataFrame:
     outcome, response_ms = F.col("outcome"), F.col("response_time_ms")
     ended = outcome.isin(*ENDED_OUTCOMES)
     since_midnight_us = F.unix_micros("ended_at") - _epoch_micros(day_bounds(report_date)[0])
-    narrow = rows.select(
+    return rows.select(
         "group_id",
         F.floor(since_midnight_us / (interval_minutes * 60 * 1_000_000)).cast("int").alias("interval"),
         F.when(ended & F.col("goal_type").isin(*RESPONSE_TIME_GOALS), bucket_index("response_time_ms", "goal_ms")).alias("bucket"),
@@ -219,30 +237,27 @@ def cells(rows: DataFrame, report_date: date, interval_minutes: int) -> DataFram
         # A request's own velocity is 100 × execution / response; one that took no time has none.
         F.when(ended & (response_ms > 0), F.col("execution_time_ms") * 100 >= F.col("goal_velocity") * response_ms).alias("velocity_met"),
     )
-    cell_key = ("group_id", "interval", "bucket", "bin")
+
+
+def _cell_totals() -> list[Column]:
     code = F.col("outcome")
 
     def total(name: str) -> tuple[Column, Column]:
         value = F.col(name)
         return F.sum(value).alias(f"{name[: -len('_ms')]}_sum"), F.sum(value.cast("double") * value).alias(f"{name[: -len('_ms')]}_squares")
 
-    return (
-        narrow.repartition("group_id", "interval")
-        .dropDuplicates([*cell_key, "token_fingerprint"])
-        .groupBy(*cell_key)
-        .agg(
-            F.count_if(code <= _FAILED).alias("ended"),
-            F.count_if(code == _FAILED).alias("failed"),
-            F.count_if(code == _DELETED).alias("deleted"),
-            F.count_if(code == _ABANDONED).alias("abandoned"),
-            F.count_if("velocity_met").alias("velocity_met"),
-            F.count("velocity_met").alias("velocity_known"),
-            *total("response_ms"),
-            *total("queue_ms"),
-            *total("execution_ms"),
-            F.max("response_ms").alias("response_max"),
-        )
-    )
+    return [
+        F.count_if(code <= _FAILED).alias("ended"),
+        F.count_if(code == _FAILED).alias("failed"),
+        F.count_if(code == _DELETED).alias("deleted"),
+        F.count_if(code == _ABANDONED).alias("abandoned"),
+        F.count_if("velocity_met").alias("velocity_met"),
+        F.count("velocity_met").alias("velocity_known"),
+        *total("response_ms"),
+        *total("queue_ms"),
+        *total("execution_ms"),
+        F.max("response_ms").alias("response_max"),
+    ]
 
 
 def levels(cell_table: DataFrame, interval_minutes: int) -> DataFrame:
@@ -367,16 +382,25 @@ def workload_activity(
     report_date: date,
     interval_minutes: int = 15,
     declared_keys: DataFrame | None = None,
+    distinct_records: DataFrame | None = None,
 ) -> DataFrame:
     """The report of `report_date`: one row per service class period of each AE, node, report class and policy
     version, per interval of `interval_minutes` and for the whole day. `records` are that day's work records
     (copies allowed), `goals` the GoalRow table, `steps` the day's policy activations, `declared_keys` the group
-    keys the records' files declare (None: found in the records)."""
+    keys the records' files declare (None: found in the records), `distinct_records` more records of the day
+    known to share no request with any other record (see `cells`)."""
     if not divides_the_day(interval_minutes):
         raise ValueError(f"interval_minutes must divide a day (1..{WHOLE_DAY_MINUTES}), got {interval_minutes}")
     day_start, day_end = day_bounds(report_date)
-    of_the_day = records.select(*RECORD_COLUMNS).where((F.col("ended_at") >= F.lit(day_start)) & (F.col("ended_at") < F.lit(day_end)))
-    rows = versioned(of_the_day, steps)
-    level_table = levels(cells(with_goals(rows, goals), report_date, interval_minutes), interval_minutes)
-    group_rows = rows if declared_keys is None else declared_groups(declared_keys, steps)
-    return report_figures(level_table, groups(group_rows, goals), report_date).select(*REPORT_COLUMNS)
+
+    def of_the_day(table: DataFrame) -> DataFrame:
+        return versioned(table.select(*RECORD_COLUMNS).where((F.col("ended_at") >= F.lit(day_start)) & (F.col("ended_at") < F.lit(day_end))), steps)
+
+    rows = of_the_day(records)
+    distinct_rows = None if distinct_records is None else of_the_day(distinct_records)
+    cell_table = cells(with_goals(rows, goals), report_date, interval_minutes, None if distinct_rows is None else with_goals(distinct_rows, goals))
+    if declared_keys is not None:
+        group_rows = declared_groups(declared_keys, steps)
+    else:
+        group_rows = rows if distinct_rows is None else rows.unionByName(distinct_rows)
+    return report_figures(levels(cell_table, interval_minutes), groups(group_rows, goals), report_date).select(*REPORT_COLUMNS)

@@ -1,6 +1,7 @@
 """Which days have files to read: a local day without a partition directory has none (the job then starts no
-class-data archive); for other URIs Spark is asked. The group keys the day's files declare in their footers, or
-None where a file declares none, so the report reads the records for them."""
+class-data archive); for other URIs Spark is asked. What the day's files declare in their footers: their group
+keys (None where a file declares none, so the report reads the records for them), and the outbox ranges that
+tell which files can share no record with another."""
 
 from __future__ import annotations
 
@@ -9,10 +10,21 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from pyspark.sql import SparkSession
 
 from app.work.records import GROUP_KEYS, SCHEMA, write_file
-from spark_jobs.workload_activity.extract import day_has_files, day_path, declared_group_keys, footer_group_keys, read_records
+from spark_jobs.workload_activity.extract import (
+    Footer,
+    day_has_files,
+    day_path,
+    declared_group_keys,
+    files_without_copies,
+    read_files,
+    read_footer,
+    read_footers,
+    read_records,
+)
 
 DAY = date(2026, 11, 1)
 
@@ -30,7 +42,7 @@ def test_a_remote_day_is_left_to_spark() -> None:
     assert day_has_files("hdfs://namenode/wlm/records", DAY)
 
 
-def records_file(path: Path, *keys: tuple[str, str | None], declare: bool = True) -> None:
+def records_file(path: Path, *keys: tuple[str, str | None], declare: bool = True, ranges: list[dict] | None = None) -> None:
     """A records file at `path` with one record per (service class, report class) of `keys`."""
     rows = [
         dict(zip(GROUP_KEYS, ("PAYROLL", "EAST", service_class, 1, report_class, 1), strict=True)) | {"token": f"{path.name}-{i}"}
@@ -39,13 +51,17 @@ def records_file(path: Path, *keys: tuple[str, str | None], declare: bool = True
     table = pa.Table.from_pylist(rows, schema=SCHEMA)
     path.parent.mkdir(parents=True, exist_ok=True)
     if declare:
-        write_file(table, path)
+        write_file(table, path, ranges or [])
     else:
         pq.write_table(table, path)
 
 
+def footers(spark: SparkSession, root: Path) -> list[Footer]:
+    return read_footers(read_records(spark, str(root), DAY).inputFiles())
+
+
 def declared(spark: SparkSession, root: Path) -> set[tuple] | None:
-    keys = declared_group_keys(spark, read_records(spark, str(root), DAY))
+    keys = declared_group_keys(spark, footers(spark, root))
     return None if keys is None else {tuple(row) for row in keys.collect()}
 
 
@@ -72,5 +88,46 @@ def test_a_day_without_files_declares_no_keys(spark: SparkSession, tmp_path: Pat
 
 
 def test_a_footer_that_cannot_be_read_from_here_declares_nothing(tmp_path: Path) -> None:
-    assert footer_group_keys("s3a://bucket/records/date=2026-11-01/part-1.parquet") is None
-    assert footer_group_keys((tmp_path / "gone.parquet").as_uri()) is None
+    for uri in ("s3a://bucket/records/date=2026-11-01/part-1.parquet", (tmp_path / "gone.parquet").as_uri()):
+        assert read_footer(uri) == Footer(uri, None, None)
+
+
+def test_the_files_are_read_back_by_the_names_spark_gives_them(spark: SparkSession, tmp_path: Path) -> None:
+    day = Path(day_path(str(tmp_path / "a b%41"), DAY))
+    records_file(day / "part 1%.parquet", ("ONLINE", "ATMA"), ranges=[{"outbox": "{wlm:EAST:PAYROLL}", "first": 0, "last": 0}])
+    records_file(day / "part-2.parquet", ("BATCH", None))
+    [ranged, plain] = sorted(footers(spark, tmp_path / "a b%41"), key=lambda footer: footer.outbox_ranges is None)
+    assert ranged.outbox_ranges == [{"outbox": "{wlm:EAST:PAYROLL}", "first": 0, "last": 0}] and plain.outbox_ranges is None
+    assert [row.service_class for row in read_files(spark, [ranged.uri]).collect()] == ["ONLINE"]
+    assert read_files(spark, []).count() == 0
+
+
+def footer(name: str, *ranges: tuple[str, int, int]) -> Footer:
+    return Footer(name, [], [{"outbox": outbox, "first": first, "last": last} for outbox, first, last in ranges])
+
+
+@pytest.mark.parametrize(
+    ("files", "without_copies"),
+    [
+        ([], set()),
+        ([footer("a", ("X", 0, 9))], {"a"}),
+        # Adjacent batches, one outbox: nothing shared.
+        ([footer("a", ("X", 0, 9)), footer("b", ("X", 10, 19)), footer("c", ("X", 20, 20))], {"a", "b", "c"}),
+        # A batch written twice (the same first position, the second one longer).
+        ([footer("a", ("X", 0, 9)), footer("b", ("X", 0, 14)), footer("c", ("X", 15, 19))], {"c"}),
+        # Overlapping by one position, in either order of the files.
+        ([footer("b", ("X", 9, 19)), footer("a", ("X", 0, 9))], set()),
+        # One range inside another, with a file after both that overlaps only the outer one.
+        ([footer("a", ("X", 0, 100)), footer("b", ("X", 10, 20)), footer("c", ("X", 50, 150)), footer("d", ("X", 151, 160))], {"d"}),
+        # The same positions of different outboxes are different records.
+        ([footer("a", ("X", 0, 9)), footer("b", ("Y", 0, 9))], {"a", "b"}),
+        # A file of several outboxes shares a record if any of its ranges overlaps.
+        ([footer("a", ("X", 0, 9), ("Y", 0, 9)), footer("b", ("Y", 5, 5)), footer("c", ("X", 10, 19))], {"c"}),
+        # A file that declares no ranges could hold a copy of anything.
+        ([footer("a", ("X", 0, 9)), Footer("b", [], None)], set()),
+        # A file with no records declares no ranges it could share.
+        ([footer("a", ("X", 0, 9)), footer("b")], {"a", "b"}),
+    ],
+)
+def test_files_that_can_share_no_record(files: list[Footer], without_copies: set[str]) -> None:
+    assert files_without_copies(files) == without_copies

@@ -75,11 +75,14 @@ def report_rows(
     records: list[dict[str, Any]],
     versions: list[PolicyVersionInfo] = [V1],  # noqa: B006
     declared_keys: list[dict[str, Any]] | None = None,
+    distinct: list[dict[str, Any]] | None = None,
 ) -> list[Any]:
     goals = goal_table(spark, goal_rows(versions))
     frame: DataFrame = spark.createDataFrame(records, RECORDS_SCHEMA)
     declared = None if declared_keys is None else spark.createDataFrame(declared_keys, GROUP_KEYS_SCHEMA)
-    return workload_activity(frame, goals, activation_steps(versions, *day_bounds(DAY)), DAY, declared_keys=declared).collect()
+    distinct_frame = None if distinct is None else spark.createDataFrame(distinct, RECORDS_SCHEMA)
+    steps = activation_steps(versions, *day_bounds(DAY))
+    return workload_activity(frame, goals, steps, DAY, declared_keys=declared, distinct_records=distinct_frame).collect()
 
 
 def group_keys(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -162,6 +165,16 @@ def test_duplicates_are_counted_once(spark: SparkSession) -> None:
     assert row.ended_count == 4
     assert row.response_avg_ms == 110
     assert row.buckets == [1, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0]
+
+
+def test_records_known_to_hold_no_copies_are_summed_with_the_rest(spark: SparkSession) -> None:
+    may_have_copies = [record("FAST", r) for r in (40, 80)] + [record("PCT", 130, outcome="failed")]
+    distinct = [record("FAST", 80), record("FAST", 300, ended=timedelta(minutes=20)), record("PCT", 90), record("VEL", 400, outcome="deleted")]
+    copies = [dict(may_have_copies[0]), dict(may_have_copies[2]), dict(may_have_copies[2])]
+    split = report_rows(spark, may_have_copies + copies, distinct=distinct)
+    assert sorted(split) == sorted(report_rows(spark, may_have_copies + distinct))
+    # ... and the groups of either part are found in the records when no file declares them.
+    assert {(r.service_class, r.ended_count, r.deleted_count) for r in split if r.interval_minutes == 1440} == {("FAST", 4, 0), ("PCT", 2, 0), ("VEL", 0, 1)}
 
 
 def test_requests_not_ended_by_a_server_are_counted_apart(spark: SparkSession) -> None:
