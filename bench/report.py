@@ -12,7 +12,7 @@ archive, as every nightly run after the first does. The generated files are flus
 runs. DuckDB, the single-machine yardstick, then computes the same report of the 10 million day in the same run: copies dropped by token, the
 goal of each class period, per AE, node, class, period, report class and 15 minutes and for the whole day: counts,
 mean and standard deviation of response, queue and execution time, exact percentiles, the 14 buckets against the
-goal, velocity. The last line is one JSON object of the figures.
+goal, velocity; the two must count the same ended requests. The last line is one JSON object of the figures.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -126,12 +127,16 @@ def main() -> None:
     seconds, summary = run_report(data_dir, WARM_UP_DAY)
     print(f"first run, on a day of {WARM_UP_REQUESTS:,} requests (writes the class-data archive): {seconds:.1f} s wall ({summary})", flush=True)
     figures["first_run_small_day_s"] = round(seconds, 1)
+    spark_ended = {}
     for millions, day in days.items():
         seconds, summary = run_report(data_dir, day)
         print(f"spark {millions}M: {seconds:.1f} s wall ({summary})", flush=True)
         figures[f"spark_{millions}m_s"] = round(seconds, 1)
+        spark_ended[millions] = int(re.search(r"(\d+) ended requests", summary).group(1))  # type: ignore[union-attr]
     duck_s, duck_ended = duckdb_report(data_dir / "records" / f"date={FIRST_DAY.isoformat()}")
     print(f"duckdb {small}M: {duck_s:.1f} s ({duck_ended:,} ended requests)", flush=True)
+    if spark_ended[small] != duck_ended:  # both dropped the copies, each its own way
+        raise RuntimeError(f"the job counted {spark_ended[small]:,} ended requests, DuckDB {duck_ended:,}")
     figures[f"duckdb_{small}m_s"] = round(duck_s, 1)
     figures["growth_large_over_small"] = round(figures[f"spark_{large}m_s"] / figures[f"spark_{small}m_s"], 2)
     figures["spark_over_duckdb"] = round(figures[f"spark_{small}m_s"] / duck_s, 2)

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, fields
 from datetime import date
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import quote, unquote, urlparse, urlunparse
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -139,16 +139,17 @@ def read_footers(uris: Sequence[str]) -> list[Footer]:
 
 
 def read_footer(uri: str) -> Footer:
+    parsed = urlparse(uri)
     try:
-        filesystem, path = FileSystem.from_uri(uri)
-        metadata = pq.read_metadata(path, filesystem=filesystem).metadata or {}
-    except (OSError, pa.ArrowException):
+        # Spark leaves characters outside ASCII unescaped in its URIs; pyarrow wants them escaped.
+        filesystem, path = FileSystem.from_uri(urlunparse(parsed._replace(path=quote(unquote(parsed.path)))))
+        footer = pq.read_metadata(path, filesystem=filesystem)
+        metadata = footer.metadata or {}
+        group_keys, outbox_ranges = (json.loads(metadata[key]) if key in metadata else None for key in (GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER))
+    except (OSError, ValueError, pa.ArrowException):
         return Footer(uri, None, None)
-
-    def declared(key: bytes) -> list[dict[str, Any]] | None:
-        return json.loads(metadata[key]) if key in metadata else None
-
-    return Footer(uri, declared(GROUP_KEYS_FOOTER), declared(OUTBOX_RANGES_FOOTER))
+    # No ranges for a file with records (not one the service wrote) would make it seem to share none.
+    return Footer(uri, group_keys, outbox_ranges if outbox_ranges or footer.num_rows == 0 else None)
 
 
 def declared_group_keys(spark: SparkSession, footers: Sequence[Footer]) -> DataFrame | None:

@@ -148,7 +148,7 @@ def bucket_index(response_ms: str, goal_ms: str) -> Column:
     `app.policy.goals`' tolerance for float noise on a limit). Both are SQL expressions: as SQL text the 14 cases
     are one call to the JVM, where built as Columns they were 600 (a tenth of the job's planning)."""
     cases = " ".join(
-        f"WHEN {response_ms} * 100.0D <= {goal_ms} * {_double(limit * (1 + BOUNDARY_TOLERANCE))} THEN {index}"
+        f"WHEN ({response_ms}) * 100.0D <= ({goal_ms}) * {_double(limit * (1 + BOUNDARY_TOLERANCE))} THEN {index}"
         for index, limit in enumerate(RESPONSE_BUCKET_LIMITS_PCT)
     )
     return F.expr(f"CASE {cases} ELSE {len(RESPONSE_BUCKET_LIMITS_PCT)} END")
@@ -289,8 +289,8 @@ def _percentile_pi(buckets: Sequence[str], percentile: str, total: str) -> Colum
     cases = []
     for index in range(len(buckets)):
         pi = RESPONSE_BUCKET_LIMITS_PCT[index] / 100 if index < len(RESPONSE_BUCKET_LIMITS_PCT) else OVERFLOW_BUCKET_PI
-        cases.append(f"WHEN ({' + '.join(buckets[: index + 1])}) * 100 >= {percentile} * {total} THEN {_double(pi)}")
-    return F.expr(f"CASE WHEN {total} > 0 THEN CASE {' '.join(cases)} END END")
+        cases.append(f"WHEN ({' + '.join(buckets[: index + 1])}) * 100 >= ({percentile}) * ({total}) THEN {_double(pi)}")
+    return F.expr(f"CASE WHEN ({total}) > 0 THEN CASE {' '.join(cases)} END END")
 
 
 def report_figures(level_table: DataFrame, group_table: DataFrame, report_date: date) -> DataFrame:

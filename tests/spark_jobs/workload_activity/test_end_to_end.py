@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 import time
@@ -66,8 +67,10 @@ async def test_requests_through_the_service_come_back_in_the_report(tmp_path):
             job = subprocess.run([WLM, "report", "run", "--date", day.isoformat()], env=service.env, capture_output=True, text=True, timeout=240)
             assert job.returncode == 0, job.stderr[-3000:]
             assert "workload-activity" in job.stderr  # the progress lines
-            # The service's files declare their group keys: the job read the records once.
+            # The service's files declare their group keys (the job read the records once) and their outbox
+            # positions: nothing was written twice, so no file was searched for copies.
             assert "reading the records" not in job.stderr
+            assert re.search(r"(\d+) of \1 files share no record with another", job.stderr), job.stderr[-3000:]
             # The first run wrote the driver JVM's class-data archive, once its JVM had exited.
             assert "class-data archive written" in job.stderr
             assert [path.suffix for path in (service.dir / "data" / "spark").iterdir()] == [".jsa"]

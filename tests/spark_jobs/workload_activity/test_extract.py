@@ -92,11 +92,19 @@ def test_a_footer_that_cannot_be_read_from_here_declares_nothing(tmp_path: Path)
         assert read_footer(uri) == Footer(uri, None, None)
 
 
+def test_a_footer_that_declares_no_ranges_for_records_or_is_not_json_declares_nothing(tmp_path: Path) -> None:
+    table = pa.Table.from_pylist([{"token": "a", "service_class": "ONLINE"}], schema=SCHEMA)
+    for name, metadata in (("empty-ranges", {b"wlm.outbox_ranges": b"[]"}), ("garbled", {b"wlm.group_keys": b"[{"})):
+        pq.write_table(table.replace_schema_metadata(metadata), tmp_path / name)
+        footer = read_footer((tmp_path / name).as_uri())
+        assert footer.outbox_ranges is None and footer.group_keys is None, name
+
+
 def test_the_files_are_read_back_by_the_names_spark_gives_them(spark: SparkSession, tmp_path: Path) -> None:
-    day = Path(day_path(str(tmp_path / "a b%41"), DAY))
+    day = Path(day_path(str(tmp_path / "a b%41 é"), DAY))
     records_file(day / "part 1%.parquet", ("ONLINE", "ATMA"), ranges=[{"outbox": "{wlm:EAST:PAYROLL}", "first": 0, "last": 0}])
     records_file(day / "part-2.parquet", ("BATCH", None))
-    [ranged, plain] = sorted(footers(spark, tmp_path / "a b%41"), key=lambda footer: footer.outbox_ranges is None)
+    [ranged, plain] = sorted(footers(spark, tmp_path / "a b%41 é"), key=lambda footer: footer.outbox_ranges is None)
     assert ranged.outbox_ranges == [{"outbox": "{wlm:EAST:PAYROLL}", "first": 0, "last": 0}] and plain.outbox_ranges is None
     assert [row.service_class for row in read_files(spark, [ranged.uri]).collect()] == ["ONLINE"]
     assert read_files(spark, []).count() == 0
@@ -125,7 +133,7 @@ def footer(name: str, *ranges: tuple[str, int, int]) -> Footer:
         ([footer("a", ("X", 0, 9), ("Y", 0, 9)), footer("b", ("Y", 5, 5)), footer("c", ("X", 10, 19))], {"c"}),
         # A file that declares no ranges could hold a copy of anything.
         ([footer("a", ("X", 0, 9)), Footer("b", [], None)], set()),
-        # A file with no records declares no ranges it could share.
+        # A file with no records (read_footer lets only those declare no ranges) shares none.
         ([footer("a", ("X", 0, 9)), footer("b")], {"a", "b"}),
     ],
 )
