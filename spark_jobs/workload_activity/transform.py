@@ -143,22 +143,28 @@ def _double(value: float) -> str:
     return f"{value!r}D"
 
 
-def bucket_index(response_ms: str, goal_ms: str) -> Column:
+def bucket_index(response_ms: str, goal_ms: str) -> str:
     """The bucket (0..13) of a response: the first limit, in percent of `goal_ms`, it does not exceed (with
-    `app.policy.goals`' tolerance for float noise on a limit). Both are SQL expressions: as SQL text the 14 cases
-    are one call to the JVM, where built as Columns they were 600 (a tenth of the job's planning)."""
+    `app.policy.goals`' tolerance for float noise on a limit).
+
+    The expressions of this module are SQL text (F.expr, selectExpr): each is one call to the JVM, where built as
+    Columns the job's were some 8,000 calls, 3 s of a run's planning."""
     cases = " ".join(
         f"WHEN ({response_ms}) * 100.0D <= ({goal_ms}) * {_double(limit * (1 + BOUNDARY_TOLERANCE))} THEN {index}"
         for index, limit in enumerate(RESPONSE_BUCKET_LIMITS_PCT)
     )
-    return F.expr(f"CASE {cases} ELSE {len(RESPONSE_BUCKET_LIMITS_PCT)} END")
+    return f"CASE {cases} ELSE {len(RESPONSE_BUCKET_LIMITS_PCT)} END"
 
 
-def response_bin(response_ms: Column) -> Column:
+def response_bin(response_ms: str) -> str:
     """The response time's bin: the millisecond below EXACT_BIN_LIMIT_MS, then bins 1% wide (a geometric series),
     so a day's bins are few (about 1,800 up to a day) and none holds responses more than 1% apart."""
-    geometric = F.floor(F.log(response_ms / float(EXACT_BIN_LIMIT_MS)) / math.log(1 + BIN_WIDTH)).cast("long")
-    return F.when(response_ms < EXACT_BIN_LIMIT_MS, response_ms).otherwise(EXACT_BIN_LIMIT_MS + geometric)
+    geometric = f"CAST(floor(ln(({response_ms}) / {_double(EXACT_BIN_LIMIT_MS)}) / {_double(math.log(1 + BIN_WIDTH))}) AS BIGINT)"
+    return f"IF(({response_ms}) < {EXACT_BIN_LIMIT_MS}, {response_ms}, {EXACT_BIN_LIMIT_MS} + {geometric})"
+
+
+def _sql_list(values: Sequence[str]) -> str:
+    return ", ".join(f"'{value}'" for value in values)
 
 
 def versioned(records: DataFrame, steps: Sequence[ActivationStep]) -> DataFrame:
@@ -217,46 +223,38 @@ def cells(rows: DataFrame, report_date: date, interval_minutes: int, distinct_ro
 
 
 def _narrow(rows: DataFrame, report_date: date, interval_minutes: int) -> DataFrame:
-    outcome, response_ms = F.col("outcome"), F.col("response_time_ms")
-    ended = outcome.isin(*ENDED_OUTCOMES)
-    since_midnight_us = F.unix_micros("ended_at") - _epoch_micros(day_bounds(report_date)[0])
-    return rows.select(
+    ended = f"outcome IN ({_sql_list(ENDED_OUTCOMES)})"
+    since_midnight_us = f"unix_micros(ended_at) - {_epoch_micros(day_bounds(report_date)[0])}"
+    return rows.selectExpr(
         "group_id",
-        F.floor(since_midnight_us / (interval_minutes * 60 * 1_000_000)).cast("int").alias("interval"),
-        F.when(ended & F.col("goal_type").isin(*RESPONSE_TIME_GOALS), bucket_index("response_time_ms", "goal_ms")).alias("bucket"),
-        F.when(ended, response_bin(response_ms)).alias("bin"),
-        F.xxhash64("token").alias("token_fingerprint"),
-        F.when(outcome == "completed", _COMPLETED)
-        .when(outcome == "failed", _FAILED)
-        .when(outcome.isin(*DELETED_OUTCOMES), _DELETED)
-        .otherwise(_ABANDONED)
-        .alias("outcome"),
-        F.when(ended, response_ms).alias("response_ms"),
-        F.when(ended, F.col("queue_time_ms")).alias("queue_ms"),
-        F.when(ended, F.col("execution_time_ms")).alias("execution_ms"),
+        f"CAST(floor(({since_midnight_us}) / {interval_minutes * 60 * 1_000_000}) AS INT) AS interval",
+        f"IF({ended} AND goal_type IN ({_sql_list(RESPONSE_TIME_GOALS)}), {bucket_index('response_time_ms', 'goal_ms')}, NULL) AS bucket",
+        f"IF({ended}, {response_bin('response_time_ms')}, NULL) AS bin",
+        "xxhash64(token) AS token_fingerprint",
+        f"CASE WHEN outcome = 'completed' THEN {_COMPLETED} WHEN outcome = 'failed' THEN {_FAILED}"
+        f" WHEN outcome IN ({_sql_list(DELETED_OUTCOMES)}) THEN {_DELETED} ELSE {_ABANDONED} END AS outcome",
+        f"IF({ended}, response_time_ms, NULL) AS response_ms",
+        f"IF({ended}, queue_time_ms, NULL) AS queue_ms",
+        f"IF({ended}, execution_time_ms, NULL) AS execution_ms",
         # A request's own velocity is 100 × execution / response; one that took no time has none.
-        F.when(ended & (response_ms > 0), F.col("execution_time_ms") * 100 >= F.col("goal_velocity") * response_ms).alias("velocity_met"),
+        f"IF({ended} AND response_time_ms > 0, execution_time_ms * 100 >= goal_velocity * response_time_ms, NULL) AS velocity_met",
     )
 
 
 def _cell_totals() -> list[Column]:
-    code = F.col("outcome")
-
-    def total(name: str) -> tuple[Column, Column]:
-        value = F.col(name)
-        return F.sum(value).alias(f"{name[: -len('_ms')]}_sum"), F.sum(value.cast("double") * value).alias(f"{name[: -len('_ms')]}_squares")
-
     return [
-        F.count_if(code <= _FAILED).alias("ended"),
-        F.count_if(code == _FAILED).alias("failed"),
-        F.count_if(code == _DELETED).alias("deleted"),
-        F.count_if(code == _ABANDONED).alias("abandoned"),
-        F.count_if("velocity_met").alias("velocity_met"),
-        F.count("velocity_met").alias("velocity_known"),
-        *total("response_ms"),
-        *total("queue_ms"),
-        *total("execution_ms"),
-        F.max("response_ms").alias("response_max"),
+        F.expr(total)
+        for total in (
+            f"count_if(outcome <= {_FAILED}) AS ended",
+            f"count_if(outcome = {_FAILED}) AS failed",
+            f"count_if(outcome = {_DELETED}) AS deleted",
+            f"count_if(outcome = {_ABANDONED}) AS abandoned",
+            "count_if(velocity_met) AS velocity_met",
+            "count(velocity_met) AS velocity_known",
+            *(f"sum({name}_ms) AS {name}_sum" for name in ("response", "queue", "execution")),
+            *(f"sum(CAST({name}_ms AS DOUBLE) * {name}_ms) AS {name}_squares" for name in ("response", "queue", "execution")),
+            "max(response_ms) AS response_max",
+        )
     ]
 
 
@@ -270,7 +268,7 @@ def levels(cell_table: DataFrame, interval_minutes: int) -> DataFrame:
     return (
         cell_table.withColumn("level", F.explode(F.array(*level_of_cell)))
         .groupBy("group_id", F.col("level.number").alias("interval"), F.col("level.minutes").alias("interval_minutes"), "bucket", "bin")
-        .agg(*(F.sum(name).alias(name) for name in _ADDITIVE), F.max("response_max").alias("response_max"))
+        .agg(*(F.expr(f"sum({name}) AS {name}") for name in _ADDITIVE), F.expr("max(response_max) AS response_max"))
     )
 
 
@@ -352,7 +350,7 @@ def report_figures(level_table: DataFrame, group_table: DataFrame, report_date: 
     )
     # Goals without a response time measure their distribution against the group's average.
     bucket = F.when(F.col("goal_type").isin(*RESPONSE_TIME_GOALS), F.col("bucket")).otherwise(
-        bucket_index("response_max", _ratio("group_response_sum", "group_ended"))
+        F.expr(bucket_index("response_max", _ratio("group_response_sum", "group_ended")))
     )
     # The smallest response with at least p% of the ended requests at or below it (nearest rank).
     nearest_ranks = [
