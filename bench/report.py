@@ -9,8 +9,8 @@ exit, the JVM's start, reading the policy, Parquet and the database upsert inclu
 machine writes the driver JVM's class-data archive (spark_jobs/common/class_archive.py) as its JVM exits; the
 benchmark makes that first run on a day of 10,000 records, times it apart, and the timed days then map the
 archive, as every nightly run after the first does. The generated files are flushed to disk before the timed
-runs. DuckDB, the single-machine yardstick, then computes the same report of the 10 million day in the same run: copies dropped by token, the
-goal of each class period, per AE, node, class, period, report class and 15 minutes and for the whole day: counts,
+runs. DuckDB, the single-machine yardstick, then computes the same report of the 10 million day in the same
+run: copies dropped by token, the goal of each class period, per AE, node, class, period, report class and 15 minutes and for the whole day: counts,
 mean and standard deviation of response, queue and execution time, exact percentiles, the 14 buckets against the
 goal, velocity; the two must count the same ended requests. The last line is one JSON object of the figures.
 """

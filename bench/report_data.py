@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from app.queues.keys import AeKeys
 from app.work.records import SCHEMA, write_file
 
 CLASSES = ("ONLINE", "BATCH", "REPORTS", "SYSOTHER")
@@ -38,6 +39,7 @@ DUPLICATE_SHARE = 0.005
 # The service's records_batch: a batch written twice is at most this many records.
 REFLUSHED_BATCH = 10_000
 HOUR_MS = 3_600_000
+OUTBOX_PREFIX = "wlm"  # the service's default Redis key prefix (WLM_REDIS_PREFIX)
 
 
 def _pick(rng: np.random.Generator, values: tuple[object, ...], shares: tuple[float, ...], n: int) -> np.ndarray:
@@ -110,8 +112,13 @@ def generate(records_dir: Path, day: date, count: int, seed: int = 42) -> int:
     for hour in range(24):
         n = count // 24 + (1 if hour < count % 24 else 0)
         table = _hour(rng, day_start_ms, hour, first_id, n)
-        outbox = pc.binary_join_element_wise("{wlm", table["node"], pc.binary_join_element_wise(table["application_environment"], "}", ""), ":")
-        rows_of: dict[str, np.ndarray] = {name: np.flatnonzero(pc.equal(outbox, name)) for name in pc.unique(outbox).to_pylist()}
+        # Each (node, AE) has an outbox of its own, named by its key tag as the service names it.
+        of_outbox = {
+            AeKeys(OUTBOX_PREFIX, node, ae).tag: np.flatnonzero(pc.and_(pc.equal(table["node"], node), pc.equal(table["application_environment"], ae)))
+            for node in NODES
+            for ae in ENVIRONMENTS
+        }
+        rows_of = {name: rows for name, rows in of_outbox.items() if len(rows)}
         first_of = {name: next_position[name] for name in rows_of}
         ranges = [{"outbox": name, "first": first_of[name], "last": first_of[name] + len(rows) - 1} for name, rows in rows_of.items()]
         write_file(table, directory / f"part-{hour:02d}.parquet", ranges)

@@ -163,8 +163,8 @@ def declared_group_keys(spark: SparkSession, footers: Sequence[Footer]) -> DataF
 
 def files_without_copies(footers: Sequence[Footer]) -> set[str]:
     """The files no other file shares a record with: each of their outbox ranges overlaps no other file's range
-    of that outbox. (A batch of an outbox holds each record once, so such a file holds no copies either.) None
-    when a file declares no ranges: it could hold a copy of any record."""
+    of that outbox. (A batch of an outbox holds each record once, so such a file holds no copies either.) None at
+    all when a file declares no ranges: it could hold a copy of any record."""
     if any(footer.outbox_ranges is None for footer in footers):
         return set()
     by_outbox: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
