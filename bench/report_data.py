@@ -8,8 +8,7 @@ completed, 1.5% failed, 1% deleted, 0.5% purged, 1% abandoned; lognormal respons
 by the records' own writer (`app.work.records.write_file`), one per hour of the day, each declaring its group
 keys and, per outbox (node and AE), the range of outbox positions its records held. 0.5% of the requests are
 written twice, as the service writes copies: whole batches (10,000 records of one outbox) written again after a
-crash, each in a file of its own whose range overlaps its hour's file, so the job looks for copies in those hours'
-files (about a fifth of the day) and sums the rest as it is. The service writes one file per flush (up to one a
+crash, each in a file of its own whose range lies within its hour's file's range (so the job need not read it). The service writes one file per flush (up to one a
 second) and does not compact them yet: a day of tens of thousands of small files would read slower than these.
 """
 

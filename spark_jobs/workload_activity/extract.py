@@ -161,6 +161,33 @@ def declared_group_keys(spark: SparkSession, footers: Sequence[Footer]) -> DataF
     return spark.sql(f"SELECT inline(from_json(:keys, '{DECLARED_KEYS_SCHEMA}'))", args={"keys": f"[{','.join(distinct)}]"})
 
 
+def files_of_copies(footers: Sequence[Footer]) -> set[str]:
+    """The files that need not be read: each of their outbox ranges lies within a range of the same outbox in
+    another file, which holds every record of its range (of the day). A batch the service writes again starts
+    where its first write started, so of the two files one holds the other. Of files with equal ranges, the first
+    by name is read. (Containment, ties broken by name, is a strict order: following it from any range ends at a
+    range nothing contains, whose file is read.)"""
+    by_outbox: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
+    for footer in footers:
+        for declared in footer.outbox_ranges or ():
+            by_outbox[declared["outbox"]].append((declared["first"], declared["last"], footer.uri))
+    contained: set[tuple[str, int, int, str]] = set()
+    for outbox, ranges in by_outbox.items():
+        # Sorted so that every range that could contain one comes before it: the largest last seen so far decides.
+        ranges.sort(key=lambda declared: (declared[0], -declared[1], declared[2]))
+        latest_end = None
+        for first, last, uri in ranges:
+            if latest_end is not None and last <= latest_end:
+                contained.add((outbox, first, last, uri))
+            latest_end = last if latest_end is None else max(latest_end, last)
+    return {
+        footer.uri
+        for footer in footers
+        if footer.outbox_ranges is not None
+        and all((declared["outbox"], declared["first"], declared["last"], footer.uri) in contained for declared in footer.outbox_ranges)
+    }
+
+
 def files_without_copies(footers: Sequence[Footer]) -> set[str]:
     """The files no other file shares a record with: each of their outbox ranges overlaps no other file's range
     of that outbox. (A batch of an outbox holds each record once, so such a file holds no copies either.) None at
@@ -182,3 +209,20 @@ def files_without_copies(footers: Sequence[Footer]) -> set[str]:
                 sharing.add(uri)
             latest_end = last if latest_end is None else max(latest_end, last)
     return {footer.uri for footer in footers} - sharing
+
+
+@dataclass(frozen=True, slots=True)
+class DayFiles:
+    """How the report reads a day's files: `copy_free` are summed as they are read, `searched` are searched for
+    copies, `not_read` hold only records that another file read holds."""
+
+    not_read: list[str]
+    searched: list[str]
+    copy_free: list[str]
+
+
+def day_files(footers: Sequence[Footer]) -> DayFiles:
+    not_read = files_of_copies(footers)
+    read = [footer for footer in footers if footer.uri not in not_read]
+    copy_free = files_without_copies(read)
+    return DayFiles(sorted(not_read), sorted(footer.uri for footer in read if footer.uri not in copy_free), sorted(copy_free))

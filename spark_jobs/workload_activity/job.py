@@ -16,7 +16,7 @@ from spark_jobs.workload_activity.extract import (
     day_has_files,
     day_path,
     declared_group_keys,
-    files_without_copies,
+    day_files,
     goal_table,
     read_files,
     read_footers,
@@ -87,10 +87,13 @@ def run(
         declared_keys = declared_group_keys(spark, footers)
         if declared_keys is None:
             progress("not every file declares its group keys: reading the records twice")
-        distinct = files_without_copies(footers)
-        progress(f"{len(distinct)} of {len(footers)} files share no record with another: copies are looked for in the rest")
-        records = read_files(spark, sorted(footer.uri for footer in footers if footer.uri not in distinct))
-        distinct_records = read_files(spark, sorted(distinct))
+        files = day_files(footers)
+        progress(
+            f"{len(files.not_read)} files hold only records that other files hold: not read; {len(files.copy_free)} of"
+            f" {len(files.copy_free) + len(files.searched)} files share no record with another: copies are looked for in the rest"
+        )
+        records = read_files(spark, files.searched)
+        distinct_records = read_files(spark, files.copy_free)
         report, rows = collect_report(records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records, progress)
         ended = sum(row.ended_count for row in rows if row.interval_minutes == WHOLE_DAY_MINUTES)
         progress(f"{len(rows)} report rows ({ended} ended requests); writing")

@@ -13,7 +13,8 @@ performance figures agree:
    bin) summed. Two requests are taken for copies only if they share a cell and a fingerprint: for n requests in
    one cell, a probability of about n²/2⁶⁵ (3·10⁻⁶ for ten million; a day's cells are thousands, which makes it
    smaller by as much). The rows of files that can share no record with another file (their outbox ranges
-   overlap no other's: app.work.records) are summed into cells where they are read, and only the cells shuffled.
+   overlap no other's: app.work.records; extract.day_files leaves out the files another file holds) are summed
+   into cells where they are read, and only the cells shuffled.
    The groups' names come from the group keys each file declares in its footer, hashed the same way; where they
    are not declared, from the distinct names of the records, a second read.
 3. Intervals and the whole day are rolled up from the cells. A window over each group's cells in bin order gives

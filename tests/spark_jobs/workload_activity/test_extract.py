@@ -1,11 +1,11 @@
 """Which days have files to read: a local day without a partition directory has none (the job then starts no
 class-data archive); for other URIs Spark is asked. What the day's files declare in their footers: their group
 keys (None where a file declares none, so the report reads the records for them), and the outbox ranges that
-tell which files can share no record with another."""
+tell which files hold only records another file holds, and which can share no record with another."""
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,12 +13,14 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from app.work.records import GROUP_KEYS, SCHEMA, write_file
+from app.work.records import GROUP_KEYS, SCHEMA, write, write_file
 from spark_jobs.workload_activity.extract import (
     Footer,
+    day_files,
     day_has_files,
     day_path,
     declared_group_keys,
+    files_of_copies,
     files_without_copies,
     read_files,
     read_footer,
@@ -139,3 +141,53 @@ def footer(name: str, *ranges: tuple[str, int, int]) -> Footer:
 )
 def test_files_that_can_share_no_record(files: list[Footer], without_copies: set[str]) -> None:
     assert files_without_copies(files) == without_copies
+
+
+@pytest.mark.parametrize(
+    ("files", "not_read"),
+    [
+        ([], set()),
+        ([footer("a", ("X", 0, 9))], set()),
+        # A batch written again after a crash starts at the same position; the second write is longer if the
+        # outbox grew in between. Either order of the files.
+        ([footer("a", ("X", 0, 9)), footer("b", ("X", 0, 14))], {"a"}),
+        ([footer("b", ("X", 0, 14)), footer("a", ("X", 0, 9))], {"a"}),
+        # Written again as it was: the first by name is read.
+        ([footer("b", ("X", 0, 9)), footer("a", ("X", 0, 9))], {"b"}),
+        ([footer("c", ("X", 0, 9)), footer("a", ("X", 0, 9)), footer("b", ("X", 0, 9))], {"b", "c"}),
+        # Inside a range that is itself inside another: only the outermost is read.
+        ([footer("a", ("X", 0, 100)), footer("b", ("X", 10, 20)), footer("c", ("X", 10, 20)), footer("d", ("X", 5, 50))], {"b", "c", "d"}),
+        # Overlapping without one holding the other: both are read (and searched for copies).
+        ([footer("a", ("X", 0, 9)), footer("b", ("X", 5, 14))], set()),
+        # Covered only by two files together: read.
+        ([footer("a", ("X", 0, 9)), footer("b", ("X", 5, 14)), footer("c", ("X", 3, 12))], set()),
+        # The same positions of different outboxes are different records.
+        ([footer("a", ("X", 0, 9)), footer("b", ("Y", 0, 9))], set()),
+        # A file of several outboxes is left out only if every range of it is held by another file.
+        ([footer("a", ("X", 0, 9), ("Y", 0, 9)), footer("b", ("X", 0, 20))], set()),
+        ([footer("a", ("X", 0, 9), ("Y", 0, 9)), footer("b", ("X", 0, 20)), footer("c", ("Y", 0, 30))], {"a"}),
+        # A file without ranges could hold anything, and is read; one with no records (no ranges to declare) need not be.
+        ([footer("a", ("X", 0, 9)), Footer("b", [], None)], set()),
+        ([footer("a", ("X", 0, 9)), footer("b")], {"b"}),
+    ],
+)
+def test_files_whose_records_another_file_holds_are_not_read(files: list[Footer], not_read: set[str]) -> None:
+    assert files_of_copies(files) == not_read
+
+
+def test_a_day_s_records_are_read_once_each_from_the_files_the_service_writes(spark: SparkSession, tmp_path: Path) -> None:
+    moment = datetime(DAY.year, DAY.month, DAY.day, 12, tzinfo=UTC)
+    rows = [dict(zip(GROUP_KEYS, ("PAYROLL", "EAST", "ONLINE", 1, None, 1), strict=True)) | {"token": f"t{i}", "ended_at": moment + timedelta(seconds=i)} for i in range(30)]
+    outbox = "{wlm:EAST:PAYROLL}"
+    write(tmp_path, rows[:10], outbox, first_position=0)  # a crash before the batch left the outbox:
+    write(tmp_path, rows[:15], outbox, first_position=0)  # written again, with the records that came since
+    write(tmp_path, rows[15:20], outbox, first_position=15)
+    write(tmp_path, rows[25:], outbox, first_position=25)
+    write(tmp_path, rows[20:28], outbox, first_position=20)  # overlapping without holding the other (not the service's)
+
+    files = day_files(footers(spark, tmp_path))
+    assert (len(files.not_read), len(files.searched), len(files.copy_free)) == (1, 2, 2)
+    searched = [row.token for row in read_files(spark, files.searched).collect()]
+    copy_free = [row.token for row in read_files(spark, files.copy_free).collect()]
+    assert sorted(copy_free) == sorted(set(copy_free)) and not set(copy_free) & set(searched)
+    assert set(copy_free) | set(searched) == {row["token"] for row in rows}
