@@ -46,7 +46,7 @@ class Progress:
 
 
 def collect_report(
-    records: DataFrame,
+    records: DataFrame | None,
     goals: DataFrame,
     steps: Sequence[ActivationStep],
     report_date: date,
@@ -92,7 +92,7 @@ def run(
             f"{len(files.not_read)} files hold only records that other files hold: not read; {len(files.copy_free)} of"
             f" {len(files.copy_free) + len(files.searched)} files share no record with another: copies are looked for in the rest"
         )
-        records = read_files(spark, files.searched)
+        records = read_files(spark, files.searched) if files.searched else None
         distinct_records = read_files(spark, files.copy_free)
         report, rows = collect_report(records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records, progress)
         ended = sum(row.ended_count for row in rows if row.interval_minutes == WHOLE_DAY_MINUTES)

@@ -34,6 +34,7 @@ Standard deviations are of the population (every request of the interval), not o
 from __future__ import annotations
 
 import math
+from functools import reduce
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 
@@ -204,23 +205,23 @@ def groups(rows: DataFrame, goals: DataFrame) -> DataFrame:
 _COMPLETED, _FAILED, _DELETED, _ABANDONED = range(4)
 
 
-def cells(rows: DataFrame, report_date: date, interval_minutes: int, distinct_rows: DataFrame | None = None) -> DataFrame:
+def cells(rows: DataFrame | None, report_date: date, interval_minutes: int, distinct_rows: DataFrame | None = None) -> DataFrame:
     """The one aggregation over raw rows (`with_goals`): per group, interval (its number in the day), bucket (null
     for requests not ended by their server, and for goals without a response time) and response-time bin, the
-    counts and sums of one copy of each record. `distinct_rows` are more rows known to hold no copies, of a
-    record of their own or of `rows`: summed as they are, without the shuffle of every row that dropping copies
-    takes. A cell can come out twice (from either part): `levels` adds them up."""
+    counts and sums of one copy of each record; each cell once. `rows` may hold copies; `distinct_rows` are rows
+    known to hold none, of a record of their own or of `rows`: summed as they are, without the shuffle of every row
+    that dropping copies takes. One of the two may be None."""
     cell_key = ("group_id", "interval", "bucket", "bin")
-    deduplicated = (
-        _narrow(rows, report_date, interval_minutes)
-        .repartition("group_id", "interval")
-        .dropDuplicates([*cell_key, "token_fingerprint"])
-        .groupBy(*cell_key)
-        .agg(*_cell_totals())
-    )
-    if distinct_rows is None:
-        return deduplicated
-    return deduplicated.unionByName(_narrow(distinct_rows, report_date, interval_minutes).groupBy(*cell_key).agg(*_cell_totals()))
+    parts = []
+    if rows is not None:
+        deduplicated = _narrow(rows, report_date, interval_minutes).repartition("group_id", "interval").dropDuplicates([*cell_key, "token_fingerprint"])
+        parts.append(deduplicated.groupBy(*cell_key).agg(*_cell_totals()))
+    if distinct_rows is not None:
+        parts.append(_narrow(distinct_rows, report_date, interval_minutes).groupBy(*cell_key).agg(*_cell_totals()))
+    if len(parts) == 1:
+        return parts[0]
+    # A cell can come out of either part.
+    return parts[0].unionByName(parts[1]).groupBy(*cell_key).agg(*_summed_cells())
 
 
 def _narrow(rows: DataFrame, report_date: date, interval_minutes: int) -> DataFrame:
@@ -259,18 +260,18 @@ def _cell_totals() -> list[Column]:
     ]
 
 
+def _summed_cells() -> list[Column]:
+    return [*(F.expr(f"sum({name}) AS {name}") for name in _ADDITIVE), F.expr("max(response_max) AS response_max")]
+
+
 def levels(cell_table: DataFrame, interval_minutes: int) -> DataFrame:
-    """The cells at each report level: by interval, and for the whole day (interval 0 of 1440 minutes, the
-    intervals summed). Each cell is counted into both levels in one pass: built as a union, the cells would be
-    computed twice."""
-    interval = F.struct(F.col("interval").alias("number"), F.lit(interval_minutes).alias("minutes"))
-    whole_day = F.struct(F.lit(0).alias("number"), F.lit(WHOLE_DAY_MINUTES).alias("minutes"))
-    level_of_cell = [interval] if interval_minutes == WHOLE_DAY_MINUTES else [interval, whole_day]
-    return (
-        cell_table.withColumn("level", F.explode(F.array(*level_of_cell)))
-        .groupBy("group_id", F.col("level.number").alias("interval"), F.col("level.minutes").alias("interval_minutes"), "bucket", "bin")
-        .agg(*(F.expr(f"sum({name}) AS {name}") for name in _ADDITIVE), F.expr("max(response_max) AS response_max"))
-    )
+    """The cells at each report level: by interval (the cells as they are), and for the whole day (interval 0 of
+    1440 minutes, the intervals summed). The cells are computed once: both levels read the same shuffle."""
+    by_interval = cell_table.withColumn("interval_minutes", F.lit(interval_minutes))
+    if interval_minutes == WHOLE_DAY_MINUTES:
+        return by_interval
+    whole_day = cell_table.groupBy("group_id", "bucket", "bin").agg(*_summed_cells())
+    return by_interval.unionByName(whole_day.withColumns({"interval": F.lit(0), "interval_minutes": F.lit(WHOLE_DAY_MINUTES)}))
 
 
 def _ratio(numerator: str, denominator: str) -> str:
@@ -376,7 +377,7 @@ def report_figures(level_table: DataFrame, group_table: DataFrame, report_date: 
 
 
 def workload_activity(
-    records: DataFrame,
+    records: DataFrame | None,
     goals: DataFrame,
     steps: Sequence[ActivationStep],
     report_date: date,
@@ -386,7 +387,7 @@ def workload_activity(
 ) -> DataFrame:
     """The report of `report_date`: one row per service class period of each AE, node, report class and policy
     version, per interval of `interval_minutes` and for the whole day. `records` are that day's work records
-    (copies allowed), `goals` the GoalRow table, `steps` the day's policy activations, `declared_keys` the group
+    (copies allowed; None: every record is in `distinct_records`), `goals` the GoalRow table, `steps` the day's policy activations, `declared_keys` the group
     keys the records' files declare (None: found in the records), `distinct_records` more records of the day
     known to share no request with any other record (see `cells`)."""
     if not divides_the_day(interval_minutes):
@@ -396,11 +397,17 @@ def workload_activity(
     def of_the_day(table: DataFrame) -> DataFrame:
         return versioned(table.select(*RECORD_COLUMNS).where((F.col("ended_at") >= F.lit(day_start)) & (F.col("ended_at") < F.lit(day_end))), steps)
 
-    rows = of_the_day(records)
-    distinct_rows = None if distinct_records is None else of_the_day(distinct_records)
-    cell_table = cells(with_goals(rows, goals), report_date, interval_minutes, None if distinct_rows is None else with_goals(distinct_rows, goals))
+    if records is None and distinct_records is None:
+        raise ValueError("no records: give records, distinct_records or both")
+    rows, distinct_rows = (None if table is None else of_the_day(table) for table in (records, distinct_records))
+    cell_table = cells(
+        None if rows is None else with_goals(rows, goals),
+        report_date,
+        interval_minutes,
+        None if distinct_rows is None else with_goals(distinct_rows, goals),
+    )
     if declared_keys is not None:
         group_rows = declared_groups(declared_keys, steps)
     else:
-        group_rows = rows if distinct_rows is None else rows.unionByName(distinct_rows)
+        group_rows = reduce(DataFrame.unionByName, [table for table in (rows, distinct_rows) if table is not None])
     return report_figures(levels(cell_table, interval_minutes), groups(group_rows, goals), report_date).select(*REPORT_COLUMNS)

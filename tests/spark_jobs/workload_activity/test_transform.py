@@ -72,17 +72,18 @@ def record(
 
 def report_rows(
     spark: SparkSession,
-    records: list[dict[str, Any]],
+    records: list[dict[str, Any]] | None,
     versions: list[PolicyVersionInfo] = [V1],  # noqa: B006
     declared_keys: list[dict[str, Any]] | None = None,
     distinct: list[dict[str, Any]] | None = None,
+    interval_minutes: int = 15,
 ) -> list[Any]:
     goals = goal_table(spark, goal_rows(versions))
-    frame: DataFrame = spark.createDataFrame(records, RECORDS_SCHEMA)
+    frame = None if records is None else spark.createDataFrame(records, RECORDS_SCHEMA)
     declared = None if declared_keys is None else spark.createDataFrame(declared_keys, GROUP_KEYS_SCHEMA)
     distinct_frame = None if distinct is None else spark.createDataFrame(distinct, RECORDS_SCHEMA)
     steps = activation_steps(versions, *day_bounds(DAY))
-    return workload_activity(frame, goals, steps, DAY, declared_keys=declared, distinct_records=distinct_frame).collect()
+    return workload_activity(frame, goals, steps, DAY, interval_minutes, declared_keys=declared, distinct_records=distinct_frame).collect()
 
 
 def group_keys(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -173,6 +174,8 @@ def test_records_known_to_hold_no_copies_are_summed_with_the_rest(spark: SparkSe
     copies = [dict(may_have_copies[0]), dict(may_have_copies[2]), dict(may_have_copies[2])]
     split = report_rows(spark, may_have_copies + copies, distinct=distinct)
     assert sorted(split) == sorted(report_rows(spark, may_have_copies + distinct))
+    # A day whose records all hold no copies (the service's files, read by their footers) is the same report.
+    assert sorted(report_rows(spark, None, distinct=may_have_copies + distinct)) == sorted(split)
     # ... and the groups of either part are found in the records when no file declares them.
     assert {(r.service_class, r.ended_count, r.deleted_count) for r in split if r.interval_minutes == 1440} == {("FAST", 4, 0), ("PCT", 2, 0), ("VEL", 0, 1)}
 
@@ -189,6 +192,23 @@ def test_requests_not_ended_by_a_server_are_counted_apart(spark: SparkSession) -
     assert (row.ended_count, row.failed_count, row.deleted_count, row.abandoned_count) == (2, 1, 2, 1)
     assert row.response_avg_ms == 100  # of the two a server ended
     assert sum(row.buckets) == 2
+
+
+def test_a_report_of_whole_days_or_of_hours(spark: SparkSession) -> None:
+    records = [record("FAST", 100, ended=timedelta(minutes=m)) for m in (1, 14, 16, 23 * 60 + 59)] + [record("PCT", 90)]
+    whole_day = sorted(row for row in report_rows(spark, records) if row.interval_minutes == 1440)
+    assert sorted(report_rows(spark, records, interval_minutes=1440)) == whole_day
+    hourly = report_rows(spark, records, interval_minutes=60)
+    assert sorted(row for row in hourly if row.interval_minutes == 1440) == whole_day
+    assert sorted((row.service_class, row.interval_start, row.ended_count) for row in hourly if row.interval_minutes == 60) == [
+        ("FAST", START, 3),
+        ("FAST", START + timedelta(hours=23), 1),
+        ("PCT", START, 1),
+    ]
+    with pytest.raises(ValueError, match="must divide a day"):
+        report_rows(spark, records, interval_minutes=7)
+    with pytest.raises(ValueError, match="no records"):
+        report_rows(spark, None)
 
 
 def test_intervals_and_the_whole_day(spark: SparkSession) -> None:
