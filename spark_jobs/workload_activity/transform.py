@@ -229,6 +229,7 @@ def _narrow(rows: DataFrame, report_date: date, interval_minutes: int) -> DataFr
     since_midnight_us = f"unix_micros(ended_at) - {_epoch_micros(day_bounds(report_date)[0])}"
     return rows.selectExpr(
         "group_id",
+        # An ended request of a response time goal always has a bucket (report_figures tells the other goals by that).
         f"CAST(floor(({since_midnight_us}) / {interval_minutes * 60 * 1_000_000}) AS INT) AS interval",
         f"IF({ended} AND goal_type IN ({_sql_list(RESPONSE_TIME_GOALS)}), {bucket_index('response_time_ms', 'goal_ms')}, NULL) AS bucket",
         f"IF({ended}, {response_bin('response_time_ms')}, NULL) AS bin",
@@ -340,22 +341,20 @@ def report_figures(level_table: DataFrame, group_table: DataFrame, report_date: 
     """One report row per group and interval of `levels`, named by `groups`. The cells are summed by group id
     (the window's partitioning, so no shuffle) and named after: the wide names are never a key of the many cells.
     A group `group_table` lacks keeps its row, with null names and goal (the job checks for those)."""
-    goal_types = F.broadcast(group_table.select("group_id", "goal_type"))
     level_key = ("group_id", "interval_minutes", "interval")
     by_bin = Window.partitionBy(*level_key).orderBy("bin", "bucket")
     whole_group = by_bin.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     up_to_here = by_bin.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     ended = F.col("ended")
-    ranked = level_table.join(goal_types, "group_id", "left").select(
+    ranked = level_table.select(
         "*",
         F.sum(ended).over(whole_group).alias("group_ended"),
         F.sum("response_sum").over(whole_group).alias("group_response_sum"),
         F.sum(ended).over(up_to_here).alias("ended_up_to"),
     )
-    # Goals without a response time measure their distribution against the group's average.
-    bucket = F.when(F.col("goal_type").isin(*RESPONSE_TIME_GOALS), F.col("bucket")).otherwise(
-        F.expr(bucket_index("response_max", _ratio("group_response_sum", "group_ended")))
-    )
+    # Goals without a response time measure their distribution against the group's average: theirs are the cells
+    # of ended requests without a bucket (`_narrow`).
+    bucket = F.coalesce(F.col("bucket"), F.expr(bucket_index("response_max", _ratio("group_response_sum", "group_ended"))))
     # The smallest response with at least p% of the ended requests at or below it (nearest rank).
     nearest_ranks = [
         f"CAST(min(IF(ended > 0 AND ended_up_to * 100 >= group_ended * {p}, response_max, NULL)) AS DOUBLE) AS response_p{p}_ms"
