@@ -229,8 +229,8 @@ def _narrow(rows: DataFrame, report_date: date, interval_minutes: int) -> DataFr
     since_midnight_us = f"unix_micros(ended_at) - {_epoch_micros(day_bounds(report_date)[0])}"
     return rows.selectExpr(
         "group_id",
-        # An ended request of a response time goal always has a bucket (report_figures tells the other goals by that).
         f"CAST(floor(({since_midnight_us}) / {interval_minutes * 60 * 1_000_000}) AS INT) AS interval",
+        # An ended request of a response time goal always has a bucket (report_figures tells the other goals by that).
         f"IF({ended} AND goal_type IN ({_sql_list(RESPONSE_TIME_GOALS)}), {bucket_index('response_time_ms', 'goal_ms')}, NULL) AS bucket",
         f"IF({ended}, {response_bin('response_time_ms')}, NULL) AS bin",
         "xxhash64(token) AS token_fingerprint",
