@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from app.queues.keys import AeKeys
-from app.work.records import SCHEMA, write_file
+from app.work.records import SCHEMA, OutboxOrigin, outbox_range, write_file
 
 CLASSES = ("ONLINE", "BATCH", "REPORTS", "SYSOTHER")
 CLASS_SHARES = (0.60, 0.25, 0.10, 0.05)
@@ -39,6 +39,7 @@ DUPLICATE_SHARE = 0.005
 REFLUSHED_BATCH = 10_000
 HOUR_MS = 3_600_000
 OUTBOX_PREFIX = "wlm"  # the service's default Redis key prefix (WLM_REDIS_PREFIX)
+INCARNATION = "0f5e2a9c41d7b368"  # each outbox's, as the service makes them (one day, Redis never lost)
 
 
 def _pick(rng: np.random.Generator, values: tuple[object, ...], shares: tuple[float, ...], n: int) -> np.ndarray:
@@ -119,18 +120,19 @@ def generate(records_dir: Path, day: date, count: int, seed: int = 42) -> int:
         }
         rows_of = {name: rows for name, rows in of_outbox.items() if len(rows)}
         first_of = {name: next_position[name] for name in rows_of}
-        ranges = [{"outbox": name, "first": first_of[name], "last": first_of[name] + len(rows) - 1} for name, rows in rows_of.items()]
+        ranges = [outbox_range(OutboxOrigin(name, INCARNATION, first_of[name]), first_of[name], first_of[name] + len(rows) - 1) for name, rows in rows_of.items()]
         write_file(table, directory / f"part-{hour:02d}.parquet", ranges)
         for name, rows in rows_of.items():
             next_position[name] += len(rows)
         # A batch written again (a crash between its write and its acknowledgement): consecutive records of one
-        # outbox, in a file of their own whose range overlaps this hour's.
+        # outbox, in a file of their own whose range lies within this hour's (so the job need not read it).
         for again in range(reflushed_hours.count(hour)):
             name = sorted(rows_of)[int(rng.integers(len(rows_of)))]
             start = int(rng.integers(0, len(rows_of[name]) - batch_size + 1))
             copies = table.take(pa.array(rows_of[name][start : start + batch_size]))
             first = first_of[name] + start
-            write_file(copies, directory / f"part-{hour:02d}-again-{again}.parquet", [{"outbox": name, "first": first, "last": first + batch_size - 1}])
+            again_range = outbox_range(OutboxOrigin(name, INCARNATION, first), first, first + batch_size - 1)
+            write_file(copies, directory / f"part-{hour:02d}-again-{again}.parquet", [again_range])
             written += batch_size
         written += n
         first_id += n

@@ -76,6 +76,11 @@ class AeKeys:
         return f"{self.tag}:records_acked"
 
     @cached_property
+    def records_incarnation(self) -> str:
+        """A random id the outbox keeps while Redis keeps it: positions counted under another are other records."""
+        return f"{self.tag}:records_incarnation"
+
+    @cached_property
     def samples(self) -> str:
         """Ended requests of the goal evaluation window (see end_held in lua/common.lua)."""
         return f"{self.tag}:samples"

@@ -214,10 +214,11 @@ class Duties:
             if not await self.state.queues.hold_lease(keys.records_writer, self._owner, lease_ms):
                 continue
             while True:
-                first_position, entries = await self.state.queues.pending_records(keys, settings.records_batch)
+                incarnation, first_position, entries = await self.state.queues.pending_records(keys, settings.records_batch)
                 if not entries:
                     break
-                write = partial(records.write_outbox_in_writer, settings.records_dir, entries, outbox=keys.tag, first_position=first_position)
+                origin = records.OutboxOrigin(keys.tag, incarnation, first_position)
+                write = partial(records.write_outbox_in_writer, settings.records_dir, entries, origin=origin)
                 count, missing = await write(self._periods)
                 if missing:
                     for version in missing:

@@ -22,6 +22,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -70,8 +71,20 @@ GROUP_KEYS = ("application_environment", "node", "service_class", "period", "rep
 GROUP_KEYS_FOOTER = b"wlm.group_keys"
 # A file of records from the service's outboxes declares, per outbox, the first and last position of its records
 # there (lua/ack_records.lua): copies of a record (a batch written twice) are only ever in files whose ranges of
-# one outbox overlap, so a reader needs to drop duplicates among those files alone.
+# one outbox overlap, so a reader needs to drop duplicates among those files alone. Each range also names the
+# outbox's incarnation (a random id the outbox keeps in Redis): if Redis lost the outbox, its positions start
+# again at 0 under a new one, and a reader must not take the same positions for the same records.
 OUTBOX_RANGES_FOOTER = b"wlm.outbox_ranges"
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxOrigin:
+    """Where a batch of records was read: `outbox` (its key tag) of `incarnation` (None if unknown), the first
+    record at `first_position`."""
+
+    outbox: str
+    incarnation: str | None
+    first_position: int
 
 
 def _ts(ms: int | None) -> datetime | None:
@@ -122,12 +135,12 @@ def to_row(meta: dict[str, Any], periods: PeriodTable) -> dict[str, Any]:
     }
 
 
-def write(root: Path, rows: Iterable[dict[str, Any]], outbox: str | None = None, first_position: int = 0) -> list[Path]:
-    """Blocking: one new file per date partition, durable when this returns. Rows read from `outbox` are in its
-    order, the first at `first_position`: the files declare the range they hold."""
+def write(root: Path, rows: Iterable[dict[str, Any]], origin: OutboxOrigin | None = None) -> list[Path]:
+    """Blocking: one new file per date partition, durable when this returns. Rows read from an outbox (`origin`)
+    are in its order: the files declare the range they hold."""
     by_date: dict[str, list[dict[str, Any]]] = defaultdict(list)
     positions: dict[str, list[int]] = defaultdict(list)
-    for position, row in enumerate(rows, first_position):
+    for position, row in enumerate(rows, 0 if origin is None else origin.first_position):
         date = row["ended_at"].strftime("%Y-%m-%d")
         by_date[date].append(row)
         positions[date].append(position)
@@ -137,7 +150,7 @@ def write(root: Path, rows: Iterable[dict[str, Any]], outbox: str | None = None,
         directory.mkdir(parents=True, exist_ok=True)
         name = f"part-{int(datetime.now(UTC).timestamp() * 1000)}-{uuid.uuid4().hex[:12]}.parquet"
         temporary, final = directory / f".{name}.tmp", directory / name
-        ranges = [] if outbox is None else [{"outbox": outbox, "first": positions[date][0], "last": positions[date][-1]}]
+        ranges = [] if origin is None else [outbox_range(origin, positions[date][0], positions[date][-1])]
         write_file(pa.Table.from_pylist(date_rows, schema=SCHEMA), temporary, ranges)
         _fsync(temporary)
         os.replace(temporary, final)
@@ -146,9 +159,14 @@ def write(root: Path, rows: Iterable[dict[str, Any]], outbox: str | None = None,
     return written
 
 
+def outbox_range(origin: OutboxOrigin, first: int, last: int) -> dict[str, Any]:
+    """A file's range of positions in `origin`'s outbox, as its footer declares it."""
+    return {"outbox": origin.outbox, "first": first, "last": last} | ({} if origin.incarnation is None else {"incarnation": origin.incarnation})
+
+
 def write_file(table: pa.Table, path: Path, outbox_ranges: Sequence[dict[str, Any]] = ()) -> None:
     """Blocking: `table` (records in SCHEMA) as one Parquet file, its group keys declared in the footer, and
-    its `outbox_ranges` ({"outbox", "first", "last"}: its records' positions there, which no other file's
+    its `outbox_ranges` (`outbox_range`: its records' positions there, which no other file's
     records share unless their ranges overlap) if it has some."""
     keys = table.select(list(GROUP_KEYS)).group_by(list(GROUP_KEYS)).aggregate([]).to_pylist()
     footer = {GROUP_KEYS_FOOTER: _json(keys)} | ({OUTBOX_RANGES_FOOTER: _json(outbox_ranges)} if outbox_ranges else {})
@@ -182,15 +200,15 @@ def read(root: Path) -> pa.Table:
     return table.take(keep)
 
 
-def write_outbox(root: str, entries: Sequence[str], periods: dict[int, PeriodTable], outbox: str, first_position: int) -> tuple[int, list[int]]:
-    """Blocking, in the writer process: outbox entries (the first at `first_position` of `outbox`) as record
+def write_outbox(root: str, entries: Sequence[str], periods: dict[int, PeriodTable], origin: OutboxOrigin) -> tuple[int, list[int]]:
+    """Blocking, in the writer process: outbox entries (read from `origin`) as record
     rows, written durably. Returns how many, or (0, the policy versions missing from `periods`) without writing
     anything."""
     metas = [json.loads(entry) for entry in entries]
     missing = sorted({meta["policy"] for meta in metas} - periods.keys())
     if missing:
         return 0, missing
-    write(Path(root), [to_row(meta, periods[meta["policy"]]) for meta in metas], outbox, first_position)
+    write(Path(root), [to_row(meta, periods[meta["policy"]]) for meta in metas], origin)
     return len(metas), []
 
 
@@ -221,13 +239,13 @@ async def start_writer() -> None:
 
 
 async def write_outbox_in_writer(
-    root: Path, entries: Sequence[str], periods: dict[int, PeriodTable], outbox: str, first_position: int
+    root: Path, entries: Sequence[str], periods: dict[int, PeriodTable], origin: OutboxOrigin
 ) -> tuple[int, list[int]]:
     """`write_outbox` in this process's writer process, which is started on first use and again if it died."""
     global _writer
     try:
         return await asyncio.get_running_loop().run_in_executor(
-            _writer_pool(), write_outbox, str(root), list(entries), periods, outbox, first_position
+            _writer_pool(), write_outbox, str(root), list(entries), periods, origin
         )
     except BrokenProcessPool:
         _writer = None

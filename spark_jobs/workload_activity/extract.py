@@ -153,8 +153,9 @@ def read_footer(uri: str) -> Footer:
         group_keys, outbox_ranges = (json.loads(metadata[key]) if key in metadata else None for key in (GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER))
     except (OSError, ValueError, pa.ArrowException):
         return Footer(uri, None, None)
-    # No ranges for a file with records (not one the service wrote) would make it seem to share none.
-    return Footer(uri, group_keys, outbox_ranges if outbox_ranges or footer.num_rows == 0 else None)
+    # No ranges for a file with records (not one the service wrote) would make it seem to share none; a file
+    # without records shares none.
+    return Footer(uri, group_keys, outbox_ranges if outbox_ranges else ([] if footer.num_rows == 0 else None))
 
 
 def declared_group_keys(spark: SparkSession, footers: Sequence[Footer]) -> DataFrame | None:
@@ -167,36 +168,44 @@ def declared_group_keys(spark: SparkSession, footers: Sequence[Footer]) -> DataF
 
 
 def files_of_copies(footers: Sequence[Footer]) -> set[str]:
-    """The files that need not be read: each of their outbox ranges lies within a range of the same outbox in
-    another file, which holds every record of its range (of the day). A batch the service writes again starts
-    where its first write started, so of the two files one holds the other. Of files with equal ranges, the first
-    by name is read. (Containment, ties broken by name, is a strict order: following it from any range ends at a
-    range nothing contains, whose file is read.)"""
-    by_outbox: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
+    """The files that need not be read: each of their outbox ranges lies within a range of the same outbox and
+    incarnation in another file, which holds every record of its range (of the day). A batch the service writes
+    again after a crash starts where its first write started, so of the two files one holds the other. Of files
+    with equal ranges, the first by name is read. (Containment, ties broken by name, is a strict order: following
+    it from any range ends at a range nothing contains, whose file is read.) A range without an incarnation (an
+    earlier version's file, or written as Redis lost the outbox) never makes a file skipped: its positions may have
+    been counted again from 0 since."""
+    by_outbox: dict[tuple[str, str], list[tuple[int, int, str]]] = defaultdict(list)
     for footer in footers:
-        for declared in footer.outbox_ranges or ():
-            by_outbox[declared["outbox"]].append((declared["first"], declared["last"], footer.uri))
-    contained: set[tuple[str, int, int, str]] = set()
-    for outbox, ranges in by_outbox.items():
+        # A range the file declares twice is one range (containing itself, it would seem held by another file).
+        for outbox, incarnation, first, last in {_range_of(declared) for declared in footer.outbox_ranges or ()}:
+            if incarnation is not None:
+                by_outbox[(outbox, incarnation)].append((first, last, footer.uri))
+    contained: set[tuple[str, str | None, int, int, str]] = set()
+    for (outbox, incarnation), ranges in by_outbox.items():
         # Sorted so that every range that could contain one comes before it: the largest last seen so far decides.
         ranges.sort(key=lambda declared: (declared[0], -declared[1], declared[2]))
         latest_end = None
         for first, last, uri in ranges:
             if latest_end is not None and last <= latest_end:
-                contained.add((outbox, first, last, uri))
+                contained.add((outbox, incarnation, first, last, uri))
             latest_end = last if latest_end is None else max(latest_end, last)
     return {
         footer.uri
         for footer in footers
-        if footer.outbox_ranges is not None
-        and all((declared["outbox"], declared["first"], declared["last"], footer.uri) in contained for declared in footer.outbox_ranges)
+        if footer.outbox_ranges is not None and all((*_range_of(declared), footer.uri) in contained for declared in footer.outbox_ranges)
     }
+
+
+def _range_of(declared: dict[str, Any]) -> tuple[str, str | None, int, int]:
+    return declared["outbox"], declared.get("incarnation"), declared["first"], declared["last"]
 
 
 def files_without_copies(footers: Sequence[Footer]) -> set[str]:
     """The files no other file shares a record with: each of their outbox ranges overlaps no other file's range
-    of that outbox. (A batch of an outbox holds each record once, so such a file holds no copies either.) None at
-    all when a file declares no ranges: it could hold a copy of any record."""
+    of that outbox, whatever their incarnations (positions counted again from 0 overlap earlier ones: searching
+    those files for copies costs time, never a record). A batch of an outbox holds each record once, so such a
+    file holds no copies either. None at all when a file declares no ranges: it could hold a copy of any record."""
     if any(footer.outbox_ranges is None for footer in footers):
         return set()
     by_outbox: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
@@ -227,6 +236,7 @@ class DayFiles:
 
 
 def day_files(footers: Sequence[Footer]) -> DayFiles:
+    """The day's files (`read_footers`) sorted into those not read, those searched for copies and the rest."""
     not_read = files_of_copies(footers)
     read = [footer for footer in footers if footer.uri not in not_read]
     copy_free = files_without_copies(read)

@@ -13,10 +13,10 @@ from pyspark.sql import DataFrame, Row
 from app.reports.models import WHOLE_DAY_MINUTES
 from spark_jobs.common.session import job_session
 from spark_jobs.workload_activity.extract import (
+    day_files,
     day_has_files,
     day_path,
     declared_group_keys,
-    day_files,
     goal_table,
     read_files,
     read_footers,
@@ -92,8 +92,9 @@ def run(
             f"{len(files.not_read)} files hold only records that other files hold: not read; {len(files.copy_free)} of"
             f" {len(files.copy_free) + len(files.searched)} files share no record with another: copies are looked for in the rest"
         )
+        # Either may be None, not both: a day without files is an empty table of copy-free records.
         records = read_files(spark, files.searched) if files.searched else None
-        distinct_records = read_files(spark, files.copy_free)
+        distinct_records = read_files(spark, files.copy_free) if files.copy_free or not files.searched else None
         report, rows = collect_report(records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records, progress)
         ended = sum(row.ended_count for row in rows if row.interval_minutes == WHOLE_DAY_MINUTES)
         progress(f"{len(rows)} report rows ({ended} ended requests); writing")

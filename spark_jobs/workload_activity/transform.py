@@ -34,9 +34,9 @@ Standard deviations are of the population (every request of the interval), not o
 from __future__ import annotations
 
 import math
-from functools import reduce
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -184,7 +184,8 @@ def with_goals(rows: DataFrame, goals: DataFrame) -> DataFrame:
 
     The goal is joined by a 64-bit hash of version, class and period: a lookup by one number, where joined by the
     three columns each row's class name was copied into a key and compared (a quarter of the read's CPU time). A
-    row would take another's goal only if two of the day's few dozen class periods shared the hash."""
+    row would take a goal not its own (another period's, or one where its period has none) only if its version,
+    class and period shared the hash with a goal's: for the day's few dozen class periods, about 10^-16."""
     goal_key = "xxhash64(policy_version, service_class, period)"
     keyed_goals = goals.selectExpr(f"{goal_key} AS goal_key", *GOAL_COLUMNS)
     return (

@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from app.work.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER, SCHEMA, write, write_file
+from app.work.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER, SCHEMA, OutboxOrigin, write, write_file
 
 
 def key(ae: str = "PAYROLL", node: str = "EAST", service_class: str = "ONLINE", period: int = 1, report_class: str | None = "ATMA", version: int = 1) -> dict:
@@ -39,12 +39,15 @@ def test_a_batch_across_midnight_declares_each_day_s_own_positions(tmp_path: Pat
     before, after = datetime(2026, 11, 1, 23, 59, 59, tzinfo=UTC), datetime(2026, 11, 2, 0, 0, 1, tzinfo=UTC)
     ended = [before, before, after, before, after]
     rows = [{**key(), "token": f"t{i}", "outcome": "completed", "ended_at": at} for i, at in enumerate(ended)]
-    files = write(tmp_path, rows, outbox="{wlm:EAST:PAYROLL}", first_position=100)
+    files = write(tmp_path, rows, OutboxOrigin("{wlm:EAST:PAYROLL}", "5f1c", first_position=100))
     ranges = {f.parent.name: json.loads(pq.read_metadata(f).metadata[OUTBOX_RANGES_FOOTER]) for f in files}
     assert ranges == {
-        "date=2026-11-01": [{"outbox": "{wlm:EAST:PAYROLL}", "first": 100, "last": 103}],
-        "date=2026-11-02": [{"outbox": "{wlm:EAST:PAYROLL}", "first": 102, "last": 104}],
+        "date=2026-11-01": [{"outbox": "{wlm:EAST:PAYROLL}", "incarnation": "5f1c", "first": 100, "last": 103}],
+        "date=2026-11-02": [{"outbox": "{wlm:EAST:PAYROLL}", "incarnation": "5f1c", "first": 102, "last": 104}],
     }
+    # Without an incarnation (Redis lost it while the batch was read), the ranges declare none.
+    [unknown, _] = sorted(write(tmp_path / "unknown", rows, OutboxOrigin("{wlm:EAST:PAYROLL}", None, first_position=0)))
+    assert json.loads(pq.read_metadata(unknown).metadata[OUTBOX_RANGES_FOOTER]) == [{"outbox": "{wlm:EAST:PAYROLL}", "first": 0, "last": 3}]
     # Written without an outbox (another writer's rows), a file declares no ranges.
     [plain] = write(tmp_path / "plain", rows[:1])
     assert OUTBOX_RANGES_FOOTER not in pq.read_metadata(plain).metadata

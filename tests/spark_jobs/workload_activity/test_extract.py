@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from app.work.records import GROUP_KEYS, SCHEMA, write, write_file
+from app.work.records import GROUP_KEYS, SCHEMA, OutboxOrigin, write, write_file
 from spark_jobs.workload_activity.extract import (
     Footer,
     day_files,
@@ -100,6 +100,9 @@ def test_a_footer_that_declares_no_ranges_for_records_or_is_not_json_declares_no
         pq.write_table(table.replace_schema_metadata(metadata), tmp_path / name)
         footer = read_footer((tmp_path / name).as_uri())
         assert footer.outbox_ranges is None and footer.group_keys is None, name
+    # A file without records has no range to declare (write_file leaves the key out) and shares none.
+    write_file(SCHEMA.empty_table(), tmp_path / "empty")
+    assert read_footer((tmp_path / "empty").as_uri()).outbox_ranges == []
 
 
 def test_the_files_are_read_back_by_the_names_spark_gives_them(spark: SparkSession, tmp_path: Path) -> None:
@@ -112,8 +115,8 @@ def test_the_files_are_read_back_by_the_names_spark_gives_them(spark: SparkSessi
     assert read_files(spark, []).count() == 0
 
 
-def footer(name: str, *ranges: tuple[str, int, int]) -> Footer:
-    return Footer(name, [], [{"outbox": outbox, "first": first, "last": last} for outbox, first, last in ranges])
+def footer(name: str, *ranges: tuple[str, int, int], incarnation: str | None = "i1") -> Footer:
+    return Footer(name, [], [{"outbox": outbox, "incarnation": incarnation, "first": first, "last": last} for outbox, first, last in ranges])
 
 
 @pytest.mark.parametrize(
@@ -169,6 +172,13 @@ def test_files_that_can_share_no_record(files: list[Footer], without_copies: set
         # A file without ranges could hold anything, and is read; one with no records (no ranges to declare) need not be.
         ([footer("a", ("X", 0, 9)), Footer("b", [], None)], set()),
         ([footer("a", ("X", 0, 9)), footer("b")], {"b"}),
+        # Positions counted again from 0 (Redis lost the outbox: another incarnation) are other records.
+        ([footer("a", ("X", 0, 9)), footer("b", ("X", 0, 14), incarnation="i2")], set()),
+        # A range of no known incarnation is never taken for held by another file, nor makes one held.
+        ([footer("a", ("X", 0, 9), incarnation=None), footer("b", ("X", 0, 14))], set()),
+        ([footer("a", ("X", 0, 9)), footer("b", ("X", 0, 14), incarnation=None)], set()),
+        # A range a file declares twice is still one range, which no other file holds.
+        ([footer("a", ("X", 1, 7), ("X", 1, 7))], set()),
     ],
 )
 def test_files_whose_records_another_file_holds_are_not_read(files: list[Footer], not_read: set[str]) -> None:
@@ -177,16 +187,23 @@ def test_files_whose_records_another_file_holds_are_not_read(files: list[Footer]
 
 def test_a_day_s_records_are_read_once_each_from_the_files_the_service_writes(spark: SparkSession, tmp_path: Path) -> None:
     moment = datetime(DAY.year, DAY.month, DAY.day, 12, tzinfo=UTC)
-    rows = [dict(zip(GROUP_KEYS, ("PAYROLL", "EAST", "ONLINE", 1, None, 1), strict=True)) | {"token": f"t{i}", "ended_at": moment + timedelta(seconds=i)} for i in range(30)]
-    outbox = "{wlm:EAST:PAYROLL}"
-    write(tmp_path, rows[:10], outbox, first_position=0)  # a crash before the batch left the outbox:
-    write(tmp_path, rows[:15], outbox, first_position=0)  # written again, with the records that came since
-    write(tmp_path, rows[15:20], outbox, first_position=15)
-    write(tmp_path, rows[25:], outbox, first_position=25)
-    write(tmp_path, rows[20:28], outbox, first_position=20)  # overlapping without holding the other (not the service's)
+    rows = [dict(zip(GROUP_KEYS, ("PAYROLL", "EAST", "ONLINE", 1, None, 1), strict=True)) | {"token": f"t{i}", "ended_at": moment + timedelta(seconds=i)} for i in range(40)]
+    def written(batch: list[dict], first: int, incarnation: str = "i1") -> None:
+        write(tmp_path, batch, OutboxOrigin("{wlm:EAST:PAYROLL}", incarnation, first))
+
+    written(rows[:10], 0)  # a crash before the batch left the outbox:
+    written(rows[:15], 0)  # written again, with the records that came since
+    # Two flushers at once (a lease ran out): the first writes 15..19 and drops them from the outbox; the second
+    # read 15..22 before that, writes them, fails to drop them, reads again from 20 and writes 20..29.
+    written(rows[15:20], 15)
+    written(rows[15:23], 15)
+    written(rows[20:30], 20)
+    # Redis lost the outbox: its positions start again at 0, for other records.
+    written(rows[30:36], 0, incarnation="i2")
+    written(rows[36:], 30)  # and the first incarnation's last batch before that
 
     files = day_files(footers(spark, tmp_path))
-    assert (len(files.not_read), len(files.searched), len(files.copy_free)) == (1, 2, 2)
+    assert (len(files.not_read), len(files.searched), len(files.copy_free)) == (2, 4, 1)
     searched = [row.token for row in read_files(spark, files.searched).collect()]
     copy_free = [row.token for row in read_files(spark, files.copy_free).collect()]
     assert sorted(copy_free) == sorted(set(copy_free)) and not set(copy_free) & set(searched)
