@@ -354,7 +354,7 @@ def _figures(report_date: date) -> list[str]:
 
 
 def report_figures(level_table: DataFrame, group_table: DataFrame, report_date: date) -> DataFrame:
-    """One report row per group and interval of `levels`, named by `groups`. The cells are summed by group id
+    """One report row per group and interval of `levels`, named by `groups`. The cells are summed per level
     (the window's partitioning, so no shuffle) and named after: the wide names are never a key of the many cells.
     A group `group_table` lacks keeps its row, with null names and goal (the job checks for those)."""
     # The window sorts its rows by their partition first: led by a hash of the level, the sort tells most rows
