@@ -77,7 +77,8 @@ class AeKeys:
 
     @cached_property
     def records_incarnation(self) -> str:
-        """A random id the outbox keeps while Redis keeps it: positions counted under another are other records."""
+        """A random id the outbox keeps with its count (lua/pending_records.lua): positions counted under another
+        incarnation are other records."""
         return f"{self.tag}:records_incarnation"
 
     @cached_property

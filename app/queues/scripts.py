@@ -19,6 +19,7 @@ SCRIPT_NAMES = (
     "remove_queued",
     "reassign",
     "claim_exits",
+    "pending_records",
     "ack_records",
     "extend",
     "elect",

@@ -388,17 +388,12 @@ class QueueStore:
         held = {orjson.loads(meta)["sc"] for meta in await self.redis.hmget(k.req, held_ids) if meta} if held_ids else set()
         return queued | held
 
-    async def pending_records(self, k: AeKeys, limit: int) -> tuple[str | None, int, list[str]]:
-        """The outbox's incarnation, the position of its first record and its first `limit` records (read
-        together: a record's position is fixed while it waits, see lua/ack_records.lua). The incarnation is made
-        on first use; None if Redis lost it in between (the batch's files then declare none)."""
-        await self.redis.set(k.records_incarnation, uuid.uuid4().hex[:16], nx=True)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.get(k.records_incarnation)
-            pipe.get(k.records_acked)
-            pipe.lrange(k.records, 0, limit - 1)
-            incarnation, acked, entries = await pipe.execute()
-        return incarnation, int(acked or 0), [str(v) for v in entries]
+    async def pending_records(self, k: AeKeys, limit: int) -> tuple[str, int, list[str]]:
+        """The outbox's incarnation, the position of its first record and its first `limit` records, read
+        together (lua/pending_records.lua)."""
+        keys = [k.records, k.records_acked, k.records_incarnation]
+        incarnation, acked, entries = await self.scripts.run("pending_records", keys, [limit, uuid.uuid4().hex[:16]])
+        return str(incarnation), int(acked), [str(v) for v in entries]
 
     async def record_termination(self, k: AeKeys, server_id: int, window_ms: int) -> list[float]:
         """Count an unexpected termination of a server; returns the times (s) of those within the window."""

@@ -72,8 +72,8 @@ GROUP_KEYS_FOOTER = b"wlm.group_keys"
 # A file of records from the service's outboxes declares, per outbox, the first and last position of its records
 # there (lua/ack_records.lua): copies of a record (a batch written twice) are only ever in files whose ranges of
 # one outbox overlap, so a reader needs to drop duplicates among those files alone. Each range also names the
-# outbox's incarnation (a random id the outbox keeps in Redis): if Redis lost the outbox, its positions start
-# again at 0 under a new one, and a reader must not take the same positions for the same records.
+# outbox's incarnation (a random id the outbox keeps in Redis with its count, lua/pending_records.lua): if Redis
+# lost the count, positions start again at 0 under a new one, and a reader must not take them for the same records.
 OUTBOX_RANGES_FOOTER = b"wlm.outbox_ranges"
 
 

@@ -173,8 +173,8 @@ def files_of_copies(footers: Sequence[Footer]) -> set[str]:
     again after a crash starts where its first write started, so of the two files one holds the other. Of files
     with equal ranges, the first by name is read. (Containment, ties broken by name, is a strict order: following
     it from any range ends at a range nothing contains, whose file is read.) A range without an incarnation (an
-    earlier version's file, or written as Redis lost the outbox) never makes a file skipped: its positions may have
-    been counted again from 0 since."""
+    earlier version's file, or another writer's) never makes a file skipped: its positions may have been counted
+    again from 0 since."""
     by_outbox: dict[tuple[str, str], list[tuple[int, int, str]]] = defaultdict(list)
     for footer in footers:
         # A range the file declares twice is one range (containing itself, it would seem held by another file).
