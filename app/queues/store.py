@@ -389,8 +389,8 @@ class QueueStore:
         return queued | held
 
     async def pending_records(self, k: AeKeys, limit: int) -> tuple[str, int, list[str]]:
-        """The outbox's incarnation, the position of its first record and its first `limit` records, read
-        together (lua/pending_records.lua)."""
+        """The outbox's incarnation ('' if it is empty and has none yet), the position of its first record and its
+        first `limit` records, read together (lua/pending_records.lua)."""
         keys = [k.records, k.records_acked, k.records_incarnation]
         incarnation, acked, entries = await self.scripts.run("pending_records", keys, [limit, uuid.uuid4().hex[:16]])
         return str(incarnation), int(acked), [str(v) for v in entries]
