@@ -183,7 +183,8 @@ def with_goals(rows: DataFrame, goals: DataFrame) -> DataFrame:
     defines are left out) and `group_id`, a hash of the group's names (the goal is the version's: no part of it).
 
     The goal is joined by a 64-bit hash of version, class and period: a lookup by one number, where joined by the
-    three columns each row's class name was copied into a key and compared (a quarter of the read's CPU time). A
+    three columns each row's class name was copied into a key and compared (with the outcome coded once in
+    `_narrow`: the read's CPU time 9.3–9.6 s → 8.2–8.6 s on 10 million records, three interleaved pairs). A
     row would take a goal not its own (another period's, or one where its period has none) only if its version,
     class and period shared the hash with a goal's: for the day's few dozen class periods, about 10^-16."""
     goal_key = "xxhash64(policy_version, service_class, period)"
@@ -236,7 +237,7 @@ def cells(rows: DataFrame | None, report_date: date, interval_minutes: int, dist
 
 def _narrow(rows: DataFrame, report_date: date, interval_minutes: int) -> DataFrame:
     # The outcome's code once per row, in a projection of its own: written into each figure that asks whether the
-    # request ended, its names were compared eight times a row (a sixth of the read's CPU time).
+    # request ended, its names were compared eight times a row (see with_goals for what the two changes saved).
     coded = rows.selectExpr(
         "*",
         f"CASE WHEN outcome = 'completed' THEN {_COMPLETED} WHEN outcome = 'failed' THEN {_FAILED}"
@@ -277,8 +278,12 @@ def _cell_totals() -> list[Column]:
     ]
 
 
+def _sums() -> list[Column]:
+    return [F.expr(f"sum({name}) AS {name}") for name in _ADDITIVE]
+
+
 def _summed_cells() -> list[Column]:
-    return [*(F.expr(f"sum({name}) AS {name}") for name in _ADDITIVE), F.expr("max(response_max) AS response_max")]
+    return [*_sums(), F.expr("max(response_max) AS response_max")]
 
 
 def levels(cell_table: DataFrame, interval_minutes: int) -> DataFrame:
@@ -313,7 +318,8 @@ def _percentile_pi(within: Sequence[str], percentile: str, total: str) -> str:
 def _figures(report_date: date) -> list[str]:
     """The report's columns from the summed cells of a group and interval. The distribution comes summed up to
     each bucket (`within_i`): the PI and the share that met the goal read it as it is, where from the bucket
-    counts each would be a sum of sums (and the generated code of their overflow checks ten times larger)."""
+    counts each would be a sum of sums (the method that computes the figures had half as much source again:
+    154 KB against 102 KB, each addition with its overflow check)."""
     within = [f"within_{i}" for i in range(BUCKET_COUNT)]
     buckets = [within[0], *(f"{within[i]} - {within[i - 1]}" for i in range(1, BUCKET_COUNT))]
     average = _ratio("response_sum", "ended")
@@ -385,7 +391,7 @@ def report_figures(level_table: DataFrame, group_table: DataFrame, report_date: 
         ranked.withColumn("bucket", F.when(ended > 0, bucket))
         .groupBy(*level_key)
         .agg(
-            *(F.expr(f"sum({name}) AS {name}") for name in _ADDITIVE),
+            *_sums(),
             *(F.expr(f"sum(IF(bucket <= {i}, ended, 0)) AS within_{i}") for i in range(BUCKET_COUNT)),
             *map(F.expr, nearest_ranks),
         )
