@@ -6,7 +6,12 @@ STAMP := $(VENV)/.installed
 
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test install browser clean
+.PHONY: run test install browser java clean
+
+# Installs Debian packages as root or with sudo: the browser tests' chromium, and Java where the machine has none.
+APT_INSTALL = if [ "$$(id -u)" -eq 0 ]; then sudo=; elif command -v sudo >/dev/null; then sudo=sudo; \
+	else echo "installing $(1) needs root or sudo" >&2; exit 1; fi; \
+	$$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(1)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,16 +24,20 @@ install: $(STAMP)
 # The dashboard's browser test (tests/reports/test_dashboard.py) drives Debian's chromium; the file is its own stamp.
 # Only `make test` needs it, so `make run` works without it.
 $(CHROMIUM):
-	if [ "$$(id -u)" -eq 0 ]; then sudo=; elif command -v sudo >/dev/null; then sudo=sudo; \
-	else echo "installing chromium needs root or sudo" >&2; exit 1; fi; \
-	$$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
+	$(call APT_INSTALL,chromium)
 
 browser: $(CHROMIUM)
 
-run: $(STAMP)
+# The nightly report's Spark driver runs on Java 17, 21 or 25 (spark_jobs/common/java_home.py chooses among those
+# installed): Debian's 17 where the machine has no Java at all.
+java:
+	if ! command -v java >/dev/null && ! ls /usr/lib/jvm/*/bin/java >/dev/null 2>&1; then \
+	$(call APT_INSTALL,openjdk-17-jre-headless); fi
+
+run: $(STAMP) java
 	$(BIN)/wlm serve
 
-test: $(STAMP) $(CHROMIUM)
+test: $(STAMP) java $(CHROMIUM)
 	$(BIN)/python -m pytest
 
 clean:

@@ -83,6 +83,9 @@ class Settings(BaseSettings):
     # The report's driver JVM maps a class-data archive (spark_jobs/common/class_archive.py) that the first run
     # writes under <data_dir>/spark: later runs start seconds sooner.
     spark_class_archive: bool = True
+    # The Java the report's driver runs on; by default JAVA_HOME, else the newest installed Java Spark supports
+    # (spark_jobs/common/java_home.py).
+    spark_java_home: Path | None = None
     exit_timeout_seconds: float = Field(default=5.0, gt=0)
     exit_retry_base_seconds: float = Field(default=1.0, gt=0)
 
@@ -116,7 +119,7 @@ class Settings(BaseSettings):
     def spark_class_archive_dir(self) -> Path:
         return self.data_dir / "spark"
 
-    @field_validator("database_url", "redis_url", "bootstrap_admin_key", mode="before")
+    @field_validator("database_url", "redis_url", "bootstrap_admin_key", "spark_java_home", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         # Compose and shells pass unset variables as "": that means "use the default", not an empty value.

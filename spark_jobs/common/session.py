@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 
 from app.config import get_settings
 from spark_jobs.common.class_archive import ClassArchive
+from spark_jobs.common.java_home import java_version, use_java_home
 
 # Writing the class-data archive as the JVM exits took up to 40 s on 2 cores.
 JVM_EXIT_TIMEOUT_S = 300
@@ -21,10 +22,13 @@ def build_session(
     app_name: str, master: str | None = None, *, shuffle_partitions: int | None = None, driver_java_options: Sequence[str] = ()
 ) -> SparkSession:
     """A session on `master` (else the setting WLM_SPARK_MASTER, local[*] by default), every timestamp in UTC.
-    `driver_java_options` take effect only when this call starts the driver's JVM.
+    `driver_java_options` take effect only when this call starts the driver's JVM, which runs on the Java that
+    java_home.py chooses.
 
     Nothing is downloaded at run time: the job needs only the jars that ship in the pyspark wheel."""
     settings = get_settings()
+    if SparkContext._gateway is None:
+        use_java_home(settings.spark_java_home)
     master = master or settings.spark_master
     cores = os.cpu_count() or 2
     java_options = list(driver_java_options)
@@ -66,9 +70,14 @@ def job_session(
     place. A run that reads no files should not write one: it never loads the readers every other run needs."""
     settings = get_settings()
     starts_jvm = SparkContext._gateway is None
-    archive = ClassArchive.for_directory(settings.spark_class_archive_dir) if settings.spark_class_archive and starts_jvm else None
-    if archive is not None and archive.partial is not None and not may_write_archive:
-        archive = None
+    java_home = use_java_home(settings.spark_java_home) if starts_jvm else None
+    if java_home is not None:
+        progress(f"Java {java_version(java_home) or '(version unknown)'} at {java_home}")
+    archive = None
+    if settings.spark_class_archive and starts_jvm:
+        archive = ClassArchive.for_directory(settings.spark_class_archive_dir, java_home)
+        if archive.partial is not None and not may_write_archive:
+            archive = None
     if archive is not None:
         progress(f"class-data archive {archive.path}: {'writing it at exit' if archive.partial else 'mapped'}")
     spark = build_session(app_name, master, driver_java_options=archive.java_options() if archive else ())
