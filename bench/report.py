@@ -8,7 +8,8 @@ them twice), then times `wlm report run --date ...` as a process of its own: wal
 exit, the JVM's start, reading the policy, Parquet and the database upsert included. The job's first run on a
 machine writes the driver JVM's class-data archive (spark_jobs/common/class_archive.py) as its JVM exits; the
 benchmark makes that first run on a day of 10,000 records, times it apart, and the timed days then map the
-archive, as every nightly run after the first does. The generated files are flushed to disk before the timed
+archive, as every nightly run after the first does. The job runs on the Java it chooses (the newest installed Java
+Spark supports: spark_jobs/common/java_home.py); the JSON names it. The generated files are flushed to disk before the timed
 runs. DuckDB, the single-machine yardstick, then computes the same report of the 10 million day in the same
 run: copies dropped by token, the goal of each class period, per AE, node, class, period, report class and 15 minutes and for the whole day: counts,
 mean and standard deviation of response, queue and execution time, exact percentiles, the 14 buckets against the
@@ -58,14 +59,16 @@ def install_policy() -> Path:
     return service.dir / "data"
 
 
-def run_report(data_dir: Path, day: date) -> tuple[float, str]:
+def run_report(data_dir: Path, day: date) -> tuple[float, str, str]:
+    """The job's wall time, its summary line and the Java it ran on (spark_jobs/common/java_home.py chooses)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("WLM_")} | {"WLM_DATA_DIR": str(data_dir)}
     started = time.perf_counter()
     result = subprocess.run([WLM, "report", "run", "--date", day.isoformat()], env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
     if result.returncode != 0:
         raise RuntimeError(f"the report failed:\n{result.stderr[-3000:]}")
-    return elapsed, result.stdout.strip().splitlines()[-1]
+    java = re.search(r"\] Java (\S+) at ", result.stderr)
+    return elapsed, result.stdout.strip().splitlines()[-1], java.group(1) if java else "on the PATH"
 
 
 def duckdb_report(records: Path) -> tuple[float, int]:
@@ -124,12 +127,13 @@ def main() -> None:
         print(f"{day}: {rows:,} records written in {time.perf_counter() - started:.1f} s", flush=True)
     generate(data_dir / "records", WARM_UP_DAY, WARM_UP_REQUESTS)
     os.sync()  # the nightly job reads files written during the day, long on disk: no writeback during the runs
-    seconds, summary = run_report(data_dir, WARM_UP_DAY)
+    seconds, summary, java = run_report(data_dir, WARM_UP_DAY)
     print(f"first run, on a day of {WARM_UP_REQUESTS:,} requests (writes the class-data archive): {seconds:.1f} s wall ({summary})", flush=True)
+    print(f"the job's driver runs on Java {java}", flush=True)
     figures["first_run_small_day_s"] = round(seconds, 1)
     spark_ended = {}
     for millions, day in days.items():
-        seconds, summary = run_report(data_dir, day)
+        seconds, summary, _ = run_report(data_dir, day)
         print(f"spark {millions}M: {seconds:.1f} s wall ({summary})", flush=True)
         figures[f"spark_{millions}m_s"] = round(seconds, 1)
         spark_ended[millions] = int(re.search(r"(\d+) ended requests", summary).group(1))  # type: ignore[union-attr]
@@ -140,7 +144,7 @@ def main() -> None:
     figures[f"duckdb_{small}m_s"] = round(duck_s, 1)
     figures["growth_large_over_small"] = round(figures[f"spark_{large}m_s"] / figures[f"spark_{small}m_s"], 2)
     figures["spark_over_duckdb"] = round(figures[f"spark_{small}m_s"] / duck_s, 2)
-    print(json.dumps(figures))
+    print(json.dumps(figures | {"java": java}))
 
 
 if __name__ == "__main__":
