@@ -2,8 +2,8 @@
 Java that Spark supports among the machine's installed JDKs (/usr/lib/jvm) and the `java` on the PATH.
 
 The newest is chosen because the report runs faster on it: on a 2-core machine, the 10 million record report took
-about 2.5 s less (a tenth) on Java 25 with its ahead-of-time cache (class_archive.py) than on Java 17 with a class-data
-archive, in 11 of 12 interleaved pairs (docs/benchmarks.md, session 18)."""
+2.4 s less on average (26.6 → 24.2 s) on Java 25 with its ahead-of-time cache (class_archive.py) than on Java 17
+with a class-data archive, faster in 11 of 12 interleaved pairs (docs/benchmarks.md, session 18)."""
 
 from __future__ import annotations
 
