@@ -29,12 +29,13 @@ $(CHROMIUM):
 browser: $(CHROMIUM)
 
 # The nightly report's Spark driver runs on Java 17, 21 or 25 (spark_jobs/common/java_home.py chooses among those
-# installed): Debian's 17 where the machine has no Java at all.
-java:
-	if ! command -v java >/dev/null && ! ls /usr/lib/jvm/*/bin/java >/dev/null 2>&1; then \
-	$(call APT_INSTALL,openjdk-17-jre-headless); fi
+# installed; `python -m spark_jobs.common.java_home` fails when there is none): Debian's default Java where it fails.
+java: $(STAMP)
+	$(BIN)/python -m spark_jobs.common.java_home || { $(call APT_INSTALL,default-jre-headless); }
 
-run: $(STAMP) java
+# The service runs without Java (only the nightly report needs it): `make run` goes on if it cannot be installed.
+run: $(STAMP)
+	-$(MAKE) --no-print-directory java
 	$(BIN)/wlm serve
 
 test: $(STAMP) java $(CHROMIUM)

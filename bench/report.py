@@ -8,9 +8,9 @@ them twice), then times `wlm report run --date ...` as a process of its own: wal
 exit, the JVM's start, reading the policy, Parquet and the database upsert included. The job's first run on a
 machine writes the driver JVM's class-data archive (spark_jobs/common/class_archive.py) as its JVM exits; the
 benchmark makes that first run on a day of 10,000 records, times it apart, and the timed days then map the
-archive, as every nightly run after the first does. The job runs on the Java it chooses (the newest installed Java
-Spark supports: spark_jobs/common/java_home.py); the JSON names it. The generated files are flushed to disk before the timed
-runs. DuckDB, the single-machine yardstick, then computes the same report of the 10 million day in the same
+archive, as every nightly run after the first does. The job runs on the Java it chooses (JAVA_HOME if the benchmark
+is given one, else the newest installed Java Spark supports: spark_jobs/common/java_home.py); the JSON names it.
+The generated files are flushed to disk before the timed runs. DuckDB, the single-machine yardstick, then computes the same report of the 10 million day in the same
 run: copies dropped by token, the goal of each class period, per AE, node, class, period, report class and 15 minutes and for the whole day: counts,
 mean and standard deviation of response, queue and execution time, exact percentiles, the 14 buckets against the
 goal, velocity; the two must count the same ended requests. The last line is one JSON object of the figures.
@@ -67,7 +67,7 @@ def run_report(data_dir: Path, day: date) -> tuple[float, str, str]:
     elapsed = time.perf_counter() - started
     if result.returncode != 0:
         raise RuntimeError(f"the report failed:\n{result.stderr[-3000:]}")
-    java = re.search(r"\] Java (\S+) at ", result.stderr)
+    java = re.search(r"\] Java (.+?) at ", result.stderr)
     return elapsed, result.stdout.strip().splitlines()[-1], java.group(1) if java else "on the PATH"
 
 

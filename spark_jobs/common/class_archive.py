@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pyspark
 
-from spark_jobs.common.java_home import java_home_on_path, java_major
+from spark_jobs.common.java_home import java_major
 
 ARCHIVE_PREFIX = "spark-classes-"
 PARTIAL_SUFFIX = ".partial"
@@ -36,23 +36,42 @@ AHEAD_OF_TIME_CACHE_SINCE = 25
 STALE_PARTIAL_SECONDS = 3600
 
 
-def ahead_of_time(java_home: Path | None) -> bool:
+def uses_aot_cache(java_home: Path | None) -> bool:
     """Whether the JVM of `java_home` writes an ahead-of-time cache (None, a Java not found: no)."""
     major = java_major(java_home) if java_home else None
     return major is not None and major >= AHEAD_OF_TIME_CACHE_SINCE
 
 
 def archive_name(java_home: Path | None) -> str:
-    """`spark-classes-<digest>.jsa` (`.aot` for an ahead-of-time cache), the digest of the JDK's release file and
-    the jars PySpark puts on the classpath."""
+    """`spark-classes-<digest>.jsa` (`.aot` for an ahead-of-time cache), the digest of the JDK's path and release
+    file and of the jars PySpark puts on the classpath."""
     digest = hashlib.sha256(pyspark.__version__.encode())
-    release = java_home / "release" if java_home else None
+    # One JDK under two names (a link to it, or its real path) is one archive.
+    java_home = java_home.resolve() if java_home else None
     digest.update(str(java_home).encode())
-    if release and release.is_file():
-        digest.update(release.read_bytes())
+    if java_home is not None:
+        try:
+            digest.update((java_home / "release").read_bytes())
+        except OSError:
+            pass  # a Java without a release file (or not readable): its path alone names it
     for jar in sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar")):
         digest.update(jar.name.encode())
-    return f"{ARCHIVE_PREFIX}{digest.hexdigest()[:16]}.{'aot' if ahead_of_time(java_home) else 'jsa'}"
+    return f"{ARCHIVE_PREFIX}{digest.hexdigest()[:16]}.{'aot' if uses_aot_cache(java_home) else 'jsa'}"
+
+
+def _jvm_configuration(partial: Path) -> Path:
+    """What the JVM writing an ahead-of-time cache keeps beside it while it runs."""
+    return partial.with_name(f"{partial.name}.config")
+
+
+def _remove_stale_partials(directory: Path) -> None:
+    """Remove what runs that died before their JVM finished writing left behind (and the JVM's configuration)."""
+    for stale in directory.glob(f"*{PARTIAL_SUFFIX}*"):
+        try:
+            if time.time() - stale.stat().st_mtime > STALE_PARTIAL_SECONDS:
+                stale.unlink()
+        except FileNotFoundError:
+            pass  # another run's, just published or removed
 
 
 def _quoted(option: str) -> str:
@@ -71,26 +90,22 @@ class ClassArchive:
 
     @classmethod
     def for_directory(cls, directory: Path, java_home: Path | None) -> ClassArchive:
-        """The archive of the JVM of `java_home` (None: the `java` on the PATH)."""
-        java_home = java_home or java_home_on_path()
-        aot = ahead_of_time(java_home)
+        """The archive of the JVM of `java_home` (None: a Java whose home is not known)."""
+        aot = uses_aot_cache(java_home)
         directory.mkdir(parents=True, exist_ok=True)
+        _remove_stale_partials(directory)
         path = directory / archive_name(java_home)
         if path.is_file():
             return cls(path, None, aot)
-        # The JVM writing an ahead-of-time cache keeps its configuration beside it (`<partial>.config`).
-        for stale in directory.glob(f"*{PARTIAL_SUFFIX}*"):
-            try:
-                if time.time() - stale.stat().st_mtime > STALE_PARTIAL_SECONDS:
-                    stale.unlink()
-            except FileNotFoundError:
-                pass  # another run's, just published or removed
         writer = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
         return cls(path, directory / f"{path.name}.{writer}{PARTIAL_SUFFIX}", aot)
 
     def java_options(self) -> list[str]:
         if self.ahead_of_time:
-            return [_quoted(f"-XX:AOTCache={self.path}" if self.partial is None else f"-XX:AOTCacheOutput={self.partial}")]
+            if self.partial is None:
+                return [_quoted(f"-XX:AOTCache={self.path}")]
+            # Writing the cache warns of every class it cannot hold (proxies, generated ones): noise.
+            return [_quoted(f"-XX:AOTCacheOutput={self.partial}"), "-Xlog:aot=error,cds=error"]
         if self.partial is None:
             return [_quoted(f"-XX:SharedArchiveFile={self.path}")]
         # Writing the archive warns of every class it cannot hold (generated ones, old class files): noise.
@@ -99,7 +114,10 @@ class ClassArchive:
     def publish(self, jvm_exit_code: int | None) -> bool:
         """After the JVM has exited: put a newly written archive in place if that JVM exited cleanly (else drop
         it), and remove archives of other JDKs or jars. True when this run published one."""
-        if self.partial is None or not self.partial.is_file():
+        if self.partial is None:
+            return False
+        _jvm_configuration(self.partial).unlink(missing_ok=True)
+        if not self.partial.is_file():
             return False
         if jvm_exit_code != 0:
             self.partial.unlink(missing_ok=True)

@@ -1,50 +1,70 @@
-"""The Java the driver's JVM runs on: the one configured (WLM_SPARK_JAVA_HOME), else JAVA_HOME, else the newest
-Java that Spark supports among the machine's installed JDKs (/usr/lib/jvm) and the `java` on the PATH.
+"""The Java the driver's JVM runs on: the one configured (WLM_SPARK_JAVA_HOME), else JAVA_HOME, else the newest Java
+that Spark supports among the machine's installed JDKs (/usr/lib/jvm) and the `java` on the PATH. The PATH's `java`
+(and `update-alternatives`) is not a choice of its own: it wins only a tie; WLM_SPARK_JAVA_HOME pins the choice.
 
 The newest is chosen because the report runs faster on it: on a 2-core machine, the 10 million record report took
 2.4 s less on average (26.6 → 24.2 s) on Java 25 with its ahead-of-time cache (class_archive.py) than on Java 17
-with a class-data archive, faster in 11 of 12 interleaved pairs (docs/benchmarks.md, session 18)."""
+with a class-data archive, faster in 11 of 12 interleaved pairs (docs/benchmarks.md, session 18).
+
+    python -m spark_jobs.common.java_home    # prints the choice; exit status 1 if there is none (make java)
+"""
 
 from __future__ import annotations
 
 import os
 import re
 import shutil
-from collections.abc import Iterable, Mapping
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
-# Spark 4 runs on Java 17, 21 and 25 (its documentation); another major version is never chosen on its own.
+from app.config import get_settings
+
+# Spark 4.3 runs on Java 17, 21 and 25 (its documentation); another major version is never chosen on its own.
 SUPPORTED_JAVA_MAJORS = frozenset({17, 21, 25})
 JDK_INSTALL_DIR = Path("/usr/lib/jvm")
-_RELEASE_VERSION = re.compile(r'^JAVA_VERSION="((\d+)[^"]*)"', re.MULTILINE)
-
-
-def _release_version(home: Path) -> re.Match[str] | None:
-    try:
-        return _RELEASE_VERSION.search((home / "release").read_text(errors="replace"))
-    except OSError:
-        return None
+_RELEASE_VERSION = re.compile(r'^JAVA_VERSION="([^"]*)"', re.MULTILINE)
 
 
 def java_version(home: Path) -> str | None:
     """The version a Java home declares in its `release` file ("25.0.2"; None if it declares none)."""
-    match = _release_version(home)
+    try:
+        match = _RELEASE_VERSION.search((home / "release").read_text(errors="replace"))
+    except OSError:
+        return None
     return match.group(1) if match else None
 
 
+def version_numbers(version: str) -> tuple[int, ...]:
+    """"25.0.2" → (25, 0, 2); "21" → (21,); the leading numbers only ("26-ea" → (26,))."""
+    numbers = re.match(r"\d+(?:\.\d+)*", version)
+    return tuple(int(part) for part in numbers.group(0).split(".")) if numbers else ()
+
+
 def java_major(home: Path) -> int | None:
-    match = _release_version(home)
-    return int(match.group(2)) if match else None
+    version = java_version(home)
+    numbers = version_numbers(version) if version else ()
+    return numbers[0] if numbers else None
 
 
 def newest_supported(homes: Iterable[Path]) -> Path | None:
-    """The home of the newest supported Java among `homes` that has a `bin/java`; on a tie, the first given."""
-    best: tuple[int, Path] | None = None
+    """The home of the newest supported Java among `homes` that has a `bin/java` (by its whole version, so 25.0.3
+    before 25.0.2); of equal versions, the first given."""
+    best: tuple[tuple[int, ...], Path] | None = None
     for home in homes:
-        major = java_major(home)
-        if major in SUPPORTED_JAVA_MAJORS and (home / "bin" / "java").is_file() and (best is None or major > best[0]):
-            best = (major, home)
+        version = java_version(home)
+        numbers = version_numbers(version) if version else ()
+        if numbers and numbers[0] in SUPPORTED_JAVA_MAJORS and _is_file(home / "bin" / "java") and (best is None or numbers > best[0]):
+            best = (numbers, home)
     return best[1] if best else None
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a directory this user may not read
+        return False
 
 
 def java_home_on_path() -> Path | None:
@@ -53,10 +73,18 @@ def java_home_on_path() -> Path | None:
 
 
 def _installed_homes() -> list[Path]:
-    """The home of the `java` on the PATH first (it wins a tie), then the machine's installed JDKs, each once."""
+    """The home of the `java` on the PATH first (it wins a tie), then the machine's installed JDKs, each once; what
+    this user may not read is passed over."""
     homes = [home] if (home := java_home_on_path()) else []
-    if JDK_INSTALL_DIR.is_dir():
-        homes.extend(sorted(path.resolve() for path in JDK_INSTALL_DIR.iterdir() if path.is_dir()))
+    try:
+        entries = sorted(JDK_INSTALL_DIR.iterdir())
+    except OSError:  # no such directory, or not readable
+        entries = []
+    for entry in entries:
+        try:
+            homes.append(entry.resolve(strict=True))
+        except (OSError, RuntimeError):  # a dangling link, or a loop (RuntimeError before Python 3.13)
+            continue
     return list(dict.fromkeys(homes))
 
 
@@ -69,11 +97,32 @@ def choose_java_home(configured: Path | None, environment: Mapping[str, str]) ->
     return newest_supported(_installed_homes())
 
 
-def use_java_home(configured: Path | None) -> Path | None:
-    """Point JAVA_HOME at the chosen Java for the driver's JVM this process is about to start, and return it.
-    PySpark starts that JVM with this process's environment, which leaves JAVA_HOME as the one way to choose.
-    Calling it again chooses the same home."""
-    home = choose_java_home(configured, os.environ)
-    if home is not None:
-        os.environ["JAVA_HOME"] = str(home)
-    return home
+@contextmanager
+def java_home_for_launch(home: Path | None) -> Iterator[None]:
+    """JAVA_HOME set to `home` while PySpark starts the driver's JVM, then as it was: PySpark starts that JVM with
+    this process's environment, the one way to choose its Java, and nothing else of this process should see it."""
+    if home is None:
+        yield
+        return
+    before = os.environ.get("JAVA_HOME")
+    os.environ["JAVA_HOME"] = str(home)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["JAVA_HOME"]
+        else:
+            os.environ["JAVA_HOME"] = before
+
+
+def main() -> int:
+    home = choose_java_home(get_settings().spark_java_home, os.environ)
+    if home is None:
+        print(f"no Java {'/'.join(map(str, sorted(SUPPORTED_JAVA_MAJORS)))} found", file=sys.stderr)
+        return 1
+    print(f"Java {java_version(home) or '(version unknown)'} at {home}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

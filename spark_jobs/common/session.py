@@ -6,29 +6,33 @@ import os
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from app.config import get_settings
 from spark_jobs.common.class_archive import ClassArchive
-from spark_jobs.common.java_home import java_version, use_java_home
+from spark_jobs.common.java_home import choose_java_home, java_home_for_launch, java_home_on_path, java_version
 
 # Writing the class-data archive as the JVM exits took up to 40 s on 2 cores.
 JVM_EXIT_TIMEOUT_S = 300
 
 
 def build_session(
-    app_name: str, master: str | None = None, *, shuffle_partitions: int | None = None, driver_java_options: Sequence[str] = ()
+    app_name: str,
+    master: str | None = None,
+    *,
+    shuffle_partitions: int | None = None,
+    driver_java_options: Sequence[str] = (),
+    java_home: Path | None = None,
 ) -> SparkSession:
     """A session on `master` (else the setting WLM_SPARK_MASTER, local[*] by default), every timestamp in UTC.
-    `driver_java_options` take effect only when this call starts the driver's JVM, which runs on the Java that
-    java_home.py chooses.
+    `driver_java_options` and `java_home` take effect only when this call starts the driver's JVM, which runs on
+    `java_home`, else on the Java java_home.py chooses.
 
     Nothing is downloaded at run time: the job needs only the jars that ship in the pyspark wheel."""
     settings = get_settings()
-    if SparkContext._gateway is None:
-        use_java_home(settings.spark_java_home)
     master = master or settings.spark_master
     cores = os.cpu_count() or 2
     java_options = list(driver_java_options)
@@ -57,7 +61,10 @@ def build_session(
         builder = builder.config("spark.driver.memory", settings.spark_driver_memory).config("spark.ui.enabled", "false")
     if java_options:
         builder = builder.config("spark.driver.extraJavaOptions", " ".join(java_options))
-    return builder.getOrCreate()
+    if SparkContext._gateway is not None:
+        return builder.getOrCreate()
+    with java_home_for_launch(java_home or choose_java_home(settings.spark_java_home, os.environ)):
+        return builder.getOrCreate()
 
 
 @contextmanager
@@ -70,17 +77,20 @@ def job_session(
     place. A run that reads no files should not write one: it never loads the readers every other run needs."""
     settings = get_settings()
     starts_jvm = SparkContext._gateway is None
-    java_home = use_java_home(settings.spark_java_home) if starts_jvm else None
-    if java_home is not None:
-        progress(f"Java {java_version(java_home) or '(version unknown)'} at {java_home}")
+    java_home = runs_on = None
+    if starts_jvm:
+        java_home = choose_java_home(settings.spark_java_home, os.environ)
+        runs_on = java_home or java_home_on_path()  # None chosen: Spark runs the `java` on the PATH
+        if runs_on is not None:
+            progress(f"Java {java_version(runs_on) or '(version unknown)'} at {runs_on}")
     archive = None
     if settings.spark_class_archive and starts_jvm:
-        archive = ClassArchive.for_directory(settings.spark_class_archive_dir, java_home)
+        archive = ClassArchive.for_directory(settings.spark_class_archive_dir, runs_on)
         if archive.partial is not None and not may_write_archive:
             archive = None
     if archive is not None:
         progress(f"class-data archive {archive.path}: {'writing it at exit' if archive.partial else 'mapped'}")
-    spark = build_session(app_name, master, driver_java_options=archive.java_options() if archive else ())
+    spark = build_session(app_name, master, driver_java_options=archive.java_options() if archive else (), java_home=java_home)
     try:
         yield spark
     finally:

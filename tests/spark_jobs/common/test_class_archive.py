@@ -54,15 +54,25 @@ def test_a_clean_exit_puts_the_archive_in_place_and_later_runs_map_it(tmp_path: 
 def test_java_25_writes_and_maps_an_ahead_of_time_cache(tmp_path: Path, jdk25: Path) -> None:
     first = ClassArchive.for_directory(tmp_path / "spark", jdk25)
     assert first.path.name.endswith(".aot") and first.ahead_of_time
-    assert first.java_options() == [f'"-XX:AOTCacheOutput={first.partial}"']
+    assert first.java_options()[0] == f'"-XX:AOTCacheOutput={first.partial}"'
     assert first.partial is not None
     first.partial.write_bytes(b"cache")
+    configuration = first.partial.with_name(f"{first.partial.name}.config")  # the JVM's, while it writes
+    configuration.write_bytes(b"classes to archive")
     assert first.publish(0)
+    assert sorted((tmp_path / "spark").iterdir()) == [first.path]
     assert ClassArchive.for_directory(tmp_path / "spark", jdk25).java_options() == [f'"-XX:AOTCache={first.path}"']
 
 
-def test_a_java_that_declares_no_version_gets_a_class_data_archive(tmp_path: Path) -> None:
-    archive = ClassArchive.for_directory(tmp_path / "spark", tmp_path)
+def test_a_link_to_a_jdk_names_the_same_archive(tmp_path: Path, jdk25: Path) -> None:
+    link = tmp_path / "java-25-link"
+    link.symlink_to(jdk25)
+    assert archive_name(link) == archive_name(jdk25)
+
+
+@pytest.mark.parametrize("home", ["no release file", "unknown home"])
+def test_a_java_of_no_known_version_gets_a_class_data_archive(tmp_path: Path, home: str) -> None:
+    archive = ClassArchive.for_directory(tmp_path / "spark", tmp_path if home == "no release file" else None)
     assert archive.path.name.endswith(".jsa") and not archive.ahead_of_time
 
 
@@ -94,6 +104,18 @@ def test_old_partial_files_are_removed_and_recent_ones_kept(tmp_path: Path, jdk2
         os.utime(path, (long_ago, long_ago))
     ClassArchive.for_directory(directory, jdk25)
     assert not dead.exists() and not dead_configuration.exists() and writing.exists()
+
+
+def test_old_partial_files_are_removed_also_beside_an_archive_in_place(tmp_path: Path, jdk25: Path) -> None:
+    directory = tmp_path / "spark"
+    directory.mkdir()
+    (directory / archive_name(jdk25)).write_bytes(b"cache")
+    dead = directory / f"{archive_name(jdk25)}.otherhost-12-abcd.partial"
+    dead.write_bytes(b"x")
+    long_ago = time.time() - STALE_PARTIAL_SECONDS - 60
+    os.utime(dead, (long_ago, long_ago))
+    assert ClassArchive.for_directory(directory, jdk25).partial is None
+    assert not dead.exists()
 
 
 def test_publishing_removes_the_archives_of_other_jdks_and_jars_but_not_files_being_written(tmp_path: Path, jdk25: Path) -> None:

@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.common import java_home as java_home_module
-from spark_jobs.common.java_home import choose_java_home, java_major, java_version, newest_supported, use_java_home
+from spark_jobs.common.java_home import (
+    choose_java_home,
+    java_home_for_launch,
+    java_major,
+    java_version,
+    main,
+    newest_supported,
+    version_numbers,
+)
 
 
 def install_jdk(parent: Path, name: str, version: str | None, *, with_java: bool = True) -> Path:
@@ -31,10 +39,11 @@ def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "path").mkdir()
     monkeypatch.setattr(java_home_module, "JDK_INSTALL_DIR", jvm)
     monkeypatch.setenv("PATH", str(tmp_path / "path"))
-    # Set, then deleted: the test's end restores JAVA_HOME as it was, also when use_java_home set it (a delete of
-    # a variable that is not there records nothing to restore).
+    # Set, then deleted: the test's end restores JAVA_HOME as it was, whatever the test did (a delete of a variable
+    # that is not there records nothing to restore).
     monkeypatch.setenv("JAVA_HOME", "")
     monkeypatch.delenv("JAVA_HOME")
+    monkeypatch.delenv("WLM_SPARK_JAVA_HOME", raising=False)
     return jvm
 
 
@@ -44,6 +53,8 @@ def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         ('JAVA_VERSION="25.0.2"\n', "25.0.2", 25),
         ('IMPLEMENTOR="Eclipse Adoptium"\nJAVA_VERSION="17.0.15"\n', "17.0.15", 17),
         ('JAVA_VERSION="21"\n', "21", 21),
+        ('JAVA_VERSION="26-ea"\n', "26-ea", 26),
+        ('JAVA_VERSION="unknown"\n', "unknown", None),
         ('IMPLEMENTOR="Nobody"\n', None, None),
     ],
 )
@@ -55,6 +66,13 @@ def test_the_version_is_read_from_the_release_file(tmp_path: Path, release: str,
 
 def test_a_home_without_a_release_file_has_no_version(tmp_path: Path) -> None:
     assert java_version(tmp_path) is None and java_major(tmp_path) is None
+
+
+@pytest.mark.parametrize(
+    ("version", "numbers"), [("25.0.2", (25, 0, 2)), ("21", (21,)), ("17.0.15.1", (17, 0, 15, 1)), ("26-ea", (26,)), ("x", ())]
+)
+def test_version_numbers(version: str, numbers: tuple[int, ...]) -> None:
+    assert version_numbers(version) == numbers
 
 
 def test_the_newest_supported_java_is_chosen(tmp_path: Path) -> None:
@@ -75,8 +93,14 @@ def test_unsupported_versions_and_homes_without_java_are_passed_over(tmp_path: P
     assert newest_supported([]) is None
 
 
+def test_the_newest_update_of_a_major_version_is_chosen(tmp_path: Path) -> None:
+    older, newer = install_jdk(tmp_path, "one", "25.0.1"), install_jdk(tmp_path, "two", "25.0.10")
+    assert newest_supported([older, newer]) == newer
+    assert newest_supported([newer, older]) == newer
+
+
 def test_a_tie_goes_to_the_first_given(tmp_path: Path) -> None:
-    first, second = install_jdk(tmp_path, "one", "25.0.1"), install_jdk(tmp_path, "two", "25.0.2")
+    first, second = install_jdk(tmp_path, "one", "25.0.2"), install_jdk(tmp_path, "two", "25.0.2")
     assert newest_supported([first, second]) == first
     assert newest_supported([second, first]) == second
 
@@ -94,11 +118,27 @@ def test_without_either_the_newest_installed_java_is_chosen(machine: Path) -> No
     assert choose_java_home(None, {}) == newest
 
 
-def test_the_java_on_the_path_wins_a_tie(machine: Path, tmp_path: Path) -> None:
-    install_jdk(machine, "a-jdk-25", "25.0.1")
+def test_the_java_on_the_path_wins_a_tie_and_nothing_more(machine: Path, tmp_path: Path) -> None:
+    installed = install_jdk(machine, "a-jdk-25", "25.0.2")
     on_path = install_jdk(tmp_path, "jdk-on-path", "25.0.2")
     os.symlink(on_path / "bin" / "java", tmp_path / "path" / "java")
     assert choose_java_home(None, {}) == on_path
+    newer = install_jdk(machine, "b-jdk-25", "25.0.3")
+    assert choose_java_home(None, {}) == newer
+    assert installed != newer
+
+
+def test_unreadable_and_dangling_entries_are_passed_over(machine: Path, tmp_path: Path) -> None:
+    newest = install_jdk(machine, "temurin-25", "25.0.2")
+    (machine / "dangling").symlink_to(tmp_path / "gone")
+    (machine / "loop").symlink_to(machine / "loop")
+    (machine / "not-a-jdk.txt").write_text("")
+    assert choose_java_home(None, {}) == newest
+
+
+def test_an_install_directory_that_is_missing_is_no_error(machine: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(java_home_module, "JDK_INSTALL_DIR", tmp_path / "missing")
+    assert choose_java_home(None, {}) is None
 
 
 def test_no_java_found_leaves_the_choice_to_spark(machine: Path) -> None:
@@ -106,14 +146,22 @@ def test_no_java_found_leaves_the_choice_to_spark(machine: Path) -> None:
     assert choose_java_home(None, {}) is None
 
 
-def test_use_java_home_points_java_home_at_the_choice_and_keeps_it(machine: Path) -> None:
-    newest = install_jdk(machine, "temurin-25", "25.0.2")
-    assert use_java_home(None) == newest
-    assert os.environ["JAVA_HOME"] == str(newest)
-    install_jdk(machine, "temurin-25-newer", "25.0.3")
-    assert use_java_home(None) == newest  # JAVA_HOME is set now: the same choice on a second call
-
-
-def test_use_java_home_leaves_java_home_unset_when_nothing_is_found(machine: Path) -> None:
-    assert use_java_home(None) is None
+def test_java_home_is_set_only_while_the_jvm_is_launched(machine: Path) -> None:
+    with java_home_for_launch(Path("/opt/jdk-25")):
+        assert os.environ["JAVA_HOME"] == "/opt/jdk-25"
     assert "JAVA_HOME" not in os.environ
+    os.environ["JAVA_HOME"] = "/opt/users-own"
+    with pytest.raises(RuntimeError), java_home_for_launch(Path("/opt/jdk-25")):
+        assert os.environ["JAVA_HOME"] == "/opt/jdk-25"
+        raise RuntimeError("the launch failed")
+    assert os.environ["JAVA_HOME"] == "/opt/users-own"
+    with java_home_for_launch(None):
+        assert os.environ["JAVA_HOME"] == "/opt/users-own"
+
+
+def test_the_command_tells_make_whether_a_java_was_found(machine: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main() == 1
+    assert "no Java 17/21/25 found" in capsys.readouterr().err
+    home = install_jdk(machine, "temurin-25", "25.0.2")
+    assert main() == 0
+    assert capsys.readouterr().out.strip() == f"Java 25.0.2 at {home}"

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import httpx
 import pytest
@@ -17,7 +18,6 @@ import yaml
 
 from app.work import records
 from spark_jobs.common.class_archive import archive_name
-from spark_jobs.common.java_home import choose_java_home, java_home_on_path
 from tests.conftest import ADMIN_KEY, EXAMPLE_POLICY
 from tests.processes import WLM, ServiceProcess
 
@@ -75,9 +75,10 @@ async def test_requests_through_the_service_come_back_in_the_report(tmp_path):
             assert re.search(r"(\d+) of \1 files share no record with another", job.stderr), job.stderr[-3000:]
             # The first run wrote the driver JVM's class-data archive, once its JVM had exited.
             assert "class-data archive written" in job.stderr
-            # Named after the Java the job ran on: an ahead-of-time cache on Java 25 and later.
-            java_home = choose_java_home(None, service.env) or java_home_on_path()
-            assert [path.name for path in (service.dir / "data" / "spark").iterdir()] == [archive_name(java_home)]
+            # Named after the Java the job said it ran on: an ahead-of-time cache on Java 25 and later.
+            java = re.search(r"\] Java (.+) at (.+)$", job.stderr, re.MULTILINE)
+            assert java is not None, job.stderr[-3000:]
+            assert [path.name for path in (service.dir / "data" / "spark").iterdir()] == [archive_name(Path(java.group(2)))]
 
             whole_day = (await http.get("/v1/reports/workload", headers=ADMIN, params={"date": day.isoformat(), "interval": 1440})).json()["items"]
             assert {(row["service_class"], row["period"]): row["ended_count"] for row in whole_day} == {
