@@ -9,9 +9,11 @@ The first run that reads records writes the archive when its JVM exits (`-XX:Arc
 `-XX:AOTCacheOutput`; that run took 17 to 40 s longer there), to a file of its own (host, process and a random part
 in its name, as replicas may share the data directory) that is renamed into place only once that JVM has exited
 cleanly, so a run never maps a file another run is still writing. Every later run maps it (`-XX:SharedArchiveFile`,
-or `-XX:AOTCache`). The archive belongs to one JDK and one set of jars: its name is a digest of both, so an upgrade
-of either makes a new one (and the old one goes), and the JVM itself checks what it maps (a mismatch only costs the
-speed-up, never the run).
+or `-XX:AOTCache`) and marks it used (its modification time). The archive belongs to one JDK and one set of jars:
+its name is a digest of both, so an upgrade of either makes a new one, and the JVM itself checks what it maps (a
+mismatch only costs the speed-up, never the run). Publishing removes the archives no run has used for a week: an
+upgrade's old one goes, while two JDKs taking turns on one data directory (a nightly run on the newest Java, a rerun
+from a shell whose JAVA_HOME names another) each keep theirs instead of rewriting it at every turn.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ PARTIAL_SUFFIX = ".partial"
 AHEAD_OF_TIME_CACHE_SINCE = 25
 # A partial file this old belongs to a run that died before its JVM finished writing (writing takes a minute).
 STALE_PARTIAL_SECONDS = 3600
+# An archive no run has mapped for this long belongs to a JDK or jars no longer used (an archive is ~100–200 MB).
+UNUSED_ARCHIVE_SECONDS = 7 * 86_400
 
 
 def uses_aot_cache(java_home: Path | None) -> bool:
@@ -95,8 +99,11 @@ class ClassArchive:
         directory.mkdir(parents=True, exist_ok=True)
         _remove_stale_partials(directory)
         path = directory / archive_name(java_home)
-        if path.is_file():
+        try:
+            os.utime(path)  # used now: see publish
             return cls(path, None, aot)
+        except FileNotFoundError:
+            pass
         writer = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
         return cls(path, directory / f"{path.name}.{writer}{PARTIAL_SUFFIX}", aot)
 
@@ -113,7 +120,8 @@ class ClassArchive:
 
     def publish(self, jvm_exit_code: int | None) -> bool:
         """After the JVM has exited: put a newly written archive in place if that JVM exited cleanly (else drop
-        it), and remove archives of other JDKs or jars. True when this run published one."""
+        it), and remove the archives of other JDKs or jars that no run has used for UNUSED_ARCHIVE_SECONDS. True
+        when this run published one."""
         if self.partial is None:
             return False
         _jvm_configuration(self.partial).unlink(missing_ok=True)
@@ -123,7 +131,12 @@ class ClassArchive:
             self.partial.unlink(missing_ok=True)
             return False
         os.replace(self.partial, self.path)
-        for outdated in self.path.parent.glob(f"{ARCHIVE_PREFIX}*"):
-            if outdated != self.path and PARTIAL_SUFFIX not in outdated.name:
-                outdated.unlink(missing_ok=True)
+        for other in self.path.parent.glob(f"{ARCHIVE_PREFIX}*"):
+            if other == self.path or PARTIAL_SUFFIX in other.name:
+                continue
+            try:
+                if time.time() - other.stat().st_mtime > UNUSED_ARCHIVE_SECONDS:
+                    other.unlink()
+            except FileNotFoundError:
+                pass  # removed by another run's publish
         return True

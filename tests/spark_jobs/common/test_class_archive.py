@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.common import class_archive
-from spark_jobs.common.class_archive import STALE_PARTIAL_SECONDS, ClassArchive, archive_name
+from spark_jobs.common.class_archive import STALE_PARTIAL_SECONDS, UNUSED_ARCHIVE_SECONDS, ClassArchive, archive_name
 
 
 def java_home(parent: Path, version: str) -> Path:
@@ -118,18 +118,49 @@ def test_old_partial_files_are_removed_also_beside_an_archive_in_place(tmp_path:
     assert not dead.exists()
 
 
-def test_publishing_removes_the_archives_of_other_jdks_and_jars_but_not_files_being_written(tmp_path: Path, jdk25: Path) -> None:
+def age(path: Path, seconds: float) -> None:
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+def test_publishing_removes_the_archives_no_run_used_for_a_week(tmp_path: Path, jdk25: Path) -> None:
     directory = tmp_path / "spark"
     directory.mkdir()
-    outdated = [directory / "spark-classes-0123456789abcdef.jsa", directory / "spark-classes-fedcba9876543210.aot"]
+    unused = [directory / "spark-classes-0123456789abcdef.jsa", directory / "spark-classes-fedcba9876543210.aot"]
+    another_jdks = directory / "spark-classes-00112233445566aa.jsa"
     writing = directory / "spark-classes-0123456789abcdef.jsa.otherhost-13-ef01.partial"
-    for path in (*outdated, writing):
+    for path in (*unused, another_jdks, writing):
         path.write_bytes(b"old")
+    for path in unused:
+        age(path, UNUSED_ARCHIVE_SECONDS + 60)
+    age(another_jdks, UNUSED_ARCHIVE_SECONDS - 3600)
     archive = ClassArchive.for_directory(directory, jdk25)
     assert archive.partial is not None
     archive.partial.write_bytes(b"new")
     assert archive.publish(0)
-    assert sorted(directory.iterdir()) == sorted([archive.path, writing])
+    assert sorted(directory.iterdir()) == sorted([archive.path, another_jdks, writing])
+
+
+def test_mapping_an_archive_marks_it_used(tmp_path: Path, jdk17: Path, jdk25: Path) -> None:
+    """A week after both were written, the Java 17 run maps its archive: a publish then keeps it and removes the
+    Java 25 archive that no run has used since."""
+    directory = tmp_path / "spark"
+    archives = {}
+    for home in (jdk17, jdk25):
+        archive = ClassArchive.for_directory(directory, home)
+        assert archive.partial is not None
+        archive.partial.write_bytes(b"classes")
+        assert archive.publish(0)
+        archives[home] = archive.path
+    for path in archives.values():
+        age(path, UNUSED_ARCHIVE_SECONDS + 60)
+    assert ClassArchive.for_directory(directory, jdk17).partial is None
+    assert time.time() - archives[jdk17].stat().st_mtime < 60
+    upgraded = ClassArchive.for_directory(directory, java_home(tmp_path, "25.0.3"))
+    assert upgraded.partial is not None
+    upgraded.partial.write_bytes(b"classes")
+    assert upgraded.publish(0)
+    assert sorted(directory.iterdir()) == sorted([archives[jdk17], upgraded.path])
 
 
 def test_the_name_changes_with_the_jdk(tmp_path: Path) -> None:
