@@ -23,6 +23,7 @@ import os
 import secrets
 import socket
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,14 +69,18 @@ def _jvm_configuration(partial: Path) -> Path:
     return partial.with_name(f"{partial.name}.config")
 
 
-def _remove_stale_partials(directory: Path) -> None:
-    """Remove what runs that died before their JVM finished writing left behind (and the JVM's configuration)."""
-    for stale in directory.glob(f"*{PARTIAL_SUFFIX}*"):
+def _remove_unchanged_for(paths: Iterable[Path], seconds: float) -> None:
+    for path in paths:
         try:
-            if time.time() - stale.stat().st_mtime > STALE_PARTIAL_SECONDS:
-                stale.unlink()
+            if time.time() - path.stat().st_mtime > seconds:
+                path.unlink()
         except FileNotFoundError:
             pass  # another run's, just published or removed
+
+
+def _remove_stale_partials(directory: Path) -> None:
+    """Remove what runs that died before their JVM finished writing left behind (and the JVM's configuration)."""
+    _remove_unchanged_for(directory.glob(f"*{PARTIAL_SUFFIX}*"), STALE_PARTIAL_SECONDS)
 
 
 def _quoted(option: str) -> str:
@@ -131,12 +136,6 @@ class ClassArchive:
             self.partial.unlink(missing_ok=True)
             return False
         os.replace(self.partial, self.path)
-        for other in self.path.parent.glob(f"{ARCHIVE_PREFIX}*"):
-            if other == self.path or PARTIAL_SUFFIX in other.name:
-                continue
-            try:
-                if time.time() - other.stat().st_mtime > UNUSED_ARCHIVE_SECONDS:
-                    other.unlink()
-            except FileNotFoundError:
-                pass  # removed by another run's publish
+        others = (path for path in self.path.parent.glob(f"{ARCHIVE_PREFIX}*") if path != self.path and PARTIAL_SUFFIX not in path.name)
+        _remove_unchanged_for(others, UNUSED_ARCHIVE_SECONDS)
         return True
