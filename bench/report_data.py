@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from app.queues.keys import AeKeys
-from app.work.records import SCHEMA, OutboxOrigin, outbox_range, write_file
+from app.work.records import SCHEMA, outbox_range, write_file
 
 CLASSES = ("ONLINE", "BATCH", "REPORTS", "SYSOTHER")
 CLASS_SHARES = (0.60, 0.25, 0.10, 0.05)
@@ -120,7 +120,7 @@ def generate(records_dir: Path, day: date, count: int, seed: int = 42) -> int:
         }
         rows_of = {name: rows for name, rows in of_outbox.items() if len(rows)}
         first_of = {name: next_position[name] for name in rows_of}
-        ranges = [outbox_range(OutboxOrigin(name, INCARNATION, first_of[name]), first_of[name], first_of[name] + len(rows) - 1) for name, rows in rows_of.items()]
+        ranges = [outbox_range(name, INCARNATION, first_of[name], first_of[name] + len(rows) - 1) for name, rows in rows_of.items()]
         write_file(table, directory / f"part-{hour:02d}.parquet", ranges)
         for name, rows in rows_of.items():
             next_position[name] += len(rows)
@@ -131,7 +131,7 @@ def generate(records_dir: Path, day: date, count: int, seed: int = 42) -> int:
             start = int(rng.integers(0, len(rows_of[name]) - batch_size + 1))
             copies = table.take(pa.array(rows_of[name][start : start + batch_size]))
             first = first_of[name] + start
-            again_range = outbox_range(OutboxOrigin(name, INCARNATION, first), first, first + batch_size - 1)
+            again_range = outbox_range(name, INCARNATION, first, first + batch_size - 1)
             write_file(copies, directory / f"part-{hour:02d}-again-{again}.parquet", [again_range])
             written += batch_size
         written += n

@@ -150,7 +150,7 @@ def write(root: Path, rows: Iterable[dict[str, Any]], origin: OutboxOrigin | Non
         directory.mkdir(parents=True, exist_ok=True)
         name = f"part-{int(datetime.now(UTC).timestamp() * 1000)}-{uuid.uuid4().hex[:12]}.parquet"
         temporary, final = directory / f".{name}.tmp", directory / name
-        ranges = [] if origin is None else [outbox_range(origin, positions[date][0], positions[date][-1])]
+        ranges = [] if origin is None else [outbox_range(origin.outbox, origin.incarnation, positions[date][0], positions[date][-1])]
         write_file(pa.Table.from_pylist(date_rows, schema=SCHEMA), temporary, ranges)
         _fsync(temporary)
         os.replace(temporary, final)
@@ -159,9 +159,9 @@ def write(root: Path, rows: Iterable[dict[str, Any]], origin: OutboxOrigin | Non
     return written
 
 
-def outbox_range(origin: OutboxOrigin, first: int, last: int) -> dict[str, Any]:
-    """A file's range of positions in `origin`'s outbox, as its footer declares it."""
-    return {"outbox": origin.outbox, "first": first, "last": last} | ({} if origin.incarnation is None else {"incarnation": origin.incarnation})
+def outbox_range(outbox: str, incarnation: str | None, first: int, last: int) -> dict[str, Any]:
+    """A file's range of positions in `outbox` (of `incarnation`, None if unknown), as its footer declares it."""
+    return {"outbox": outbox, "first": first, "last": last} | ({} if incarnation is None else {"incarnation": incarnation})
 
 
 def write_file(table: pa.Table, path: Path, outbox_ranges: Sequence[dict[str, Any]] = ()) -> None:

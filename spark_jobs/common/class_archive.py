@@ -3,7 +3,7 @@ instead of loading and verifying thousands of classes from the jars. On a 2-core
 from about 8 s to 5 s, and opening the day's records from 2 s to 1 s. On Java 25 and later the archive is an
 ahead-of-time cache (JEP 483/514/515), which also holds the classes linked and the methods' profiles of the run that
 wrote it, so the JIT compiles sooner: the report took 2.4 s less on average than on Java 17 (java_home.py), where
-Java 25 with a class-data archive gained nothing that could be seen (five pairs).
+Java 25 with a class-data archive gained nothing that could be seen (three pairs against Java 17).
 
 The first run that reads records writes the archive when its JVM exits (`-XX:ArchiveClassesAtExit`, or
 `-XX:AOTCacheOutput`; that run took 17 to 40 s longer there), to a file of its own (host, process and a random part
@@ -41,7 +41,7 @@ STALE_PARTIAL_SECONDS = 3600
 UNUSED_ARCHIVE_SECONDS = 7 * 86_400
 
 
-def uses_aot_cache(java_home: Path | None) -> bool:
+def _uses_aot_cache(java_home: Path | None) -> bool:
     """Whether the JVM of `java_home` writes an ahead-of-time cache (None, a Java not found: no)."""
     major = java_major(java_home) if java_home else None
     return major is not None and major >= AHEAD_OF_TIME_CACHE_SINCE
@@ -61,7 +61,7 @@ def archive_name(java_home: Path | None) -> str:
             pass  # a Java without a release file (or not readable): its path alone names it
     for jar in sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar")):
         digest.update(jar.name.encode())
-    return f"{ARCHIVE_PREFIX}{digest.hexdigest()[:16]}.{'aot' if uses_aot_cache(java_home) else 'jsa'}"
+    return f"{ARCHIVE_PREFIX}{digest.hexdigest()[:16]}.{'aot' if _uses_aot_cache(java_home) else 'jsa'}"
 
 
 def _jvm_configuration(partial: Path) -> Path:
@@ -95,28 +95,31 @@ class ClassArchive:
     path: Path
     # Where this process's JVM writes a new archive at its exit; None when the archive exists and is mapped.
     partial: Path | None
-    ahead_of_time: bool
+
+    @property
+    def ahead_of_time(self) -> bool:
+        """An ahead-of-time cache (Java 25+: `archive_name` tells it by its suffix), else a class-data archive."""
+        return self.path.suffix == ".aot"
 
     @classmethod
     def for_directory(cls, directory: Path, java_home: Path | None) -> ClassArchive:
         """The archive of the JVM of `java_home` (None: a Java whose home is not known)."""
-        aot = uses_aot_cache(java_home)
         directory.mkdir(parents=True, exist_ok=True)
         _remove_stale_partials(directory)
         path = directory / archive_name(java_home)
         try:
             os.utime(path)  # used now: see publish
-            return cls(path, None, aot)
+            return cls(path, None)
         except FileNotFoundError:
             pass
         writer = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
-        return cls(path, directory / f"{path.name}.{writer}{PARTIAL_SUFFIX}", aot)
+        return cls(path, directory / f"{path.name}.{writer}{PARTIAL_SUFFIX}")
 
     def java_options(self) -> list[str]:
         if self.ahead_of_time:
             if self.partial is None:
                 return [_quoted(f"-XX:AOTCache={self.path}")]
-            # Writing the cache warns of every class it cannot hold (proxies, generated ones): noise.
+            # Warnings of classes the cache cannot hold are noise, as for the archive below.
             return [_quoted(f"-XX:AOTCacheOutput={self.partial}"), "-Xlog:aot=error,cds=error"]
         if self.partial is None:
             return [_quoted(f"-XX:SharedArchiveFile={self.path}")]

@@ -42,10 +42,19 @@ def version_numbers(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in numbers.group(0).split(".")) if numbers else ()
 
 
-def java_major(home: Path) -> int | None:
+def _version_numbers_of(home: Path) -> tuple[int, ...]:
     version = java_version(home)
-    numbers = version_numbers(version) if version else ()
+    return version_numbers(version) if version else ()
+
+
+def java_major(home: Path) -> int | None:
+    numbers = _version_numbers_of(home)
     return numbers[0] if numbers else None
+
+
+def describe(home: Path) -> str:
+    """"Java 25.0.2 at /usr/lib/jvm/temurin-25": what the job's progress and `make java` print."""
+    return f"Java {java_version(home) or '(version unknown)'} at {home}"
 
 
 def newest_supported(homes: Iterable[Path]) -> Path | None:
@@ -53,8 +62,7 @@ def newest_supported(homes: Iterable[Path]) -> Path | None:
     before 25.0.2); of equal versions, the first given."""
     best: tuple[tuple[int, ...], Path] | None = None
     for home in homes:
-        version = java_version(home)
-        numbers = version_numbers(version) if version else ()
+        numbers = _version_numbers_of(home)
         if numbers and numbers[0] in SUPPORTED_JAVA_MAJORS and _is_file(home / "bin" / "java") and (best is None or numbers > best[0]):
             best = (numbers, home)
     return best[1] if best else None
@@ -120,7 +128,7 @@ def main() -> int:
     if home is None:
         print(f"no Java {'/'.join(map(str, sorted(SUPPORTED_JAVA_MAJORS)))} found", file=sys.stderr)
         return 1
-    print(f"Java {java_version(home) or '(version unknown)'} at {home}")
+    print(describe(home))
     return 0
 
 

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from app.config import get_settings
 from spark_jobs.common.class_archive import ClassArchive
-from spark_jobs.common.java_home import choose_java_home, java_home_for_launch, java_home_on_path, java_version
+from spark_jobs.common.java_home import choose_java_home, describe, java_home_for_launch, java_home_on_path
 
 # Writing the class-data archive as the JVM exits took up to 40 s on 2 cores.
 JVM_EXIT_TIMEOUT_S = 300
@@ -82,7 +82,7 @@ def job_session(
         java_home = choose_java_home(settings.spark_java_home, os.environ)
         runs_on = java_home or java_home_on_path()  # None chosen: Spark runs the `java` on the PATH
         if runs_on is not None:
-            progress(f"Java {java_version(runs_on) or '(version unknown)'} at {runs_on}")
+            progress(describe(runs_on))
     archive = None
     if settings.spark_class_archive and starts_jvm:
         archive = ClassArchive.for_directory(settings.spark_class_archive_dir, runs_on)
