@@ -225,6 +225,16 @@ _HTTP_CODES = {
 }
 
 
+# A dependency down, restarting or saturated: nothing was half-written (every queue change is one script, every
+# database change one transaction), and a retry after it is back succeeds.
+UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, OperationalError, SQLAlchemyTimeoutError)
+
+
+def unavailable_dependency(exc: BaseException) -> str:
+    """'redis' or 'database': which one an UNAVAILABLE error is of."""
+    return "redis" if isinstance(exc, RedisConnectionError | RedisTimeoutError) else "database"
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(AppError)
     async def _app_error(_: Request, exc: AppError) -> JSONResponse:
@@ -245,10 +255,9 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RedisConnectionError)
     @app.exception_handler(RedisTimeoutError)
     async def _unavailable(_: Request, exc: Exception) -> JSONResponse:
-        # The database or Redis is down or saturated: the client may retry; nothing was half-written, as
-        # every queue change is one script and every database change one transaction.
+        # The client may retry (see UNAVAILABLE).
         log.warning("dependency unavailable: %s", exc)
-        which = "redis" if isinstance(exc, RedisConnectionError | RedisTimeoutError) else "database"
+        which = unavailable_dependency(exc)
         error = ServiceUnavailable(f"the {which} is unavailable; retry shortly", code=f"{which}_unavailable")
         return JSONResponse(error.body(), status_code=503, headers={"Retry-After": "1"})
 

@@ -24,7 +24,7 @@ from app.policy.active import ActivePolicy
 from app.policy.models import DynamicApplicationEnvironment
 from app.policy.schemas import EnvironmentSettings
 from app.queues.keys import AeKeys, connection_key, departed_key
-from app.queues.store import AeConfig, QueueStore, now_ms
+from app.queues.store import AeConfig, QueueStore
 from app.ttl_cache import TtlCache
 
 TOKEN_PREFIX = "c_"
@@ -281,7 +281,7 @@ async def disconnect(
     await store.redis.delete(connection_key(store.prefix, connection.token_hash))
     info = ConnInfo.of(connection)
     if info.role == "queue_manager":
-        due_ms = now_ms() + int(purge_again_after_s * 1000)
+        due_ms = await store.clock_ms() + int(purge_again_after_s * 1000)
         await store.redis.zadd(departed_key(store.prefix), {json.dumps(asdict(info)): due_ms})
     cleanup = await release(store, policy, info)
     if policy is not None and dynamic:
@@ -337,7 +337,7 @@ async def release(store: QueueStore, policy: ActivePolicy | None, info: ConnInfo
 async def purge_departed_again(store: QueueStore, policy: ActivePolicy | None) -> int:
     """The second purge of departed queue managers whose time has come (see `active_connection`)."""
     purged = 0
-    for member in await store.redis.zrangebyscore(departed_key(store.prefix), "-inf", now_ms()):
+    for member in await store.redis.zrangebyscore(departed_key(store.prefix), "-inf", await store.clock_ms()):
         purged += (await release(store, policy, ConnInfo(**json.loads(member)))).purged
         await store.redis.zrem(departed_key(store.prefix), member)
     return purged

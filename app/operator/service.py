@@ -8,7 +8,6 @@ trail holds exactly the changes made. Every process caches the states for a shor
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -166,8 +165,8 @@ async def count_unexpected_terminations(
     """Servers that ended without disconnecting: five such terminations within ten minutes put the environment in
     STOPPED (the seed's rule)."""
     for server_id in servers:
-        times = await queues.record_termination(keys, server_id, int(UNEXPECTED_TERMINATION_WINDOW_S * 1000))
-        if stopped_after(times, time.time()):
+        now, times = await queues.record_termination(keys, server_id, int(UNEXPECTED_TERMINATION_WINDOW_S * 1000))
+        if stopped_after(times, now):
             async with sessions() as session:
                 reason = f"{len(times)} unexpected server terminations on {keys.node} within {UNEXPECTED_TERMINATION_WINDOW_S:.0f} s"
                 if await apply_event(session, store, keys.ae, InternalEvent.UNEXPECTED_TERMINATIONS_EXCEEDED, reason) is AEState.STOPPED:

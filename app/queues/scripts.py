@@ -12,6 +12,7 @@ from app.errors import lua_error
 
 LUA_DIR = Path(__file__).parent / "lua"
 SCRIPT_NAMES = (
+    "register",
     "insert",
     "select",
     "begin",
@@ -25,6 +26,7 @@ SCRIPT_NAMES = (
     "elect",
     "sweep",
     "unsweep",
+    "take_served",
     "delete_swept",
 )
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -23,10 +22,6 @@ from app.sweeper.blobs import SweptBlobs, SweptEntry
 FRONT_SWEPT, BLOB_RESTORED, NOT_SWEPT, SWEEP_ABORTED, UNKNOWN = -13, -14, -15, -16, -1
 # Each select brings back at most this many blobs before it answers (with what it has, possibly nothing).
 UNSWEEPS_PER_SELECT = 3
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,22 +156,29 @@ class QueueStore:
     def keys(self, node: str, ae: str) -> AeKeys:
         return AeKeys(self.prefix, node, ae)
 
+    async def clock_ms(self) -> int:
+        """Now by Redis's clock, the one every script stamps with: instants compared with what the scripts wrote
+        (leases, heartbeats, tombstones, due times) are taken here, never from this process's clock."""
+        seconds, micros = await self.redis.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
     async def register_server(self, k: AeKeys, server_id: int, worker_tasks: int, worker_weight: int, overflow: bool) -> None:
         value = json.dumps({"tasks": worker_tasks, "weight": worker_weight, "overflow": overflow})
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(k.servers, str(server_id), value)
-            pipe.hset(k.seen, str(server_id), now_ms())
-            await pipe.execute()
+        await self.scripts.run("register", [k.servers, k.seen], [server_id, value])
 
     async def silent_servers(self, k: AeKeys, silent_ms: int) -> list[int]:
         """Servers registered here that neither selected nor heartbeat for `silent_ms`."""
-        limit = now_ms() - silent_ms
-        return [int(sid) for sid, seen in (await self.redis.hgetall(k.seen)).items() if int(seen) < limit]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(k.seen)
+            pipe.time()
+            seen, (seconds, micros) = await pipe.execute()
+        limit = int(seconds) * 1000 + int(micros) // 1000 - silent_ms
+        return [int(sid) for sid, at in seen.items() if int(at) < limit]
 
     async def insert(self, k: AeKeys, queue_manager: int, requests: Sequence[NewRequest], backlog_limit: int) -> list[str]:
         """All or none; returns the ids in order (an earlier id where an idempotency key repeats)."""
         keys = [k.req, k.payload, k.depth, k.classes, k.seq, k.swept, k.sweeping]
-        args: list[Any] = [now_ms(), k.notify_channel, self.idempotency_ttl_s, backlog_limit]
+        args: list[Any] = [k.notify_channel, self.idempotency_ttl_s, backlog_limit]
         for request in requests:
             queue = queue_name(request.service_class, request.dependent)
             keys += [k.front(queue), k.rear(queue)]
@@ -193,7 +195,7 @@ class QueueStore:
         keys += [k.assign, k.retire, k.swept, k.served, *k.class_queues(list(config.class_order))]
         ended: list[EndResult] | None = None
         for _ in range(UNSWEEPS_PER_SELECT + 1):
-            args: list[Any] = [now_ms(), server_id, config.completion_time_ms, max_items, "1" if begin else "0", self.tombstone_ms, self.samples_ms]
+            args: list[Any] = [server_id, config.completion_time_ms, max_items, "1" if begin else "0", self.tombstone_ms, self.samples_ms]
             args.append(len(ends))
             args += _end_args(ends)
             args += config.class_order
@@ -232,7 +234,7 @@ class QueueStore:
         """Put a blob's requests back behind the front if it is still the chain's first, and forget it; returns how
         many came back (0 when another process restored it first)."""
         assert self.blobs is not None
-        args: list[Any] = [now_ms(), queue, blob_id]
+        args: list[Any] = [queue, blob_id]
         for entry in entries:
             args += [entry.id, entry.meta, entry.payload]
         result = await self.scripts.call("unsweep", [k.req, k.payload, k.front(queue), k.chain(queue), k.swept, k.swept_deleted], args)
@@ -241,19 +243,20 @@ class QueueStore:
         await self.blobs.forget([blob_id])
         return int(result[1])
 
-    async def begin(self, k: AeKeys, config: AeConfig, request_id: str, server_id: int) -> dict[str, Any]:
-        args = [now_ms(), request_id, server_id, config.completion_time_ms]
-        result = await self.scripts.run("begin", [k.req, k.leases, k.done], args)
-        return json.loads(result[0])  # type: ignore[no-any-return]
+    async def begin(self, k: AeKeys, config: AeConfig, request_id: str, server_id: int) -> int:
+        """Returns when the request's completion time ends (ms, Redis's clock)."""
+        args = [request_id, server_id, config.completion_time_ms]
+        _, lease_ends_ms = await self.scripts.run("begin", [k.req, k.leases, k.done], args)
+        return int(lease_ends_ms)
 
     async def extend(self, k: AeKeys, config: AeConfig, server_id: int) -> int:
-        result = await self.scripts.run("extend", [k.req, k.leases, k.seen], [now_ms(), server_id, config.completion_time_ms])
+        result = await self.scripts.run("extend", [k.req, k.leases, k.seen], [server_id, config.completion_time_ms])
         return int(result[0])
 
     async def end(self, k: AeKeys, server_id: int, ends: Sequence[EndArgs]) -> list[EndResult]:
         """End (id, outcome, result JSON) requests of one server; each succeeds or fails on its own."""
         keys = [k.req, k.payload, k.leases, k.inflight, k.records, k.exits, k.done, k.done_exp, k.samples]
-        args = [now_ms(), server_id, self.tombstone_ms, self.samples_ms, *_end_args(ends)]
+        args = [server_id, self.tombstone_ms, self.samples_ms, *_end_args(ends)]
         return _end_results(await self.scripts.run("end", keys, args))
 
     async def retire(self, k: AeKeys, config: AeConfig, queue_manager: int) -> None:
@@ -261,7 +264,7 @@ class QueueStore:
         drained: the duties no longer find it in the policy, yet its records must be written, its exits called,
         held work ended or abandoned, and work a stale cache let in purged."""
         member = json.dumps({"node": k.node, "ae": k.ae, "qm": queue_manager})
-        await self.redis.hset(retired_key(self.prefix), member, json.dumps({"config": asdict(config), "since": now_ms()}))
+        await self.redis.hset(retired_key(self.prefix), member, json.dumps({"config": asdict(config), "since": await self.clock_ms()}))
 
     async def retired(self) -> list[Retired]:
         result = []
@@ -288,7 +291,7 @@ class QueueStore:
 
     async def delete(self, k: AeKeys, request_id: str, queue_manager: int) -> dict[str, Any]:
         """Delete a queued request, in memory or swept; returns its work record."""
-        args = [now_ms(), "delete", queue_manager, request_id, 0, self.tombstone_ms]
+        args = ["delete", queue_manager, request_id, 0, self.tombstone_ms]
         for _ in range(2):  # a swept request whose blob came back meanwhile is deleted from memory the second time
             result = await self.scripts.call("remove_queued", self._removal_keys(k), args)
             code = int(result[0])
@@ -313,7 +316,7 @@ class QueueStore:
         if entry is None:
             return UNKNOWN, [UNKNOWN]
         keys = [*self._removal_keys(k), k.chain(queue), k.swept, k.swept_deleted]
-        args = [now_ms(), outcome, queue_manager, self.tombstone_ms, queue, blob_id, request_id, entry.meta]
+        args = [outcome, queue_manager, self.tombstone_ms, queue, blob_id, request_id, entry.meta]
         result = await self.scripts.call("delete_swept", keys, args)
         return int(result[0]), result
 
@@ -321,7 +324,7 @@ class QueueStore:
         """Every queued request of a disconnected queue manager, in memory (a page per script call) and swept."""
         cursor, purged = "0", 0
         while True:
-            args = [now_ms(), "purge", queue_manager, cursor, page, self.tombstone_ms]
+            args = ["purge", queue_manager, cursor, page, self.tombstone_ms]
             cursor, count = await self.scripts.run("remove_queued", self._removal_keys(k), args)
             purged += int(count)
             if str(cursor) == "0":
@@ -354,7 +357,6 @@ class QueueStore:
         keys += k.class_lists(classes)
         mode = "expired" if server_id is None else "server"
         args = [
-            now_ms(),
             mode,
             server_id if server_id is not None else "",
             config.max_deliveries,
@@ -395,15 +397,16 @@ class QueueStore:
         incarnation, acked, entries = await self.scripts.run("pending_records", keys, [limit, uuid.uuid4().hex[:16]])
         return str(incarnation), int(acked), [str(v) for v in entries]
 
-    async def record_termination(self, k: AeKeys, server_id: int, window_ms: int) -> list[float]:
-        """Count an unexpected termination of a server; returns the times (s) of those within the window."""
-        now = now_ms()
+    async def record_termination(self, k: AeKeys, server_id: int, window_ms: int) -> tuple[float, list[float]]:
+        """Count an unexpected termination of a server now; returns now and the times of those within the window
+        (s, Redis's clock)."""
+        now = await self.clock_ms()
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.zadd(k.terminations, {str(server_id): now})
             pipe.zremrangebyscore(k.terminations, "-inf", now - window_ms)
             pipe.zrange(k.terminations, 0, -1, withscores=True)
             *_, recent = await pipe.execute()
-        return [score / 1000 for _, score in recent]
+        return now / 1000, [score / 1000 for _, score in recent]
 
     async def hold_lease(self, key: str, owner: str, ms: int) -> bool:
         """Take or keep, for `ms`, a duty that one process at a time should do (flushing an outbox, launching
@@ -417,14 +420,16 @@ class QueueStore:
         return False
 
     async def ack_records(self, k: AeKeys, records: Sequence[str]) -> int:
-        result = await self.scripts.run("ack_records", [k.records, k.records_acked], [now_ms(), len(records), records[0], records[-1]])
+        result = await self.scripts.run("ack_records", [k.records, k.records_acked], [len(records), records[0], records[-1]])
         return int(result[0])
 
     async def claim_exits(self, k: AeKeys, claim_ms: int, limit: int) -> list[str]:
-        return [str(v) for v in await self.scripts.run("claim_exits", [k.exits], [now_ms(), claim_ms, limit])]
+        return [str(v) for v in await self.scripts.run("claim_exits", [k.exits], [claim_ms, limit])]
 
-    async def settle_exit(self, k: AeKeys, entry: str, retry: str | None, due_ms: int) -> None:
-        """Delivered or given up (retry None), else replaced by its next attempt, in one transaction."""
+    async def settle_exit(self, k: AeKeys, entry: str, retry: str | None, delay_ms: int) -> None:
+        """Delivered or given up (retry None), else replaced by its next attempt `delay_ms` from now, in one
+        transaction."""
+        due_ms = await self.clock_ms() + delay_ms if retry is not None else 0
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.zrem(k.exits, entry)
             if retry is not None:
@@ -433,7 +438,8 @@ class QueueStore:
 
     async def forget_tombstones(self, k: AeKeys, page: int = 1000) -> None:
         """Every expired tombstone, a page per transaction, so cleaning keeps up with any rate of ends."""
-        while expired := await self.redis.zrangebyscore(k.done_exp, "-inf", now_ms(), start=0, num=page):
+        now = await self.clock_ms()
+        while expired := await self.redis.zrangebyscore(k.done_exp, "-inf", now, start=0, num=page):
             async with self.redis.pipeline(transaction=True) as pipe:
                 pipe.hdel(k.done, *expired)
                 pipe.zrem(k.done_exp, *expired)
@@ -443,13 +449,11 @@ class QueueStore:
 
     # ---- the slow queue sweeper's steps (app/sweeper) ---------------------------------------------------------
 
-    async def take_service_rates(self, k: AeKeys) -> dict[str, int]:
-        """Requests selected per queue since the last call (and the count starts again)."""
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hgetall(k.served)
-            pipe.delete(k.served)
-            served, _ = await pipe.execute()
-        return {queue: int(count) for queue, count in served.items()}
+    async def take_service_rates(self, k: AeKeys) -> tuple[int | None, dict[str, int]]:
+        """Requests selected per queue since the last call, and how long that was (ms, Redis's clock; None on the
+        first call); the count starts again."""
+        elapsed_ms, *flat = await self.scripts.run("take_served", [k.served], [])
+        return (int(elapsed_ms) if elapsed_ms != "" else None), {str(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}
 
     async def queue_sizes(self, k: AeKeys, queue: str) -> QueueSizes:
         async with self.redis.pipeline(transaction=True) as pipe:
@@ -466,14 +470,14 @@ class QueueStore:
     async def sweep_begin(self, k: AeKeys, queue: str, part: str, keep: int, count: int, token: str, epoch: int) -> PendingSweep:
         """Mark the queue as being swept and read what to move: the last `count` of its front beyond the first
         `keep` (part 'front'), or the first `count` of its rear."""
-        flat = await self.scripts.run("sweep", self._sweep_keys(k, queue), [now_ms(), "begin", queue, token, epoch, part, keep, count])
+        flat = await self.scripts.run("sweep", self._sweep_keys(k, queue), ["begin", queue, token, epoch, part, keep, count])
         entries = [SweptEntry(flat[i], flat[i + 1], flat[i + 2]) for i in range(0, len(flat), 3)]
         return PendingSweep(k, queue, part, token, epoch, entries)
 
     async def sweep_commit(self, sweep: PendingSweep, blob_ids: list[int]) -> int | None:
         """Move the entries out, their blobs (in order; none when all were of deleted requests) joining the chain;
         None when the sweep raced with a select, delete or change of one of them (aborted: the queue is as it was)."""
-        args = [now_ms(), "commit", sweep.queue, sweep.token, sweep.epoch, *blob_ids]
+        args = ["commit", sweep.queue, sweep.token, sweep.epoch, *blob_ids]
         result = await self.scripts.call("sweep", self._sweep_keys(sweep.keys, sweep.queue), args)
         code = int(result[0])
         if code == SWEEP_ABORTED:
@@ -483,4 +487,4 @@ class QueueStore:
         return int(result[1])
 
     async def sweep_abort(self, sweep: PendingSweep) -> None:
-        await self.scripts.run("sweep", self._sweep_keys(sweep.keys, sweep.queue), [now_ms(), "abort", sweep.queue, sweep.token, sweep.epoch])
+        await self.scripts.run("sweep", self._sweep_keys(sweep.keys, sweep.queue), ["abort", sweep.queue, sweep.token, sweep.epoch])

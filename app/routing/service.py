@@ -29,7 +29,7 @@ from app.errors import Conflict, NotFound, ValidationFailed
 from app.policy.active import ActivePolicy
 from app.policy.schemas import InstanceRouting, NodeRouting
 from app.operator.states import UNEXPECTED_TERMINATION_WINDOW_S
-from app.queues.store import QueueStore, now_ms
+from app.queues.store import QueueStore
 from app.routing.algorithm import (
     LINK_STATE_GROUPS,
     Candidate,
@@ -90,7 +90,7 @@ class RoutingStore:
         """Per node: servers connected, and unexpected server terminations within the STOPPED rule's window."""
 
         async def load() -> Mapping[str, NodeActivity]:
-            since = now_ms() - int(UNEXPECTED_TERMINATION_WINDOW_S * 1000)
+            since = await self.queues.clock_ms() - int(UNEXPECTED_TERMINATION_WINDOW_S * 1000)
             pipe = self.queues.redis.pipeline(transaction=False)
             places = [(node, ae) for node in policy.nodes for ae in policy.application_environments if policy.hosts(ae, node)]
             for node, ae in places:

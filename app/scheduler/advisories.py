@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 from typing import Any
 
 from redis.asyncio import Redis
@@ -52,7 +51,8 @@ def subject_matcher(pattern: str) -> re.Pattern[str]:
 async def publish(redis: Redis, prefix: str, name: str, **data: Any) -> str | None:
     """Append an advisory; returns its id in the stream (the SSE event id), or None when Redis could not take it:
     an advisory announces what happened, so failing to announce it must not undo or fail the thing itself."""
-    entry = {"subject": name, "at": time.time(), "data": json.dumps(data)}
+    # No time of its own: the stream id is Redis's clock (app/scheduler/router.py reads the instant from it).
+    entry = {"subject": name, "data": json.dumps(data)}
     try:
         return str(await redis.xadd(events_key(prefix), entry, maxlen=EVENTS_KEPT, approximate=True))
     except RedisError as exc:

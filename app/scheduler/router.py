@@ -102,7 +102,7 @@ async def events(
                 position = entry_id
                 if not matcher.match(fields["subject"]):
                     continue
-                event = EventOut(id=entry_id, subject=fields["subject"], at=float(fields["at"]), data=json.loads(fields["data"]))
+                event = EventOut(id=entry_id, subject=fields["subject"], at=int(entry_id.split("-", 1)[0]) / 1000, data=json.loads(fields["data"]))
                 yield f"id: {entry_id}\nevent: {event.subject}\ndata: {event.model_dump_json()}\n\n".encode()
 
     return StreamingResponse(feed(), media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

@@ -12,6 +12,7 @@ gauges of the evaluating process carry the same figures.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import statistics
 from collections import defaultdict
@@ -24,7 +25,8 @@ from app.errors import NotFound
 from app.policy.active import ActivePolicy, period_number
 from app.policy.goals import evaluate
 from app.queues.keys import AeKeys
-from app.queues.store import QueueStore, now_ms
+from app.queues.store import QueueStore
+from app.repeated_failures import RepeatedFailures
 from app.servers.decisions import ClassDemand, allocate, assign_servers, servers_for_goal
 from app.servers.schemas import NodeScaling, PeriodPerformance, ScalingOut, ServerInstancesOut, ServiceClassPerformance
 
@@ -37,18 +39,32 @@ CONNECTED = Gauge("wlm_servers_connected", "Servers connected (overflow servers 
 DESIRED_TOTAL = "*"
 VELOCITY = Gauge("wlm_service_class_velocity", "Execution velocity: 100 x execution / (execution + queue delay)", _LABELS)
 
+log = logging.getLogger(__name__)
+# Samples and class periods that cannot be judged: each environment and class period is judged on its own, so one of
+# them never keeps the others from their PI and server decisions; the cause is logged when it starts, not every tick.
+UNJUDGED = RepeatedFailures(log)
+
 
 async def evaluate_environment(store: QueueStore, policy: ActivePolicy, keys: AeKeys, window_s: float) -> list[PeriodPerformance]:
     """Judge every service class period of one environment on one node and publish the result. A class period with
     nothing ended in the window has an unknown PI (None), except discretionary work (always 0.81)."""
-    now = now_ms()
+    now = await store.clock_ms()
     samples_by_period: dict[tuple[str, int], list[tuple[float, float, float]]] = defaultdict(list)
+    invalid = 0
     for sample in await store.samples(keys, now - int(window_s * 1000)):
         spec = policy.service_classes.get(sample.service_class)
         if spec is None:
             continue  # a class the policy has dropped since: nothing to judge it against
+        if min(sample.response_ms, sample.queue_ms, sample.execution_ms) < 0:
+            invalid += 1  # no script writes one (one clock: Redis's); a sample of an older version might
+            continue
         period = period_number([p.duration_ms for p in spec.periods], sample.response_ms)
         samples_by_period[(sample.service_class, period)].append((sample.response_ms, sample.queue_ms, sample.execution_ms))
+    where = f"goal evaluation of {keys.ae} on {keys.node}"
+    if invalid:
+        UNJUDGED.failed(where, f"{invalid} sample(s) with a negative duration left out")
+    else:
+        UNJUDGED.succeeded(where)
     queued = {sc: int(depth) for sc, depth in (await store.redis.hgetall(keys.depth)).items()}
     evaluated_at = datetime.fromtimestamp(now / 1000, UTC)
     results = []
@@ -58,7 +74,12 @@ async def evaluate_environment(store: QueueStore, policy: ActivePolicy, keys: Ae
             window = samples_by_period.get((name, period.number), [])
             if not window and not queued.get(name) and period.number > 1:
                 continue  # later periods appear once work reaches them
-            judged = evaluate(period.goal, window)
+            try:
+                judged = evaluate(period.goal, window)
+            except ValueError as exc:
+                UNJUDGED.failed(f"{where}, class {name} period {period.number}", str(exc))
+                continue
+            UNJUDGED.succeeded(f"{where}, class {name} period {period.number}")
             results.append(
                 PeriodPerformance(
                     service_class=name,

@@ -11,7 +11,6 @@ deleted or changed meanwhile (else the sweep is aborted and its blob forgotten).
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -55,14 +54,11 @@ class Sweeper:
         self.interval_s = settings.sweeper_interval_seconds
         self.blob_requests = settings.sweeper_blob_requests
         self.min_in_memory = settings.sweeper_min_in_memory
-        self._last_pass: dict[AeKeys, float] = {}
 
     async def sweep_environment(self, k: AeKeys, classes: list[str]) -> PassReport:
         """One pass over the queues of an environment on a node."""
-        now = time.monotonic()
-        elapsed = now - self._last_pass.get(k, now - self.interval_s)
-        self._last_pass[k] = now
-        rates = await self.queues.take_service_rates(k)
+        elapsed_ms, rates = await self.queues.take_service_rates(k)
+        elapsed = self.interval_s if elapsed_ms is None else elapsed_ms / 1000
         report, swept_now = PassReport(), 0
         for queue in (queue_name(sc, dependent) for sc in classes for dependent in (True, False)):
             sizes = await self.queues.queue_sizes(k, queue)

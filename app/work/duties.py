@@ -20,14 +20,15 @@ from prometheus_client import Counter
 from sqlalchemy import func, select
 
 from app.connections import exit_urls
-from app.errors import Fenced
+from app.errors import UNAVAILABLE, Fenced, unavailable_dependency
 from app.connections.models import Connection
 from app.connections.service import expire_silent_servers, purge_departed_again
 from app.operator.service import apply_event, count_unexpected_terminations
 from app.operator.states import AEState, InternalEvent
 from app.policy.active import ActivePolicy
 from app.queues.keys import AeKeys
-from app.queues.store import AeConfig, now_ms
+from app.queues.store import AeConfig
+from app.repeated_failures import RepeatedFailures
 from app.scheduler.advisories import publish, subject
 from app.servers.launcher import Launcher
 from app.servers.service import evaluate_environment, manage_environment
@@ -57,6 +58,8 @@ class Duties:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self._exit_secrets: dict[int, str | None] = {}
+        self._unmanaged = RepeatedFailures(log)  # environments the manager loop could not judge or decide for
+        self._outages = RepeatedFailures(log)  # duties waiting for Redis or the database
         self._launches = launcher
         self.launcher: Launcher | None = None
         self._periods: dict[int, records.PeriodTable] = {}  # policy versions the records of which were written
@@ -96,18 +99,22 @@ class Duties:
         # The flag, not only the cancellation: a driver that turns a CancelledError into another error (seen
         # with database calls cancelled mid-flight) must not keep a stopping service's duty alive.
         while not self._stopping:
+            name = getattr(duty, "__name__", str(duty))
             try:
                 if self.may_act():
                     await duty()
+                    self._outages.succeeded(f"background duty {name}")
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 if self._stopping:
                     return
-                name = getattr(duty, "__name__", duty)
                 if isinstance(exc, Fenced):
                     # Deposed while paused: the next heartbeat stops these duties.
                     log.warning("scheduler duty %s refused: a newer scheduler acts (epoch %s > %s)", name, exc.details.get("epoch"), self.epoch)
+                elif isinstance(exc, UNAVAILABLE):
+                    # Not the duty's failure: it waits for its store to come back (said once per outage, not per tick).
+                    self._outages.failed(f"background duty {name}", f"waiting for the {unavailable_dependency(exc)} to answer")
                 else:
                     log.exception("background duty %s failed; retrying", name)
             await asyncio.sleep(interval)
@@ -165,7 +172,7 @@ class Duties:
             )
             await queues.reassign(retired.keys, retired.config)
             await queues.purge(retired.keys, retired.queue_manager)
-            if now_ms() - retired.since_ms > settle_ms and await queues.drained(retired.keys):
+            if await queues.clock_ms() - retired.since_ms > settle_ms and await queues.drained(retired.keys):
                 await queues.forget_retired(retired)
 
     async def _report_drained(self, policy: ActivePolicy) -> None:
@@ -191,10 +198,19 @@ class Duties:
         lease_ms = int(max(3 * self.state.settings.goal_interval_seconds, 10) * 1000)
         if not await self.state.queues.hold_lease(f"{self.state.settings.redis_prefix}:manager", self._owner, lease_ms):
             return
+        window = self.state.settings.goal_window_seconds
         for keys, _ in await self._environments():
-            window = self.state.settings.goal_window_seconds
-            judged = await evaluate_environment(self.state.queues, policy, keys, window)
-            await manage_environment(self.state.queues, policy, keys, judged, window, launching=self.state.settings.launcher)
+            # Each environment on its own: one that fails is logged once, and the others are still managed.
+            where = f"managing {keys.ae} on {keys.node} to its goals"
+            try:
+                judged = await evaluate_environment(self.state.queues, policy, keys, window)
+                await manage_environment(self.state.queues, policy, keys, judged, window, launching=self.state.settings.launcher)
+            except UNAVAILABLE:
+                raise  # an outage stops the whole pass: the duty loop reports it and tries again
+            except Exception as exc:  # noqa: BLE001 - a defect in one environment's figures must not stop the others
+                self._unmanaged.failed(where, f"{type(exc).__name__}: {exc}", exc)
+            else:
+                self._unmanaged.succeeded(where)
 
     async def sweep_queues(self) -> None:
         """The slow queue sweeper's pass over every queue (app/sweeper)."""
@@ -237,7 +253,7 @@ class Duties:
         for keys, _ in await self._environments(retired=True):
             for raw in await self.state.queues.claim_exits(keys, EXIT_CLAIM_MS, 100):
                 entry = json.loads(raw)
-                retry, due = None, 0
+                retry, delay_ms = None, 0
                 secret = await self._exit_secret(entry["qm"])
                 if secret is None or not exit_urls.allowed(entry["exit"], settings.exit_url_allowlist):
                     exits.EXIT_CALLS.labels("refused").inc()
@@ -249,8 +265,8 @@ class Duties:
                 else:
                     exits.EXIT_CALLS.labels("retried").inc()
                     retry = json.dumps({**entry, "attempt": entry["attempt"] + 1})
-                    due = now_ms() + int(exits.backoff_seconds(entry["attempt"], settings.exit_retry_base_seconds) * 1000)
-                await self.state.queues.settle_exit(keys, raw, retry, due)
+                    delay_ms = int(exits.backoff_seconds(entry["attempt"], settings.exit_retry_base_seconds) * 1000)
+                await self.state.queues.settle_exit(keys, raw, retry, delay_ms)
 
     async def _exit_secret(self, queue_manager: int) -> str | None:
         if queue_manager not in self._exit_secrets:

@@ -31,7 +31,7 @@ from app.operator.states import AEState, servers_must_end
 from app.policy.active import ActivePolicy
 from app.policy.service import PolicyStore, qualifier_attributes
 from app.queues.keys import AeKeys, enclave_key, idempotency_route_key, parse_token
-from app.queues.store import AeConfig, EndArgs, EndResult, NewRequest, QueueStore, Selected, now_ms
+from app.queues.store import AeConfig, EndArgs, EndResult, NewRequest, QueueStore, Selected
 from app.routing.service import Router, count_routed
 from app.scheduler.advisories import publish, subject
 from app.work.dispatch import POLL_FALLBACK_SECONDS, Dispatcher, Waiter
@@ -263,7 +263,6 @@ class Work:
             "policy": version,
             "node": node,
             "ae": ae,
-            "inserted": now_ms(),
             "state": "q",
             "deliveries": 0,
             "exit": qm.exit_url or "",
@@ -369,8 +368,8 @@ class Work:
         config = AeConfig.of(policy, keys.ae)
         if config is None:
             raise Conflict("the application environment is no longer in the active policy", code="unknown_application_environment")
-        await self.store.begin(keys, config, request_id, server.id)
-        return token, datetime.fromtimestamp((now_ms() + config.completion_time_ms) / 1000, UTC)
+        lease_ends_ms = await self.store.begin(keys, config, request_id, server.id)
+        return token, datetime.fromtimestamp(lease_ends_ms / 1000, UTC)
 
     async def end(self, token: str, connect_token: str, outcome: str, result: Any) -> EndedOut:
         server = await self._connection(connect_token, "server")

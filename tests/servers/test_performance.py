@@ -4,6 +4,7 @@ class's goal, and the figures agree with what the test measured from the work re
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from app.servers.service import evaluate_environment
 from app.work import records
@@ -84,3 +85,24 @@ async def _records(state):
         if table.num_rows >= 10 or asyncio.get_running_loop().time() > deadline:
             return table
         await asyncio.sleep(0.1)
+
+
+async def test_a_sample_that_cannot_be_judged_is_left_out_and_logged_once(client, app, caplog):
+    """A negative duration (no script writes one now; an older version's sample could hold one) neither stops the
+    evaluation of its environment nor its class: the class is judged on the rest, and the cause logged once."""
+    world = await make_world(client)
+    state = app.state.wlm
+    await _drive(world, 3, BATCH)
+    await _drive(world, 2, ONLINE)
+    policy = await state.policies.active()
+    keys = state.queues.keys("LOCAL", "PAYROLL")
+    await evaluate_environment(state.queues, policy, keys, 60)
+    await state.redis.zadd(keys.samples, {"ONLINE|-1|-1|0|from-an-older-version": await state.queues.clock_ms()})
+    with caplog.at_level(logging.INFO, logger="app.servers.service"):
+        for _ in range(3):
+            judged = {(p.service_class, p.period): p for p in await evaluate_environment(state.queues, policy, keys, 60)}
+            assert judged[("BATCH", 1)].ended == 3
+            assert judged[("ONLINE", 1)].ended == 2 and judged[("ONLINE", 1)].performance_index is not None
+    assert [r.getMessage() for r in caplog.records if "negative duration" in r.getMessage()] == [
+        "goal evaluation of PAYROLL on LOCAL: 1 sample(s) with a negative duration left out (logged once until it changes or clears)"
+    ]

@@ -4,10 +4,10 @@
 -- index) stays the same while it waits: files declare the positions they hold, and a reader knows which files
 -- can share records.
 -- KEYS: records, records_acked
--- ARGV: now_ms, n, first record, last record
+-- ARGV: n, first record, last record
 -- Returns {0, dropped}
-local n = tonumber(ARGV[2])
-if redis.call('LINDEX', KEYS[1], 0) == ARGV[3] and redis.call('LINDEX', KEYS[1], n - 1) == ARGV[4] then
+local n = tonumber(ARGV[1])
+if redis.call('LINDEX', KEYS[1], 0) == ARGV[2] and redis.call('LINDEX', KEYS[1], n - 1) == ARGV[3] then
   redis.call('LTRIM', KEYS[1], n, -1)
   redis.call('INCRBY', KEYS[2], n)
   return {0, n}

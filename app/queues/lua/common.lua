@@ -6,8 +6,11 @@
 -- Enough ended requests to judge a service class on; at high rates the window is in effect the last MAX_SAMPLES.
 local MAX_SAMPLES = 10000
 
+-- The one clock is Redis's: every instant of a request's life and of a lease is read here, inside the script that
+-- acts on it, so neither a caller's clock (replicas on other hosts) nor the delay before its call orders anything.
 local function now_ms()
-  return tonumber(ARGV[1])
+  local time = redis.call('TIME')
+  return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 end
 
 local function load_meta(req_key, id)

@@ -3,12 +3,11 @@
 --       one hash tag.
 -- ARGV: member, weight, activation interval (ms), info (JSON: host, pid), mode ('beat' or 'resign')
 -- Returns {active (1 or 0), epoch, holder ('' for none), what happened: took | kept | yielded | resigned | standby}.
--- The epoch is the fencing token: it grows by one with every new holder. Time is Redis's, so members' clocks
--- do not matter.
+-- The epoch is the fencing token: it grows by one with every new holder. Time is Redis's (now_ms), so members'
+-- clocks do not matter.
 local members, holder = KEYS[1], KEYS[2]
 local me, weight, activation, info, mode = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = now_ms()
 local current = redis.call('HMGET', holder, 'member', 'renewed', 'epoch')
 local epoch = tonumber(current[3] or 0)
 

@@ -1,8 +1,8 @@
 -- A server's heartbeat: every request it holds gets its completion time anew.
 -- KEYS: req, leases, seen
--- ARGV: now_ms, server id, lease ms
+-- ARGV: server id, lease ms
 -- Returns {0, extended}
-local now, server, lease_ms = now_ms(), ARGV[2], tonumber(ARGV[3])
+local now, server, lease_ms = now_ms(), ARGV[1], tonumber(ARGV[2])
 redis.call('HSET', KEYS[3], server, now)
 local extended = 0
 for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do

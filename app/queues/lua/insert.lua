@@ -1,17 +1,17 @@
 -- Queue requests (IWM4QIN), all or none.
 -- KEYS: req, payload, depth, classes, seq, swept, sweeping, then per item: its queue's front and rear lists, its
 --       idempotency key (a dummy key of the same slot when the item has none)
--- ARGV: now_ms, notify channel, idempotency ttl s, backlog limit, then per item: id, class, meta (JSON), payload
---       (JSON), idempotency key ('' for none), queue name
+-- ARGV: notify channel, idempotency ttl s, backlog limit, then per item: id, class, meta (JSON without `seq` and
+--       `inserted`, which are added here), payload (JSON), idempotency key ('' for none), queue name
 -- A queue that is swept, being swept, or still has a rear list takes new requests at its rear (app/sweeper).
 -- Returns {0, id...} in item order (an id of an earlier insert for a repeated idempotency key),
 -- or {-10, class, depth, limit} when a class queue would pass its backlog limit (nothing written).
 local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], classes = KEYS[4], seq = KEYS[5], swept = KEYS[6],
   sweeping = KEYS[7]}
 local FIRST_ITEM_KEY = 8
-local channel, idem_ttl, limit = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local channel, idem_ttl, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local items = {}
-for i = 5, #ARGV, 6 do
+for i = 4, #ARGV, 6 do
   local key = FIRST_ITEM_KEY + 3 * #items
   items[#items + 1] = {id = ARGV[i], sc = ARGV[i + 1], meta = ARGV[i + 2], payload = ARGV[i + 3], idem = ARGV[i + 4],
     queue = ARGV[i + 5], front = KEYS[key], rear = KEYS[key + 1], idem_key = KEYS[key + 2]}
@@ -38,11 +38,12 @@ end
 
 -- A per-environment sequence number orders requests inserted in the same millisecond (a batch), so that
 -- reassigned requests go back to the front in their original order.
-local inserted = 0
+local inserted, now = 0, now_ms()
 local seq = redis.call('INCRBY', k.seq, #items)
 for i, item in ipairs(items) do
   if fresh[i] then
-    redis.call('HSET', k.req, item.id, '{"seq":' .. (seq - #items + i) .. ',' .. string.sub(item.meta, 2))
+    local stamps = '{"seq":' .. (seq - #items + i) .. ',"inserted":' .. string.format('%d', now) .. ','
+    redis.call('HSET', k.req, item.id, stamps .. string.sub(item.meta, 2))
     redis.call('HSET', k.payload, item.id, item.payload)
     local swept = redis.call('HEXISTS', k.swept, item.queue) == 1 or redis.call('HEXISTS', k.sweeping, item.queue) == 1
     redis.call('RPUSH', (swept or redis.call('EXISTS', item.rear) == 1) and item.rear or item.front, item.id)

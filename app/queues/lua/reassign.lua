@@ -3,20 +3,20 @@
 -- or is abandoned once it has been delivered max deliveries times.
 -- KEYS: req, payload, depth, leases, inflight, servers, records, exits, done, done_exp, seen, fence, then per
 --       class (in ARGV order): dependent list, independent list
--- ARGV: now_ms, mode, server id (mode 'server') or '', max deliveries, tombstone ms, batch size, notify channel,
---       scheduler epoch (0: not a scheduler's duty, not fenced), class names...
+-- ARGV: mode, server id (mode 'server') or '', max deliveries, tombstone ms, batch size, notify channel, scheduler
+--       epoch (0: not a scheduler's duty, not fenced), class names...
 -- Returns {0, requeued, abandoned, ids of abandoned...}, or {-12, epoch} when a newer scheduler already acted here.
 local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], leases = KEYS[4], inflight = KEYS[5], servers = KEYS[6],
   records = KEYS[7], exits = KEYS[8], done = KEYS[9], done_exp = KEYS[10], seen = KEYS[11], fence = KEYS[12]}
-local now, mode, only_server = now_ms(), ARGV[2], ARGV[3]
-local max_deliveries, tombstone_ms, batch = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local now, mode, only_server = now_ms(), ARGV[1], ARGV[2]
+local max_deliveries, tombstone_ms, batch = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 
-local newer = fenced_by(k.fence, tonumber(ARGV[8]))
+local newer = fenced_by(k.fence, tonumber(ARGV[7]))
 if newer then return {-12, newer} end
 
 local lists = {}
-for i = 9, #ARGV do
-  local base = 12 + 2 * (i - 9)
+for i = 8, #ARGV do
+  local base = 12 + 2 * (i - 8)
   lists[ARGV[i]] = {KEYS[base + 1], KEYS[base + 2]}
 end
 
@@ -60,7 +60,7 @@ for _, entry in ipairs(taken) do
   end
 end
 if requeued > 0 then
-  redis.call('PUBLISH', ARGV[7], requeued)
+  redis.call('PUBLISH', ARGV[6], requeued)
 end
 if mode == 'server' then
   redis.call('HDEL', k.servers, only_server)

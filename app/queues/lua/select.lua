@@ -3,8 +3,8 @@
 -- independent, FIFO within.
 -- KEYS: req, payload, depth, leases, inflight, servers, seen, records, exits, done, done_exp, samples, assign,
 --       retire, swept, served, then per class in order: dependent front and rear lists, independent front and rear
--- ARGV: now_ms, server id, lease ms, max items, begin at once ('1' or '0'), tombstone ms, samples ms, number of
---       ends, then per end: id, outcome, result (JSON text, '' for none); then the class names in KEYS order
+-- ARGV: server id, lease ms, max items, begin at once ('1' or '0'), tombstone ms, samples ms, number of ends,
+--       then per end: id, outcome, result (JSON text, '' for none); then the class names in KEYS order
 -- Returns {status, number of ends, per end: code, value (see end_held), then by status}: 0 and per item: id, meta,
 -- payload (possibly no items); -2 server not registered; -3 and in flight, tasks: server at capacity; -4 overflow
 -- server while another server has capacity; -11 the server is surplus and is to end (0C14); -13 and a queue name:
@@ -14,12 +14,12 @@ local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], leases = KEYS[4], 
   seen = KEYS[7], records = KEYS[8], exits = KEYS[9], done = KEYS[10], done_exp = KEYS[11], samples = KEYS[12],
   assign = KEYS[13], retire = KEYS[14], swept = KEYS[15], served = KEYS[16]}
 local FIRST_LIST = 17
-local now, server, lease_ms, max_items, begin_now = now_ms(), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1'
-local ends = tonumber(ARGV[8])
-local first_class = 9 + 3 * ends
+local now, server, lease_ms, max_items, begin_now = now_ms(), ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
+local ends = tonumber(ARGV[7])
+local first_class = 8 + 3 * ends
 
 local result = {0, ends}
-end_held(k, server, now, tonumber(ARGV[6]), tonumber(ARGV[7]), 9, first_class - 1, result)
+end_held(k, server, now, tonumber(ARGV[5]), tonumber(ARGV[6]), 8, first_class - 1, result)
 
 local function refuse(status, ...)
   result[1] = status

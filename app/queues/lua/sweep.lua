@@ -8,15 +8,15 @@
 --   the queue is left as it was.
 -- 'abort' ends a sweep that could not write its blob.
 -- KEYS: req, payload, front, rear, chain, swept, sweeping, fence
--- ARGV: now_ms, mode, queue name, token, scheduler epoch, then for begin: part ('front' or 'rear'), keep, max;
+-- ARGV: mode, queue name, token, scheduler epoch, then for begin: part ('front' or 'rear'), keep, max;
 --       for commit: the blob ids in queue order (none when every entry was of a deleted request: nothing to keep)
 -- Returns begin: {0, then per entry: id, meta ('' for a deleted request's entry), payload}; commit: {0, moved} or
 -- {-16} aborted; abort: {0}; any: {-12, epoch} when a newer scheduler acted on this queue.
 local k = {req = KEYS[1], payload = KEYS[2], front = KEYS[3], rear = KEYS[4], chain = KEYS[5], swept = KEYS[6],
   sweeping = KEYS[7], fence = KEYS[8]}
-local mode, queue, token = ARGV[2], ARGV[3], ARGV[4]
+local mode, queue, token = ARGV[1], ARGV[2], ARGV[3]
 
-local newer = fenced_by(k.fence, tonumber(ARGV[5]))
+local newer = fenced_by(k.fence, tonumber(ARGV[4]))
 if newer then return {-12, newer} end
 
 local function digest(ids, metas)
@@ -44,7 +44,7 @@ local function entries(part, count)
 end
 
 if mode == 'begin' then
-  local part, keep, max = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
+  local part, keep, max = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
   local count
   if part == 'front' then
     count = math.min(max, redis.call('LLEN', k.front) - keep)
@@ -95,10 +95,10 @@ for i, id in ipairs(ids) do
 end
 if part == 'front' then
   redis.call('LTRIM', k.front, 0, -count - 1)
-  for i = #ARGV, 6, -1 do redis.call('LPUSH', k.chain, ARGV[i]) end
+  for i = #ARGV, 5, -1 do redis.call('LPUSH', k.chain, ARGV[i]) end
 else
   redis.call('LTRIM', k.rear, count, -1)
-  for i = 6, #ARGV do redis.call('RPUSH', k.chain, ARGV[i]) end
+  for i = 5, #ARGV do redis.call('RPUSH', k.chain, ARGV[i]) end
 end
 if moved > 0 then redis.call('HINCRBY', k.swept, queue, moved) end
 return {0, moved}

@@ -2,14 +2,14 @@
 -- front holds (nothing, or requests given back by expired leases, which come first anyway). Run when a select finds
 -- the front empty; once the chain is empty the rear joins the front at the next select (select.lua).
 -- KEYS: req, payload, front, chain, swept, swept_deleted
--- ARGV: now_ms, queue name, blob id, then per request: id, meta, payload
+-- ARGV: queue name, blob id, then per request: id, meta, payload
 -- Returns {0, restored}, or {-14} when that blob is no longer the chain's first (another process brought it back).
 local k = {req = KEYS[1], payload = KEYS[2], front = KEYS[3], chain = KEYS[4], swept = KEYS[5], swept_deleted = KEYS[6]}
-local queue, blob = ARGV[2], ARGV[3]
+local queue, blob = ARGV[1], ARGV[2]
 if redis.call('LINDEX', k.chain, 0) ~= blob then return {-14} end
 redis.call('LPOP', k.chain)
 local restored = 0
-for i = 4, #ARGV, 3 do
+for i = 3, #ARGV, 3 do
   local id = ARGV[i]
   -- Deleted (or purged) while in the database: its record was written then.
   if redis.call('SREM', k.swept_deleted, id) == 0 then
