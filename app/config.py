@@ -50,7 +50,12 @@ class Settings(BaseSettings):
     # How long a process trusts its cached copy of the active policy before checking the database again.
     policy_cache_seconds: float = Field(default=1.0, ge=0)
 
+    # Request bodies are refused with 413 from Content-Length, or as soon as the streamed bytes pass the route's
+    # limit, before authentication and parsing (app/http.py): a policy, a batch of work, one work request
+    # (max_payload_bytes plus room for its other fields), anything else.
     max_policy_bytes: int = Field(default=1_048_576, ge=1024)
+    max_batch_bytes: int = Field(default=8_388_608, ge=1024)
+    max_body_bytes: int = Field(default=65_536, ge=1024)
 
     # Servers and queue managers are told to heartbeat this often. A server that neither selects nor heartbeats
     # for the timeout is taken for dead: its connection is closed and its work given back.

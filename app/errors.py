@@ -44,7 +44,10 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (403, "The key's principal lacks the role or permit"),
         (404, "Unknown resource"),
         (409, "Not allowed in the resource's current state"),
+        (413, "The body is larger than the route allows (`limit_bytes`), or a payload or result in it is (`path`)"),
         (422, "Invalid field; `errors` lists each path"),
+        (429, "Too many: the queue is at its backlog limit, or the replica serves all the event streams it may"),
+        (503, "Redis or the database is unavailable, or did not confirm a write in time; retry"),
     )
 }
 

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.errors import PayloadTooLarge
 
 
 class RejectNulMiddleware:
@@ -33,6 +36,89 @@ class RejectNulMiddleware:
             await send({"type": "http.response.body", "body": body})
             return
         await self.app(scope, receive, send)
+
+
+class BodyLimitMiddleware:
+    """A request body larger than its route allows (`limits` by method and path, else `default`) is refused with 413
+    before anything reads it: at once from Content-Length, else as soon as the bytes streamed pass the limit. It runs
+    before authentication and parsing, so no caller, with a key or without, makes the process hold more of a body
+    than its route's limit."""
+
+    def __init__(self, app: ASGIApp, limits: Mapping[tuple[str, str], int], default: int) -> None:
+        self.app = app
+        self.limits = limits
+        self.default = default
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        body = _BoundedBody(scope, receive, send, self.limits.get((scope["method"], scope["path"]), self.default))
+        if body.declared > body.limit:
+            await body.refuse()
+            return
+        try:
+            await self.app(scope, body.receive, body.send)
+        except PayloadTooLarge:
+            if not body.refused:
+                raise
+
+
+class _BoundedBody:
+    """One request's body as the application reads it, refused once it passes `limit`. The refusal closes the
+    connection, as does any answer given before a chunked body's end (a caller refused before its body is read):
+    kept open, it would have uvicorn read the rest, however long, only to discard it. The rest of a body of declared
+    length, within its limit, is left for uvicorn to drain, and the connection stays open."""
+
+    def __init__(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+        self.scope = scope
+        self._receive = receive
+        self._send = send
+        self.limit = limit
+        self.declared, self.streaming = _framing(scope)  # streaming: a chunked body, until it is read to its end
+        self.received = 0
+        self.started = self.refused = False
+
+    async def receive(self) -> Message:
+        message = await self._receive()
+        if message["type"] == "http.request":
+            self.received += len(message.get("body", b""))
+            self.streaming = self.streaming and message.get("more_body", False)
+        if self.received > self.limit:
+            if not self.started:
+                # Answered here, whoever is reading: FastAPI turns any error while it reads a body into a 400.
+                await self.refuse()
+            raise _too_large(self.limit)  # unwinds the reader; the answer it makes of it is dropped
+        return message
+
+    async def send(self, message: Message) -> None:
+        if self.refused:
+            return
+        if message["type"] == "http.response.start":
+            self.started = True
+            if self.streaming:
+                message = {**message, "headers": [*message.get("headers", ()), (b"connection", b"close")]}
+        await self._send(message)
+
+    async def refuse(self) -> None:
+        self.refused = True
+        error = _too_large(self.limit)
+        await JSONResponse(error.body(), status_code=error.status, headers={"connection": "close"})(self.scope, self._receive, self._send)
+
+
+def _framing(scope: Scope) -> tuple[int, bool]:
+    """The body's Content-Length (0 without one), and whether it is sent chunked instead."""
+    length, chunked = 0, False
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            length = int(value) if value.isdigit() else 0
+        elif name == b"transfer-encoding":
+            chunked = True
+    return length, chunked
+
+
+def _too_large(limit: int) -> PayloadTooLarge:
+    return PayloadTooLarge(f"request bodies on this route may have at most {limit} bytes", limit_bytes=limit)
 
 
 @dataclass(frozen=True)

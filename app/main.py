@@ -24,7 +24,7 @@ from app.db import create_engine, session_factory
 from app.embedded_redis import EmbeddedRedis
 from app.errors import ERROR_RESPONSES, install_error_handlers
 from app.health.router import router as health_router
-from app.http import HotPathsMiddleware, RejectNulMiddleware
+from app.http import BodyLimitMiddleware, HotPathsMiddleware, RejectNulMiddleware
 from app.metrics import MetricsMiddleware
 from app.migrate import current_revision, head_revision
 from app.models import import_all_models
@@ -50,6 +50,7 @@ from app.work.dispatch import Dispatcher
 from app.work.duties import Duties
 from app.work.router import HOT_PATHS
 from app.work.router import router as work_router
+from app.work.schemas import WORK_FIELDS_BYTES
 
 log = logging.getLogger("wlm")
 
@@ -187,6 +188,17 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     return schema
 
 
+def _body_limits(settings: Settings) -> dict[tuple[str, str], int]:
+    """The most bytes a request body may have, by route; any other route's: max_body_bytes."""
+    return {
+        ("PUT", "/v1/policy"): settings.max_policy_bytes,
+        ("POST", "/v1/work"): settings.max_payload_bytes + WORK_FIELDS_BYTES,
+        ("POST", "/v1/work:batch"): settings.max_batch_bytes,
+        # A select may end up to 1000 requests first, each with its result.
+        ("POST", "/v1/work/select"): settings.max_batch_bytes,
+    }
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     import_all_models()
     app = FastAPI(
@@ -196,10 +208,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         "service class, and manage servers so the most important goals are met first.",
         lifespan=lifespan,
     )
-    app.state.settings = settings or get_settings()
+    app.state.settings = settings = settings or get_settings()
     install_error_handlers(app)
+    # Each middleware added runs before those added earlier. Bodies are bounded before anything reads them (the hot
+    # paths, authentication, FastAPI's parsing); only the metrics, which read none, see the request first and so
+    # count the refusals too.
     app.add_middleware(HotPathsMiddleware, paths=HOT_PATHS)
     app.add_middleware(RejectNulMiddleware)
+    app.add_middleware(BodyLimitMiddleware, limits=_body_limits(settings), default=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware)
     app.include_router(health_router)
     for router in (

@@ -2,15 +2,49 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import math
+from collections.abc import Iterator
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, ValidationError
+from pydantic_core import InitErrorDetails
 
 
 class StrictModel(BaseModel):
-    """Request bodies refuse unknown fields, so a typo is a 422 and not a silently ignored setting."""
+    """Request bodies refuse unknown fields, so a typo is a 422 and not a silently ignored setting, and numbers that
+    are not finite (NaN, Infinity), which JSON cannot carry back."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+def _non_finite_numbers(document: Any) -> Iterator[InitErrorDetails]:
+    """Where in a decoded JSON document a number is not finite. Iterative: documents may nest deeper than Python
+    recurses."""
+    if isinstance(document, float) and not math.isfinite(document):
+        yield {"type": "finite_number", "loc": (), "input": document}
+    containers: list[tuple[tuple[str | int, ...], Any]] = [((), document)] if isinstance(document, dict | list) else []
+    while containers:
+        loc, container = containers.pop()
+        for key, item in container.items() if isinstance(container, dict) else enumerate(container):
+            if isinstance(item, float):
+                if not math.isfinite(item):
+                    yield {"type": "finite_number", "loc": (*loc, key), "input": item}
+            elif isinstance(item, dict | list):
+                containers.append(((*loc, key), item))
+
+
+def _finite(document: Any) -> Any:
+    errors = list(_non_finite_numbers(document))
+    if errors:
+        raise ValidationError.from_exception_data("JsonDocument", errors)
+    return document
+
+
+# Free-form JSON a client sends (a work payload, a result). NaN and Infinity are no JSON, and 1e999 is beyond a
+# double, yet Python's and pydantic's parsers take them as floats, which would be stored and delivered as null:
+# refused, with the path to each. Typed Any, not JsonValue: under StrictModel's allow_inf_nan, JsonValue would
+# refuse them itself on FastAPI's routes, with its union's tags in the paths ("payload.dict.x.list[1].float").
+JsonDocument = Annotated[Any, AfterValidator(_finite)]
 
 
 def _upper(value: str) -> str:

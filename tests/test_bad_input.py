@@ -1,13 +1,17 @@
 """No request yields a 500: every documented operation, fed the junk a new user (or an attacker) sends,
-answers a 4xx with the error body, on SQLite and PostgreSQL."""
+answers a 4xx with the error body, on SQLite and PostgreSQL. Numbers are JSON numbers: neither NaN, Infinity nor
+strings."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
+import yaml
 
-from tests.conftest import ADMIN, install_policy, make_key
+from tests.conftest import ADMIN, EXAMPLE_POLICY, install_policy, make_key
+from tests.work.conftest import make_world
 
 pytestmark = pytest.mark.asyncio
 
@@ -92,3 +96,48 @@ async def test_no_query_string_answers_500(client):
     # The report API's filters are among them.
     assert {("/v1/reports/workload", name) for name in ("date", "date_from", "date_to", "interval", "limit", "offset", "period")} <= swept
     assert ("/v1/reports/workload/{date}/summary", "interval") in swept
+
+
+def _paths(response) -> list[str]:
+    assert response.status_code == 422, response.text
+    return [e["path"] for e in response.json()["error"]["errors"]]
+
+
+async def test_numbers_json_cannot_carry_are_refused(client):
+    """JSON has no NaN or Infinity, and 1e999 is beyond a double: Python's and pydantic's parsers take them all the
+    same, as floats that would have been stored and delivered as null."""
+    world = await make_world(client)
+    server = await world.server()
+    await world.insert()
+    token = (await world.select(server)).json()["items"][0]["token"]
+    for number in ("NaN", "Infinity", "-Infinity", "1e999"):
+        item = f'"classification": {{"userid": "ATM01"}}, "payload": {{"x": [1, {number}]}}'
+        insert = f'{{"connect_token": "{world.qm_token}", "application_environment": "PAYROLL", {item}}}'
+        batch = f'{{"connect_token": "{world.qm_token}", "application_environment": "PAYROLL", "items": [{{{item}}}]}}'
+        end = f'{{"connect_token": "{server}", "result": {number}}}'
+        select = f'{{"connect_token": "{server}", "end": [{{"token": "{token}", "result": [{number}]}}]}}'
+        for path, headers, body, where in (
+            ("/v1/work", world.qm, insert, "payload.x[1]"),
+            ("/v1/work?via=framework", world.qm, insert, "payload.x[1]"),  # FastAPI's plumbing, not the fast path
+            ("/v1/work:batch", world.qm, batch, "items[0].payload.x[1]"),
+            (f"/v1/work/{token}/end", world.server_key, end, "result"),
+            ("/v1/work/select", world.server_key, select, "end[0].result[0]"),
+        ):
+            response = await client.post(path, headers={**headers, "content-type": "application/json"}, content=body.encode())
+            assert _paths(response) == [where], (path, number)
+    assert (await world.end(server, token)).json()["outcome"] == "completed"  # still held: no refused end applied
+
+
+async def test_a_number_given_as_a_string_is_refused(client):
+    world = await make_world(client)
+    connect = {"role": "server", "subsystem_type": "CB", "subsystem_name": "BANK1", "application_environment": "PAYROLL"}
+    assert _paths(await client.post("/v1/connections", headers=world.server_key, json={**connect, "worker_tasks": "2"})) == ["worker_tasks"]
+    server = await world.server()
+    for field, value in (("max_items", "5"), ("max_items", 5.0), ("wait_seconds", "0")):
+        for suffix in ("", "?via=framework"):
+            response = await client.post(f"/v1/work/select{suffix}", headers=world.server_key, json={"connect_token": server, field: value})
+            assert _paths(response) == [field], (field, value, suffix)
+    document = yaml.safe_load(EXAMPLE_POLICY)
+    document["service_classes"][0]["importance"] = "1"
+    response = await client.put("/v1/policy", headers={**ADMIN, "content-type": "application/json"}, content=json.dumps(document))
+    assert _paths(response) == ["service_classes[0].importance"]

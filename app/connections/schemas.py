@@ -32,8 +32,8 @@ class ServerConnect(StrictModel):
     subsystem_name: Name
     node: Name | None = None
     application_environment: Name
-    worker_tasks: int = Field(default=1, ge=1, le=1000, description="requests the server can hold in flight at once")
-    worker_weight: int = Field(default=1, ge=1, le=1000, description="servers of higher weight get work first")
+    worker_tasks: int = Field(default=1, strict=True, ge=1, le=1000, description="requests the server can hold in flight at once")
+    worker_weight: int = Field(default=1, strict=True, ge=1, le=1000, description="servers of higher weight get work first")
     overflow: bool = Field(default=False, description="take work only when every other server of the AE is at capacity")
     instance: Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:@-]+$")] | None = Field(
         default=None, description="the process this connection is, as its launcher names it (the launcher finds it by this when the process exits)"

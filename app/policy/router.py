@@ -7,7 +7,6 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
 from app.auth.roles import PrincipalInfo, Role
 from app.deps import Admin, Offset, SessionDep, StateDep, Viewer, require
-from app.errors import PayloadTooLarge
 from app.policy import service
 from app.policy.models import PolicyVersion
 from app.policy.schemas import (
@@ -55,9 +54,8 @@ async def install_policy(
     admin: Admin,
     dry_run: Annotated[bool, Query(description="validate only; nothing is installed")] = False,
 ) -> PolicyInstallOut:
+    # Its size is bounded by the body limits (app.main): max_policy_bytes.
     body = await request.body()
-    if len(body) > state.settings.max_policy_bytes:
-        raise PayloadTooLarge(f"a service definition may have at most {state.settings.max_policy_bytes} bytes")
     row, changed = await service.install(
         session, state.policies, state.queues, admin.name, body, request.headers.get("content-type"), dry_run=dry_run
     )

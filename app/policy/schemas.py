@@ -26,7 +26,7 @@ MAX_PERIODS = 8
 MAX_RULE_DEPTH = 15
 DAY_MS = 86_400_000
 
-ResponseTimeMs = Annotated[int, Field(gt=0, le=DAY_MS)]
+ResponseTimeMs = Annotated[int, Field(strict=True, gt=0, le=DAY_MS)]
 
 
 class AverageGoal(StrictModel):
@@ -36,13 +36,13 @@ class AverageGoal(StrictModel):
 
 class PercentileGoal(StrictModel):
     type: Literal["percentile"]
-    percentile: int = Field(ge=1, le=99)
+    percentile: int = Field(strict=True, ge=1, le=99)
     response_time_ms: ResponseTimeMs
 
 
 class VelocityGoal(StrictModel):
     type: Literal["velocity"]
-    velocity: int = Field(ge=1, le=99)
+    velocity: int = Field(strict=True, ge=1, le=99)
 
 
 class DiscretionaryGoal(StrictModel):
@@ -50,11 +50,11 @@ class DiscretionaryGoal(StrictModel):
 
 
 Goal = Annotated[AverageGoal | PercentileGoal | VelocityGoal | DiscretionaryGoal, Field(discriminator="type")]
-Importance = Annotated[int, Field(ge=1, le=5)]
+Importance = Annotated[int, Field(strict=True, ge=1, le=5)]
 
 
 class Period(StrictModel):
-    duration_ms: Annotated[int, Field(gt=0)] | None = None
+    duration_ms: Annotated[int, Field(strict=True, gt=0)] | None = None
     importance: Importance | None = None
     goal: Goal
 
@@ -147,18 +147,18 @@ class ClassificationGroup(StrictModel):
 
 
 class ServerLimits(StrictModel):
-    min: int = Field(default=0, ge=0, le=10_000)
-    max: int | None = Field(default=None, ge=1, le=10_000)
+    min: int = Field(default=0, strict=True, ge=0, le=10_000)
+    max: int | None = Field(default=None, strict=True, ge=1, le=10_000)
     spread_min: bool = False
 
 
 # MQ's cluster workload attributes (seed 000) with their ranges and defaults; app.routing.algorithm reads them.
-Rank = Annotated[int, Field(ge=0, le=9, description="CLWLRANK: the highest rank is used")]
-RoutingPriority = Annotated[int, Field(ge=0, le=9, description="CLWLPRTY: among equal ranks, the highest priority is used")]
-Weight = Annotated[int, Field(ge=1, le=99, description="CLWLWGHT: the share of requests, against the other nodes' weights")]
-NetworkPriority = Annotated[int, Field(ge=0, le=9, description="NETPRTY: links with the highest are used")]
+Rank = Annotated[int, Field(strict=True, ge=0, le=9, description="CLWLRANK: the highest rank is used")]
+RoutingPriority = Annotated[int, Field(strict=True, ge=0, le=9, description="CLWLPRTY: among equal ranks, the highest priority is used")]
+Weight = Annotated[int, Field(strict=True, ge=1, le=99, description="CLWLWGHT: the share of requests, against the other nodes' weights")]
+NetworkPriority = Annotated[int, Field(strict=True, ge=0, le=9, description="NETPRTY: links with the highest are used")]
 MostRecentlyUsedCap = Annotated[
-    int, Field(ge=1, le=MRU_CAP_MAX, description="CLWLMRUC: queue managers on this node send to at most this many nodes")
+    int, Field(strict=True, ge=1, le=MRU_CAP_MAX, description="CLWLMRUC: queue managers on this node send to at most this many nodes")
 ]
 InstanceUseQueue = Literal["LOCAL", "ANY", "QMGR"]
 NodeUseQueue = Literal["LOCAL", "ANY"]
@@ -180,10 +180,10 @@ class EnvironmentSettings(StrictModel):
     name: Name
     description: Description = ""
     server_limits: ServerLimits = Field(default_factory=ServerLimits)
-    completion_time_ms: Annotated[int, Field(gt=0, le=DAY_MS)] = 60_000
-    backlog_limit: Annotated[int, Field(gt=0, le=100_000_000)] = 100_000
+    completion_time_ms: Annotated[int, Field(strict=True, gt=0, le=DAY_MS)] = 60_000
+    backlog_limit: Annotated[int, Field(strict=True, gt=0, le=100_000_000)] = 100_000
     # Deliveries of one request before it is abandoned (select, then completion time passes without an end).
-    max_deliveries: Annotated[int, Field(ge=1, le=100)] = 5
+    max_deliveries: Annotated[int, Field(strict=True, ge=1, le=100)] = 5
     # Nodes that host this environment; none named: every node.
     nodes: list[Name] | None = None
     # Routing attributes of the instance on a node (keyed by node); a node not named has the defaults.

@@ -3,14 +3,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, JsonValue, StringConstraints
+from pydantic import BaseModel, Field, StringConstraints
 
-from app.schemas import Name, StrictModel
+from app.schemas import JsonDocument, Name, StrictModel
 
 ConnectToken = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")]
 Userid = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[^\x00]*$")]
 Attributes = dict[Annotated[str, StringConstraints(max_length=64)], Annotated[str, StringConstraints(max_length=256, pattern=r"^[^\x00]*$")]]
+# A work request's body may have max_payload_bytes for its payload and this much for its other fields: tokens, names,
+# a userid and key (under 1 KiB) and a classification (each of the 17 qualifiers once, 64 + 256 characters: under 6 KiB).
+WORK_FIELDS_BYTES = 16_384
 
 
 class EnclaveIn(StrictModel):
@@ -37,7 +40,7 @@ class WorkItemIn(StrictModel):
 
     enclave_token: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = None
     classification: Attributes | None = None
-    payload: JsonValue = None
+    payload: JsonDocument = None
     userid: Userid | None = None
     idempotency_key: IdempotencyKey | None = None
 
@@ -70,7 +73,7 @@ class WorkBatchQueued(BaseModel):
 class EndIn(StrictModel):
     outcome: Literal["completed", "failed"] = "completed"
     # A small result (JSON), kept in this request's work record (`result`).
-    result: JsonValue = None
+    result: JsonDocument = None
 
 
 class EndRequest(EndIn):
@@ -83,8 +86,8 @@ class EndInSelect(EndIn):
 
 class SelectIn(StrictModel):
     connect_token: ConnectToken
-    wait_seconds: float = Field(default=0, ge=0, le=60, description="long poll: wait up to this long for work")
-    max_items: int = Field(default=1, ge=1, le=1000, description="take up to this many, within free worker tasks")
+    wait_seconds: float = Field(default=0, strict=True, ge=0, le=60, description="long poll: wait up to this long for work")
+    max_items: int = Field(default=1, strict=True, ge=1, le=1000, description="take up to this many, within free worker tasks")
     # Begin the selected requests at once (IWM4STBG), saving a call per request.
     begin: bool = False
     # End requests first (IWM4STEN), then select: one round trip for a server's loop.

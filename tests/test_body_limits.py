@@ -1,0 +1,150 @@
+"""Request bodies are bounded by route before anything reads them (app.http.BodyLimitMiddleware): a body over its
+route's limit is a 413 for any caller, with or without a key, from Content-Length at once or as soon as a streamed
+body passes the limit, and the process never holds more of it than that."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.config import Settings
+from app.work.schemas import WORK_FIELDS_BYTES
+from tests.conftest import ADMIN, ADMIN_KEY, EXAMPLE_POLICY, install_policy, make_key
+from tests.processes import ServiceProcess
+from tests.work.conftest import ONLINE, make_world
+
+pytestmark = pytest.mark.asyncio
+
+JSON = {"content-type": "application/json"}
+CHUNK = 64 * 1024
+
+
+def _work_limit(settings: Settings) -> int:
+    return settings.max_payload_bytes + WORK_FIELDS_BYTES
+
+
+def _assert_too_large(response: httpx.Response, limit: int) -> None:
+    assert response.status_code == 413, response.text[:300]
+    error = response.json()["error"]
+    assert error["code"] == "payload_too_large" and error["limit_bytes"] == limit, error
+    assert response.headers["connection"] == "close"
+
+
+async def _lazy_body(size: int, pulled: list[int] | None = None) -> AsyncIterator[bytes]:
+    """`size` bytes made as they are sent (the sender holds one chunk, never the body); `pulled` counts the chunks
+    taken."""
+    chunk = b"x" * CHUNK
+    for _ in range(size // CHUNK):
+        if pulled is not None:
+            pulled.append(1)
+        yield chunk
+
+
+async def test_an_oversized_body_is_refused_before_the_caller_is_checked(client, settings):
+    limit = _work_limit(settings)
+    for headers in ({}, ADMIN, {"Authorization": "Bearer wlm_unknown"}):
+        response = await client.post("/v1/work", headers={**headers, **JSON}, content=b"x" * (limit + 1))
+        _assert_too_large(response, limit)
+
+
+async def test_each_route_has_its_limit(client, settings):
+    # A service definition may be larger than an ordinary body, up to its own limit.
+    await install_policy(client, EXAMPLE_POLICY + b"\n# " + b"x" * settings.max_body_bytes)
+    too_big_policy = b"#" * settings.max_policy_bytes + b"\n"
+    response = await client.put("/v1/policy", headers={**ADMIN, "content-type": "application/yaml"}, content=too_big_policy)
+    _assert_too_large(response, settings.max_policy_bytes)
+    # An ordinary route takes the default, whatever the body is.
+    classify = {"subsystem_type": "CB", "attributes": {"userid": "x" * settings.max_body_bytes}}
+    _assert_too_large(await client.post("/v1/policy/classify", headers=ADMIN, json=classify), settings.max_body_bytes)
+    world = await make_world(client)
+    # One work request: its payload's limit and room for its other fields; within that, the payload's own check.
+    limit = _work_limit(settings)
+    request = {"connect_token": world.qm_token, "application_environment": "PAYROLL", "classification": ONLINE}
+    _assert_too_large(await client.post("/v1/work", headers=world.qm, json={**request, "payload": "x" * limit}), limit)
+    too_big_payload = await client.post("/v1/work", headers=world.qm, json={**request, "payload": "x" * settings.max_payload_bytes})
+    assert too_big_payload.status_code == 413 and too_big_payload.json()["error"]["path"] == "payload"
+    # A batch: every payload within its limit, but together more than a batch may carry.
+    payload = "x" * (settings.max_payload_bytes - 1024)
+    items = [{"classification": ONLINE, "payload": payload}] * (settings.max_batch_bytes // len(payload) + 1)
+    batch = {"connect_token": world.qm_token, "application_environment": "PAYROLL", "items": items}
+    _assert_too_large(await client.post("/v1/work:batch", headers=world.qm, json=batch), settings.max_batch_bytes)
+    assert (await client.post("/v1/work:batch", headers=world.qm, json={**batch, "items": items[:2]})).status_code == 201
+
+
+async def test_a_streamed_body_is_refused_once_it_passes_the_limit(client, settings):
+    world = await make_world(client)
+    for path, headers, limit in (
+        ("/v1/work", world.qm, _work_limit(settings)),
+        ("/v1/policy/classify", {}, settings.max_body_bytes),  # FastAPI reads a body before it checks the caller
+        ("/v1/policy/classify", ADMIN, settings.max_body_bytes),
+    ):
+        pulled: list[int] = []
+        response = await client.post(path, headers={**headers, **JSON}, content=_lazy_body(100 * limit, pulled))
+        _assert_too_large(response, limit)
+        assert len(pulled) <= limit // CHUNK + 1, path  # read up to the limit, not on to the body's end
+    # The fast path checks the caller first: none of the body is read, and the connection closes rather than read the
+    # rest to discard it.
+    pulled = []
+    response = await client.post("/v1/work", headers=JSON, content=_lazy_body(100 * CHUNK, pulled))
+    assert response.status_code == 401 and response.headers["connection"] == "close" and not pulled
+
+
+# The service's memory under oversized bodies: a real `wlm serve` (uvicorn with one worker runs in that process).
+BODY_BYTES = 200 * 1024 * 1024
+CONCURRENT = 8
+MOST_GROWTH_BYTES = 30 * 1024 * 1024
+
+
+def _memory_bytes(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+def _reset_peak(pid: int) -> None:
+    """VmHWM, the peak resident size, starts again from the current one (Linux: clear_refs 5)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[ServiceProcess]:
+    process = ServiceProcess(tmp_path, bootstrap_admin_key=ADMIN_KEY)
+    process.start()
+    yield process
+    process.stop()
+
+
+async def _send_oversized(http: httpx.AsyncClient, path: str, headers: dict[str, str], declared: bool) -> int | None:
+    """The status answered to a BODY_BYTES body, or None when the service closed the connection before the client
+    could read an answer (it refuses while the client is still sending)."""
+    length = {"content-length": str(BODY_BYTES)} if declared else {}  # else sent chunked
+    try:
+        response = await http.post(path, headers={**headers, **JSON, **length}, content=_lazy_body(BODY_BYTES))
+    except (httpx.NetworkError, httpx.RemoteProtocolError):
+        return None
+    return response.status_code
+
+
+async def test_oversized_bodies_do_not_grow_the_process(service: ServiceProcess) -> None:
+    pid = service.process.pid  # type: ignore[union-attr]
+    async with httpx.AsyncClient(base_url=service.url, timeout=60) as http:
+        qm = await make_key(http, "qm", ["queue_manager"])
+        kinds = list(itertools.product(("/v1/work", "/v1/policy/classify"), ({}, qm), (True, False)))  # path, headers, declared
+        for kind in kinds:  # each kind once first: the allocations a first request makes are not the bodies'
+            await _send_oversized(http, *kind)
+        _reset_peak(pid)
+        before = _memory_bytes(pid, "VmRSS")
+        for path, headers, declared in kinds:
+            answers = await asyncio.gather(*(_send_oversized(http, path, headers, declared) for _ in range(CONCURRENT)))
+            # The fast path checks the caller before it reads a streamed body; FastAPI's routes read bodies first.
+            refusal = 401 if (path, headers, declared) == ("/v1/work", {}, False) else 413
+            assert set(answers) <= {refusal, None}, (path, headers, declared, answers)
+        peak, after = _memory_bytes(pid, "VmHWM"), _memory_bytes(pid, "VmRSS")
+        assert peak - before < MOST_GROWTH_BYTES, f"RSS {before >> 20} MiB before, peak {peak >> 20} MiB, {after >> 20} MiB after"
+        assert (await http.get("/healthz")).status_code == 200
