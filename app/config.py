@@ -33,7 +33,9 @@ class Settings(BaseSettings):
 
     # Taken as the bootstrap admin key on first start; otherwise one is generated and printed once.
     bootstrap_admin_key: str | None = None
-    # Verified API keys are cached this long per process; a revoked key stops working within it.
+    # Verified API keys are cached this long per process. A revoke or a principal's change reaches every process at
+    # once over Redis (app/auth/service.py KeyCache); this is the backstop while that word cannot get through. Expiry
+    # is checked on every request.
     auth_cache_seconds: float = Field(default=5.0, ge=0)
     # Active connections are cached this long per process (an insert or select then needs no lookup). A queue
     # manager's queues are purged again after twice this time plus a second, so an insert that another process

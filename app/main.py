@@ -98,8 +98,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         redis_url, max_connections=settings.redis_max_connections, timeout=10, decode_responses=True, health_check_interval=30
     )
     redis = Redis(connection_pool=pool)
-    events_pool = BlockingConnectionPool.from_url(
-        redis_url, max_connections=settings.events_max_subscribers, timeout=10, decode_responses=True, health_check_interval=30
+    events_pool = BlockingConnectionPool.from_url(  # the event streams, and the key cache's subscription
+        redis_url, max_connections=settings.events_max_subscribers + 1, timeout=10, decode_responses=True, health_check_interval=30
     )
     events_redis = Redis(connection_pool=events_pool)
     dispatcher = Dispatcher(redis, settings.redis_prefix)
@@ -128,7 +128,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             engine=engine,
             sessions=sessions,
             redis=redis,
-            key_cache=KeyCache(settings.auth_cache_seconds),
+            key_cache=KeyCache(settings.auth_cache_seconds, settings.redis_prefix, redis, events_redis),
             connection_cache=ConnectionCache(settings.connection_cache_seconds),
             policies=PolicyStore(sessions, settings.policy_cache_seconds),
             operator=OperatorStore(sessions, settings.policy_cache_seconds),
@@ -152,8 +152,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # app started again in the same process (tests) would otherwise pin its predecessors' garbage.
         if gc.get_freeze_count() == 0:
             gc.freeze()
-        with given_on_stop_signals(shutdown):
-            yield
+        async with state.key_cache.listening():
+            with given_on_stop_signals(shutdown):
+                yield
     finally:
         shutdown.give()
         if launching is not None:

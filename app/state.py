@@ -33,7 +33,8 @@ class AppState:
     queues: QueueStore
     dispatcher: Dispatcher
     router: Router
-    # Event streams (GET /v1/events) block on Redis: their own client, so they never hold the API's connections.
+    # Event streams (GET /v1/events) and the key cache's subscription block on Redis: their own client, so they
+    # never hold the API's connections.
     events_redis: Redis
     # Given when this process is told to stop: long polls answer and event streams end (app/shutdown.py).
     shutdown: ShutdownNotice

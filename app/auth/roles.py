@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
 
@@ -40,6 +41,8 @@ class PrincipalInfo:
     roles: frozenset[Role]
     permits: tuple[str, ...]
     key_id: str
+    # Checked on every call, the cached ones too (app.auth.service.authenticate).
+    key_expires_at: datetime | None
 
     def has_any(self, roles: Iterable[Role]) -> bool:
         return not self.roles.isdisjoint(roles)

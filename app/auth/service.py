@@ -6,9 +6,13 @@ import hashlib
 import logging
 import os
 import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -17,8 +21,10 @@ from app.audit.service import record
 from app.auth.models import ApiKey, Principal, ServerPermit
 from app.auth.roles import PrincipalInfo, Role, effective_roles
 from app.auth.schemas import ApiKeyIn, PrincipalIn, PrincipalUpdate
+from app.broadcast import Subscription
 from app.db import utcnow
 from app.errors import Conflict, NotFound, Unauthenticated, ValidationFailed
+from app.queues.keys import key_changes_channel
 from app.ttl_cache import TtlCache
 
 log = logging.getLogger(__name__)
@@ -36,15 +42,54 @@ def new_key() -> str:
     return KEY_PREFIX + secrets.token_urlsafe(32)
 
 
-# Verified keys per process for a few seconds, so a busy server's every call does not hit the database.
-KeyCache = TtlCache[PrincipalInfo]
+class KeyCache:
+    """The keys this process verified, kept `ttl_seconds` so a busy server's every call does not read the database.
+
+    A revoked key or a changed principal does not wait for the TTL: the process that makes the change forgets the
+    keys at once and announces it on Redis, and every other process forgets them as it hears it. The TTL is the
+    backstop for when the word cannot get through; what is announced while a process is not subscribed is lost to
+    it, so it forgets the keys again whenever its subscription is (re)confirmed. All keys are forgotten, not just
+    those concerned: changes are rare, and a forgotten key costs one read. The cache's generation keeps a lookup
+    under way at the time from putting back what it read before the change."""
+
+    def __init__(self, ttl_seconds: float, prefix: str, redis: Redis, events_redis: Redis) -> None:
+        """Announces with `redis`; hears on a connection of `events_redis`, the pool of long-lived reads."""
+        self.verified = TtlCache[PrincipalInfo](ttl_seconds)
+        self._redis = redis
+        self._channel = key_changes_channel(prefix)
+        self._changes = Subscription(
+            events_redis, "API key changes", lambda _: self.verified.clear(), channels=[self._channel], on_subscribed=self.verified.clear
+        )
+
+    @asynccontextmanager
+    async def listening(self) -> AsyncIterator[None]:
+        """Hear the other processes' changes while the app runs."""
+        self._changes.start()
+        try:
+            yield
+        finally:
+            await self._changes.stop()
+
+    async def forget_everywhere(self, change: str) -> None:
+        """After a committed change that may narrow what keys grant; `change` says which, to whoever listens in."""
+        self.verified.clear()  # this process before it answers, whatever Redis does
+        try:
+            await self._redis.publish(self._channel, change)
+        except RedisError as exc:
+            # The change is made: failing the call would only hide that. The others hold their copies up to the TTL.
+            log.warning("could not announce %s (%s); other processes serve their cached keys up to %s s", change, exc, self.verified.ttl)
 
 
 async def authenticate(sessions: async_sessionmaker[AsyncSession], key: str, cache: KeyCache) -> PrincipalInfo:
     """The key's principal: from the cache, else from the database in a short session of its own (requests
     do not hold a database connection for authentication)."""
     key_hash = hash_key(key)
-    return await cache.get_or_load(key_hash, lambda: _principal_of_key(sessions, key_hash))
+    principal = await cache.verified.get_or_load(key_hash, lambda: _principal_of_key(sessions, key_hash))
+    # Checked on every call, not when loading, so a cached key ends when it does. The process's clock is compared
+    # with an instant the database holds: replicas end a key as far apart as their clocks are.
+    if principal.key_expires_at is not None and principal.key_expires_at <= utcnow():
+        raise Unauthenticated("the API key has expired", code="expired_api_key")
+    return principal
 
 
 async def _principal_of_key(sessions: async_sessionmaker[AsyncSession], key_hash: str) -> PrincipalInfo:
@@ -52,8 +97,6 @@ async def _principal_of_key(sessions: async_sessionmaker[AsyncSession], key_hash
         api_key = await session.scalar(select(ApiKey).where(ApiKey.key_hash == key_hash))
         if api_key is None or api_key.revoked_at is not None:
             raise Unauthenticated("unknown or revoked API key", code="invalid_api_key")
-        if api_key.expires_at is not None and api_key.expires_at <= utcnow():
-            raise Unauthenticated("the API key has expired", code="expired_api_key")
         principal = api_key.principal
         info = PrincipalInfo(
             id=principal.id,
@@ -61,6 +104,7 @@ async def _principal_of_key(sessions: async_sessionmaker[AsyncSession], key_hash
             roles=effective_roles(principal.roles),
             permits=tuple(p.profile for p in principal.permits),
             key_id=api_key.id,
+            key_expires_at=api_key.expires_at,
         )
     return info
 
@@ -107,7 +151,7 @@ async def update_principal(session: AsyncSession, actor: str, name: str, data: P
         principal.permits += [ServerPermit(profile=p) for p in wanted if p not in have]
     record(session, actor, "principal.update", name, **data.model_dump(exclude_none=True, mode="json"))
     await session.commit()
-    cache.clear()
+    await cache.forget_everywhere(f"principal.update {name}")
     await session.refresh(principal)
     return principal
 
@@ -153,7 +197,7 @@ async def revoke_api_key(session: AsyncSession, actor: str, key_id: str, cache: 
         api_key.revoked_at = utcnow()
         record(session, actor, "api_key.revoke", key_id, principal=api_key.principal.name)
         await session.commit()
-        cache.clear()
+        await cache.forget_everywhere(f"api_key.revoke {key_id}")
     return api_key
 
 

@@ -234,3 +234,8 @@ def scheduler_keys(prefix: str) -> tuple[str, str]:
 def events_key(prefix: str) -> str:
     """The advisories, a capped stream: what GET /v1/events sends and the event log it can be read back from."""
     return f"{prefix}:events"
+
+
+def key_changes_channel(prefix: str) -> str:
+    """Announces that an API key was revoked or a principal changed: every process forgets the keys it verified."""
+    return f"{prefix}:auth:invalidate"

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
 
-log = logging.getLogger(__name__)
+from app.broadcast import Message, Subscription
 
 POLL_FALLBACK_SECONDS = 1.0
 MAX_REMEMBERED_SERVERS = 100_000
@@ -40,25 +39,21 @@ def wake_order(waiters: list[Waiter], last_served: dict[int, int]) -> list[Waite
 
 class Dispatcher:
     def __init__(self, redis: Redis, prefix: str) -> None:
-        self.redis = redis
         self.pattern = f"{prefix}:notify:*"
         self.channel_prefix = f"{prefix}:notify:"
         self._waiters: dict[tuple[str, str], list[Waiter]] = {}
         self._last_served: dict[int, int] = {}
         self._serial = itertools.count()
-        self._task: asyncio.Task[None] | None = None
-        self._stopping = False
+        # While it is down, waiters fall back to polling.
+        self._notifications = Subscription(redis, "insert notifications", self._on_notification, patterns=[self.pattern])
         # Set when the process is stopping: waiting selects answer at once, and none waits any more.
         self.draining = False
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._listen(), name="wlm-dispatch")
+        self._notifications.start()
 
     async def stop(self) -> None:
-        self._stopping = True
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.wait([self._task], timeout=5)
+        await self._notifications.stop()
 
     def drain(self) -> None:
         self.draining = True
@@ -85,18 +80,6 @@ class Dispatcher:
         for waiter in wake_order(waiting, self._last_served)[:count]:
             waiter.event.set()
 
-    async def _listen(self) -> None:
-        while not self._stopping:
-            try:
-                async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
-                    await pubsub.psubscribe(self.pattern)
-                    async for message in pubsub.listen():
-                        node, _, ae = str(message["channel"])[len(self.channel_prefix) :].partition(":")
-                        self.notify(node, ae, int(message["data"]))
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # Redis went away: waiters fall back to polling until we are back
-                if self._stopping:
-                    return
-                log.warning("insert notifications interrupted; resubscribing", exc_info=True)
-                await asyncio.sleep(0.5)
+    def _on_notification(self, message: Message) -> None:
+        node, _, ae = str(message["channel"])[len(self.channel_prefix) :].partition(":")
+        self.notify(node, ae, int(message["data"]))

@@ -1,0 +1,89 @@
+"""Process-long Redis pub/sub subscriptions: how one process hears what the others announce."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+log = logging.getLogger(__name__)
+
+FIRST_RETRY_SECONDS = 0.1
+MAX_RETRY_SECONDS = 5.0
+STOP_CHECK_SECONDS = 1.0
+
+Message = dict[str, Any]
+
+
+class Subscription:
+    """Hands every message on `channels` and `patterns` to `on_message` while it runs, on one connection of
+    `redis`'s pool held all that time.
+
+    A Redis error ends the connection, not the subscription: it subscribes again after a growing pause, with a
+    warning. What is published meanwhile is lost, so `on_subscribed` runs each time Redis confirms the
+    subscription (the first time too): whatever a listener keeps from earlier announcements must be redone then."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        name: str,
+        on_message: Callable[[Message], None],
+        *,
+        channels: Iterable[str] = (),
+        patterns: Iterable[str] = (),
+        on_subscribed: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.name = name
+        self._redis = redis
+        self._on_message = on_message
+        self._on_subscribed = on_subscribed
+        self._channels = list(channels)
+        self._patterns = list(patterns)
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._listen(), name=f"wlm-subscription-{self.name}")
+
+    async def stop(self) -> None:
+        # The flag, not only the cancellation: redis-py (8.1) can lose a cancellation that arrives while it subscribes
+        # (seen: a task cancelled 1 ms after it started read on for ever), or turn one into a connection error.
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.wait([self._task], timeout=5)
+
+    async def _listen(self) -> None:
+        # Each confirmation carries how many subscriptions the connection has: the last one completes it.
+        subscriptions = len(self._channels) + len(self._patterns)
+        retry_in = FIRST_RETRY_SECONDS
+        while not self._stopping:
+            try:
+                async with self._redis.pubsub() as pubsub:
+                    if self._channels:
+                        await pubsub.subscribe(*self._channels)
+                    if self._patterns:
+                        await pubsub.psubscribe(*self._patterns)
+                    # The client reconnects and subscribes again by itself after a dropped connection, if it can:
+                    # the confirmations come through here as well. Reads end every second to look at the flag.
+                    while not self._stopping:
+                        message = await pubsub.get_message(timeout=STOP_CHECK_SECONDS)
+                        if message is None:
+                            continue
+                        if message["type"] in ("message", "pmessage"):
+                            self._on_message(message)
+                        elif message["type"] in ("subscribe", "psubscribe") and message["data"] == subscriptions:
+                            retry_in = FIRST_RETRY_SECONDS
+                            self._on_subscribed()
+            except Exception as exc:
+                if self._stopping:
+                    return
+                # Redis going away (a restart, a failover, a killed connection) is expected: a line, not a traceback.
+                expected = isinstance(exc, RedisError | OSError)
+                log.warning("%s: subscription lost (%s); subscribing again in %.1f s", self.name, exc, retry_in, exc_info=not expected)
+                await asyncio.sleep(retry_in)
+                retry_in = min(retry_in * 2, MAX_RETRY_SECONDS)
