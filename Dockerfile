@@ -77,5 +77,7 @@ HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
 
 # `wlm serve` runs `alembic upgrade head` (app.migrate.upgrade), then uvicorn with app.main:create_app on
 # WLM_HOST:WLM_PORT (WLM_WORKERS processes). On PostgreSQL the migration holds an advisory lock, so replicas
-# that start together migrate once.
+# that start together migrate once. The embedded Redis fsyncs as WLM_DURABILITY says (strict by default).
+# `docker stop` (SIGTERM) stops it cleanly, the embedded Redis last, and exits 0; open requests get
+# WLM_SHUTDOWN_GRACE_SECONDS (30) to finish, more than Docker waits by default: `docker stop -t 40`.
 CMD ["wlm", "serve"]

@@ -47,11 +47,13 @@ def cmd_serve(args: argparse.Namespace) -> None:
     embedded = None
     if settings.redis_url is None:
         # Started here rather than in each worker, so every uvicorn worker shares one Redis.
-        embedded = EmbeddedRedis(settings.data_dir)
+        embedded = EmbeddedRedis(settings.data_dir, settings.durability)
         os.environ["WLM_REDIS_URL"] = embedded.start()
         get_settings.cache_clear()
-    # uvicorn re-raises SIGTERM once it has shut down; as SystemExit it lets `finally` stop the embedded Redis.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # uvicorn handles SIGTERM and SIGINT while it serves and raises the signal again once it has shut down: as
+    # SystemExit(0), not death by SIGTERM or a KeyboardInterrupt, it lets `finally` stop the embedded Redis last.
+    for stop_signal in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop_signal, lambda *_: sys.exit(0))
     try:
         uvicorn.run(
             "app.main:create_app",

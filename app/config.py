@@ -2,7 +2,7 @@
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -24,6 +24,11 @@ class Settings(BaseSettings):
     database_url: str | None = None
     # None: the service starts its own redis-server under the data directory.
     redis_url: str | None = None
+    # When a 201 is answered for queued work. strict: once Redis has the write on disk (WAITAOF where the server
+    # has it, else the server must run with appendfsync always; concurrent inserts share one fsync). fast: once
+    # Redis has it in memory; with appendfsync everysec a host crash loses up to the last second of accepted work.
+    # The embedded Redis and docker-compose follow this setting.
+    durability: Literal["strict", "fast"] = "strict"
     # Prefix of every Redis key, so several deployments can share one Redis.
     redis_prefix: str = "wlm"
     # Connections per process; more concurrent requests wait for one rather than opening more.

@@ -1,9 +1,12 @@
 """The embedded default: a real redis-server the service starts itself when no WLM_REDIS_URL is given.
 
-A child process on a free loopback port, AOF on (fsync every second), no eviction, data under
-`<data_dir>/redis`. It dies with the process that started it (Linux parent-death signal), so a crashed
+A child process on a free loopback port, AOF on, no eviction, data under `<data_dir>/redis`. The AOF is fsynced
+as WLM_DURABILITY says: before each reply (strict), or every second (fast). It runs in a session of its own, so
+the Ctrl-C a terminal sends its whole foreground process group does not stop it while the service still needs it:
+the service stops it last. It dies with the process that started it (Linux parent-death signal), so a crashed
 service never leaves an orphan; the next start replays the AOF. Other processes on the same data directory
-(uvicorn workers) find it by its port file and share it.
+(uvicorn workers) find it by its port file and share it; each checks it fsyncs as its own setting needs
+(app/queues/durability.py).
 """
 
 from __future__ import annotations
@@ -17,12 +20,14 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Literal
 
 import redis
 
 log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
+APPENDFSYNC = {"strict": "always", "fast": "everysec"}
 
 
 def server_binary() -> str:
@@ -71,8 +76,9 @@ def _answers(url: str) -> bool:
 
 
 class EmbeddedRedis:
-    def __init__(self, data_dir: Path, start_timeout: float = 15.0) -> None:
+    def __init__(self, data_dir: Path, durability: Literal["strict", "fast"] = "strict", start_timeout: float = 15.0) -> None:
         self.dir = (data_dir / "redis").resolve()
+        self.appendfsync = APPENDFSYNC[durability]
         self.start_timeout = start_timeout
         self.process: subprocess.Popen[bytes] | None = None
         self.url: str | None = None
@@ -125,13 +131,15 @@ class EmbeddedRedis:
             "--bind", "127.0.0.1",
             "--dir", str(self.dir),
             "--appendonly", "yes",
-            "--appendfsync", "everysec",
+            "--appendfsync", self.appendfsync,
             "--save", "",
             "--maxmemory-policy", "noeviction",
             "--logfile", "redis.log",
             "--daemonize", "no",
         ]  # fmt: skip
-        self.process = subprocess.Popen(args, cwd=self.dir, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+        self.process = subprocess.Popen(
+            args, cwd=self.dir, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent
+        )
         url = f"redis://127.0.0.1:{port}/0"
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:

@@ -3,6 +3,7 @@ and the caches; routers are mounted; errors are rendered by the one handler."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import sys
@@ -34,6 +35,7 @@ from app.policy.router import environments_router
 from app.policy.router import router as policy_router
 from app.policy.schemas import ServiceDefinition
 from app.policy.service import PolicyStore
+from app.queues.durability import durability_at_start
 from app.queues.store import QueueStore
 from app.sweeper.blobs import SweptBlobs
 from app.reports.router import dashboard_assets, dashboard_router
@@ -91,7 +93,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     embedded = None
     redis_url = settings.redis_url
     if redis_url is None:
-        embedded = EmbeddedRedis(settings.data_dir)
+        # On this thread, not in a worker thread: the parent-death signal follows the thread that started the child.
+        embedded = EmbeddedRedis(settings.data_dir, settings.durability)
         redis_url = embedded.start()
     engine = create_engine(settings.resolved_database_url)
     pool = BlockingConnectionPool.from_url(
@@ -108,6 +111,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     member: SchedulerMember | None = None
     launching: Duties | None = None
     try:
+        durability = await durability_at_start(redis, settings.durability)
         head = head_revision()
         if await current_revision(engine) != head:
             raise RuntimeError("the database schema is not up to date: run `wlm db upgrade` (make run does)")
@@ -122,6 +126,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             tombstone_ms=settings.tombstone_seconds * 1000,
             samples_ms=int(settings.goal_window_seconds * 1000),
             blobs=SweptBlobs(sessions),
+            durability=durability,
         )
         app.state.wlm = state = AppState(
             settings=settings,
@@ -166,7 +171,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await events_redis.aclose()
         await engine.dispose()
         if embedded is not None:
-            embedded.stop()
+            await asyncio.to_thread(embedded.stop)
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

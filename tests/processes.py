@@ -33,9 +33,12 @@ class ServiceProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = directory / "service.log"
 
-    def start(self, timeout: float = 60) -> None:
+    def start(self, timeout: float = 60, *, own_session: bool = False) -> None:
+        """`own_session`: the service leads a process group of its own, as in a terminal, so `interrupt` can reach it."""
         with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen([WLM, "serve"], cwd=self.dir, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(
+                [WLM, "serve"], cwd=self.dir, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=own_session
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
@@ -52,6 +55,11 @@ class ServiceProcess:
         """`wlm ARGS...` as an operator runs it against this service (its data directory holds the admin key)."""
         return subprocess.run([WLM, *args], check=False, cwd=self.dir, env=self.env, capture_output=True, text=True, timeout=60)
 
+    def interrupt(self) -> None:
+        """Ctrl-C in the service's terminal: SIGINT to its whole process group (see `start`)."""
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGINT)
+
     def stop(self) -> int:
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)
@@ -62,3 +70,18 @@ class ServiceProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+def processes_of(data_dir: str) -> list[int]:
+    """Live processes whose environment names this data directory (children inherit it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                environ = (entry / "environ").read_bytes()
+                state = (entry / "stat").read_text().split(") ", 1)[1][0]
+            except OSError:
+                continue
+            if f"WLM_DATA_DIR={data_dir}".encode() in environ.split(b"\0") and state != "Z":
+                found.append(int(entry.name))
+    return found

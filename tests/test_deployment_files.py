@@ -20,7 +20,11 @@ def test_compose_services():
     assert {"api", "redis", "postgres", "spark-report"} <= set(services)
     redis_command = " ".join(services["redis"]["command"])
     assert "--appendonly yes" in redis_command and "--maxmemory-policy noeviction" in redis_command
+    # A 201 only once on disk by default: the Redis fsyncs before it replies, and the api is strict.
+    assert "--appendfsync ${WLM_REDIS_APPENDFSYNC:-always}" in redis_command
     api = services["api"]
+    assert api["environment"]["WLM_DURABILITY"] == "${WLM_DURABILITY:-strict}"
+    assert api["stop_grace_period"] == "40s"  # beyond the shutdown grace (30 s), so a stop is never cut short
     assert api["environment"]["WLM_DATABASE_URL"].startswith("postgresql://")
     assert api["environment"]["WLM_REDIS_URL"].startswith("redis://")
     assert set(api["depends_on"]) == {"postgres", "redis"}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 
+import pytest
 import redis
 
 from app.embedded_redis import EmbeddedRedis
@@ -60,3 +62,15 @@ def test_dies_with_a_killed_parent(tmp_path):
         except redis.ConnectionError:
             return
     raise AssertionError("the embedded redis-server outlived its killed parent")
+
+
+@pytest.mark.parametrize(("durability", "appendfsync"), [("strict", "always"), ("fast", "everysec")])
+def test_fsyncs_as_the_durability_setting_says_in_a_session_of_its_own(tmp_path, durability, appendfsync):
+    """In its own session, a terminal's Ctrl-C (SIGINT to the service's process group) does not reach it."""
+    server = EmbeddedRedis(tmp_path, durability)
+    try:
+        client = redis.Redis.from_url(server.start(), decode_responses=True)
+        assert client.config_get("appendfsync") == {"appendfsync": appendfsync}
+        assert server.process is not None and os.getsid(server.process.pid) == server.process.pid != os.getsid(0)
+    finally:
+        server.stop()

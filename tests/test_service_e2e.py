@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.conftest import ADMIN, ADMIN_KEY
-from tests.processes import WLM, ServiceProcess
+from tests.processes import WLM, ServiceProcess, processes_of
 from tests.work.conftest import make_world
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,15 +66,15 @@ def test_sigterm_stops_the_embedded_redis_and_every_helper_process(tmp_path):
     process.start()
     port = int((tmp_path / "data" / "redis" / "redis.port").read_text())
     data_dir = str(tmp_path / "data")
-    assert _processes_of(data_dir)  # the service's own processes (server, workers, records writers) while it runs
+    assert processes_of(data_dir)  # the service's own processes (server, workers, records writers) while it runs
     process.process.send_signal(signal.SIGTERM)
     assert process.process.wait(timeout=30) == 0
     with socket.socket() as sock:
         assert sock.connect_ex(("127.0.0.1", port)) != 0
     deadline = time.monotonic() + 10
-    while _processes_of(data_dir) and time.monotonic() < deadline:
+    while processes_of(data_dir) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _processes_of(data_dir) == []  # nothing left behind (the records writer once was)
+    assert processes_of(data_dir) == []  # nothing left behind (the records writer once was)
 
 
 @pytest.mark.asyncio
@@ -104,18 +104,3 @@ async def test_sigterm_answers_a_long_poll_and_ends_an_event_stream_at_once(tmp_
             assert time.monotonic() - told_at < 5
     finally:
         service.kill()
-
-
-def _processes_of(data_dir: str) -> list[int]:
-    """Live processes whose environment names this data directory (children inherit it)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                environ = (entry / "environ").read_bytes()
-                state = (entry / "stat").read_text().split(") ", 1)[1][0]
-            except OSError:
-                continue
-            if f"WLM_DATA_DIR={data_dir}".encode() in environ.split(b"\0") and state != "Z":
-                found.append(int(entry.name))
-    return found

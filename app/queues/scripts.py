@@ -38,13 +38,13 @@ class Scripts:
             name: redis.register_script(common + "\n" + (LUA_DIR / f"{name}.lua").read_text()) for name in SCRIPT_NAMES
         }
 
-    async def call(self, name: str, keys: list[str], args: list[Any]) -> list[Any]:
-        """Run a script and return what it returned, status code first."""
-        return list(await self._scripts[name](keys=keys, args=args))
+    async def call(self, name: str, keys: list[str], args: list[Any], client: Redis | None = None) -> list[Any]:
+        """Run a script and return what it returned, status code first; on `client` (one connection) if given."""
+        return list(await self._scripts[name](keys=keys, args=args, client=client))
 
-    async def run(self, name: str, keys: list[str], args: list[Any]) -> list[Any]:
+    async def run(self, name: str, keys: list[str], args: list[Any], client: Redis | None = None) -> list[Any]:
         """Run a script; a negative return code is raised as the AppError mapped to it in app.errors."""
-        result = await self.call(name, keys, args)
+        result = await self.call(name, keys, args, client)
         code = int(result[0])
         if code < 0:
             raise lua_error(code, result[1:])

@@ -14,6 +14,7 @@ from redis.asyncio import Redis
 
 from app.errors import AppError, ServiceUnavailable, lua_error
 from app.policy.active import ActivePolicy
+from app.queues.durability import Durability
 from app.queues.keys import AeKeys, queue_name, retired_key
 from app.queues.scripts import Scripts
 from app.sweeper.blobs import SweptBlobs, SweptEntry
@@ -143,12 +144,15 @@ class QueueStore:
         tombstone_ms: int,
         samples_ms: int,
         blobs: SweptBlobs | None = None,
+        durability: Durability | None = None,
     ) -> None:
-        """`blobs`: where swept parts of queues are (None: this store never sweeps, nor finds anything swept)."""
+        """`blobs`: where swept parts of queues are (None: this store never sweeps, nor finds anything swept).
+        `durability`: how an insert is on disk before it returns (app/queues/durability.py; None: once in memory)."""
         self.redis = redis
         self.prefix = prefix
         self.scripts = Scripts(redis)
         self.blobs = blobs
+        self.durability = durability or Durability()
         self.idempotency_ttl_s = idempotency_ttl_s
         self.tombstone_ms = tombstone_ms
         self.samples_ms = samples_ms  # how long ended requests are kept as samples for goal evaluation
@@ -184,7 +188,8 @@ class QueueStore:
             keys += [k.front(queue), k.rear(queue)]
             keys.append(k.idempotency(queue_manager, request.idempotency_key) if request.idempotency_key else k.no_idempotency)
             args += [request.id, request.service_class, orjson.dumps(request.meta), request.payload, request.idempotency_key or "", queue]
-        return [str(v) for v in await self.scripts.run("insert", keys, args)]
+        ids = await self.durability.write(self.redis, lambda client: self.scripts.run("insert", keys, args, client))
+        return [str(v) for v in ids]
 
     async def select(
         self, k: AeKeys, config: AeConfig, server_id: int, max_items: int, *, begin: bool, ends: Sequence[EndArgs] = ()

@@ -45,6 +45,7 @@ SILENT_SERVERS = Counter(
 )
 RECORDS_WRITTEN = Counter("wlm_work_records_written_total", "Work records written to Parquet")
 EXIT_CLAIM_MS = 60_000
+FLUSH_AT_STOP_SECONDS = 10.0
 
 
 class Duties:
@@ -90,7 +91,18 @@ class Duties:
             await asyncio.wait(self._tasks, timeout=10)
         if self.launcher is not None:
             await self.launcher.stop()
+        elif self._tasks:  # the scheduler's duties, which had started
+            await self._flush_at_stop()
         await self.http.aclose()
+
+    async def _flush_at_stop(self) -> None:
+        """Write the records of work ended since the last flush now, so a stopped service's files are complete. Under
+        the flush leases, like any flush; what fails stays in the outboxes for the next scheduler."""
+        try:
+            async with asyncio.timeout(FLUSH_AT_STOP_SECONDS):
+                await self.flush_records()
+        except Exception as exc:  # noqa: BLE001 - nothing is lost: the outboxes keep what was not written
+            log.warning("work records not flushed at stop (%s: %s); the next scheduler writes them", type(exc).__name__, exc)
 
     async def _advise(self, name: str, **data: object) -> None:
         await publish(self.state.redis, self.state.settings.redis_prefix, name, epoch=self.epoch, **data)

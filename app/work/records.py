@@ -17,6 +17,7 @@ import asyncio
 import json
 import multiprocessing
 import os
+import signal
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -227,6 +228,8 @@ def _writer_pool() -> ProcessPoolExecutor:
 
 def _init_writer() -> None:
     die_with_parent()
+    # A terminal's Ctrl-C reaches the whole process group: the service stops, then shuts its writer down.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Records are safe in the outbox until written, so the writer can wait: at a lower priority its bursts of
     # Parquet encoding no longer take a core from the processes answering requests (seen as 10-30 ms stalls).
     os.nice(WRITER_NICENESS)
