@@ -253,16 +253,15 @@ def install_error_handlers(app: FastAPI) -> None:
         body = {"error": {"code": code, "message": str(exc.detail)}}
         return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
-    @app.exception_handler(SQLAlchemyTimeoutError)
-    @app.exception_handler(OperationalError)
-    @app.exception_handler(RedisConnectionError)
-    @app.exception_handler(RedisTimeoutError)
     async def _unavailable(_: Request, exc: Exception) -> JSONResponse:
         # The client may retry (see UNAVAILABLE).
         log.warning("dependency unavailable: %s", exc)
         which = unavailable_dependency(exc)
         error = ServiceUnavailable(f"the {which} is unavailable; retry shortly", code=f"{which}_unavailable")
         return JSONResponse(error.body(), status_code=503, headers={"Retry-After": "1"})
+
+    for unavailable in UNAVAILABLE:
+        app.add_exception_handler(unavailable, _unavailable)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

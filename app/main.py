@@ -36,6 +36,7 @@ from app.policy.router import router as policy_router
 from app.policy.schemas import ServiceDefinition
 from app.policy.service import PolicyStore
 from app.queues.durability import durability_at_start
+from app.queues.keys import durability_probe_key
 from app.queues.store import QueueStore
 from app.sweeper.blobs import SweptBlobs
 from app.reports.router import dashboard_assets, dashboard_router
@@ -52,7 +53,7 @@ from app.work.dispatch import Dispatcher
 from app.work.duties import Duties
 from app.work.router import HOT_PATHS
 from app.work.router import router as work_router
-from app.work.schemas import WORK_FIELDS_BYTES
+from app.work.schemas import WIRE_PAYLOAD_FACTOR, WORK_FIELDS_BYTES
 
 log = logging.getLogger("wlm")
 
@@ -111,7 +112,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     member: SchedulerMember | None = None
     launching: Duties | None = None
     try:
-        durability = await durability_at_start(redis, settings.durability)
+        durability = await durability_at_start(redis, settings.durability, durability_probe_key(settings.redis_prefix))
         head = head_revision()
         if await current_revision(engine) != head:
             raise RuntimeError("the database schema is not up to date: run `wlm db upgrade` (make run does)")
@@ -198,7 +199,7 @@ def _body_limits(settings: Settings) -> dict[tuple[str, str], int]:
     """The most bytes a request body may have, by route; any other route's: max_body_bytes."""
     return {
         ("PUT", "/v1/policy"): settings.max_policy_bytes,
-        ("POST", "/v1/work"): settings.max_payload_bytes + WORK_FIELDS_BYTES,
+        ("POST", "/v1/work"): WIRE_PAYLOAD_FACTOR * settings.max_payload_bytes + WORK_FIELDS_BYTES,
         ("POST", "/v1/work:batch"): settings.max_batch_bytes,
         # A select may end up to 1000 requests first, each with its result.
         ("POST", "/v1/work/select"): settings.max_batch_bytes,

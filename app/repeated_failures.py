@@ -6,18 +6,20 @@ import logging
 
 
 class RepeatedFailures:
-    """Per subject (an environment, a class period), the failure it is in: a new or different failure is logged once
-    as a warning, and the subject's recovery once at info; the same failure again says nothing."""
+    """Per subject (an environment, a class period), the kind of failure it is in: a new kind is logged once as a
+    warning, with the detail of its first occurrence, and the subject's recovery once at info; the same kind again
+    says nothing, whatever its detail (counts and values that change from tick to tick)."""
 
     def __init__(self, log: logging.Logger) -> None:
         self.log = log
         self._failing: dict[str, str] = {}
 
-    def failed(self, subject: str, failure: str, exc: BaseException | None = None) -> None:
+    def failed(self, subject: str, kind: str, detail: str = "", exc: BaseException | None = None) -> None:
         """`exc`: the exception behind it, whose traceback comes with the first report."""
-        if self._failing.get(subject) != failure:
-            self._failing[subject] = failure
-            self.log.warning("%s: %s (logged once until it changes or clears)", subject, failure, exc_info=exc)
+        if self._failing.get(subject) != kind:
+            self._failing[subject] = kind
+            said = f"{kind} ({detail})" if detail else kind
+            self.log.warning("%s: %s; said once until it changes or clears", subject, said, exc_info=exc)
 
     def succeeded(self, subject: str) -> None:
         if self._failing.pop(subject, None) is not None:

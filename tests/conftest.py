@@ -7,6 +7,7 @@ import os
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -136,17 +137,30 @@ def settings(tmp_path: Path, redis_url: str, database_url: str, exit_receiver: E
     )
 
 
-@pytest.fixture
-async def app(settings: Settings) -> AsyncIterator[FastAPI]:
+@asynccontextmanager
+async def running_app(settings: Settings) -> AsyncIterator[FastAPI]:
+    """The service in this process, started and stopped as uvicorn would (a replica, where several share a Redis)."""
     application = create_app(settings)
     async with application.router.lifespan_context(application):
         yield application
 
 
+@asynccontextmanager
+async def client_of(application: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=application, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://wlm") as http:
+        yield http
+
+
+@pytest.fixture
+async def app(settings: Settings) -> AsyncIterator[FastAPI]:
+    async with running_app(settings) as application:
+        yield application
+
+
 @pytest.fixture
 async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-    async with httpx.AsyncClient(transport=transport, base_url="http://wlm") as http:
+    async with client_of(app) as http:
         yield http
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import httpx
 import pytest
 
 from app.config import Settings
-from app.work.schemas import WORK_FIELDS_BYTES
+from app.work.schemas import WIRE_PAYLOAD_FACTOR, WORK_FIELDS_BYTES
 from tests.conftest import ADMIN, ADMIN_KEY, EXAMPLE_POLICY, install_policy, make_key
 from tests.processes import ServiceProcess
 from tests.work.conftest import ONLINE, make_world
@@ -25,7 +26,7 @@ CHUNK = 64 * 1024
 
 
 def _work_limit(settings: Settings) -> int:
-    return settings.max_payload_bytes + WORK_FIELDS_BYTES
+    return WIRE_PAYLOAD_FACTOR * settings.max_payload_bytes + WORK_FIELDS_BYTES
 
 
 def _assert_too_large(response: httpx.Response, limit: int) -> None:
@@ -68,6 +69,14 @@ async def test_each_route_has_its_limit(client, settings):
     _assert_too_large(await client.post("/v1/work", headers=world.qm, json={**request, "payload": "x" * limit}), limit)
     too_big_payload = await client.post("/v1/work", headers=world.qm, json={**request, "payload": "x" * settings.max_payload_bytes})
     assert too_big_payload.status_code == 413 and too_big_payload.json()["error"]["path"] == "payload"
+    # A payload within its limit as stored is accepted however its client escapes it: "日" is 3 bytes stored, 6 sent
+    # as \u65e5 (json.dumps' default), and "😀" 4 stored, 12 sent as two escapes.
+    for character in ("日", "😀"):
+        text = character * ((settings.max_payload_bytes - 2) // len(character.encode()))
+        body = json.dumps({**request, "payload": text}).encode()
+        assert len(body) > 2 * settings.max_payload_bytes
+        response = await client.post("/v1/work", headers={**world.qm, **JSON}, content=body)
+        assert response.status_code == 201, response.text[:300]
     # A batch: every payload within its limit, but together more than a batch may carry.
     payload = "x" * (settings.max_payload_bytes - 1024)
     items = [{"classification": ONLINE, "payload": payload}] * (settings.max_batch_bytes // len(payload) + 1)

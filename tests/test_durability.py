@@ -32,11 +32,29 @@ def everysec_redis(tmp_path):
     server.stop()
 
 
+PROBE = "wlmtest:durability:probe"
+STRICT_CONFIG = {"appendonly": "yes", "appendfsync": "always", "no-appendfsync-on-rewrite": "no"}
+
+
 class OlderRedis:
     """The answers of a Redis without WAITAOF (before 7.2), as far as the startup check asks."""
 
     def __init__(self, config: dict[str, str] | None) -> None:
         self.config = config  # None: CONFIG refused, as managed services do
+        self.written: list[str] = []
+
+    def client(self) -> OlderRedis:
+        return self
+
+    async def __aenter__(self) -> OlderRedis:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        pass
+
+    async def incr(self, key: str) -> int:
+        self.written.append(key)
+        return len(self.written)
 
     async def execute_command(self, *args: Any) -> Any:
         raise ResponseError(f"unknown command '{args[0]}'")
@@ -44,13 +62,14 @@ class OlderRedis:
     async def config_get(self, pattern: str) -> dict[str, str]:
         if self.config is None:
             raise ResponseError("unknown command 'CONFIG'")
-        return self.config
+        return {name: value for name, value in self.config.items() if name.startswith(pattern.rstrip("*"))}
 
 
-class WaitaofRedis:
-    """A Redis 7.2+ whose AOF confirms fsyncs (1) or does not within the timeout (0)."""
+class WaitaofRedis(OlderRedis):
+    """A managed Redis 7.2+ (CONFIG refused) whose AOF confirms fsyncs (1) or does not within the timeout (0)."""
 
     def __init__(self, fsynced: int) -> None:
+        super().__init__(None)
         self.fsynced = fsynced
 
     async def execute_command(self, *args: Any) -> list[int]:
@@ -68,22 +87,31 @@ async def test_strict_refuses_to_start_on_a_redis_that_fsyncs_every_second(tmp_p
 
 async def test_fast_accepts_it_and_strict_accepts_appendfsync_always(everysec_redis, redis_url):
     async with Redis.from_url(everysec_redis) as redis:
-        assert not (await durability_of(redis, "fast")).waitaof
+        assert not (await durability_of(redis, "fast", PROBE)).waitaof
     async with Redis.from_url(redis_url) as redis:  # the tests' embedded Redis, strict by default
-        await durability_of(redis, "strict")
+        await durability_of(redis, "strict", PROBE)
 
 
-async def test_strict_on_a_redis_without_waitaof_reads_its_configuration(caplog):
-    assert not (await durability_of(OlderRedis({"appendonly": "yes", "appendfsync": "always"}), "strict")).waitaof  # type: ignore[arg-type]
-    with pytest.raises(NotDurable, match="appendonly no and appendfsync everysec"):
-        await durability_of(OlderRedis({"appendonly": "no", "appendfsync": "everysec"}), "strict")  # type: ignore[arg-type]
+async def test_strict_reads_the_configuration_where_it_can(caplog):
+    """appendfsync always, with no pause during rewrites, is on disk before each reply; nothing else is strict, not
+    even where WAITAOF exists (with everysec some servers confirm fsyncs they have not done)."""
+    assert not (await durability_of(OlderRedis(STRICT_CONFIG), "strict", PROBE)).waitaof  # type: ignore[arg-type]
+    with pytest.raises(NotDurable, match="appendonly no, appendfsync everysec"):
+        await durability_of(OlderRedis(STRICT_CONFIG | {"appendonly": "no", "appendfsync": "everysec"}), "strict", PROBE)  # type: ignore[arg-type]
+    with pytest.raises(NotDurable, match="no-appendfsync-on-rewrite yes"):
+        await durability_of(OlderRedis(STRICT_CONFIG | {"no-appendfsync-on-rewrite": "yes"}), "strict", PROBE)  # type: ignore[arg-type]
+    unverifiable = OlderRedis(None)
     with caplog.at_level(logging.WARNING, logger="app.queues.durability"):
-        assert not (await durability_of(OlderRedis(None), "strict")).waitaof  # type: ignore[arg-type]
-    assert "cannot be verified" in caplog.text
+        assert not (await durability_of(unverifiable, "strict", PROBE)).waitaof  # type: ignore[arg-type]
+    assert "cannot be verified" in caplog.text and unverifiable.written == [PROBE]
 
 
-async def test_strict_on_a_redis_with_waitaof_confirms_each_insert():
-    assert (await durability_of(WaitaofRedis(1), "strict")).waitaof  # type: ignore[arg-type]
+async def test_strict_where_config_is_refused_uses_waitaof_if_it_confirms_a_write():
+    confirming = WaitaofRedis(1)
+    assert (await durability_of(confirming, "strict", PROBE)).waitaof  # type: ignore[arg-type]
+    assert confirming.written == [PROBE]  # a write of its own: WAITAOF on a connection without one answers at once
+    with pytest.raises(NotDurable, match="does not confirm"):
+        await durability_of(WaitaofRedis(0), "strict", PROBE)  # type: ignore[arg-type]
     with pytest.raises(ServiceUnavailable) as refused:
         await durability.confirm(WaitaofRedis(0))  # type: ignore[arg-type]
     assert (refused.value.status, refused.value.code) == (503, "not_durable")
@@ -116,13 +144,13 @@ async def test_an_insert_and_its_waitaof_go_on_one_connection(tmp_path, monkeypa
 async def test_a_redis_that_does_not_answer_at_start_is_checked_at_the_first_insert(redis_url):
     """The service starts without Redis (not ready, /readyz says why); strict mode is then checked when work comes."""
     unreachable = Redis.from_url("redis://127.0.0.1:1/0", decode_responses=True)
-    deferred = await durability.durability_at_start(unreachable, "strict")
+    deferred = await durability.durability_at_start(unreachable, "strict", PROBE)
     await unreachable.aclose()
     assert isinstance(deferred, durability.DeferredDurability)
-    refusing = OlderRedis({"appendonly": "yes", "appendfsync": "everysec"})
+    refusing = OlderRedis(STRICT_CONFIG | {"appendfsync": "everysec"})
     with pytest.raises(ServiceUnavailable, match="appendfsync everysec") as refused:
         await deferred.write(refusing, lambda client: asyncio.sleep(0, "written"))  # type: ignore[arg-type]
     assert refused.value.code == "not_durable"
-    accepting = durability.DeferredDurability("strict")
-    written = await accepting.write(OlderRedis({"appendonly": "yes", "appendfsync": "always"}), lambda client: asyncio.sleep(0, "written"))  # type: ignore[arg-type]
+    accepting = durability.DeferredDurability("strict", PROBE)
+    written = await accepting.write(OlderRedis(STRICT_CONFIG), lambda client: asyncio.sleep(0, "written"))  # type: ignore[arg-type]
     assert written == "written"

@@ -197,7 +197,8 @@ async def revoke_api_key(session: AsyncSession, actor: str, key_id: str, cache: 
         api_key.revoked_at = utcnow()
         record(session, actor, "api_key.revoke", key_id, principal=api_key.principal.name)
         await session.commit()
-        await cache.forget_everywhere(f"api_key.revoke {key_id}")
+    # Announced again when it was revoked already: the first announcement may not have got through.
+    await cache.forget_everywhere(f"api_key.revoke {key_id}")
     return api_key
 
 

@@ -1,10 +1,11 @@
 """When an insert is answered 201: once Redis has it on disk (WLM_DURABILITY=strict) or in memory (fast).
 
-In strict mode this is checked against the Redis at startup (`durability_of`). A server with WAITAOF (Redis 7.2 and
-later) is asked after each insert to confirm the write is fsynced to its AOF. An older one is on disk before it
-replies only with `appendfsync always` (concurrent writes of one turn of its event loop share one fsync), so the
-service refuses to start on one that fsyncs every second: a host crash would lose up to a second of answered work.
-A managed Redis that refuses CONFIG cannot be checked: a warning says so.
+In strict mode this is checked against the Redis at startup (`durability_of`). A Redis is on disk before it replies
+only with `appendfsync always` (concurrent writes of one turn of its event loop share one fsync), so the service
+refuses to start on one that fsyncs every second: a host crash would lose up to a second of answered work. Where
+CONFIG is refused (managed Redis), a server with WAITAOF (Redis 7.2 and later) is asked after each insert to confirm
+its fsync; one without it cannot be checked, and a warning says so. The check is made once per process: a Redis
+reconfigured later is not noticed until the service restarts.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ T = TypeVar("T")
 # How long an insert waits for its fsync before it is answered 503 (a healthy disk takes milliseconds).
 WAITAOF_TIMEOUT_MS = 5_000
 HOW_TO_FIX = (
-    "run that Redis with `appendonly yes` and `appendfsync always` (CONFIG SET appendfsync always, and in its "
-    "configuration file), or set WLM_DURABILITY=fast to answer once Redis has the work in memory"
+    "run that Redis with `appendonly yes`, `appendfsync always` and `no-appendfsync-on-rewrite no` (CONFIG SET, and "
+    "in its configuration file), or set WLM_DURABILITY=fast to answer once Redis has the work in memory"
 )
 
 
@@ -65,55 +66,67 @@ async def confirm(connection: Redis) -> None:
         )
 
 
-async def durability_of(redis: Redis, mode: Literal["strict", "fast"]) -> Durability:
-    """How this Redis makes inserts durable in `mode`; NotDurable when strict mode cannot be had on it."""
+async def durability_of(redis: Redis, mode: Literal["strict", "fast"], probe_key: str) -> Durability:
+    """How this Redis makes inserts durable in `mode`; NotDurable when strict mode cannot be had on it.
+
+    Its configuration decides where it can be read: `appendfsync always` (and no pause of fsyncs during rewrites)
+    is on disk before each reply, and nothing else is strict, WAITAOF included (with everysec, some servers confirm
+    an fsync they have not done: redis/redis#13793; with no, never). Where CONFIG is refused (managed Redis), a write
+    to `probe_key` followed by WAITAOF tells whether the server confirms fsyncs."""
     if mode == "fast":
         return Durability()
     try:
-        await confirm(redis)  # on a connection without writes of its own, WAITAOF answers at once
-        return Durability(waitaof=True)
+        config = await redis.config_get("append*") | await redis.config_get("no-appendfsync-on-rewrite")
     except ResponseError:
-        pass  # before Redis 7.2 (unknown command), or the AOF is off: the configuration tells
-    try:
-        config = await redis.config_get("append*")
-    except ResponseError:
-        log.warning(
-            "WLM_DURABILITY=strict, but Redis refuses CONFIG GET: whether an insert is on disk before it is answered "
-            "cannot be verified (it is if Redis runs with appendonly yes and appendfsync always)"
-        )
-        return Durability()
-    appendonly, appendfsync = config.get("appendonly"), config.get("appendfsync")
-    if (appendonly, appendfsync) != ("yes", "always"):
+        return await _probed(redis, probe_key)
+    settings = (config.get("appendonly"), config.get("appendfsync"), config.get("no-appendfsync-on-rewrite"))
+    if settings != ("yes", "always", "no"):
         raise NotDurable(
             f"WLM_DURABILITY=strict answers an insert only once it is on disk, but Redis runs with appendonly "
-            f"{appendonly} and appendfsync {appendfsync}, without WAITAOF (Redis 7.2 and later, with the AOF on): {HOW_TO_FIX}"
+            f"{settings[0]}, appendfsync {settings[1]} and no-appendfsync-on-rewrite {settings[2]}: {HOW_TO_FIX}"
         )
     return Durability()
+
+
+async def _probed(redis: Redis, probe_key: str) -> Durability:
+    async with redis.client() as connection:
+        await connection.incr(probe_key)
+        try:
+            await confirm(connection)
+        except ResponseError:
+            log.warning(
+                "WLM_DURABILITY=strict, but Redis refuses CONFIG GET and has no WAITAOF: whether an insert is on disk "
+                "before it is answered cannot be verified (it is if Redis runs with appendonly yes and appendfsync always)"
+            )
+            return Durability()
+        except ServiceUnavailable as exc:
+            raise NotDurable(f"WLM_DURABILITY=strict, but Redis does not confirm that writes reach its disk (WAITAOF): {HOW_TO_FIX}") from exc
+    return Durability(waitaof=True)
 
 
 class DeferredDurability(Durability):
     """Strict mode where Redis did not answer at startup (the service starts, not ready, and waits for it): the Redis
     is checked at the first insert instead, which is refused (503 not_durable) while it cannot be strict."""
 
-    def __init__(self, mode: Literal["strict", "fast"]) -> None:
+    def __init__(self, mode: Literal["strict", "fast"], probe_key: str) -> None:
         super().__init__()
-        self.mode = mode
+        self.mode, self.probe_key = mode, probe_key
         self._checked: Durability | None = None
 
     async def write(self, redis: Redis, write: Callable[[Redis], Awaitable[T]]) -> T:
         if self._checked is None:
             try:
-                self._checked = await durability_of(redis, self.mode)
+                self._checked = await durability_of(redis, self.mode, self.probe_key)
             except NotDurable as exc:
                 log.error("%s", exc)
                 raise ServiceUnavailable(str(exc), code="not_durable") from exc
         return await self._checked.write(redis, write)
 
 
-async def durability_at_start(redis: Redis, mode: Literal["strict", "fast"]) -> Durability:
+async def durability_at_start(redis: Redis, mode: Literal["strict", "fast"], probe_key: str) -> Durability:
     """`durability_of` now, or at the first insert if Redis does not answer yet."""
     try:
-        return await durability_of(redis, mode)
+        return await durability_of(redis, mode, probe_key)
     except UNAVAILABLE as exc:
         log.warning("Redis does not answer (%s): its durability is checked at the first insert", exc)
-        return DeferredDurability(mode)
+        return DeferredDurability(mode, probe_key)

@@ -239,3 +239,8 @@ def events_key(prefix: str) -> str:
 def key_changes_channel(prefix: str) -> str:
     """Announces that an API key was revoked or a principal changed: every process forgets the keys it verified."""
     return f"{prefix}:auth:invalidate"
+
+
+def durability_probe_key(prefix: str) -> str:
+    """Written once at startup where Redis refuses CONFIG: its WAITAOF tells whether the server confirms fsyncs."""
+    return f"{prefix}:durability:probe"

@@ -25,6 +25,12 @@ FRONT_SWEPT, BLOB_RESTORED, NOT_SWEPT, SWEEP_ABORTED, UNKNOWN = -13, -14, -15, -
 UNSWEEPS_PER_SELECT = 3
 
 
+def redis_time_ms(time: tuple[int, int]) -> int:
+    """Redis's TIME (seconds, microseconds) in milliseconds, as common.lua's now_ms() reads it."""
+    seconds, micros = time
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
 @dataclass(frozen=True, slots=True)
 class AeConfig:
     """What the scripts need to know of an environment's definition."""
@@ -163,8 +169,7 @@ class QueueStore:
     async def clock_ms(self) -> int:
         """Now by Redis's clock, the one every script stamps with: instants compared with what the scripts wrote
         (leases, heartbeats, tombstones, due times) are taken here, never from this process's clock."""
-        seconds, micros = await self.redis.time()
-        return int(seconds) * 1000 + int(micros) // 1000
+        return redis_time_ms(await self.redis.time())
 
     async def register_server(self, k: AeKeys, server_id: int, worker_tasks: int, worker_weight: int, overflow: bool) -> None:
         value = json.dumps({"tasks": worker_tasks, "weight": worker_weight, "overflow": overflow})
@@ -175,8 +180,8 @@ class QueueStore:
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.hgetall(k.seen)
             pipe.time()
-            seen, (seconds, micros) = await pipe.execute()
-        limit = int(seconds) * 1000 + int(micros) // 1000 - silent_ms
+            seen, now = await pipe.execute()
+        limit = redis_time_ms(now) - silent_ms
         return [int(sid) for sid, at in seen.items() if int(at) < limit]
 
     async def insert(self, k: AeKeys, queue_manager: int, requests: Sequence[NewRequest], backlog_limit: int) -> list[str]:
@@ -251,7 +256,7 @@ class QueueStore:
     async def begin(self, k: AeKeys, config: AeConfig, request_id: str, server_id: int) -> int:
         """Returns when the request's completion time ends (ms, Redis's clock)."""
         args = [request_id, server_id, config.completion_time_ms]
-        _, lease_ends_ms = await self.scripts.run("begin", [k.req, k.leases, k.done], args)
+        (lease_ends_ms,) = await self.scripts.run("begin", [k.req, k.leases, k.done], args)
         return int(lease_ends_ms)
 
     async def extend(self, k: AeKeys, config: AeConfig, server_id: int) -> int:

@@ -26,6 +26,7 @@ from redis.exceptions import RedisError
 from app.config import Settings
 from app.queues.keys import scheduler_keys
 from app.queues.scripts import Scripts
+from app.queues.store import redis_time_ms
 from app.scheduler.advisories import publish, subject
 
 log = logging.getLogger(__name__)
@@ -169,8 +170,8 @@ async def scheduler_status(redis: Redis, prefix: str) -> tuple[dict[str, str], l
         pipe.hgetall(holder_key)
         pipe.hgetall(members_key)
         pipe.time()
-        holder, members, (seconds, micros) = await pipe.execute()
-    now_ms = seconds * 1000 + micros // 1000
+        holder, members, time = await pipe.execute()
+    now_ms = redis_time_ms(time)
     listed = []
     for name, raw in members.items():
         member = json.loads(raw)

@@ -62,7 +62,7 @@ async def evaluate_environment(store: QueueStore, policy: ActivePolicy, keys: Ae
         samples_by_period[(sample.service_class, period)].append((sample.response_ms, sample.queue_ms, sample.execution_ms))
     where = f"goal evaluation of {keys.ae} on {keys.node}"
     if invalid:
-        UNJUDGED.failed(where, f"{invalid} sample(s) with a negative duration left out")
+        UNJUDGED.failed(where, "samples with a negative duration left out", f"{invalid} in the window")
     else:
         UNJUDGED.succeeded(where)
     queued = {sc: int(depth) for sc, depth in (await store.redis.hgetall(keys.depth)).items()}
@@ -77,7 +77,7 @@ async def evaluate_environment(store: QueueStore, policy: ActivePolicy, keys: Ae
             try:
                 judged = evaluate(period.goal, window)
             except ValueError as exc:
-                UNJUDGED.failed(f"{where}, class {name} period {period.number}", str(exc))
+                UNJUDGED.failed(f"{where}, class {name} period {period.number}", "cannot be judged", str(exc))
                 continue
             UNJUDGED.succeeded(f"{where}, class {name} period {period.number}")
             results.append(

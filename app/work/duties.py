@@ -220,7 +220,7 @@ class Duties:
             except UNAVAILABLE:
                 raise  # an outage stops the whole pass: the duty loop reports it and tries again
             except Exception as exc:  # noqa: BLE001 - a defect in one environment's figures must not stop the others
-                self._unmanaged.failed(where, f"{type(exc).__name__}: {exc}", exc)
+                self._unmanaged.failed(where, type(exc).__name__, str(exc), exc)
             else:
                 self._unmanaged.succeeded(where)
 

@@ -17,9 +17,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from app.auth import service
 from app.auth.service import hash_key
 from app.config import Settings
-from app.main import create_app
 from app.queues.keys import key_changes_channel
-from tests.conftest import ADMIN, bearer, eventually, make_key
+from tests.conftest import ADMIN, bearer, client_of, eventually, make_key, running_app
 
 pytestmark = pytest.mark.asyncio
 
@@ -34,15 +33,13 @@ def settings(settings: Settings) -> Settings:
 @pytest.fixture
 async def other_app(settings: Settings) -> AsyncIterator[FastAPI]:
     """A second replica: another app on the same Redis and database."""
-    replica = create_app(settings)
-    async with replica.router.lifespan_context(replica):
+    async with running_app(settings) as replica:
         yield replica
 
 
 @pytest.fixture
 async def other(other_app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=other_app, raise_app_exceptions=False)
-    async with httpx.AsyncClient(transport=transport, base_url="http://wlm") as http:
+    async with client_of(other_app) as http:
         yield http
 
 

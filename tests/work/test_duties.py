@@ -27,6 +27,6 @@ async def test_an_outage_is_said_once_when_it_starts_and_once_when_it_ends(app, 
     await duties.http.aclose()
     said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "app.work.duties"]
     assert said == [
-        ("WARNING", "background duty flush_records: waiting for the redis to answer (logged once until it changes or clears)"),
+        ("WARNING", "background duty flush_records: waiting for the redis to answer; said once until it changes or clears"),
         ("INFO", "background duty flush_records: recovered"),
     ]
