@@ -3,6 +3,7 @@ wait until it is ready, and stop it."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -15,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 WLM = str(Path(sys.executable).parent / "wlm")
@@ -28,12 +30,17 @@ def free_port() -> int:
 
 
 class Service:
-    def __init__(self, workers: int = 1, **settings: str) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="wlm-bench-"))
-        self.port = free_port()
+    """One `wlm serve` process. `directory` and `port` (default: a new scratch directory, a free port) stay the
+    same across `kill()` and `start()`, so a restarted replica keeps its data directory (its work records), its
+    log (appended to) and its URL."""
+
+    def __init__(self, workers: int = 1, *, directory: Path | None = None, port: int | None = None, **settings: str) -> None:
+        self.dir = directory or Path(tempfile.mkdtemp(prefix="wlm-bench-"))
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("WLM_")}
-        env |= {
+        self.env = env | {
             "WLM_DATA_DIR": str(self.dir / "data"),
             "WLM_PORT": str(self.port),
             "WLM_WORKERS": str(workers),
@@ -42,8 +49,12 @@ class Service:
             "WLM_LAUNCHER": "false",  # a benchmark that wants servers started by the service says so
             **{f"WLM_{k.upper()}": v for k, v in settings.items()},
         }
-        self.log = (self.dir / "service.log").open("wb")
-        self.process = subprocess.Popen([WLM, "serve"], cwd=self.dir, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.start()
+
+    def start(self) -> None:
+        """Start the process (again) and wait until it is ready."""
+        self.log = (self.dir / "service.log").open("ab")
+        self.process = subprocess.Popen([WLM, "serve"], cwd=self.dir, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             try:
@@ -55,7 +66,14 @@ class Service:
                 break
             time.sleep(0.2)
         self.stop()
-        raise RuntimeError("the service did not start:\n" + (self.dir / "service.log").read_text())
+        raise RuntimeError("the service did not start:\n" + (self.dir / "service.log").read_text(errors="replace"))
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no last words (its records writer process follows it on the parent-death signal)."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self.log.close()
 
     @property
     def redis_url(self) -> str:
@@ -69,6 +87,29 @@ class Service:
             except subprocess.TimeoutExpired:
                 self.process.kill()
         self.log.close()
+
+
+def example_policy(**environment: object) -> dict:
+    """examples/policy.yaml as a document, without start commands (the benchmarks start their own servers), each
+    application environment's fields updated with `environment` (e.g. `completion_time_ms=2000`)."""
+    document = yaml.safe_load((ROOT / "examples" / "policy.yaml").read_text())
+    for ae in document["application_environments"]:
+        ae.pop("start_command", None)
+        ae.update(environment)
+    return document  # type: ignore[no-any-return]
+
+
+async def admin_setup(url: str, policy: dict) -> tuple[str, str]:
+    """Install `policy` and create two principals with a key each: `qm` (queue manager) and `srv` (server,
+    permitted on CB.**). Returns their keys."""
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30) as admin:
+        response = await admin.put("/v1/policy", content=json.dumps(policy), headers={"Content-Type": "application/json"})
+        response.raise_for_status()
+        keys = []
+        for name, roles, permits in (("qm", ["queue_manager"], []), ("srv", ["server"], ["CB.**"])):
+            (await admin.post("/v1/principals", json={"name": name, "roles": roles, "permits": permits})).raise_for_status()
+            keys.append((await admin.post("/v1/api-keys", json={"principal": name})).json()["key"])
+    return keys[0], keys[1]
 
 
 def machine() -> str:

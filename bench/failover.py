@@ -31,14 +31,13 @@ from pathlib import Path
 import httpx
 import pyarrow.compute as pc
 import redis
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.embedded_redis import EmbeddedRedis  # noqa: E402
 from app.queues.keys import events_key  # noqa: E402
 from app.work import records  # noqa: E402
-from bench._service import ADMIN_KEY, ROOT, Service, machine  # noqa: E402
+from bench._service import ADMIN_KEY, Service, admin_setup, example_policy, machine  # noqa: E402
 
 PREFIX = "wlm"
 WORK_SECONDS = 0.02
@@ -47,12 +46,9 @@ QM = {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BENCH"
 SERVER = {"role": "server", "subsystem_type": "CB", "subsystem_name": "BENCH", "application_environment": "PAYROLL", "worker_tasks": 4}
 
 
-def policy() -> str:
-    document = yaml.safe_load((ROOT / "examples" / "policy.yaml").read_text())
-    for ae in document["application_environments"]:
-        ae.pop("start_command", None)
-        ae["completion_time_ms"] = COMPLETION_TIME_MS  # a request the dead replica left selected comes back soon
-    return json.dumps(document)
+def policy() -> dict:
+    # A request the dead replica left selected comes back soon.
+    return example_policy(completion_time_ms=COMPLETION_TIME_MS)
 
 
 class Cluster:
@@ -68,17 +64,6 @@ class Cluster:
         for replica in self.replicas:
             replica.stop()
         self.redis.stop()
-
-
-async def admin_setup(url: str) -> tuple[str, str]:
-    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30) as admin:
-        response = await admin.put("/v1/policy", content=policy(), headers={"Content-Type": "application/json"})
-        response.raise_for_status()
-        keys = []
-        for name, roles, permits in (("qm", ["queue_manager"], []), ("srv", ["server"], ["CB.**"])):
-            (await admin.post("/v1/principals", json={"name": name, "roles": roles, "permits": permits})).raise_for_status()
-            keys.append((await admin.post("/v1/api-keys", json={"principal": name})).json()["key"])
-    return keys[0], keys[1]
 
 
 class Load:
@@ -152,7 +137,7 @@ async def scheduler_of(url: str) -> dict:
 
 async def run(cluster: Cluster, load_seconds: float, rate: float, pause: bool) -> dict:
     urls = [replica.url for replica in cluster.replicas]
-    qm_key, server_key = await admin_setup(urls[0])
+    qm_key, server_key = await admin_setup(urls[0], policy())
     load = Load(urls, qm_key, server_key)
     async with load.client(urls[1], qm_key) as qm:
         qm_token = (await qm.post("/v1/connections", json=QM)).json()["token"]

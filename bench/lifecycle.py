@@ -204,9 +204,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes of the service")
     parser.add_argument("--rq-jobs", type=int, default=10_000)
+    parser.add_argument("--durability", choices=("strict", "fast"), help="WLM_DURABILITY (default: the service's)")
     args = parser.parse_args()
     print(f"machine: {machine()}; service ({args.workers} workers), Redis and load generator share it", flush=True)
-    service = Service(workers=args.workers)
+    service = Service(workers=args.workers, **({"durability": args.durability} if args.durability else {}))
     try:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:  # the event loop the service runs on too
             figures = runner.run(main_async(service, args.seconds))
@@ -214,7 +215,7 @@ def main() -> None:
         print(f"rq:     {rq_rate:,.0f} lifecycles/s (2 SimpleWorkers)", flush=True)
     finally:
         service.stop()
-    figures |= {"rq_lifecycles_per_s": round(rq_rate), "single_vs_rq": round(figures["lifecycles_per_s_single"] / rq_rate, 2), "batch_vs_rq": round(figures["lifecycles_per_s_batch"] / rq_rate, 2)}
+    figures |= {"durability": args.durability or "default", "rq_lifecycles_per_s": round(rq_rate), "single_vs_rq": round(figures["lifecycles_per_s_single"] / rq_rate, 2), "batch_vs_rq": round(figures["lifecycles_per_s_batch"] / rq_rate, 2)}
     print(json.dumps(figures))
 
 
