@@ -13,6 +13,10 @@ address spaces from the environment's procedure.
   termination (five in ten minutes: STOPPED), found from its exit, not after the heartbeat timeout.
 - When the service stops, its launched servers are told to stop (SIGTERM) and their connections are closed
   (`stopped`, not a termination): their own disconnect may find the service no longer answering.
+- A start command whose program is `python` or `python3` runs on the service's own interpreter, and every process
+  gets the service's environment with that interpreter's directory (a virtualenv's `bin`) first on its PATH: the
+  example's `python -m app.examples.echo_server` finds the project's packages wherever the service was started
+  from. A failed start's reason, the tail of its log, goes to the service log.
 - Each process gets the connect details in its environment (WLM_URL, WLM_API_KEY, WLM_SUBSYSTEM_TYPE,
   WLM_SUBSYSTEM_NAME, WLM_APPLICATION_ENVIRONMENT, WLM_NODE, and WLM_SERVER_INSTANCE, the name it connects with
   so that its exit can be matched to its connection), writes its output to
@@ -28,9 +32,12 @@ import logging
 import os
 import secrets
 import signal
+import sys
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from sqlalchemy import select
 
@@ -49,6 +56,29 @@ log = logging.getLogger(__name__)
 START_GRACE_SECONDS = 10.0
 FAILED_START_BACKOFF_SECONDS = 30.0
 STOP_TIMEOUT_SECONDS = 10.0
+PYTHON_PROGRAMS = ("python", "python3")
+# A failed start is explained in the service log by the last lines its process wrote (a traceback's end).
+FAILED_START_LOG_LINES = 12
+
+
+def launch_command(start_command: Sequence[str], interpreter: str = sys.executable) -> list[str]:
+    """The command as run: `python` or `python3` is this service's interpreter, with the project's packages,
+    rather than whichever one the PATH finds first."""
+    program, *arguments = start_command
+    return [interpreter, *arguments] if program in PYTHON_PROGRAMS else list(start_command)
+
+
+def launch_path(path: str, interpreter: str = sys.executable) -> str:
+    """The PATH launched servers get: the interpreter's directory (a virtualenv's `bin`) first, then `path`."""
+    first = str(Path(interpreter).parent)
+    return os.pathsep.join([first, *(entry for entry in path.split(os.pathsep) if entry and entry != first)])
+
+
+def log_tail(path: Path, lines: int = FAILED_START_LOG_LINES) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError as exc:
+        return f"(its log cannot be read: {exc})"
 
 
 @dataclass
@@ -68,6 +98,7 @@ class Launcher:
         self._serial = itertools.count(1)
         self._key: str | None = None
         self._exited: list[str] = []  # instances whose process ended since the last pass
+        self._failed: list[tuple[str, str, int]] = []  # (environment, instance, exit status) failed since the last pass
 
     def running(self, application_environment: str) -> int:
         return len(self._launched[application_environment])
@@ -76,6 +107,7 @@ class Launcher:
         """Bring each environment with a start command to its desired server count (one pass)."""
         for name in list(self._launched):
             self._reap(name)
+        await self._explain_failed_starts()
         policy = await self.state.policies.current()
         if self._exited:
             exited, self._exited = self._exited, []
@@ -111,12 +143,25 @@ class Launcher:
                 alive.append(launched)
             elif code > 0 and time.monotonic() - launched.started_at < START_GRACE_SECONDS:  # not killed: it gave up
                 self._retry_at[name] = time.monotonic() + FAILED_START_BACKOFF_SECONDS
-                log.warning("server %s of %s failed to start (exit %s); no new start for %.0f s; see its log", launched.log_name, name, code, FAILED_START_BACKOFF_SECONDS)
+                self._failed.append((name, launched.log_name, code))
             else:
                 log.info("server %s of %s ended (exit %s)", launched.log_name, name, code)
             if code is not None:
                 self._exited.append(launched.log_name)
         self._launched[name] = alive
+
+    async def _explain_failed_starts(self) -> None:
+        failed, self._failed = self._failed, []
+        for name, instance, code in failed:
+            tail = await asyncio.to_thread(log_tail, self._log_dir / f"{instance}.log")
+            log.warning(
+                "server %s of %s failed to start (exit %s); no new start for %.0f s. The end of its log:\n%s",
+                instance, name, code, FAILED_START_BACKOFF_SECONDS, tail,
+            )  # fmt: skip
+
+    @property
+    def _log_dir(self) -> Path:
+        return self.state.settings.data_dir / "servers"
 
     async def _close_connections(self, instances: list[str], reason: str) -> None:
         """Close the connections launched processes left open when they ended (they had no chance to disconnect,
@@ -147,11 +192,12 @@ class Launcher:
         assert ae.start_command
         if self._key is None:
             self._key = await ensure_launcher_key(self.state.sessions, self.state.settings.data_dir)
-        directory = self.state.settings.data_dir / "servers"
+        directory = self._log_dir
         directory.mkdir(parents=True, exist_ok=True)
         log_name = f"{ae.name}-{os.getpid()}-{next(self._serial)}"
         env = {
             **os.environ,
+            "PATH": launch_path(os.environ.get("PATH", "")),
             "WLM_URL": self.url,
             "WLM_API_KEY": self._key,
             "WLM_SUBSYSTEM_TYPE": ae.subsystem_type,
@@ -163,7 +209,7 @@ class Launcher:
         with (directory / f"{log_name}.log").open("ab") as output:
             try:
                 process = await asyncio.create_subprocess_exec(
-                    *ae.start_command, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=output, stderr=output, preexec_fn=die_with_parent
+                    *launch_command(ae.start_command), env=env, stdin=asyncio.subprocess.DEVNULL, stdout=output, stderr=output, preexec_fn=die_with_parent
                 )
             except OSError as exc:  # no such program: as a failed start
                 self._retry_at[ae.name] = time.monotonic() + FAILED_START_BACKOFF_SECONDS

@@ -11,11 +11,13 @@ import signal
 import sqlite3
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 import yaml
 
+from app.work import records
 from tests.conftest import ADMIN_KEY, EXAMPLE_POLICY
 from tests.processes import ServiceProcess
 
@@ -81,13 +83,51 @@ async def _count_is(http: httpx.AsyncClient, count: int) -> bool:
 
 
 async def test_a_start_command_that_fails_is_not_retried_within_30_seconds(tmp_path):
-    service, http, _ = await _service_with(tmp_path, [sys.executable, "-c", "raise SystemExit(3)"], {"min": 1, "max": 2})
+    failing = [sys.executable, "-c", "import sys; print('cannot reach the ledger', file=sys.stderr); raise SystemExit(3)"]
+    service, http, _ = await _service_with(tmp_path, failing, {"min": 1, "max": 2})
     try:
         logs = tmp_path / "data" / "servers"
         assert await _eventually(lambda: _logs_at_least(logs, 1), timeout=30)
+        # Its reason, the end of its log, is in the service's log.
+        assert await _eventually(lambda: _in_log(service, "failed to start (exit 3)"), timeout=30)
+        assert "cannot reach the ledger" in service.log_path.read_text().split("failed to start (exit 3)", 1)[1]
         await asyncio.sleep(4.0)  # many launcher passes
         assert len(list(logs.glob("PAYROLL-*.log"))) == 1
-        assert "failed to start (exit 3)" in service.log_path.read_text()
+    finally:
+        await http.aclose()
+        service.stop()
+
+
+async def _in_log(service: ServiceProcess, text: str) -> bool:
+    return text in service.log_path.read_text()
+
+
+async def test_the_example_policy_s_servers_start_and_serve_without_the_virtualenv_on_the_path(tmp_path):
+    """The example's `python -m app.examples.echo_server` as a new user runs it: `make run` does not put the
+    virtualenv on the PATH, where `python` is another interpreter (or none) without the project's packages."""
+    service = ServiceProcess(tmp_path, bootstrap_admin_key=ADMIN_KEY, log_level="info", launcher="true", lease_check_seconds="0.2")
+    venv_bin = Path(sys.executable).parent
+    service.env["PATH"] = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p and Path(p) != venv_bin)
+    service.start()
+    http = httpx.AsyncClient(base_url=service.url, timeout=10)
+    try:
+        assert (await http.put("/v1/policy", headers={**ADMIN, "Content-Type": "application/yaml"}, content=EXAMPLE_POLICY)).status_code == 200
+        await http.post("/v1/principals", headers=ADMIN, json={"name": "qm", "roles": ["queue_manager"]})
+        http.headers["Authorization"] = "Bearer " + (await http.post("/v1/api-keys", headers=ADMIN, json={"principal": "qm"})).json()["key"]
+        token = (await http.post("/v1/connections", json=QM)).json()["token"]
+        body = {"connect_token": token, "application_environment": "PAYROLL", "classification": {"userid": "ATM01"}}
+        tokens = set()
+        for n in range(30):
+            inserted = await http.post("/v1/work", json={**body, "payload": {"n": n}})
+            assert inserted.status_code == 201, inserted.text
+            tokens.add(inserted.json()["token"])
+
+        async def all_completed() -> bool:
+            table = await asyncio.to_thread(records.read, tmp_path / "data" / "records")
+            return {row["token"] for row in table.to_pylist() if row["outcome"] == "completed"} >= tokens
+
+        assert await _eventually(all_completed, timeout=90), service.log_path.read_text()[-3000:]
+        assert "failed to start" not in service.log_path.read_text() and "cannot start" not in service.log_path.read_text()
     finally:
         await http.aclose()
         service.stop()
