@@ -110,8 +110,8 @@ class Duties:
     async def _every(self, interval: float, duty: Callable[[], Awaitable[object]]) -> None:
         # The flag, not only the cancellation: a driver that turns a CancelledError into another error (seen
         # with database calls cancelled mid-flight) must not keep a stopping service's duty alive.
+        name = getattr(duty, "__name__", str(duty))
         while not self._stopping:
-            name = getattr(duty, "__name__", str(duty))
             try:
                 if self.may_act():
                     await duty()
