@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     # the node named here (default: the policy's only node, or its first).
     launcher: bool = True
     node: str | None = None
+    # A launched server that exits with a failure within its first seconds failed to start: no new start of its
+    # environment on this node for this long, so a broken command does not spin (five failures in ten minutes: STOPPED).
+    failed_start_backoff_seconds: float = Field(default=30.0, gt=0)
     goal_window_seconds: float = Field(default=60.0, gt=0)
     # How long a process trusts its cached copy of the active policy before checking the database again.
     policy_cache_seconds: float = Field(default=1.0, ge=0)

@@ -82,7 +82,7 @@ async def operator_command(
     if isinstance(command, DisplayCommand):
         return await _display(state, command)
     policy = await state.policies.knowing(command.application_environment)
-    result = await service.vary(session, state.operator, policy, operator.name, command)
+    result = await service.vary(session, state.operator, state.queues, policy, operator.name, command)
     if result.state != result.previous_state:
         await publish(
             state.redis, state.settings.redis_prefix, subject("WLM", "INFO", "APPLENV", "STATE", result.command.application_environment),

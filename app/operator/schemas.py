@@ -6,6 +6,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from app.operator.states import AEState
+from app.servers.schemas import ServerLimitsOut
 
 
 class VaryOut(BaseModel):
@@ -25,6 +26,16 @@ class NodeActivity(BaseModel):
     servers: int = Field(description="servers connected to this environment on this node")
     in_flight: int = Field(description="requests its servers hold (selected or begun)")
     queued: dict[str, int] = Field(description="queued requests per service class (classes with none left out)")
+
+
+class StartError(BaseModel):
+    """Why the launcher's last start of a server failed (app/servers/launcher.py)."""
+
+    at: datetime
+    node: str
+    instance: str = Field(description="the launched process's name, as in `<data dir>/servers/<instance>.log`")
+    exit_status: int | None = Field(description="null: the command could not be run at all")
+    log_tail: str = Field(description="the last lines the process wrote, or why it could not be run")
 
 
 class ApplicationEnvironmentOut(BaseModel):
@@ -48,6 +59,13 @@ class ApplicationEnvironmentOut(BaseModel):
     )
     performance: dict[str, float | None] | None = Field(
         default=None, description="performance index per service class (first period, the worst over the nodes) from the latest goal evaluation; null before the first"
+    )
+    server_limits: ServerLimitsOut | None = Field(
+        default=None, description="the server limits in force (the policy's or IWM4SLI's); null once the environment has left the policy"
+    )
+    last_start_error: StartError | None = Field(
+        default=None,
+        description="the launcher's latest failed start of a server (any node) since a start last succeeded; null: none",
     )
 
 

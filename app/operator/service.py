@@ -24,13 +24,14 @@ from app.db import utcnow
 from app.errors import Conflict, NotFound
 from app.operator.commands import COMMAND_MAX_LENGTH, Action, DisplayCommand, VaryCommand, parse_command, parse_vary_body
 from app.operator.models import REASON_MAX_LENGTH, ApplicationEnvironmentState
-from app.operator.schemas import ApplicationEnvironmentOut, NodeActivity
+from app.operator.schemas import ApplicationEnvironmentOut, NodeActivity, StartError
 from app.operator.states import UNEXPECTED_TERMINATION_WINDOW_S, AEState, InternalEvent, stopped_after, transition
 from app.policy.active import ActivePolicy
-from app.queues.keys import AeKeys
+from app.queues.keys import AeKeys, server_limits_key
 from app.queues.store import QueueStore
 from app.scheduler.advisories import publish, subject
-from app.servers.schemas import PeriodPerformance
+from app.servers.schemas import PeriodPerformance, ServerLimitsOut
+from app.servers.service import limits_out
 from app.ttl_cache import TtlCache
 
 log = logging.getLogger(__name__)
@@ -116,8 +117,11 @@ def parse_operator_command(data: Any) -> VaryCommand | DisplayCommand:
     return parse_vary_body(data)
 
 
-async def vary(session: AsyncSession, store: OperatorStore, policy: ActivePolicy, actor: str, command: VaryCommand) -> VaryResult:
-    """Apply an operator's VARY. A refusal (unknown environment, wrong state) is audited too, then raised."""
+async def vary(
+    session: AsyncSession, store: OperatorStore, queues: QueueStore, policy: ActivePolicy, actor: str, command: VaryCommand
+) -> VaryResult:
+    """Apply an operator's VARY. A refusal (unknown environment, wrong state) is audited too, then raised. A REFRESH
+    puts the policy's server limits back in force (IWM4SLI's hold until then)."""
     name = command.application_environment
     audited = {"command": str(command), "dynamic": command.dynamic}
     try:
@@ -130,6 +134,8 @@ async def vary(session: AsyncSession, store: OperatorStore, policy: ActivePolicy
         await session.commit()
         raise
     assert row is not None  # every command changes the state
+    if command.action is Action.REFRESH:
+        await queues.reset_server_limits(name)
     return VaryResult(command, previous, state, row.changed_at, row.changed_by)
 
 
@@ -160,15 +166,16 @@ def _check_named(policy: ActivePolicy, command: VaryCommand) -> None:
 
 
 async def count_unexpected_terminations(
-    sessions: async_sessionmaker[AsyncSession], queues: QueueStore, store: OperatorStore, keys: AeKeys, servers: Sequence[int]
+    sessions: async_sessionmaker[AsyncSession], queues: QueueStore, store: OperatorStore, keys: AeKeys, terminated: Sequence[str]
 ) -> None:
-    """Servers that ended without disconnecting: five such terminations within ten minutes put the environment in
-    STOPPED (the seed's rule)."""
-    for server_id in servers:
-        now, times = await queues.record_termination(keys, server_id, int(UNEXPECTED_TERMINATION_WINDOW_S * 1000))
+    """Servers that ended without disconnecting, or launched servers that failed to start (`terminated`: server ids
+    or launched instances): five such terminations within ten minutes put the environment in STOPPED (the seed's
+    rule)."""
+    for who in terminated:
+        now, times = await queues.record_termination(keys, who, int(UNEXPECTED_TERMINATION_WINDOW_S * 1000))
         if stopped_after(times, now):
             async with sessions() as session:
-                reason = f"{len(times)} unexpected server terminations on {keys.node} within {UNEXPECTED_TERMINATION_WINDOW_S:.0f} s"
+                reason = f"{len(times)} unexpected server terminations or failed starts on {keys.node} within {UNEXPECTED_TERMINATION_WINDOW_S:.0f} s"
                 if await apply_event(session, store, keys.ae, InternalEvent.UNEXPECTED_TERMINATIONS_EXCEEDED, reason) is AEState.STOPPED:
                     log.warning("%s is STOPPED: %s; RESUME it once the cause is fixed", keys.ae, reason)
                     await publish(queues.redis, queues.prefix, subject("WLM", "INFO", "APPLENV", "STATE", keys.ae), state=AEState.STOPPED, reason=reason)
@@ -260,13 +267,23 @@ async def _describe(
             pipe.hvals(keys.inflight)
             pipe.hgetall(keys.depth)
             pipe.hgetall(keys.performance)
-        replies = await pipe.execute() if places else []
+            pipe.get(keys.start_error)
+        in_policy = [name for name in names if policy is not None and name in policy.application_environments]
+        for name in in_policy:
+            pipe.get(server_limits_key(queues.prefix, name))
+        replies = await pipe.execute() if places or in_policy else []
+    limits = {name: limits_out(policy, name, stored) for name, stored in zip(in_policy, replies[5 * len(places) :], strict=True) if policy}
     rank = {service_class: index for index, service_class in enumerate(policy.class_order if policy else ())}
     activity: dict[str, list[NodeActivity]] = {name: [] for name in names}
     # PI of each class's first period, the worst over the nodes (the latest goal evaluation, app.servers.service).
     performance: dict[str, dict[str, float | None]] = {name: {} for name in names}
+    start_errors: dict[str, StartError] = {}
     for index, (name, node) in enumerate(places):
-        servers, held, depth, judged = replies[4 * index : 4 * index + 4]
+        servers, held, depth, judged, start_error = replies[5 * index : 5 * index + 5]
+        if start_error:
+            error = StartError.model_validate_json(start_error)
+            if name not in start_errors or error.at > start_errors[name].at:
+                start_errors[name] = error
         for raw in judged.values():
             period = PeriodPerformance.model_validate_json(raw)
             if period.period == 1:
@@ -278,7 +295,10 @@ async def _describe(
         in_policy = policy is not None and name in policy.application_environments
         if in_policy or on_node.servers or on_node.in_flight or on_node.queued:
             activity[name].append(on_node)
-    return [_display_line(name, policy, states, activity[name], rank, performance[name] or None) for name in names]
+    return [
+        _display_line(name, policy, states, activity[name], rank, performance[name] or None, start_errors.get(name), limits.get(name))
+        for name in names
+    ]
 
 
 def _places(policy: ActivePolicy | None, names: Sequence[str]) -> list[tuple[str, str]]:
@@ -302,6 +322,8 @@ def _display_line(
     nodes: list[NodeActivity],
     rank: Mapping[str, int],
     performance: dict[str, float | None] | None,
+    last_start_error: StartError | None,
+    server_limits: ServerLimitsOut | None,
 ) -> ApplicationEnvironmentOut:
     definition = policy.application_environments.get(name) if policy else None
     stored = states.get(name)
@@ -325,4 +347,6 @@ def _display_line(
         queued_total=sum(queued.values()),
         nodes=nodes,
         performance=performance,
+        last_start_error=last_start_error,
+        server_limits=server_limits,
     )

@@ -108,8 +108,13 @@ class AeKeys:
 
     @cached_property
     def terminations(self) -> str:
-        """Unexpected server terminations (died without IWM4DIS): zset server id -> when."""
+        """Unexpected server terminations (died without IWM4DIS, or failed to start): zset who -> when."""
         return f"{self.tag}:terminations"
+
+    @cached_property
+    def start_error(self) -> str:
+        """Why the launcher's last start of a server here failed (JSON), until a start succeeds."""
+        return f"{self.tag}:start_error"
 
     @cached_property
     def records_writer(self) -> str:
@@ -213,6 +218,11 @@ def enclave_key(prefix: str, enclave_id: str) -> str:
 
 def connection_key(prefix: str, token_hash: str) -> str:
     return f"{prefix}:conn:{{{token_hash}}}"
+
+
+def server_limits_key(prefix: str, ae: str) -> str:
+    """Server limits set by IWM4SLI over the policy's, for an environment on every node."""
+    return f"{prefix}:server-limits:{{{ae}}}"
 
 
 def retired_key(prefix: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 from app.errors import AppError, ServiceUnavailable, lua_error
 from app.policy.active import ActivePolicy
 from app.queues.durability import Durability
-from app.queues.keys import AeKeys, queue_name, retired_key
+from app.queues.keys import AeKeys, queue_name, retired_key, server_limits_key
 from app.queues.scripts import Scripts
 from app.sweeper.blobs import SweptBlobs, SweptEntry
 
@@ -407,16 +407,37 @@ class QueueStore:
         incarnation, acked, entries = await self.scripts.run("pending_records", keys, [limit, uuid.uuid4().hex[:16]])
         return str(incarnation), int(acked), [str(v) for v in entries]
 
-    async def record_termination(self, k: AeKeys, server_id: int, window_ms: int) -> tuple[float, list[float]]:
-        """Count an unexpected termination of a server now; returns now and the times of those within the window
-        (s, Redis's clock)."""
+    async def record_termination(self, k: AeKeys, who: str, window_ms: int) -> tuple[float, list[float]]:
+        """Count an unexpected termination now (`who`: a server id, or a launched process's instance, so that
+        one process counts once); returns now and the times of those within the window (s, Redis's clock)."""
         now = await self.clock_ms()
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.zadd(k.terminations, {str(server_id): now})
+            pipe.zadd(k.terminations, {who: now})
             pipe.zremrangebyscore(k.terminations, "-inf", now - window_ms)
             pipe.zrange(k.terminations, 0, -1, withscores=True)
             *_, recent = await pipe.execute()
         return now / 1000, [score / 1000 for _, score in recent]
+
+    async def server_limits(self, ae: str) -> str | None:
+        """The limits IWM4SLI set for an environment (JSON), if any."""
+        return await self.redis.get(server_limits_key(self.prefix, ae))  # type: ignore[no-any-return]
+
+    async def set_server_limits(self, ae: str, limits: str) -> None:
+        await self.redis.set(server_limits_key(self.prefix, ae), limits)
+
+    async def reset_server_limits(self, ae: str) -> bool:
+        return bool(await self.redis.delete(server_limits_key(self.prefix, ae)))
+
+    async def retire_servers(self, k: AeKeys, server_ids: Sequence[int]) -> None:
+        """Tell these servers to end at their next select (0C14), before the manager's next decision."""
+        if server_ids:
+            await self.redis.sadd(k.retire, *[str(server_id) for server_id in server_ids])
+
+    async def note_start_error(self, k: AeKeys, error: Mapping[str, Any], keep_s: int) -> None:
+        await self.redis.set(k.start_error, json.dumps(error), ex=keep_s)
+
+    async def clear_start_error(self, k: AeKeys) -> None:
+        await self.redis.delete(k.start_error)
 
     async def hold_lease(self, key: str, owner: str, ms: int) -> bool:
         """Take or keep, for `ms`, a duty that one process at a time should do (flushing an outbox, launching

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, model_validator
+
+from app.policy.schemas import ServerLimits
 
 
 class PeriodPerformance(BaseModel):
@@ -55,6 +57,9 @@ class NodeScaling(BaseModel):
     desired_servers: int
     connected_servers: int
     desired_per_service_class: dict[str, int]
+    connected_per_service_class: dict[str, int] = Field(
+        description="connected servers by the class the manager gave them (a server connected since its last decision has none yet)"
+    )
 
 
 class ScalingOut(BaseModel):
@@ -64,3 +69,46 @@ class ScalingOut(BaseModel):
     desiredServers: int  # camel case: the name autoscaler configurations point at
     connectedServers: int
     nodes: list[NodeScaling]
+
+
+LimitsSource = Literal["policy", "server", "operator"]
+
+
+class ServerLimitsIn(ServerLimits):
+    """IWM4SLI's AE_SERVERMIN, AE_SERVERMAX and the spread of the minimum over service classes."""
+
+    connect_token: str | None = Field(
+        default=None, description="a connected server of the environment sets its limits with its connect token; an operator sends none"
+    )
+
+    @model_validator(mode="after")
+    def _min_within_max(self) -> Self:
+        if self.max is not None and self.min > self.max:
+            raise ValueError(f"min ({self.min}) exceeds max ({self.max})")
+        return self
+
+    def limits(self) -> ServerLimits:
+        return ServerLimits(min=self.min, max=self.max, spread_min=self.spread_min)
+
+
+class ServerLimitsOverride(BaseModel):
+    """Limits set by IWM4SLI over the policy's (kept in Redis; app/servers/limits.py says how long they hold)."""
+
+    limits: ServerLimits
+    policy_limits: ServerLimits = Field(description="the policy's limits when these were set: a policy that changes them ends these")
+    source: Literal["server", "operator"]
+    set_by: str
+    set_at: datetime
+
+
+class ServerLimitsOut(BaseModel):
+    """The server limits an environment runs under, and where they come from."""
+
+    application_environment: str
+    min: int
+    max: int | None = Field(description="null: no maximum")
+    spread_min: bool
+    source: LimitsSource = Field(description="`policy`, or who set them by IWM4SLI: a `server` of the environment or an `operator`")
+    set_by: str | None = Field(description="the principal that set them; null for the policy's")
+    set_at: datetime | None
+    policy_limits: ServerLimits = Field(description="the active policy's limits, in force again after a reset or a refresh")

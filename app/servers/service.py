@@ -15,20 +15,36 @@ import json
 import logging
 import math
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from prometheus_client import Gauge
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.errors import NotFound
+from app.audit.service import record
+from app.auth.roles import PrincipalInfo
+from app.connections.service import ConnInfo
+from app.errors import Forbidden, NotFound
 from app.policy.active import ActivePolicy, period_number
 from app.policy.goals import evaluate
+from app.policy.schemas import ServerLimits
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
 from app.repeated_failures import RepeatedFailures
 from app.servers.decisions import ClassDemand, allocate, assign_servers, servers_for_goal
-from app.servers.schemas import NodeScaling, PeriodPerformance, ScalingOut, ServerInstancesOut, ServiceClassPerformance
+from app.servers.limits import beyond_max, effective_limits
+from app.servers.schemas import (
+    NodeScaling,
+    PeriodPerformance,
+    ScalingOut,
+    ServerInstancesOut,
+    ServerLimitsIn,
+    ServerLimitsOut,
+    ServerLimitsOverride,
+    ServiceClassPerformance,
+)
 
 _LABELS = ["application_environment", "node", "service_class", "period"]
 PI = Gauge("wlm_service_class_performance_index", "Performance index of a service class period (<= 1: goal met)", _LABELS)
@@ -166,8 +182,8 @@ async def manage_environment(
     and those beyond what the goals and `min` need when the service starts the environment's servers itself (it
     has a start command and `launching` is on, so it can start them again). Overflow servers are not managed."""
     ae = policy.application_environments[keys.ae]
-    registered = {int(sid): json.loads(raw) for sid, raw in (await store.redis.hgetall(keys.servers)).items()}
-    managed = {sid: info for sid, info in registered.items() if not info.get("overflow")}
+    limits, _ = await limits_in_force(store, policy, keys.ae)
+    managed = await managed_servers(store, keys)
     tasks_per_server = statistics.median([info["tasks"] for info in managed.values()]) if managed else 1
     first_periods = {p.service_class: p for p in judged if p.period == 1}
     demands = []
@@ -180,11 +196,10 @@ async def manage_environment(
         tasks = servers_for_goal(spec.periods[0].goal, rate, service_s).servers if rate > 0 and service_s else 0
         pi = seen.performance_index if seen else None
         demands.append(ClassDemand(name, spec.periods[0].importance, pi, math.ceil(tasks / tasks_per_server), queued > 0))
-    allocation = allocate(demands, ae.server_limits)
+    allocation = allocate(demands, limits)
     homes = await store.redis.hgetall(keys.assign)
     assignment = assign_servers({sid: homes.get(str(sid)) for sid in managed}, [(a.name, a.servers) for a in allocation.values()])
-    limit = ae.server_limits.max
-    over_max = max(0, len(managed) - limit) if limit is not None else 0
+    over_max = max(0, len(managed) - limits.max) if limits.max is not None else 0
     retired = assignment.surplus if ae.start_command and launching else assignment.surplus[:over_max]
     async with store.redis.pipeline(transaction=True) as pipe:
         pipe.delete(keys.assign, keys.retire, keys.desired)
@@ -199,6 +214,95 @@ async def manage_environment(
         DESIRED.labels(keys.ae, keys.node, name).set(count)
     CONNECTED.labels(keys.ae, keys.node).set(len(managed))
     return ServerDecision(desired, len(managed), retired)
+
+
+async def managed_servers(store: QueueStore, keys: AeKeys) -> dict[int, dict[str, Any]]:
+    """The servers registered with one environment on one node that the manager manages (not overflow servers)."""
+    registered = {int(sid): json.loads(raw) for sid, raw in (await store.redis.hgetall(keys.servers)).items()}
+    return {sid: info for sid, info in registered.items() if not info.get("overflow")}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# IWM4SLI: server limits (app/servers/limits.py)
+# ---------------------------------------------------------------------------------------------------------------------
+
+SERVER_LIMITS_ACTION = "servers.limits"
+
+
+async def limits_in_force(store: QueueStore, policy: ActivePolicy, ae: str) -> tuple[ServerLimits, ServerLimitsOverride | None]:
+    return _in_force(policy, ae, await store.server_limits(ae))
+
+
+def _in_force(policy: ActivePolicy, ae: str, stored: str | None) -> tuple[ServerLimits, ServerLimitsOverride | None]:
+    override = ServerLimitsOverride.model_validate_json(stored) if stored else None
+    return effective_limits(policy.application_environments[ae].server_limits, override)
+
+
+def limits_out(policy: ActivePolicy, ae: str, stored: str | None) -> ServerLimitsOut:
+    """The limits in force for an environment of `policy`, given what IWM4SLI stored for it (QueueStore.server_limits)."""
+    limits, override = _in_force(policy, ae, stored)
+    return ServerLimitsOut(
+        application_environment=ae,
+        min=limits.min,
+        max=limits.max,
+        spread_min=limits.spread_min,
+        source=override.source if override else "policy",
+        set_by=override.set_by if override else None,
+        set_at=override.set_at if override else None,
+        policy_limits=policy.application_environments[ae].server_limits,
+    )
+
+
+def _known(policy: ActivePolicy, name: str) -> str:
+    ae = name.upper()
+    if ae not in policy.application_environments:
+        raise NotFound(f"no application environment {name!r} in the active policy", code="unknown_application_environment", application_environment=ae)
+    return ae
+
+
+async def server_limits(store: QueueStore, policy: ActivePolicy, name: str) -> ServerLimitsOut:
+    ae = _known(policy, name)
+    return limits_out(policy, ae, await store.server_limits(ae))
+
+
+async def set_server_limits(
+    session: AsyncSession, store: QueueStore, policy: ActivePolicy, principal: PrincipalInfo, server: ConnInfo | None, name: str, body: ServerLimitsIn
+) -> ServerLimitsOut:
+    """IWM4SLI by `server` (a connected server, which may set only its own environment's limits) or, with no server,
+    by an operator (the caller checks the role). Servers beyond a new maximum are retired at once; the manager and the launcher obey the limits
+    from their next pass."""
+    ae = _known(policy, name)
+    if server is not None and server.application_environment != ae:
+        raise Forbidden(
+            f"a server of {server.application_environment} may set the server limits of its own environment only, not {ae}",
+            code="other_application_environment",
+            application_environment=server.application_environment,
+        )
+    limits = body.limits()
+    override = ServerLimitsOverride(
+        limits=limits,
+        policy_limits=policy.application_environments[ae].server_limits,
+        source="server" if server else "operator",
+        set_by=principal.name,
+        set_at=datetime.fromtimestamp(await store.clock_ms() / 1000, UTC),
+    )
+    record(session, principal.name, SERVER_LIMITS_ACTION, ae, **limits.model_dump(), source=override.source, connection=server.id if server else None)
+    await session.commit()
+    await store.set_server_limits(ae, override.model_dump_json())
+    for node in policy.nodes:
+        if policy.hosts(ae, node):
+            keys = store.keys(node, ae)
+            await store.retire_servers(keys, beyond_max(list(await managed_servers(store, keys)), limits.max))
+    return await server_limits(store, policy, ae)
+
+
+async def reset_server_limits(session: AsyncSession, store: QueueStore, policy: ActivePolicy, principal: PrincipalInfo, name: str) -> ServerLimitsOut:
+    """An operator puts the policy's limits back in force."""
+    ae = _known(policy, name)
+    if await store.reset_server_limits(ae):
+        record(session, principal.name, SERVER_LIMITS_ACTION, ae, reset=True)
+        await session.commit()
+    return await server_limits(store, policy, ae)
 
 
 async def desired_servers(store: QueueStore, keys: AeKeys) -> tuple[int, dict[str, int]]:
@@ -231,7 +335,15 @@ async def scaling(store: QueueStore, policy: ActivePolicy, name: str) -> Scaling
         if policy.hosts(ae, node):
             keys = store.keys(node, ae)
             total, per_class = await desired_servers(store, keys)
-            nodes.append(NodeScaling(node=node, desired_servers=total, connected_servers=await connected_servers(store, keys), desired_per_service_class=per_class))
+            nodes.append(
+                NodeScaling(
+                    node=node,
+                    desired_servers=total,
+                    connected_servers=await connected_servers(store, keys),
+                    desired_per_service_class=per_class,
+                    connected_per_service_class=await connected_per_class(store, keys),
+                )
+            )
     return ScalingOut(
         application_environment=ae,
         desiredServers=sum(n.desired_servers for n in nodes),
@@ -242,4 +354,10 @@ async def scaling(store: QueueStore, policy: ActivePolicy, name: str) -> Scaling
 
 async def connected_servers(store: QueueStore, keys: AeKeys) -> int:
     """Servers registered with one environment on one node, overflow servers not counted."""
-    return sum(1 for raw in (await store.redis.hvals(keys.servers)) if not json.loads(raw).get("overflow"))
+    return len(await managed_servers(store, keys))
+
+
+async def connected_per_class(store: QueueStore, keys: AeKeys) -> dict[str, int]:
+    """Connected servers (overflow servers not counted) by the home class the manager's latest decision gave them."""
+    homes = await store.redis.hgetall(keys.assign)
+    return dict(Counter(homes[str(server)] for server in await managed_servers(store, keys) if str(server) in homes))

@@ -160,7 +160,7 @@ class Duties:
             if silent:
                 SILENT_SERVERS.labels(keys.ae).inc(len(silent))
                 log.warning("%d server(s) of %s on %s fell silent: connections closed, their work given back", len(silent), keys.ae, keys.node)
-                await count_unexpected_terminations(self.state.sessions, self.state.queues, self.state.operator, keys, silent)
+                await count_unexpected_terminations(self.state.sessions, self.state.queues, self.state.operator, keys, [str(server) for server in silent])
                 await self._advise(subject("WLM", "WARN", "SERVER", "STOPPED", keys.ae), node=keys.node, servers=silent, reason="silent")
             result = await self.state.queues.reassign(keys, config, epoch=self.epoch)
             if result.requeued:

@@ -35,10 +35,13 @@ async def _eventually(check, timeout: float = 60.0):
         await asyncio.sleep(0.2)
 
 
-async def _service_with(tmp_path, start_command: list[str], server_limits: dict[str, int]) -> tuple[ServiceProcess, httpx.AsyncClient, str]:
+async def _service_with(
+    tmp_path, start_command: list[str], server_limits: dict[str, int], **settings: str
+) -> tuple[ServiceProcess, httpx.AsyncClient, str]:
     service = ServiceProcess(
-        tmp_path, bootstrap_admin_key=ADMIN_KEY, log_level="info", launcher="true", goal_interval_seconds="0.5", lease_check_seconds="0.2"
-    )
+        tmp_path, bootstrap_admin_key=ADMIN_KEY, log_level="info", launcher="true", goal_interval_seconds="0.5", lease_check_seconds="0.2",
+        **settings,
+    )  # fmt: skip
     service.start()
     http = httpx.AsyncClient(base_url=service.url, timeout=10)
     document = yaml.safe_load(EXAMPLE_POLICY)
@@ -96,6 +99,55 @@ async def test_a_start_command_that_fails_is_not_retried_within_30_seconds(tmp_p
     finally:
         await http.aclose()
         service.stop()
+
+
+async def test_a_failed_start_is_shown_on_its_environment_and_five_stop_it(tmp_path):
+    failing = [sys.executable, "-c", "import sys; print('cannot reach the ledger', file=sys.stderr); raise SystemExit(3)"]
+    service, http, _ = await _service_with(tmp_path, failing, {"min": 1, "max": 2}, failed_start_backoff_seconds="0.3")
+    try:
+        assert await _eventually(lambda: _state_is(http, "STOPPED"), timeout=60), service.log_path.read_text()[-3000:]
+        described = (await http.get("/v1/application-environments/PAYROLL", headers=ADMIN)).json()
+        error = described["last_start_error"]
+        assert error["exit_status"] == 3 and error["node"] == "LOCAL" and "cannot reach the ledger" in error["log_tail"]
+        assert (tmp_path / "data" / "servers" / f"{error['instance']}.log").exists()
+        assert "5 unexpected server terminations or failed starts" in described["reason"]
+        # STOPPED starts nothing more: five starts, five logs.
+        await asyncio.sleep(2.0)  # many launcher passes
+        assert len(list((tmp_path / "data" / "servers").glob("PAYROLL-*.log"))) == 5
+    finally:
+        await http.aclose()
+        service.stop()
+
+
+async def test_a_start_error_is_forgotten_once_a_start_succeeds(tmp_path):
+    missing = ["/nonexistent/payroll-server"]
+    service, http, _ = await _service_with(tmp_path, missing, {"min": 1, "max": 1}, failed_start_backoff_seconds="0.5")
+    try:
+        assert await _eventually(lambda: _start_error(http), timeout=30)
+        error = await _start_error(http)
+        assert error["exit_status"] is None and "No such file" in error["log_tail"]
+        document = yaml.safe_load(EXAMPLE_POLICY)
+        document["application_environments"][0] |= {"start_command": ["python", "-m", "app.examples.echo_server"], "server_limits": {"min": 1, "max": 1}}
+        installed = await http.put("/v1/policy", headers={**ADMIN, "Content-Type": "application/json"}, content=json.dumps(document))
+        assert installed.status_code == 200
+        assert await _eventually(lambda: _count_is(http, 1), timeout=30)
+        # Forgotten once the server outlives the start grace (10 s).
+        assert await _eventually(lambda: _no_start_error(http), timeout=40)
+    finally:
+        await http.aclose()
+        service.stop()
+
+
+async def _state_is(http: httpx.AsyncClient, state: str) -> bool:
+    return (await http.get("/v1/application-environments/PAYROLL", headers=ADMIN)).json()["state"] == state  # type: ignore[no-any-return]
+
+
+async def _start_error(http: httpx.AsyncClient) -> dict | None:
+    return (await http.get("/v1/application-environments/PAYROLL", headers=ADMIN)).json()["last_start_error"]  # type: ignore[no-any-return]
+
+
+async def _no_start_error(http: httpx.AsyncClient) -> bool:
+    return await _start_error(http) is None
 
 
 async def _in_log(service: ServiceProcess, text: str) -> bool:
