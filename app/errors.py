@@ -36,19 +36,18 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody, "description": text}
-    for status, text in (
-        (400, "Malformed request"),
-        (401, "Missing, unknown, revoked or expired API key"),
-        (403, "The key's principal lacks the role or permit"),
-        (404, "Unknown resource"),
-        (409, "Not allowed in the resource's current state"),
-        (413, "The body is larger than the route allows (`limit_bytes`), or a payload or result in it is (`path`)"),
-        (422, "Invalid field; `errors` lists each path"),
-        (429, "Too many: the queue is at its backlog limit, or the replica serves all the event streams it may"),
-        (503, "Redis or the database is unavailable, or did not confirm a write in time; retry"),
-    )
+# What each error status means, for the OpenAPI document (app.openapi declares them per operation).
+ERROR_DESCRIPTIONS: dict[int, str] = {
+    400: "Malformed request",
+    401: "Missing, unknown, revoked or expired API key",
+    403: "The key's principal lacks the role or permit",
+    404: "Unknown resource",
+    409: "Not allowed in the resource's current state",
+    413: "The body is larger than the route allows (`limit_bytes`), or a payload or result in it is (`path`)",
+    415: "The body's content type is not one the route reads",
+    422: "Invalid field; `errors` lists each path",
+    429: "Too many: the queue is at its backlog limit, or the replica serves all the event streams it may",
+    503: "Redis or the database is unavailable, or did not confirm a write in time; retry",
 }
 
 

@@ -9,10 +9,8 @@ import logging
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
-from fastapi.openapi.utils import get_openapi
 from redis.asyncio import BlockingConnectionPool, Redis
 
 from app.audit.router import router as audit_router
@@ -23,17 +21,17 @@ from app.connections.router import router as connections_router
 from app.connections.service import ConnectionCache
 from app.db import create_engine, session_factory
 from app.embedded_redis import EmbeddedRedis
-from app.errors import ERROR_RESPONSES, install_error_handlers
+from app.errors import install_error_handlers
 from app.health.router import router as health_router
 from app.http import BodyLimitMiddleware, HotPathsMiddleware, RejectNulMiddleware
 from app.metrics import MetricsMiddleware
 from app.migrate import current_revision, head_revision
 from app.models import import_all_models
+from app.openapi import openapi_document, operation_id
 from app.operator.router import router as operator_router
 from app.operator.service import OperatorStore
 from app.policy.router import environments_router
 from app.policy.router import router as policy_router
-from app.policy.schemas import ServiceDefinition
 from app.policy.service import PolicyStore
 from app.queues.durability import durability_at_start
 from app.queues.keys import durability_probe_key
@@ -175,26 +173,6 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             await asyncio.to_thread(embedded.stop)
 
 
-def _openapi(app: FastAPI) -> dict[str, Any]:
-    """The generated schema, plus the service definition, whose body the policy route reads as YAML or JSON."""
-    if app.openapi_schema:
-        return app.openapi_schema
-    schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
-    definition = ServiceDefinition.model_json_schema(ref_template="#/components/schemas/{model}")
-    components = schema.setdefault("components", {}).setdefault("schemas", {})
-    for name, sub_schema in definition.pop("$defs", {}).items():
-        components.setdefault(name, sub_schema)
-    components["ServiceDefinition"] = definition
-    # Every route but health and metrics needs an API key (read by app.deps.principal_of).
-    schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer", "description": "An API key: `Authorization: Bearer wlm_...`"}}
-    for path, operations in schema["paths"].items():
-        if path.startswith("/v1/"):
-            for operation in operations.values():
-                operation["security"] = [{"bearer": []}]
-    app.openapi_schema = schema
-    return schema
-
-
 def _body_limits(settings: Settings) -> dict[tuple[str, str], int]:
     """The most bytes a request body may have, by route; any other route's: max_body_bytes."""
     return {
@@ -214,6 +192,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="A goal-oriented workload manager: classify work, queue it per application environment and "
         "service class, and manage servers so the most important goals are met first.",
         lifespan=lifespan,
+        generate_unique_id_function=operation_id,
     )
     app.state.settings = settings = settings or get_settings()
     install_error_handlers(app)
@@ -224,13 +203,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RejectNulMiddleware)
     app.add_middleware(BodyLimitMiddleware, limits=_body_limits(settings), default=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware)
-    app.include_router(health_router)
     for router in (
-        policy_router, environments_router, connections_router, work_router, servers_router, operator_router, reports_router,
+        health_router, policy_router, environments_router, connections_router, work_router, servers_router, operator_router, reports_router,
         routing_router, scheduler_router, sweeper_router, auth_router, audit_router,
     ):
-        app.include_router(router, responses=ERROR_RESPONSES)
+        app.include_router(router)
     app.include_router(dashboard_router)
     app.mount("/dashboard/static", dashboard_assets(), name="dashboard-static")
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]
     return app
