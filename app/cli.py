@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from app.config import get_settings
+from spark_jobs.common.job_log import JobFailed
 from spark_jobs.workload_activity.arguments import add_arguments as add_report_arguments
 from spark_jobs.workload_activity.arguments import run_from_arguments
 
@@ -274,7 +275,10 @@ def cmd_events(args: argparse.Namespace) -> None:
 
 def cmd_report(args: argparse.Namespace) -> None:
     if args.action == "run":
-        run_from_arguments(args)
+        try:
+            run_from_arguments(args)
+        except JobFailed as failure:
+            raise CliError(str(failure)) from None
         return
     hour, minute = args.at
     wlm = Path(sys.executable).with_name("wlm")

@@ -67,7 +67,7 @@ def run_report(data_dir: Path, day: date) -> tuple[float, str, str]:
     elapsed = time.perf_counter() - started
     if result.returncode != 0:
         raise RuntimeError(f"the report failed:\n{result.stderr[-3000:]}")
-    java = re.search(r"\] Java (.+?) at ", result.stderr)
+    java = re.search(r"starting Spark on Java (\S+)", result.stderr)
     return elapsed, result.stdout.strip().splitlines()[-1], java.group(1) if java else "on the PATH"
 
 

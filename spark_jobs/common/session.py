@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TextIO
 
-from pyspark import SparkContext
+from py4j.protocol import Py4JJavaError
+from pyspark import SparkConf, SparkContext
+from pyspark.errors import PySparkRuntimeError
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from app.config import get_settings
 from spark_jobs.common.class_archive import ClassArchive
-from spark_jobs.common.java_home import choose_java_home, describe, java_home_for_launch, java_home_on_path
+from spark_jobs.common.java_home import choose_java_home, describe, java_home_for_launch, java_home_on_path, java_version
+from spark_jobs.common.job_log import JobLog
 
 # Writing the class-data archive as the JVM exits took up to 40 s on 2 cores.
 JVM_EXIT_TIMEOUT_S = 300
@@ -26,55 +31,83 @@ def build_session(
     shuffle_partitions: int | None = None,
     driver_java_options: Sequence[str] = (),
     java_home: Path | None = None,
+    jvm_output: TextIO | None = None,
 ) -> SparkSession:
     """A session on `master` (else the setting WLM_SPARK_MASTER, local[*] by default), every timestamp in UTC.
-    `driver_java_options` and `java_home` take effect only when this call starts the driver's JVM, which runs on
-    `java_home`, else on the Java java_home.py chooses.
+    `driver_java_options`, `java_home` and `jvm_output` take effect only when this call starts the driver's JVM,
+    which runs on `java_home`, else on the Java java_home.py chooses, and writes its stdout and stderr to
+    `jvm_output` (None: to this process's).
 
     Nothing is downloaded at run time: the job needs only the jars that ship in the pyspark wheel."""
     settings = get_settings()
     master = master or settings.spark_master
     cores = os.cpu_count() or 2
     java_options = list(driver_java_options)
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .master(master)
-        .config("spark.sql.session.timeZone", "UTC")
+    options = {
+        "spark.app.name": app_name,
+        "spark.master": master,
+        "spark.sql.session.timeZone": "UTC",
         # Few, larger shuffle partitions: the report's shuffles are small after the first, and on a small
         # machine 200 tasks cost more in scheduling than they save; adaptive execution splits skew if any.
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions or max(4, 2 * cores)))
-        .config("spark.sql.adaptive.enabled", "true")
+        "spark.sql.shuffle.partitions": str(shuffle_partitions or max(4, 2 * cores)),
+        "spark.sql.adaptive.enabled": "true",
         # A day's files split into several tasks per core: packed into as few splits as there are cores, one
         # task took a third longer than the others and kept a core idle at the end of the read.
-        .config("spark.sql.files.minPartitionNum", str(4 * cores))
+        "spark.sql.files.minPartitionNum": str(4 * cores),
         # The report's cells (group, interval, bucket, bin) are summed where the records are read; a task sees
         # more cells than the default fast map holds (2^16), and the rest went to the slower general map (a tenth
         # more CPU time on 10 million records).
-        .config("spark.sql.codegen.aggregate.fastHashMap.capacityBit", "20")
-        .config("spark.ui.showConsoleProgress", "true")
-    )
+        "spark.sql.codegen.aggregate.fastHashMap.capacityBit": "20",
+        # The JVM's console progress bar is for a terminal the JVM owns: the job says its stages itself, and in
+        # a log the bar is only carriage returns.
+        "spark.ui.showConsoleProgress": "false",
+    }
     if master.startswith("local"):
         # The driver is the executor in local mode: give it the memory a day of records needs to aggregate, and
         # the throughput collector: G1's concurrent threads take a share of a small machine's cores (on two cores,
         # 10 million records took 40 s with G1 and 30 s with it).
         java_options.append("-XX:+UseParallelGC")
-        builder = builder.config("spark.driver.memory", settings.spark_driver_memory).config("spark.ui.enabled", "false")
+        options |= {"spark.driver.memory": settings.spark_driver_memory, "spark.ui.enabled": "false"}
     if java_options:
-        builder = builder.config("spark.driver.extraJavaOptions", " ".join(java_options))
+        options["spark.driver.extraJavaOptions"] = " ".join(java_options)
+    builder = SparkSession.builder.config(map=options)
     if SparkContext._gateway is not None:
         return builder.getOrCreate()
     with java_home_for_launch(java_home or choose_java_home(settings.spark_java_home, os.environ)):
+        if jvm_output is not None:
+            _start_jvm(options, jvm_output)
         return builder.getOrCreate()
 
 
+def _start_jvm(options: Mapping[str, str], output: TextIO) -> None:
+    """Start the driver's JVM with `options`, as the builder would, but with its stdout and stderr on `output` (a
+    file): the builder's JVM inherits this process's, and prints its warnings and Spark's logging among the job's
+    progress. A JVM that exits as it starts raises a RuntimeError with its last words."""
+    output.flush()
+    output_start = os.fstat(output.fileno()).st_size
+    try:
+        gateway = launch_gateway(SparkConf().setAll(options.items()), popen_kwargs={"stdout": output, "stderr": subprocess.STDOUT})
+    except PySparkRuntimeError as error:
+        # PySpark only says that it exited; why (no Java there, too little memory for the heap) is in its output.
+        raise RuntimeError(f"the driver's JVM did not start: {' / '.join(_last_words(Path(output.name), output_start))}") from error
+    SparkContext._ensure_initialized(gateway=gateway)
+
+
+def _last_words(path: Path, start: int, count: int = 2) -> list[str]:
+    """The last `count` lines written to `path` from `start` on, stack frames (indented) left out."""
+    with path.open("rb") as written:
+        written.seek(start)
+        lines = written.read().decode(errors="replace").splitlines()
+    return [line for line in lines if line.strip() and not line[0].isspace()][-count:]
+
+
 @contextmanager
-def job_session(
-    app_name: str, master: str | None = None, progress: Callable[[str], None] = lambda _: None, *, may_write_archive: bool = True
-) -> Iterator[SparkSession]:
-    """The session of one job run in this process. If this call starts the driver's JVM, that JVM maps the
-    class-data archive under the data directory, or writes it if there is none yet and `may_write_archive`
-    (class_archive.py), and on exit it is stopped too, so a newly written archive is complete before it is put in
-    place. A run that reads no files should not write one: it never loads the readers every other run needs."""
+def job_session(app_name: str, log: JobLog, master: str | None = None, *, may_write_archive: bool = True) -> Iterator[SparkSession]:
+    """The session of one job run in this process. If this call starts the driver's JVM, that JVM writes its
+    output to `log`'s file and maps the class-data archive under the data directory, or writes it if there is none
+    yet and `may_write_archive` (class_archive.py), and on exit it is stopped too, so a newly written archive is
+    complete before it is put in place. A run that reads no files should not write one: it never loads the readers
+    every other run needs."""
     settings = get_settings()
     starts_jvm = SparkContext._gateway is None
     java_home = runs_on = None
@@ -82,25 +115,36 @@ def job_session(
         java_home = choose_java_home(settings.spark_java_home, os.environ)
         runs_on = java_home or java_home_on_path()  # None chosen: Spark runs the `java` on the PATH
         if runs_on is not None:
-            progress(describe(runs_on))
+            log.detail(describe(runs_on))
     archive = None
     if settings.spark_class_archive and starts_jvm:
         archive = ClassArchive.for_directory(settings.spark_class_archive_dir, runs_on)
         if archive.partial is not None and not may_write_archive:
             archive = None
     if archive is not None:
-        progress(f"class-data archive {archive.path}: {'writing it at exit' if archive.partial else 'mapped'}")
-    spark = build_session(app_name, master, driver_java_options=archive.java_options() if archive else (), java_home=java_home)
+        log.detail(f"class-data archive {archive.path}: {'writing it at exit' if archive.partial else 'mapped'}")
+    writes_archive = archive is not None and archive.partial is not None
+    on_java = f" on Java {java_version(runs_on) or '(version unknown)'}" if runs_on is not None else ""
+    first_run = " (first run: it also writes the JVM's class archive, up to a minute longer)" if writes_archive else ""
+    log.stage(f"starting Spark{on_java}{first_run}")
+    spark = build_session(
+        app_name, master, driver_java_options=archive.java_options() if archive else (), java_home=java_home, jvm_output=log.file
+    )
     try:
         yield spark
+    except Py4JJavaError as error:
+        # Described now, while the JVM runs: the Java exception's message and stack trace are read from it.
+        raise log.failed(error, reason=str(error.java_exception)) from error
     finally:
         try:
             spark.stop()
         finally:
             if starts_jvm:
+                if writes_archive:
+                    log.stage("writing the JVM's class archive for the next runs")
                 exit_code = _stop_jvm()
                 if archive is not None and archive.publish(exit_code):
-                    progress(f"class-data archive written: {archive.path}")
+                    log.detail(f"class-data archive written: {archive.path}")
 
 
 def _stop_jvm() -> int | None:

@@ -7,13 +7,18 @@ from __future__ import annotations
 import argparse
 import sys
 
+from spark_jobs.common.job_log import JobFailed
 from spark_jobs.workload_activity.arguments import add_arguments, run_from_arguments
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="workload_activity", description="The RMF-style workload activity report of one day")
     add_arguments(parser)
-    run_from_arguments(parser.parse_args(argv))
+    try:
+        run_from_arguments(parser.parse_args(argv))
+    except JobFailed as failure:
+        print(failure, file=sys.stderr)
+        return 1
     return 0
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 
 from app.config import get_settings
 from app.reports.models import divides_the_day
+from spark_jobs.common.job_log import JobLog
 
 
 def report_date(text: str) -> date:
@@ -40,16 +42,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", help="report Parquet URI (default <WLM_DATA_DIR>/reports/workload_activity)")
 
 
+def log_path(data_dir: Path, report_date: date) -> Path:
+    """The log of the runs for `report_date`: each stage's details, the driver JVM's output, a failure's traceback."""
+    return data_dir / "logs" / f"report-{report_date.isoformat()}.log"
+
+
 def run_from_arguments(args: argparse.Namespace) -> None:
+    """Run the report and print its summary; a failure raises JobFailed, whose message says why and names the log."""
     from spark_jobs.workload_activity.job import run  # PySpark is imported (and a JVM started) only to run
 
     settings = get_settings()
-    result = run(
-        args.date,
-        records_uri=args.records or str(settings.records_dir.resolve()),
-        output_uri=args.output or str((settings.data_dir / "reports" / "workload_activity").resolve()),
-        database_url=settings.resolved_database_url,
-        master=args.master,
-        interval_minutes=args.interval,
-    )
+    with JobLog("workload-activity", log_path(settings.data_dir.resolve(), args.date)) as log:
+        # Named first, so that a run that hangs or is killed has said where to look.
+        log.stage(f"details in {log.path}")
+        result = run(
+            args.date,
+            records_uri=args.records or str(settings.records_dir.resolve()),
+            output_uri=args.output or str((settings.data_dir / "reports" / "workload_activity").resolve()),
+            database_url=settings.resolved_database_url,
+            log=log,
+            master=args.master,
+            interval_minutes=args.interval,
+        )
     print(f"workload activity report {result.report_date}: {result.rows} rows, {result.ended} ended requests, {result.seconds:.1f} s")

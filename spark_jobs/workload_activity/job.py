@@ -1,8 +1,7 @@
-"""The nightly job: extract → transform → load, with progress on stderr."""
+"""The nightly job: extract → transform → load, a line per stage on stderr and the details in its log."""
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -11,6 +10,7 @@ from datetime import date
 from pyspark.sql import DataFrame, Row
 
 from app.reports.models import WHOLE_DAY_MINUTES
+from spark_jobs.common.job_log import JobLog
 from spark_jobs.common.session import job_session
 from spark_jobs.workload_activity.extract import (
     day_files,
@@ -35,14 +35,6 @@ class JobResult:
     ended: int
     parquet: str
     seconds: float
-
-
-class Progress:
-    def __init__(self) -> None:
-        self.started = time.monotonic()
-
-    def __call__(self, message: str) -> None:
-        print(f"[workload-activity {time.monotonic() - self.started:6.1f}s] {message}", file=sys.stderr, flush=True)
 
 
 def collect_report(
@@ -72,33 +64,37 @@ def run(
     records_uri: str,
     output_uri: str,
     database_url: str,
+    log: JobLog,
     master: str | None = None,
     interval_minutes: int = 15,
 ) -> JobResult:
-    progress = Progress()
+    started = time.monotonic()
     versions = read_policy_versions(database_url)
-    progress(f"{len(versions)} policy versions; starting Spark")
-    with job_session("wlm-workload-activity", master, progress, may_write_archive=day_has_files(records_uri, report_date)) as spark:
-        progress(f"Spark {spark.version} on {spark.sparkContext.master}; reading {day_path(records_uri, report_date)}")
+    log.detail(f"{len(versions)} policy versions")
+    with job_session("wlm-workload-activity", log, master, may_write_archive=day_has_files(records_uri, report_date)) as spark:
+        log.stage(f"reading the work records of {report_date}")
+        log.detail(f"Spark {spark.version} on {spark.sparkContext.master}; reading {day_path(records_uri, report_date)}")
         goals = goal_table(spark, goal_rows(versions))
         steps = activation_steps(versions, *day_bounds(report_date))
         day = read_records(spark, records_uri, report_date)
         footers = read_footers(day.inputFiles())
         declared_keys = declared_group_keys(spark, footers)
         if declared_keys is None:
-            progress("not every file declares its group keys: reading the records twice")
+            log.detail("not every file declares its group keys: reading the records twice")
         files = day_files(footers)
-        progress(
+        log.detail(
             f"{len(files.not_read)} files hold only records that other files hold: not read; {len(files.copy_free)} of"
             f" {len(files.copy_free) + len(files.searched)} files share no record with another: copies are looked for in the rest"
         )
         # Either may be None, not both: a day without files is an empty table of copy-free records.
         records = read_files(spark, files.searched) if files.searched else None
         distinct_records = read_files(spark, files.copy_free) if files.copy_free or not files.searched else None
-        report, rows = collect_report(records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records, progress)
+        log.stage("computing the report")
+        report, rows = collect_report(records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records, log.detail)
         ended = sum(row.ended_count for row in rows if row.interval_minutes == WHOLE_DAY_MINUTES)
-        progress(f"{len(rows)} report rows ({ended} ended requests); writing")
+        log.detail(f"{len(rows)} report rows ({ended} ended requests)")
+        log.stage("writing the report")
         parquet = write_parquet(report, output_uri, report_date)
         replace_date(database_url, report_date, rows)
-        progress(f"done: {parquet} and the database's workload_reports for {report_date}")
-    return JobResult(report_date, len(rows), ended, parquet, time.monotonic() - progress.started)
+        log.detail(f"written: {parquet} and the database's workload_reports for {report_date}")
+    return JobResult(report_date, len(rows), ended, parquet, time.monotonic() - started)

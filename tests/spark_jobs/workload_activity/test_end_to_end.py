@@ -1,5 +1,7 @@
 """End to end: requests through the running service and its launched servers, the nightly job run as operators run
-it (`wlm report run`), and the report read back from the API, equal to what the test counts itself."""
+it (`wlm report run`), and the report read back from the API, equal to what the test counts itself. The job's first
+run, which writes the JVM's class archive, shows a line per stage and its summary, and keeps the JVM's warnings and
+Spark's logging in its log."""
 
 from __future__ import annotations
 
@@ -26,6 +28,9 @@ ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 ECHO = [sys.executable, "-m", "app.examples.echo_server"]
 # userid ATM* is classified ONLINE (percentile goal), anything else BATCH (average goal): see examples/policy.yaml.
 REQUESTS = {"ATM01": 200, "CLERK": 100}
+# What the JVM and Spark print for developers: warnings of the JVM, of its class archive and of Spark's logging, and
+# the classpath the JVM that assembles an ahead-of-time cache was given.
+DEVELOPER_NOISE = re.compile(r"WARN|\[warning\]|\[error\]|WARNING:|log4j|Picked up JAVA_TOOL_OPTIONS")
 
 
 async def test_requests_through_the_service_come_back_in_the_report(tmp_path):
@@ -68,16 +73,32 @@ async def test_requests_through_the_service_come_back_in_the_report(tmp_path):
 
             job = subprocess.run([WLM, "report", "run", "--date", day.isoformat()], env=service.env, capture_output=True, text=True, timeout=240)
             assert job.returncode == 0, job.stderr[-3000:]
-            assert "workload-activity" in job.stderr  # the progress lines
+            # The first run says each stage, and that it writes the class archive; then the summary, and no more.
+            log_path = service.dir / "data" / "logs" / f"report-{day.isoformat()}.log"
+            stages = [
+                re.escape(f"details in {log_path}"),
+                r"starting Spark on Java \S+ \(first run: it also writes the JVM's class archive.*\)",
+                re.escape(f"reading the work records of {day}"),
+                "computing the report",
+                "writing the report",
+                re.escape("writing the JVM's class archive for the next runs"),
+            ]
+            assert re.fullmatch("\n".join(rf"\[workload-activity +[\d.]+s\] {stage}" for stage in stages), job.stderr.strip()), job.stderr
+            ended_on_day = sum(len(values) for values in responses.values())
+            assert re.fullmatch(rf"workload activity report {day}: \d+ rows, {ended_on_day} ended requests, [\d.]+ s", job.stdout.strip())
+            assert not DEVELOPER_NOISE.search(job.stdout + job.stderr)
+            # The details are in the log: the job's, and the JVM's and Spark's own output.
+            log = log_path.read_text()
+            assert "WARNING: Using incubator modules" in log and "Using Spark's default log4j profile" in log, log[-3000:]
             # The service's files declare their group keys (the job read the records once) and their outbox
             # positions: nothing was written twice, so no file was searched for copies.
-            assert "reading the records" not in job.stderr
-            assert re.search(r"(\d+) of \1 files share no record with another", job.stderr), job.stderr[-3000:]
+            assert "reading the records" not in log
+            assert re.search(r"(\d+) of \1 files share no record with another", log), log[-3000:]
             # The first run wrote the driver JVM's class-data archive, once its JVM had exited.
-            assert "class-data archive written" in job.stderr
+            assert "class-data archive written" in log
             # Named after the Java the job said it ran on: an ahead-of-time cache on Java 25 and later.
-            java = re.search(r"\] Java (.+) at (.+)$", job.stderr, re.MULTILINE)
-            assert java is not None, job.stderr[-3000:]
+            java = re.search(r"\] Java (.+) at (.+)$", log, re.MULTILINE)
+            assert java is not None, log[-3000:]
             assert [path.name for path in (service.dir / "data" / "spark").iterdir()] == [archive_name(Path(java.group(2)))]
 
             whole_day = (await http.get("/v1/reports/workload", headers=ADMIN, params={"date": day.isoformat(), "interval": 1440})).json()["items"]
@@ -96,7 +117,9 @@ async def test_requests_through_the_service_come_back_in_the_report(tmp_path):
             # A rerun replaces the date's rows: nothing doubles.
             again = subprocess.run([WLM, "report", "run", "--date", day.isoformat()], env=service.env, capture_output=True, text=True, timeout=240)
             assert again.returncode == 0, again.stderr[-3000:]
-            assert ": mapped" in again.stderr and "class-data archive written" not in again.stderr
+            assert "class archive" not in again.stderr
+            rerun_log = log_path.read_text()[len(log) :]  # a rerun appends to the date's log
+            assert ": mapped" in rerun_log and "class-data archive written" not in rerun_log
             rerun = (await http.get("/v1/reports/workload", headers=ADMIN, params={"date": day.isoformat(), "interval": 1440})).json()["items"]
             assert [(r["service_class"], r["period"], r["ended_count"]) for r in rerun] == [
                 (r["service_class"], r["period"], r["ended_count"]) for r in whole_day
