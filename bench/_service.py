@@ -19,7 +19,8 @@ import httpx
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-WLM = str(Path(sys.executable).parent / "wlm")
+# bench/ab.py points this at another commit's `wlm` where that commit needs a venv of its own.
+WLM = os.environ.get("WLM_BENCH_WLM") or str(Path(sys.executable).parent / "wlm")
 ADMIN_KEY = "wlm_bench-admin-key-0123456789abcdefghijklmnopqrstuvwxyz"
 
 
