@@ -225,12 +225,14 @@ _NODE_ACTIONS = {
     "start": {"link_stopped": None},
 }
 _ALTERABLE = ("weight", "network_priority", "rank", "most_recently_used", "use_queue")
+# `wlm route stop|start NODE --link LINK`: the change to that one link.
+_LINK_ACTIONS = {"stop": {"stopped": True}, "start": {"stopped": None}}
 
 
 def _explain_lines(result: dict[str, Any]) -> list[str]:
     lines = [f"{result['application_environment']} from {result['queue_manager_node'] or 'no node'}: {result['reason']}"]
     for step in result["steps"]:
-        gone = "; ".join(f"{e['node']} ({e['reason']})" for e in step["eliminated"])
+        gone = "; ".join(f"{e['node']}{' link ' + e['link'] if e['link'] else ''} ({e['reason']})" for e in step["eliminated"])
         lines.append(f"  step {step['step']:<5} {gone or '-'}")
     return lines
 
@@ -243,16 +245,31 @@ def cmd_route(args: argparse.Namespace) -> None:
             return
         if args.action == "nodes":
             nodes = _call(client, "GET", "/v1/routing/nodes")["items"]
+        elif getattr(args, "link", None):
+            nodes = [_call(client, "PATCH", f"/v1/routing/nodes/{args.node}/links/{args.link}", json=_link_changes(args))]
         else:
             changes = _NODE_ACTIONS.get(args.action) or {name: getattr(args, name) for name in _ALTERABLE if getattr(args, name) is not None}
             if not changes:
                 raise CliError("name what to alter: " + ", ".join(f"--{name.replace('_', '-')}" for name in _ALTERABLE))
             nodes = [_call(client, "PATCH", f"/v1/routing/nodes/{args.node}", json=changes)]
     for node in nodes:
-        print(
-            f"{node['node']}: link {node['link']}, weight {node['weight']}, NETPRTY {node['network_priority']}, rank {node['rank']}, "
-            f"use-queue {node['use_queue']}{', suspended' if node['suspended'] else ''}"
-        )
+        links = node["links"]
+        if len(links) == 1:
+            how = f"link {links[0]['state']}, weight {node['weight']}, NETPRTY {links[0]['network_priority']}"
+        else:
+            listed = ", ".join(f"{link['name']} {link['state']} NETPRTY {link['network_priority']}" for link in links)
+            how = f"links {listed}; weight {node['weight']}"
+        print(f"{node['node']}: {how}, rank {node['rank']}, use-queue {node['use_queue']}{', suspended' if node['suspended'] else ''}")
+
+
+def _link_changes(args: argparse.Namespace) -> dict[str, Any]:
+    """What `wlm route alter|stop|start NODE --link LINK` changes of the link: only NETPRTY is a link's own."""
+    if args.action in _LINK_ACTIONS:
+        return _LINK_ACTIONS[args.action]
+    others = [f"--{name.replace('_', '-')}" for name in _ALTERABLE if name != "network_priority" and getattr(args, name) is not None]
+    if others or args.network_priority is None:
+        raise CliError("a link's one attribute to alter is --network-priority" + (f" (not {', '.join(others)})" if others else ""))
+    return {"network_priority": args.network_priority}
 
 
 def cmd_events(args: argparse.Namespace) -> None:
@@ -365,8 +382,13 @@ def build_parser() -> argparse.ArgumentParser:
     alter.add_argument("--rank", type=int, help="CLWLRANK 0-9")
     alter.add_argument("--most-recently-used", type=int, help="CLWLMRUC")
     alter.add_argument("--use-queue", choices=("LOCAL", "ANY"), help="CLWLUSEQ")
-    for action, what in (("suspend", "suspend a node"), ("resume", "resume it"), ("stop", "stop its link"), ("start", "start it")):
+    alter.add_argument("--link", help="alter this one of the node's links (its NETPRTY) instead of the node")
+    for action, what in (("suspend", "suspend a node"), ("resume", "resume it")):
         route_sub.add_parser(action, parents=[remote], help=what).add_argument("node")
+    for action, what in (("stop", "stop its links"), ("start", "start them")):
+        link_action = route_sub.add_parser(action, parents=[remote], help=what)
+        link_action.add_argument("node")
+        link_action.add_argument("--link", help="only this one of the node's links")
     route.set_defaults(func=cmd_route)
 
     events = sub.add_parser("events", parents=[remote], help="follow the advisories (scheduler, backlog, states, servers)")

@@ -64,6 +64,7 @@ DOMAIN_ERRORS: dict[str, tuple[int, ...]] = {
     "routing-list-nodes": (404,),
     "routing-alter-node": (404, 409),
     "routing-alter-instance": (404, 409),
+    "routing-alter-link": (404,),
     "scheduler-get": (),
     "scheduler-events": (429,),
     "sweeper-get": (),

@@ -214,9 +214,20 @@ class NodeRouting(StrictModel):
     suspended: bool = False
 
 
+class NodeLink(StrictModel):
+    """A link to a node (a cluster channel to its queue manager): routing uses, of each node's links, those with the
+    highest NETPRTY (seed 000, step 13)."""
+
+    name: Name
+    # None: the node's network_priority.
+    network_priority: NetworkPriority | None = None
+
+
 class Node(NodeRouting):
     name: Name
     description: Description = ""
+    # None: one link, named as the node, with the node's network_priority (a node's single link).
+    links: list[NodeLink] | None = Field(default=None, min_length=1)
 
 
 class ServiceDefinition(StrictModel):

@@ -31,6 +31,8 @@ def validate_definition(definition: ServiceDefinition) -> list[Problem]:
     problems += _duplicates("classification", (g.subsystem_type for g in definition.classification), "subsystem_type")
     problems += _duplicates("application_environments", (ae.name for ae in definition.application_environments))
     problems += _duplicates("nodes", (node.name for node in definition.nodes))
+    for i, node in enumerate(definition.nodes):
+        problems += _duplicates(f"nodes[{i}].links", (link.name for link in node.links or ()))
 
     for i, service_class in enumerate(definition.service_classes):
         problems += _service_class_problems(f"service_classes[{i}]", service_class)

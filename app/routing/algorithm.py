@@ -1,15 +1,16 @@
 """The cluster workload management algorithm (IBM MQ, seed 000) choosing the node a work request goes to (pure).
 
 The seed's parts, as this product plays them: an application environment's instance on a node is a cluster queue
-instance; the link to a node is a channel (its state derived from the node's servers, or stopped by an operator);
-the queue manager connection that inserts the request is the local queue manager, and the instance on its own node
-is the local instance, which needs no link.
+instance; a node is a queue manager, reached by one or more links, its channels (each with its NETPRTY and a state
+derived from the node's servers, or stopped by an operator); the queue manager connection that inserts the request
+is the local queue manager, and the instance on its own node is the local instance, which needs no link.
 
 `choose` applies the seed's steps in its order and says, step by step, which candidate each eliminated and why.
 Steps the product has no counterpart for are left out: 1.2, 1.3 and 2 (one cluster, no queue manager aliases),
-4 and 12 (cluster PCF messages), 14 (choosing a queue manager rather than a queue). The seed applies NETPRTY
-(step 13) among the channels to one queue manager; a node has one link, so here it ranks the links of different
-nodes, which is what operators set it for.
+4 and 12 (cluster PCF messages), 14 (choosing a queue manager rather than a queue). Steps 8 to 11 and 13 act on
+links: 8 to 11 keep the links in the best state group (a node left with none is eliminated), 13 keeps, for each
+node, its links with the highest NETPRTY, as the seed does for the channels to each queue manager. So NETPRTY never
+eliminates a node, and with one link per node it eliminates nothing; it says which link the chosen node is reached by.
 
 The least-recently-used choice (step 17) reads each destination's sequence factor and number; `after_choice`
 returns them as they are after a choice, so the caller keeps that state and the function stays pure.
@@ -61,6 +62,15 @@ LINK_STATE_GROUPS: tuple[frozenset[LinkState], ...] = (
 
 
 @dataclass(frozen=True, slots=True)
+class Link:
+    """A link to a node (a cluster channel to its queue manager)."""
+
+    name: str
+    network_priority: int = 0  # NETPRTY
+    state: LinkState = LinkState.INACTIVE
+
+
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """One node's instance of the application environment, with the attributes the algorithm reads."""
 
@@ -70,11 +80,10 @@ class Candidate:
     rank: int = 0
     priority: int = 0
     use_queue: UseQueue = UseQueue.QMGR
-    # The node and its link (the queue manager and its channel).
+    # The node and its links (the queue manager and its channels), in the policy's order; by default one, unnamed.
     link_rank: int = 0
     suspended: bool = False
-    link: LinkState = LinkState.INACTIVE
-    network_priority: int = 0
+    links: tuple[Link, ...] = (Link(""),)
     weight: int = DEFAULT_WEIGHT
     # The choice state (MQWDR.DestSeqFactor and DestSeqNumber): higher number, more recently used.
     sequence_factor: float = 0.0
@@ -83,8 +92,11 @@ class Candidate:
 
 @dataclass(frozen=True, slots=True)
 class Elimination:
+    """A node eliminated, or only one of its links (`link` named) while the node stays."""
+
     node: str
     reason: str
+    link: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,11 +109,13 @@ class StepResult:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """The chosen node (None when no instance is put enabled) and the trace of the steps that ran."""
+    """The chosen node (None when no instance is put enabled), the link it is reached by (None for the local
+    instance, which needs none), and the trace of the steps that ran."""
 
     chosen: str | None
     steps: tuple[StepResult, ...]
     reason: str
+    link: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,16 +154,54 @@ class _Trace:
         top = max((value(c) for c in self.remaining if not exempt(c)), default=0)
         self.keep(step, rule, lambda c: exempt(c) or value(c) == top, lambda c: f"{label} {value(c)} < {top}")
 
+    def keep_links(
+        self,
+        step: str,
+        rule: str,
+        kept: Callable[[Candidate, Link], bool],
+        why: Callable[[Candidate, Link], str],
+        exempt: Callable[[Candidate], bool],
+    ) -> None:
+        """Eliminate the links `kept` says no to, naming `why`; a candidate left with no link is eliminated, with its
+        links' reasons. The links of an `exempt` candidate (the local instance, which uses none) all stay."""
+        survivors: list[Candidate] = []
+        eliminated: list[Elimination] = []
+        for candidate in self.remaining:
+            links = candidate.links if exempt(candidate) else tuple(link for link in candidate.links if kept(candidate, link))
+            if not links:
+                if len(candidate.links) == 1:
+                    reason = why(candidate, candidate.links[0])
+                else:
+                    reason = "; ".join(f"{link.name}: {why(candidate, link)}" for link in candidate.links)
+                eliminated.append(Elimination(candidate.node, reason))
+                continue
+            eliminated += [Elimination(candidate.node, why(candidate, link), link.name) for link in candidate.links if link not in links]
+            survivors.append(replace(candidate, links=links))
+        self.remaining = survivors
+        self.steps.append(StepResult(step, rule, tuple(eliminated), tuple(c.node for c in survivors)))
+
 
 def _uses_local_instance(instance: Candidate, local: LocalQueueManager) -> bool:
     return instance.use_queue is UseQueue.LOCAL or (instance.use_queue is UseQueue.QMGR and local.use_queue is UseQueue.LOCAL)
 
 
-def _link_group(candidate: Candidate, local: LocalQueueManager) -> int:
-    # The local instance needs no link: it is always in the best group.
-    if candidate.node == local.node:
-        return 0
-    return next(i for i, group in enumerate(LINK_STATE_GROUPS) if candidate.link in group)
+def link_state_group(state: LinkState) -> int:
+    """The index of the group of steps 8 to 11 that `state` is in: 0 is the best."""
+    return next(i for i, group in enumerate(LINK_STATE_GROUPS) if state in group)
+
+
+def _highest_network_priority(candidate: Candidate) -> int:
+    return max(link.network_priority for link in candidate.links)
+
+
+def _tie_explained(candidate: Candidate, chosen: Candidate) -> str:
+    """Why step 17 passed over `candidate` for `chosen`: a higher factor, the same factor and a later use, or a full
+    tie (as when neither was used yet), which the order of the candidates breaks."""
+    if candidate.sequence_factor != chosen.sequence_factor:
+        return f"sequence factor {candidate.sequence_factor:g} > {chosen.sequence_factor:g}"
+    if candidate.sequence_number != chosen.sequence_number:
+        return f"equal sequence factor {candidate.sequence_factor:g}, used more recently (number {candidate.sequence_number} > {chosen.sequence_number})"
+    return f"a tie (sequence factor {candidate.sequence_factor:g}, number {candidate.sequence_number}) broken by order: {chosen.node} comes first"
 
 
 def choose(candidates: Sequence[Candidate], local: LocalQueueManager = LocalQueueManager()) -> Decision:
@@ -178,14 +230,22 @@ def choose(candidates: Sequence[Candidate], local: LocalQueueManager = LocalQueu
         trace.keep("7", "resumed nodes are preferred to suspended ones", lambda c: not c.suspended, lambda c: "node suspended")
     else:
         trace.skip("7", "resumed nodes are preferred to suspended ones")
-    best_group = min(_link_group(c, local) for c in trace.remaining)
-    trace.keep(
+    # The local instance needs no link: it counts as the best group.
+    best_group = min(0 if local_instance_has_no_link(c) else min(link_state_group(link.state) for link in c.links) for c in trace.remaining)
+    trace.keep_links(
         "8-11",
         "links in the best state group are used (inactive or running; then starting; then retrying; then stopped)",
-        lambda c: _link_group(c, local) == best_group,
-        lambda c: f"link {c.link}",
+        lambda c, link: link_state_group(link.state) == best_group,
+        lambda c, link: f"link {link.state}",
+        local_instance_has_no_link,
     )
-    trace.keep_highest("13", "links with a NETPRTY below the highest are eliminated", "link NETPRTY", lambda c: c.network_priority, local_instance_has_no_link)
+    trace.keep_links(
+        "13",
+        "each node's links with a NETPRTY below the node's highest are eliminated",
+        lambda c, link: link.network_priority == _highest_network_priority(c),
+        lambda c, link: f"link NETPRTY {link.network_priority} < {_highest_network_priority(c)}",
+        local_instance_has_no_link,
+    )
     trace.keep_highest("15", "instances with a CLWLPRTY below the highest are eliminated", "instance CLWLPRTY", lambda c: c.priority, none_exempt)
     most_recent = sorted(trace.remaining, key=lambda c: c.sequence_number, reverse=True)[: local.most_recently_used_cap]
     trace.keep(
@@ -194,14 +254,17 @@ def choose(candidates: Sequence[Candidate], local: LocalQueueManager = LocalQueu
         lambda c: c in most_recent,
         lambda c: f"not among the {local.most_recently_used_cap} most recently used",
     )
+    # min() keeps the first of equals: a full tie goes to the candidate first in order.
     chosen = min(trace.remaining, key=lambda c: (c.sequence_factor, c.sequence_number))
     trace.keep(
         "17",
-        "the least recently used is chosen (lowest sequence factor, then lowest sequence number)",
+        "the least recently used is chosen (lowest sequence factor, then lowest sequence number, then first in order)",
         lambda c: c is chosen,
-        lambda c: f"used more recently (sequence factor {c.sequence_factor:g}, number {c.sequence_number})",
+        lambda c: _tie_explained(c, chosen),
     )
-    return Decision(chosen.node, tuple(trace.steps), f"{chosen.node} chosen")
+    # Links that tie after step 13 are equally good: the first in the policy's order is named.
+    link = None if local_instance_has_no_link(chosen) else chosen.links[0].name
+    return Decision(chosen.node, tuple(trace.steps), f"{chosen.node} chosen", link)
 
 
 @dataclass(frozen=True, slots=True)

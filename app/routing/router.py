@@ -15,6 +15,8 @@ from app.routing.schemas import (
     ExplainOut,
     InstanceOut,
     InstanceRoutingPatch,
+    LinkOut,
+    LinkRoutingPatch,
     NodeList,
     NodeOut,
     NodeRoutingPatch,
@@ -28,7 +30,13 @@ Operator = Annotated[PrincipalInfo, Depends(require(Role.OPERATOR))]
 
 
 def _node_out(attributes: service.NodeAttributes) -> NodeOut:
-    return NodeOut(node=attributes.node, link=attributes.link, overridden=dict(attributes.overridden), **attributes.routing.model_dump())
+    return NodeOut(
+        node=attributes.node,
+        link=attributes.link,
+        links=[LinkOut(**asdict(link)) for link in attributes.links],
+        overridden=dict(attributes.overridden),
+        **attributes.routing.model_dump(),
+    )
 
 
 @router.get("/explain", response_model=ExplainOut, summary="Why a request to this environment would go where it goes: the algorithm's steps")
@@ -46,6 +54,7 @@ async def explain(
         application_environment=application_environment,
         queue_manager_node=queue_manager_node,
         chosen=decision.chosen,
+        link=decision.link,
         reason=decision.reason,
         candidates=[CandidateOut(**asdict(c)) for c in candidates],
         steps=[StepOut(step=s.step, rule=s.rule, eliminated=[asdict(e) for e in s.eliminated], remaining=list(s.remaining)) for s in decision.steps],
@@ -61,6 +70,14 @@ async def list_nodes(state: StateDep, _: Viewer) -> NodeList:
 async def alter_node(node: Name, body: NodeRoutingPatch, session: SessionDep, state: StateDep, operator: Operator) -> NodeOut:
     policy = await state.policies.active()
     await service.alter(session, state.router.store, policy, operator.name, node, NODE_ITSELF, body.model_dump(exclude_unset=True))
+    return _node_out(next(n for n in await service.nodes(state.router, policy) if n.node == node))
+
+
+@router.patch("/nodes/{node}/links/{link}", response_model=NodeOut, summary="Alter one of a node's links (NETPRTY); stop or start it")
+async def alter_link(node: Name, link: Name, body: LinkRoutingPatch, session: SessionDep, state: StateDep, operator: Operator) -> NodeOut:
+    policy = await state.policies.active()
+    changes = body.model_dump(exclude_unset=True)
+    await service.alter(session, state.router.store, policy, operator.name, node, NODE_ITSELF, changes, link=link)
     return _node_out(next(n for n in await service.nodes(state.router, policy) if n.node == node))
 
 

@@ -28,7 +28,15 @@ class NodeRoutingPatch(StrictModel):
     rank: Rank | None = None
     most_recently_used: MostRecentlyUsedCap | None = None
     suspended: bool | None = None
-    link_stopped: bool | None = Field(default=None, description="true: STOP the link (the node gets no routed work while another can); false or null: START it")
+    link_stopped: bool | None = Field(default=None, description="true: STOP its links (the node gets no routed work while another can); false or null: START them")
+
+
+class LinkRoutingPatch(StrictModel):
+    """ALTER, STOP and START of one of a node's links: the attributes named change, a null takes one back to the
+    policy's value."""
+
+    network_priority: NetworkPriority | None = None
+    stopped: bool | None = Field(default=None, description="true: STOP this link (the node is reached by its others); false or null: START it")
 
 
 class InstanceRoutingPatch(StrictModel):
@@ -38,9 +46,16 @@ class InstanceRoutingPatch(StrictModel):
     use_queue: InstanceUseQueue | None = None
 
 
+class LinkOut(BaseModel):
+    name: str
+    network_priority: int
+    state: LinkState
+
+
 class NodeOut(NodeRouting):
     node: str
-    link: LinkState
+    link: LinkState = Field(description="the state of its best link")
+    links: list[LinkOut]
     overridden: dict[str, Any] = Field(description="what operators changed at run time, over the policy")
 
 
@@ -62,8 +77,7 @@ class CandidateOut(BaseModel):
     use_queue: UseQueue
     link_rank: int
     suspended: bool
-    link: LinkState
-    network_priority: int
+    links: list[LinkOut]
     weight: int
     sequence_factor: float
     sequence_number: int
@@ -72,6 +86,7 @@ class CandidateOut(BaseModel):
 class EliminationOut(BaseModel):
     node: str
     reason: str
+    link: str | None = Field(description="the link eliminated, while the node stays; null: the node is eliminated")
 
 
 class StepOut(BaseModel):
@@ -85,6 +100,7 @@ class ExplainOut(BaseModel):
     application_environment: str
     queue_manager_node: Name | None
     chosen: str | None
+    link: str | None = Field(description="the link the chosen node is reached by (null: none chosen, or the local instance)")
     reason: str
     candidates: list[CandidateOut]
     steps: list[StepOut]

@@ -3,12 +3,13 @@ states, and each process's sequence state for the algorithm's least-recently-use
 
 The sequence factors are this process's, as in MQ they are each queue manager's own: with several replicas each
 keeps its own, and each one's share of the requests follows the weights. They are reset, as the seed says, when the
-workload attributes of an environment's nodes change or a node joins (its link comes into the best state group).
+workload attributes of an environment's nodes or links change or a link joins (comes into the best state group).
 
-Link states come from what the service sees of a node: STOPPED when an operator stopped the link; RUNNING while
-servers of any environment are connected there; RETRYING when none are and some ended unexpectedly within the last
-ten minutes (the STOPPED rule's window); INACTIVE when none are (work still queues there, as a message on an
-inactive channel starts it).
+A node has the links its policy entry lists, or one named as the node. Link states come from what the service sees
+of a node: STOPPED when an operator stopped the link (or all the node's links); otherwise RUNNING while servers of
+any environment are connected there; RETRYING when none are and some ended unexpectedly within the last ten minutes
+(the STOPPED rule's window); INACTIVE when none are (work still queues there, as a message on an inactive channel
+starts it).
 """
 
 from __future__ import annotations
@@ -26,20 +27,22 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.audit.service import record
 from app.db import utcnow
 from app.errors import Conflict, NotFound, ValidationFailed
-from app.policy.active import ActivePolicy
-from app.policy.schemas import InstanceRouting, NodeRouting
 from app.operator.states import UNEXPECTED_TERMINATION_WINDOW_S
+from app.policy.active import ActivePolicy
+from app.policy.schemas import InstanceRouting, Node, NodeLink, NodeRouting
 from app.queues.store import QueueStore
 from app.routing.algorithm import (
     LINK_STATE_GROUPS,
     Candidate,
     Decision,
+    Link,
     LinkState,
     LocalQueueManager,
     SequenceState,
     UseQueue,
     after_choice,
     choose,
+    link_state_group,
     with_sequence,
 )
 from app.routing.models import NODE_ITSELF, RoutingOverride
@@ -48,6 +51,8 @@ from app.ttl_cache import TtlCache
 ROUTED = Counter("wlm_routed_requests_total", "Work requests routed to a node", ["application_environment", "node", "how"])
 ALTER_ACTION = "routing.alter"
 LINK_STOPPED = "link_stopped"
+# In a node's overrides: what operators changed of each of its links, {link: {attribute: value}}.
+LINKS = "links"
 # How often a process looks again at which nodes have servers.
 LINK_STATE_SECONDS = 1.0
 
@@ -58,8 +63,13 @@ Overrides = Mapping[tuple[str, str], Mapping[str, Any]]
 class NodeAttributes:
     node: str
     routing: NodeRouting
-    link: LinkState
+    links: tuple[Link, ...]
     overridden: Mapping[str, Any]
+
+    @property
+    def link(self) -> LinkState:
+        """The state of its best link, as one word for the node."""
+        return min((link.state for link in self.links), key=link_state_group)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +120,12 @@ class RoutingStore:
         self._links.clear()
 
 
+def _defined(policy: ActivePolicy, node: str) -> Node | None:
+    return next((n for n in policy.definition.nodes if n.name == node), None)
+
+
 def node_routing(policy: ActivePolicy, node: str, overrides: Overrides) -> NodeRouting:
-    defined = next((n for n in policy.definition.nodes if n.name == node), None)
+    defined = _defined(policy, node)
     base = NodeRouting.model_validate(defined.model_dump(include=set(NodeRouting.model_fields))) if defined else NodeRouting()
     changed = {k: v for k, v in overrides.get((node, NODE_ITSELF), {}).items() if k in NodeRouting.model_fields}
     return base.model_copy(update=changed)
@@ -123,9 +137,35 @@ def instance_routing(policy: ActivePolicy, ae: str, node: str, overrides: Overri
     return base.model_copy(update=dict(overrides.get((node, ae), {})))
 
 
-def link_state(node: str, activity: Mapping[str, NodeActivity], overrides: Overrides) -> LinkState:
-    if overrides.get((node, NODE_ITSELF), {}).get(LINK_STOPPED):
-        return LinkState.STOPPED
+def defined_links(policy: ActivePolicy, node: str) -> list[NodeLink]:
+    """The node's links in the policy; a node that lists none has one, named as the node."""
+    defined = _defined(policy, node)
+    return list(defined.links) if defined is not None and defined.links else [NodeLink(name=node)]
+
+
+def node_links(
+    policy: ActivePolicy, node: str, routing: NodeRouting, activity: Mapping[str, NodeActivity], overrides: Overrides
+) -> tuple[Link, ...]:
+    """The node's links with their NETPRTY (an operator's change of the link, else the policy's, else the node's) and
+    their states."""
+    changed = overrides.get((node, NODE_ITSELF), {})
+    derived = _derived_state(node, activity)
+    links = []
+    for defined in defined_links(policy, node):
+        own = changed.get(LINKS, {}).get(defined.name, {})
+        network_priority = own.get("network_priority", defined.network_priority)
+        stopped = changed.get(LINK_STOPPED) or own.get("stopped")
+        links.append(
+            Link(
+                defined.name,
+                routing.network_priority if network_priority is None else network_priority,
+                LinkState.STOPPED if stopped else derived,
+            )
+        )
+    return tuple(links)
+
+
+def _derived_state(node: str, activity: Mapping[str, NodeActivity]) -> LinkState:
     seen = activity.get(node, NodeActivity(0, 0))
     if seen.servers:
         return LinkState.RUNNING
@@ -179,14 +219,19 @@ class Router:
                     use_queue=UseQueue(instance.use_queue),
                     link_rank=routing.rank,
                     suspended=routing.suspended,
-                    link=link_state(node, activity, overrides),
-                    network_priority=routing.network_priority,
+                    links=node_links(policy, node, routing, activity, overrides),
                     weight=routing.weight,
                 )
             )
-        # Every routing attribute of the nodes, and which nodes have usable links: a change of either (an attribute
-        # altered, a node joining or coming back) resets the sequence factors, so no node is flooded to catch up.
-        fingerprint = (tuple(attributes), tuple(c.node for c in candidates if c.link in LINK_STATE_GROUPS[0]))
+        # Every routing attribute of the nodes and their links, and which links are usable: a change of either (an
+        # attribute altered, a node or link joining or coming back) resets the sequence factors, so no node is
+        # flooded to catch up.
+        links = [(c.node, link) for c in candidates for link in c.links]
+        fingerprint = (
+            tuple(attributes),
+            tuple((node, link.name, link.network_priority) for node, link in links),
+            tuple((node, link.name) for node, link in links if link.state in LINK_STATE_GROUPS[0]),
+        )
         sequence = known.sequence if known is not None and known.fingerprint == fingerprint else SequenceState({}, {})
         self._environments[ae] = _EnvironmentRouting(sources, candidates, fingerprint, sequence)
         return self._environments[ae]
@@ -231,32 +276,56 @@ def count_routed(ae: str, node: str, how: str, count: int) -> None:
 async def nodes(router: Router, policy: ActivePolicy) -> list[NodeAttributes]:
     overrides = await router.store.overrides()
     servers = await router.store.node_activity(policy)
-    return [
-        NodeAttributes(node, node_routing(policy, node, overrides), link_state(node, servers, overrides), overrides.get((node, NODE_ITSELF), {}))
-        for node in policy.nodes
-    ]
+    listed = []
+    for node in policy.nodes:
+        routing = node_routing(policy, node, overrides)
+        links = node_links(policy, node, routing, servers, overrides)
+        listed.append(NodeAttributes(node, routing, links, overrides.get((node, NODE_ITSELF), {})))
+    return listed
+
+
+def _changed(attributes: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """`attributes` with `changes` made, where a None takes an attribute away."""
+    return {k: v for k, v in {**attributes, **changes}.items() if v is not None}
 
 
 async def alter(
-    session: AsyncSession, store: RoutingStore, policy: ActivePolicy, actor: str, node: str, ae: str, changes: dict[str, Any]
+    session: AsyncSession,
+    store: RoutingStore,
+    policy: ActivePolicy,
+    actor: str,
+    node: str,
+    ae: str,
+    changes: dict[str, Any],
+    link: str = "",
 ) -> dict[str, Any]:
-    """Change the overrides of a node (`ae` empty) or of an environment's instance on it: a value of None takes the
-    attribute back to the policy's. Returns the overrides now in force; audited."""
+    """Change the overrides of a node (`ae` empty), of one of its links (`link` named) or of an environment's
+    instance on it: a value of None takes the attribute back to the policy's. Returns the overrides now in force
+    (the node's, with its links'); audited."""
     if not changes:
         raise ValidationFailed([{"path": "", "message": "name at least one attribute to change"}])
     if node not in policy.nodes:
         raise NotFound(f"the active policy has no node {node}", code="unknown_node", node=node)
     if ae and not policy.hosts(ae, node):
         raise NotFound(f"{ae} has no instance on node {node}", code="unknown_instance", node=node, application_environment=ae)
+    if link and link not in {defined.name for defined in defined_links(policy, node)}:
+        raise NotFound(f"node {node} has no link {link}", code="unknown_link", node=node, link=link)
     row = await session.get(RoutingOverride, (node, ae), with_for_update=True)
-    attributes = {**(row.attributes if row else {}), **changes}
-    attributes = {k: v for k, v in attributes.items() if v is not None}
+    current = row.attributes if row else {}
+    if link:
+        links = dict(current.get(LINKS, {}))
+        links[link] = _changed(links.get(link, {}), changes)
+        # A link with nothing changed any more leaves no trace, nor does LINKS when no link has.
+        attributes = _changed(current, {LINKS: {name: changed for name, changed in links.items() if changed} or None})
+    else:
+        attributes = _changed(current, changes)
     if row is None:
         row = RoutingOverride(node=node, application_environment=ae, attributes=attributes, changed_by=actor)
         session.add(row)
     else:
         row.attributes, row.changed_by, row.changed_at = attributes, actor, utcnow()
-    record(session, actor, ALTER_ACTION, f"{node}/{ae}" if ae else node, changes=changes, attributes=attributes)
+    target = f"{node}/{ae}" if ae else f"{node} link {link}" if link else node
+    record(session, actor, ALTER_ACTION, target, changes=changes, attributes=attributes)
     try:
         await session.commit()
     except IntegrityError as exc:  # another operator's first change of the same node won the insert

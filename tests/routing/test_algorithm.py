@@ -11,6 +11,7 @@ import pytest
 from app.routing.algorithm import (
     Candidate,
     Decision,
+    Link,
     LinkState,
     LocalQueueManager,
     SequenceState,
@@ -26,6 +27,20 @@ A, B, C = Candidate("A"), Candidate("B"), Candidate("C")
 def eliminations(decision: Decision) -> dict[str, list[str]]:
     """The steps that eliminated something: step → eliminated nodes."""
     return {s.step: [e.node for e in s.eliminated] for s in decision.steps if s.eliminated}
+
+
+def linked(candidate: Candidate, state: LinkState) -> Candidate:
+    """`candidate` with its one link in `state`."""
+    return replace(candidate, links=(Link(candidate.node, state=state),))
+
+
+def reasons(decision: Decision, step: str) -> list[tuple[str, str | None, str]]:
+    """What one step eliminated: (node, link or None for the whole node, reason)."""
+    return next([(e.node, e.link, e.reason) for e in s.eliminated] for s in decision.steps if s.step == step)
+
+
+def remaining_after(decision: Decision, step: str) -> tuple[str, ...]:
+    return next(s.remaining for s in decision.steps if s.step == step)
 
 
 def route(candidates: list[Candidate], count: int, local: LocalQueueManager = LocalQueueManager()) -> list[str]:
@@ -128,31 +143,81 @@ def test_step_7_applies_only_when_no_local_instance_remains() -> None:
     ],
 )
 def test_steps_8_to_11_links_in_a_worse_state_group_are_eliminated(worse: LinkState, better: LinkState) -> None:
-    decision = choose([replace(A, link=worse), replace(B, link=better)])
+    decision = choose([linked(A, worse), linked(B, better)])
     assert eliminations(decision) == {"8-11": ["A"]}
     assert decision.chosen == "B"
 
 
 def test_steps_8_to_11_running_and_inactive_links_are_one_group() -> None:
-    decision = choose([replace(A, link=LinkState.INACTIVE), replace(B, link=LinkState.RUNNING)])
+    decision = choose([linked(A, LinkState.INACTIVE), linked(B, LinkState.RUNNING)])
     assert "8-11" not in eliminations(decision)
 
 
 def test_steps_8_to_11_a_stopped_link_is_used_when_every_link_is_stopped() -> None:
-    decision = choose([replace(A, link=LinkState.STOPPED), replace(B, link=LinkState.STOPPED)])
+    decision = choose([linked(A, LinkState.STOPPED), linked(B, LinkState.STOPPED)])
     assert decision.chosen == "A"
 
 
 def test_steps_8_to_11_the_local_instance_counts_as_the_best_group() -> None:
     local = LocalQueueManager("A", UseQueue.ANY)
-    decision = choose([replace(A, link=LinkState.STOPPED), replace(B, link=LinkState.STARTING)], local)
+    decision = choose([linked(A, LinkState.STOPPED), linked(B, LinkState.STARTING)], local)
     assert eliminations(decision) == {"8-11": ["B"]}
 
 
-def test_step_13_links_below_the_highest_network_priority_are_eliminated() -> None:
-    decision = choose([replace(A, network_priority=2), replace(B, network_priority=7)])
-    assert eliminations(decision) == {"13": ["A"]}
+def test_steps_8_to_11_keep_a_node_by_its_links_in_the_best_group_and_drop_the_others() -> None:
+    a = replace(A, links=(Link("A1", state=LinkState.STOPPED), Link("A2", state=LinkState.RUNNING)))
+    decision = choose([a, linked(B, LinkState.INACTIVE)])
+    assert reasons(decision, "8-11") == [("A", "A1", "link stopped")]
+    assert remaining_after(decision, "8-11") == ("A", "B")
+    assert (decision.chosen, decision.link) == ("A", "A2")
+
+
+def test_steps_8_to_11_a_node_none_of_whose_links_is_in_the_best_group_is_eliminated() -> None:
+    a = replace(A, links=(Link("A1", state=LinkState.STOPPED), Link("A2", state=LinkState.RETRYING)))
+    decision = choose([a, linked(B, LinkState.RUNNING)])
+    assert reasons(decision, "8-11") == [("A", None, "A1: link stopped; A2: link retrying")]
     assert decision.chosen == "B"
+
+
+def test_step_13_with_one_link_per_node_eliminates_nothing() -> None:
+    # The seed compares NETPRTY among the channels to one queue manager: a node with 0 beside one with 9 gets work.
+    candidates = [replace(A, links=(Link("A", 0),)), replace(B, links=(Link("B", 9),))]
+    decision = choose(candidates)
+    assert reasons(decision, "13") == []
+    assert decision.steps[-1].step == "17" and decision.chosen == "A"
+    assert route(candidates, 6) == ["A", "B"] * 3
+
+
+def test_step_13_keeps_each_nodes_links_with_its_highest_network_priority() -> None:
+    a = replace(A, links=(Link("A1", 3), Link("A2", 7), Link("A3", 7)))
+    b = replace(B, links=(Link("B1", 0), Link("B2", 2)))
+    decision = choose([a, b, replace(C, links=(Link("C1", 9),))])
+    assert reasons(decision, "13") == [("A", "A1", "link NETPRTY 3 < 7"), ("B", "B1", "link NETPRTY 0 < 2")]
+    assert remaining_after(decision, "13") == ("A", "B", "C")
+    # Of A's two links with NETPRTY 7, the first in order is named.
+    assert (decision.chosen, decision.link) == ("A", "A2")
+
+
+def test_step_13_looks_at_the_links_left_by_steps_8_to_11() -> None:
+    # A's NETPRTY 9 link is stopped: its running NETPRTY 1 link is the one used, and step 13 has nothing to do.
+    a = replace(A, links=(Link("A1", 9, LinkState.STOPPED), Link("A2", 1, LinkState.RUNNING)))
+    decision = choose([a, linked(B, LinkState.RUNNING)])
+    assert reasons(decision, "8-11") == [("A", "A1", "link stopped")]
+    assert reasons(decision, "13") == []
+    assert (decision.chosen, decision.link) == ("A", "A2")
+
+
+def test_step_13_shares_no_work_by_network_priority() -> None:
+    # NETPRTY picks a node's link, never the node: equal weights still share equally.
+    a = replace(A, links=(Link("A1", 9), Link("A2", 0)))
+    assert Counter(route([a, B, C], 300)) == {"A": 100, "B": 100, "C": 100}
+
+
+def test_step_13_leaves_the_links_of_the_local_instance_which_uses_none() -> None:
+    local = LocalQueueManager("A", UseQueue.LOCAL)
+    decision = choose([replace(A, links=(Link("A1", 0), Link("A2", 9))), B], local)
+    assert reasons(decision, "13") == []
+    assert (decision.chosen, decision.link) == ("A", None)
 
 
 def test_step_15_instances_below_the_highest_priority_are_eliminated() -> None:
@@ -175,20 +240,32 @@ def test_step_17_the_lowest_sequence_factor_wins_then_the_lowest_sequence_number
     assert [e.node for e in tied.steps[-1].eliminated] == ["A"]
 
 
+def test_step_17_explains_a_higher_factor_a_later_use_and_a_tie_broken_by_order() -> None:
+    decision = choose([replace(A, sequence_factor=40, sequence_number=1), replace(B, sequence_factor=20, sequence_number=2)])
+    assert reasons(decision, "17") == [("A", None, "sequence factor 40 > 20")]
+    decision = choose([replace(A, sequence_factor=20, sequence_number=8), replace(B, sequence_factor=20, sequence_number=2)])
+    assert reasons(decision, "17") == [("A", None, "equal sequence factor 20, used more recently (number 8 > 2)")]
+    # Nothing used yet: no candidate was used more recently, the order breaks the tie.
+    decision = choose([A, B, C])
+    tie = "a tie (sequence factor 0, number 0) broken by order: A comes first"
+    assert reasons(decision, "17") == [("B", None, tie), ("C", None, tie)]
+    assert not any("recently" in reason for _, _, reason in reasons(decision, "17"))
+
+
 def test_steps_run_in_the_seeds_order_and_every_candidate_has_a_reason() -> None:
     candidates = [
         replace(A, put_enabled=False),
         replace(B, rank=1),
-        replace(C, rank=2, link=LinkState.STOPPED),
+        linked(replace(C, rank=2), LinkState.STOPPED),
         Candidate("D", rank=2, suspended=True),
-        Candidate("E", rank=2, network_priority=1),
-        Candidate("F", rank=2, network_priority=1, priority=3),
-        Candidate("G", rank=2, network_priority=1, priority=3, sequence_factor=5),
+        Candidate("E", rank=2),
+        Candidate("F", rank=2, priority=3, links=(Link("F1", 1), Link("F2", 4))),
+        Candidate("G", rank=2, priority=3, sequence_factor=5),
     ]
     decision = choose(candidates)
     assert [s.step for s in decision.steps] == ["1.1", "3", "5", "6", "7", "8-11", "13", "15", "16", "17"]
-    assert eliminations(decision) == {"1.1": ["A"], "6": ["B"], "7": ["D"], "8-11": ["C"], "15": ["E"], "17": ["G"]}
-    assert decision.chosen == "F"
+    assert eliminations(decision) == {"1.1": ["A"], "6": ["B"], "7": ["D"], "8-11": ["C"], "13": ["F"], "15": ["E"], "17": ["G"]}
+    assert (decision.chosen, decision.link) == ("F", "F2")
     eliminated = {e.node for s in decision.steps for e in s.eliminated}
     assert eliminated | {"F"} == {c.node for c in candidates}
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.processes import ServiceProcess
-from tests.routing.test_router import multi_node_policy
+from tests.routing.test_router import linked_policy, multi_node_policy
 
 
 @pytest.fixture(scope="module")
@@ -40,3 +40,20 @@ def test_stop_alter_list_and_explain(service: ServiceProcess, tmp_path: Path) ->
     assert refused.returncode == 1 and "name what to alter" in refused.stderr
     bad = service.wlm("route", "alter", "NORTH", "--weight", "100")
     assert bad.returncode == 1 and "error 422" in bad.stderr and "weight" in bad.stderr
+
+
+def test_a_nodes_links_are_listed_stopped_altered_and_explained_one_by_one(service: ServiceProcess, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.json"
+    policy.write_text(linked_policy())
+    assert service.wlm("policy", "install", str(policy)).returncode == 0
+    stopped = service.wlm("route", "stop", "EAST", "--link", "E2")
+    assert stopped.returncode == 0, stopped.stderr
+    assert stopped.stdout == "EAST: links E1 inactive NETPRTY 2, E2 stopped NETPRTY 7; weight 50, rank 0, use-queue LOCAL\n"
+    # Operators' changes outlast a policy install: only what this test changed is looked at.
+    altered = service.wlm("route", "alter", "NORTH", "--link", "NORTH", "--network-priority", "3")
+    assert altered.stdout.startswith("NORTH: link inactive, weight ") and ", NETPRTY 3, " in altered.stdout
+    assert "EAST link E2 (link stopped)" in service.wlm("route", "explain", "PAYROLL").stdout
+    assert service.wlm("route", "start", "EAST", "--link", "E2").stdout.startswith("EAST: links E1 inactive NETPRTY 2, E2 inactive NETPRTY 7;")
+    assert "  step 13    EAST link E1 (link NETPRTY 2 < 7)" in service.wlm("route", "explain", "PAYROLL").stdout.splitlines()
+    refused = service.wlm("route", "alter", "EAST", "--link", "E1", "--weight", "5")
+    assert refused.returncode == 1 and "--network-priority (not --weight)" in refused.stderr

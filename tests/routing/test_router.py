@@ -133,8 +133,8 @@ async def test_explain_shows_each_elimination_and_changes_nothing(client: httpx.
     body = explained.json()
     assert body["chosen"] == "NORTH"
     steps = {step["step"]: step["eliminated"] for step in body["steps"]}
-    assert steps["1.1"] == [{"node": "EAST", "reason": "put disabled"}]
-    assert steps["6"] == [{"node": "WEST", "reason": "instance CLWLRANK 0 < 3"}]
+    assert steps["1.1"] == [{"node": "EAST", "link": None, "reason": "put disabled"}]
+    assert steps["6"] == [{"node": "WEST", "link": None, "reason": "instance CLWLRANK 0 < 3"}]
     assert [c["node"] for c in body["candidates"]] == list(NODES)
     again = await client.get("/v1/routing/explain", headers=viewer, params={"application_environment": "PAYROLL"})
     assert again.json()["candidates"] == body["candidates"]
@@ -175,10 +175,89 @@ async def test_bad_routing_input_is_a_clear_4xx(client: httpx.AsyncClient) -> No
     assert any("instances.SOUTH" in e["path"] for e in response.json()["error"]["errors"])
 
 
+def linked_policy() -> str:
+    """EAST reached by two links (NETPRTY 2 and 7), WEST by its one with NETPRTY 0, NORTH by its one with NETPRTY 9."""
+    document = json.loads(multi_node_policy())
+    document["nodes"][0]["links"] = [{"name": "E1", "network_priority": 2}, {"name": "E2", "network_priority": 7}]
+    document["nodes"][2]["network_priority"] = 9
+    return json.dumps(document)
+
+
+async def explained_steps(client: httpx.AsyncClient, headers: dict[str, str]) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+    body = (await client.get("/v1/routing/explain", headers=headers, params={"application_environment": "PAYROLL"})).json()
+    return body, {step["step"]: step["eliminated"] for step in body["steps"]}
+
+
+async def test_network_priority_picks_among_a_nodes_links_and_starves_no_node(client: httpx.AsyncClient) -> None:
+    world = await world_on(client, linked_policy())
+    # NETPRTY 0 beside 9 on other nodes: every node gets its share.
+    assert await routed(world, 6) == {"EAST": 2, "WEST": 2, "NORTH": 2}
+    op = await operator(client)
+    body, steps = await explained_steps(client, op)
+    assert steps["13"] == [{"node": "EAST", "link": "E1", "reason": "link NETPRTY 2 < 7"}]
+    assert (body["chosen"], body["link"]) == ("EAST", "E2")
+    assert steps["17"][0] == {"node": "WEST", "link": None, "reason": "equal sequence factor 40, used more recently (number 5 > 4)"}
+    listed = {n["node"]: n["links"] for n in (await client.get("/v1/routing/nodes", headers=op)).json()["items"]}
+    assert listed == {
+        "EAST": [{"name": "E1", "network_priority": 2, "state": "inactive"}, {"name": "E2", "network_priority": 7, "state": "inactive"}],
+        "WEST": [{"name": "WEST", "network_priority": 0, "state": "inactive"}],
+        "NORTH": [{"name": "NORTH", "network_priority": 9, "state": "inactive"}],
+    }
+
+
+async def test_a_link_is_altered_stopped_and_started_on_its_own(client: httpx.AsyncClient) -> None:
+    world = await world_on(client, linked_policy())
+    op = await operator(client)
+    stopped = await client.patch("/v1/routing/nodes/EAST/links/E2", headers=op, json={"stopped": True})
+    assert stopped.status_code == 200, stopped.text
+    assert [(link["name"], link["state"]) for link in stopped.json()["links"]] == [("E1", "inactive"), ("E2", "stopped")]
+    assert stopped.json()["link"] == "inactive" and stopped.json()["overridden"] == {"links": {"E2": {"stopped": True}}}
+    _, steps = await explained_steps(client, op)
+    assert steps["8-11"] == [{"node": "EAST", "link": "E2", "reason": "link stopped"}]
+    assert steps["13"] == []
+    # EAST is still reached, over E1.
+    assert await routed(world, 3) == {"EAST": 1, "WEST": 1, "NORTH": 1}
+    raised = await client.patch("/v1/routing/nodes/EAST/links/E1", headers=op, json={"network_priority": 9})
+    started = await client.patch("/v1/routing/nodes/EAST/links/E2", headers=op, json={"stopped": None})
+    assert raised.status_code == started.status_code == 200
+    assert started.json()["overridden"] == {"links": {"E1": {"network_priority": 9}}}
+    _, steps = await explained_steps(client, op)
+    assert steps["13"] == [{"node": "EAST", "link": "E2", "reason": "link NETPRTY 7 < 9"}]
+    # A node's one link is named as the node; the node's own NETPRTY is what its links without one have.
+    west = await client.patch("/v1/routing/nodes/WEST/links/WEST", headers=op, json={"network_priority": 4})
+    assert west.json()["links"] == [{"name": "WEST", "network_priority": 4, "state": "inactive"}]
+    north = await client.patch("/v1/routing/nodes/NORTH", headers=op, json={"network_priority": 1})
+    assert north.json()["links"] == [{"name": "NORTH", "network_priority": 1, "state": "inactive"}]
+    # Stopping the node's links stops every one; the link's own changes stay.
+    every = await client.patch("/v1/routing/nodes/EAST", headers=op, json={"link_stopped": True})
+    assert [link["state"] for link in every.json()["links"]] == ["stopped", "stopped"] and every.json()["link"] == "stopped"
+    back = await client.patch("/v1/routing/nodes/EAST/links/E1", headers=op, json={"network_priority": None})
+    assert back.json()["overridden"] == {"link_stopped": True}
+
+
+async def test_bad_link_input_is_a_clear_4xx(client: httpx.AsyncClient) -> None:
+    await world_on(client, linked_policy())
+    op = await operator(client)
+    unknown = await client.patch("/v1/routing/nodes/EAST/links/EAST", headers=op, json={"stopped": True})
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "unknown_link"
+    assert (await client.patch("/v1/routing/nodes/EAST/links/E1", headers=op, json={"network_priority": 10})).status_code == 422
+    assert (await client.patch("/v1/routing/nodes/EAST/links/E1", headers=op, json={"weight": 5})).status_code == 422
+    assert (await client.patch("/v1/routing/nodes/EAST/links/E1", headers=op, json={})).status_code == 422
+    viewer = await make_key(client, "viewer", ["viewer"])
+    assert (await client.patch("/v1/routing/nodes/EAST/links/E1", headers=viewer, json={"stopped": True})).status_code == 403
+    admin = await make_key(client, "adm", ["admin"])
+    for links, path in (([{"name": "E1"}, {"name": "e1"}], "nodes[0].links[1].name"), ([], "nodes[0].links")):
+        document = json.loads(linked_policy())
+        document["nodes"][0]["links"] = links
+        response = await client.put("/v1/policy", headers=admin, json=document)
+        assert response.status_code == 422, response.text
+        assert [e["path"] for e in response.json()["error"]["errors"]] == [path]
+
+
 async def test_a_node_whose_servers_died_is_retrying_and_comes_after_inactive_ones(client: httpx.AsyncClient, app: FastAPI) -> None:
     world = await world_on(client, multi_node_policy())
     state, op = app.state.wlm, await operator(client)
-    await state.queues.record_termination(state.queues.keys("EAST", "PAYROLL"), 99, 600_000)
+    await state.queues.record_termination(state.queues.keys("EAST", "PAYROLL"), "99", 600_000)
     state.router.store.invalidate()
     links = {n["node"]: n["link"] for n in (await client.get("/v1/routing/nodes", headers=op)).json()["items"]}
     assert links == {"EAST": "retrying", "WEST": "inactive", "NORTH": "inactive"}
