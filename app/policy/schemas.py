@@ -15,9 +15,13 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     Field,
+    GetJsonSchemaHandler,
     StringConstraints,
+    TypeAdapter,
     field_validator,
 )
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from app.routing.algorithm import DEFAULT_WEIGHT, MRU_CAP_MAX
 from app.schemas import Description, Name, StrictModel, SubsystemType
@@ -76,6 +80,14 @@ class ReportClass(StrictModel):
 
 def _report_class_from_name(value: Any) -> Any:
     return {"name": value} if isinstance(value, str) else value
+
+
+class _OrItsName:
+    """Declares a model that may be given as its bare name (`report_classes: [ATMA]`) in the JSON schema too, so
+    that a client generated from the OpenAPI document can send, and load, what the service accepts."""
+
+    def __get_pydantic_json_schema__(self, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return {"anyOf": [handler(core_schema), handler(TypeAdapter(Name).core_schema)]}
 
 
 class Qualifier(StrEnum):
@@ -234,7 +246,7 @@ class ServiceDefinition(StrictModel):
     name: Name
     description: Description = ""
     service_classes: list[ServiceClass] = Field(min_length=1)
-    report_classes: list[Annotated[ReportClass, BeforeValidator(_report_class_from_name)]] = Field(default_factory=list)
+    report_classes: list[Annotated[ReportClass, BeforeValidator(_report_class_from_name), _OrItsName()]] = Field(default_factory=list)
     classification: list[ClassificationGroup] = Field(default_factory=list)
     application_environments: list[ApplicationEnvironment] = Field(default_factory=list)
     nodes: list[Node] = Field(default_factory=list)
