@@ -40,6 +40,7 @@ from app.sweeper.blobs import SweptBlobs
 from app.reports.router import dashboard_assets, dashboard_router
 from app.reports.router import router as reports_router
 from app.routing.router import router as routing_router
+from app.scheduler.router import KEEPALIVE_SECONDS
 from app.scheduler.router import router as scheduler_router
 from app.shutdown import ShutdownNotice, given_on_stop_signals
 from app.sweeper.router import router as sweeper_router
@@ -100,8 +101,15 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         redis_url, max_connections=settings.redis_max_connections, timeout=10, decode_responses=True, health_check_interval=30
     )
     redis = Redis(connection_pool=pool)
-    events_pool = BlockingConnectionPool.from_url(  # the event streams, and the key cache's subscription
-        redis_url, max_connections=settings.events_max_subscribers + 1, timeout=10, decode_responses=True, health_check_interval=30
+    # The event streams, and the key cache's subscription: a stream's read blocks up to KEEPALIVE_SECONDS, beyond the
+    # client's default socket timeout (5 s since redis-py 8), which would break every idle stream.
+    events_pool = BlockingConnectionPool.from_url(
+        redis_url,
+        max_connections=settings.events_max_subscribers + 1,
+        timeout=10,
+        socket_timeout=2 * KEEPALIVE_SECONDS,
+        decode_responses=True,
+        health_check_interval=30,
     )
     events_redis = Redis(connection_pool=events_pool)
     dispatcher = Dispatcher(redis, settings.redis_prefix)

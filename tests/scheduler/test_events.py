@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.scheduler.router import KEEPALIVE_SECONDS
 from tests.processes import WLM, ServiceProcess
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -73,6 +74,18 @@ def test_a_state_change_reaches_a_follower_and_the_cli(service: ServiceProcess) 
     finally:
         follower.terminate()
         follower.wait(10)
+
+
+def test_an_idle_stream_stays_open_with_keepalives(service: ServiceProcess) -> None:
+    """No advisory for longer than the Redis client's default socket timeout (5 s in redis-py 8): the stream's
+    blocking read must not time out and break the stream, but answer with a keepalive comment."""
+    with httpx.stream(
+        "GET", f"{service.url}/v1/events", params={"subject": "NO.SUCH.SUBJECT"}, headers=headers(service), timeout=KEEPALIVE_SECONDS + 30
+    ) as response:
+        lines = response.iter_lines()
+        assert next(lines) == ": advisories"
+        assert [next(lines) for _ in range(2)] == ["", ": keepalive"]
+    assert "unhandled error" not in service.log_path.read_text()
 
 
 def test_a_malformed_subject_is_a_422(service: ServiceProcess) -> None:
