@@ -87,17 +87,24 @@ def cmd_db(args: argparse.Namespace) -> None:
 # ---- talking to a running service -----------------------------------------------------------------------
 
 
-def _client(args: argparse.Namespace) -> httpx.Client:
+def _service_url(args: argparse.Namespace) -> str:
     settings = get_settings()
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
-    url = args.url or os.environ.get("WLM_URL") or f"http://{host}:{settings.port}"
+    return str(args.url or os.environ.get("WLM_URL") or f"http://{host}:{settings.port}")
+
+
+def _api_key(args: argparse.Namespace) -> str:
     key = args.key or os.environ.get("WLM_API_KEY")
-    key_file = settings.data_dir / "admin.key"
+    key_file = Path(args.key_file) if args.key_file else get_settings().data_dir / "admin.key"
     if not key and key_file.exists():
         key = key_file.read_text().strip()
     if not key:
-        raise CliError("no API key: pass --key, set WLM_API_KEY, or run where the service saved data/admin.key")
-    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+        raise CliError(f"no API key: pass --key or --key-file, set WLM_API_KEY, or run where the service saved {key_file}")
+    return str(key)
+
+
+def _client(args: argparse.Namespace) -> httpx.Client:
+    return httpx.Client(base_url=_service_url(args), headers={"Authorization": f"Bearer {_api_key(args)}"}, timeout=30)
 
 
 def _call(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
@@ -290,6 +297,21 @@ def cmd_events(args: argparse.Namespace) -> None:
             raise CliError(f"the event stream from {client.base_url} ended: {exc}") from exc
 
 
+def cmd_demo(args: argparse.Namespace) -> None:
+    """Minutes of goal-managed work against the running service, with progress and a summary (app/examples/demo.py)."""
+    import asyncio
+
+    from app.examples import demo
+
+    try:
+        summary = asyncio.run(demo.run(_service_url(args), _api_key(args), minutes=args.minutes, phase_seconds=args.phase_seconds))
+    except demo.DemoError as exc:
+        raise CliError(f"demo: {exc}") from None
+    except KeyboardInterrupt:
+        raise CliError("demo interrupted (its queue manager disconnected, its key revoked, PAYROLL not left quiesced)") from None
+    print("\n".join(summary.lines()))
+
+
 def cmd_report(args: argparse.Namespace) -> None:
     if args.action == "run":
         try:
@@ -333,6 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     remote = argparse.ArgumentParser(add_help=False)
     remote.add_argument("--url", help="service URL (default $WLM_URL or http://WLM_HOST:WLM_PORT)")
     remote.add_argument("--key", help="API key (default $WLM_API_KEY or data/admin.key)")
+    remote.add_argument("--key-file", help="a file holding the API key (default data/admin.key, where `wlm serve` saved it)")
 
     policy = sub.add_parser("policy", help="install and read the service definition")
     policy_sub = policy.add_subparsers(dest="action", required=True)
@@ -395,6 +418,17 @@ def build_parser() -> argparse.ArgumentParser:
     events.add_argument("--subject", default=">", help="a subject pattern: * one element, > the rest (default: all)")
     events.add_argument("--since", help="replay from after this event id (0: every one kept)")
     events.set_defaults(func=cmd_events)
+
+    demo = sub.add_parser(
+        "demo",
+        parents=[remote],
+        help="drive minutes of changing work through PAYROLL to watch the manager on the dashboard",
+        description="Installs the demo policy, queues Poisson arrivals of ONLINE, BATCH and REPORTS work in a mix that "
+        "changes every phase, quiesces and resumes PAYROLL halfway, and prints progress and a summary.",
+    )
+    demo.add_argument("--minutes", type=float, default=5, help="how long work arrives (default 5)")
+    demo.add_argument("--phase-seconds", type=float, default=60, help="how long each mix of work lasts (default 60)")
+    demo.set_defaults(func=cmd_demo)
 
     report = sub.add_parser("report", help="the nightly workload activity report (PySpark)")
     report_sub = report.add_subparsers(dest="action", required=True)

@@ -95,12 +95,13 @@ class _Connection:
     async def heartbeat(self) -> dict[str, Any]:
         return await self._call("POST", f"/v1/connections/{self.token}/heartbeat")  # type: ignore[no-any-return]
 
-    async def disconnect(self) -> None:
-        """IWM4DIS, then close the HTTP client. A second call does nothing."""
+    async def disconnect(self) -> dict[str, Any] | None:
+        """IWM4DIS, then close the HTTP client; the service's answer (a queue manager's says how many of its queued
+        requests were `purged`). A second call does nothing and returns None."""
         if self._http.is_closed:
-            return
+            return None
         try:
-            await _retrying(lambda: self._call("DELETE", f"/v1/connections/{self.token}"))
+            return await _retrying(lambda: self._call("DELETE", f"/v1/connections/{self.token}"))  # type: ignore[no-any-return]
         finally:
             await self._http.aclose()
 

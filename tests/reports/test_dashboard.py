@@ -5,6 +5,7 @@ are checked as SVG (marks and the values they carry) and as pixels (screenshots 
 from __future__ import annotations
 
 import io
+import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 from PIL import Image
 from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright, expect
 
@@ -224,3 +226,33 @@ async def test_dashboard_shows_live_state_and_the_report_as_charts(browser, serv
     await expect(page.locator(online_points)).to_have_count(2)
     await expect(page.locator("#pi-chart .series")).to_have_count(1)
     assert script_errors == []
+
+
+async def test_dashboard_shows_the_launcher_s_last_failed_start_with_the_end_of_its_log(browser, tmp_path):
+    service = ServiceProcess(tmp_path, bootstrap_admin_key=ADMIN_KEY, launcher="true", lease_check_seconds="0.2")
+    service.start()
+    try:
+        async with httpx.AsyncClient(base_url=service.url, headers=ADMIN, timeout=30) as http:
+            document = yaml.safe_load(EXAMPLE_POLICY)
+            failing = [sys.executable, "-c", "import sys; print('cannot reach the ledger', file=sys.stderr); raise SystemExit(3)"]
+            document["application_environments"][0]["start_command"] = failing
+            installed = await http.put("/v1/policy", json=document)
+            assert installed.status_code == 200, installed.text
+            qm = {"Authorization": f"Bearer {await _key(http, 'bank', 'queue_manager')}"}
+            # The launcher starts servers only while a queue manager of the environment's subsystem is connected.
+            await _post(http, "/v1/connections", {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BANK1"}, qm)
+            viewer_key = await _key(http, "wall-screen", "viewer")
+
+            page = await browser.new_page(viewport={"width": 1280, "height": 900})
+            await page.goto(f"{service.url}/dashboard?refresh=1")
+            await page.fill("#api-key", viewer_key)
+            await page.click("#key-form button[type=submit]")
+            failure = page.locator('#environments tr[data-start-error="PAYROLL"]')
+            await expect(failure).to_contain_text("A server of PAYROLL failed to start", timeout=30_000)
+            await expect(failure).to_contain_text("exit status 3")
+            await expect(failure.locator("pre")).to_contain_text("cannot reach the ledger")
+            # Under its environment's row, across the whole table.
+            assert await failure.locator("td").get_attribute("colspan") == "7"
+            assert await page.locator('#environments tr[data-environment="PAYROLL"] + tr[data-start-error="PAYROLL"]').count() == 1
+    finally:
+        service.stop()

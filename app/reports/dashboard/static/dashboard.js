@@ -4,7 +4,15 @@
 import { PALETTE, barChart, lineChart } from "./charts.js";
 
 const KEY_STORAGE = "wlm.apiKey";
-const LIVE_REFRESH_MS = 5000;
+const LIVE_REFRESH_MS = refreshSeconds() * 1000;
+// The live trends: how far back they go, and the size of their drawings (three side by side).
+const TREND_SECONDS = 600;
+const TREND_SIZE = { width: 480, height: 280 };
+// Two samples further apart than this many refreshes are not joined by a line (the page was asleep, say).
+const TREND_GAP_REFRESHES = 3;
+// Steps of the trends' time axis, in seconds: the smallest that leaves at most TREND_TICKS ticks.
+const TREND_TICK_STEPS = [5, 10, 15, 30, 60, 120, 300];
+const TREND_TICKS = 6;
 const PAGE_LIMIT = 1000;
 const MINUTES_PER_DAY = 1440;
 // A PI beyond this is drawn at the top of the chart; a velocity PI can reach 100 and would flatten every other line.
@@ -18,6 +26,17 @@ const $ = (id) => document.getElementById(id);
 let liveTimer = null;
 let advisoriesStream = null;
 let reportSummary = null;
+// Per application environment, what each live refresh saw (oldest first): the trends are drawn from it.
+const trends = new Map();
+// The service classes of the active policy in its order: a class keeps its colour in every trend.
+let classOrder = [];
+
+// `?refresh=2` in the page's address refreshes the live part every 2 s (1 to 60; default 5): a wall screen showing a
+// demo may want it faster.
+function refreshSeconds() {
+  const asked = Number(new URLSearchParams(location.search).get("refresh"));
+  return Number.isFinite(asked) && asked >= 1 ? Math.min(asked, 60) : 5;
+}
 
 class ApiError extends Error {
   constructor(status, body) {
@@ -184,52 +203,86 @@ async function followAdvisories(after = null) {
 // Live: application environments (D WLM,APPLENV=*) and the latest goal evaluation per service class period
 // ---------------------------------------------------------------------------------------------------------------
 
-async function serversWanted(name) {
+// Servers per service class over the environment's nodes: those the manager wants and those connected (by the home
+// class it gave them), from the scaling endpoint; null for an environment that has left the policy (DELETING).
+async function serversPerClass(name) {
   try {
     const scaling = await api(`/v1/scaling/application-environments/${encodeURIComponent(name)}`);
     const wanted = {};
+    const connected = {};
     for (const node of scaling.nodes) {
       for (const [serviceClass, count] of Object.entries(node.desired_per_service_class)) wanted[serviceClass] = (wanted[serviceClass] ?? 0) + count;
+      for (const [serviceClass, count] of Object.entries(node.connected_per_service_class)) connected[serviceClass] = (connected[serviceClass] ?? 0) + count;
     }
-    return perClass(wanted);
+    return { wanted, connected };
   } catch (error) {
-    if (error.status === 404) return "–"; // it has left the policy (DELETING): nothing is decided for it
+    if (error.status === 404) return null;
     throw error;
   }
 }
 
+// "ONLINE 2/3, BATCH 1/1": connected/wanted of the classes that have or want servers, in the policy's order.
+function connectedOfWanted(servers) {
+  if (servers === null) return "–";
+  const names = orderedClasses([...Object.keys(servers.wanted), ...Object.keys(servers.connected)]);
+  const shown = names.filter((name) => servers.wanted[name] || servers.connected[name]);
+  return shown.map((name) => `${name} ${servers.connected[name] ?? 0}/${servers.wanted[name] ?? 0}`).join(", ") || "–";
+}
+
+function orderedClasses(names) {
+  const rank = (name) => (classOrder.includes(name) ? classOrder.indexOf(name) : classOrder.length);
+  return [...new Set(names)].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+}
+
+// The launcher's last failed start of a server of the environment: when, which process, and the end of its log.
+function startErrorRow(ae, columns) {
+  const failure = ae.last_start_error;
+  const status = failure.exit_status === null ? "" : `, exit status ${failure.exit_status}`;
+  const line = document.createElement("p");
+  line.textContent = `⚠ A server of ${ae.name} failed to start at ${new Date(failure.at).toLocaleString()} (${failure.instance} on ${failure.node}${status}).`;
+  const td = cell("", "start-error");
+  td.colSpan = columns;
+  td.append(line);
+  if (failure.log_tail) {
+    const tail = document.createElement("pre");
+    tail.textContent = failure.log_tail;
+    td.append(tail);
+  }
+  return row([td], { "data-start-error": ae.name });
+}
+
 async function liveEnvironments() {
   const display = await api("/v1/application-environments");
-  const wanted = await Promise.all(display.items.map((ae) => serversWanted(ae.name)));
-  const rows = display.items.map((ae, index) => {
-    const pis = Object.entries(ae.performance ?? {}).map(([name, pi]) => `${name} ${number(pi, 2)}`).join(", ") || "–";
-    return row(
+  const servers = await Promise.all(display.items.map((ae) => serversPerClass(ae.name)));
+  const columns = $("environments").tHead.rows[0].cells.length;
+  const rows = display.items.flatMap((ae, index) => {
+    const performance = ae.performance ?? {};
+    const pis = orderedClasses(Object.keys(performance)).map((name) => `${name} ${number(performance[name], 2)}`).join(", ") || "–";
+    const line = row(
       [
         cell(ae.dynamic ? `${ae.name} (dynamic)` : ae.name),
         cell(ae.state, `state ${ae.state.toLowerCase()}`),
         cell(String(ae.servers), "number"),
-        cell(wanted[index]),
+        cell(connectedOfWanted(servers[index])),
         cell(String(ae.in_flight), "number"),
         cell(`${ae.queued_total}${ae.queued_total ? ` (${perClass(ae.queued)})` : ""}`),
         cell(pis),
       ],
       { "data-environment": ae.name },
     );
+    return ae.last_start_error ? [line, startErrorRow(ae, columns)] : [line];
   });
   fill("environments", rows, "No application environments in the active policy.");
+  recordTrends(display.items, servers);
+  drawTrends();
 }
 
-async function livePerformance() {
-  let policy;
-  try {
-    policy = await api("/v1/policy");
-  } catch (error) {
-    if (error.status !== 404) throw error;
+async function livePerformance(policy) {
+  if (policy === null) {
     fill("performance", [], "No policy installed yet.");
     return;
   }
-  const names = policy.definition.service_classes.map((sc) => sc.name.toUpperCase());
-  const answers = await Promise.all(names.map((name) => api(`/v1/service-classes/${encodeURIComponent(name)}/performance`)));
+  const answers = await Promise.all(classOrder.map((name) => api(`/v1/service-classes/${encodeURIComponent(name)}/performance`)));
   const rows = answers.flatMap((answer) =>
     answer.periods.map((p) =>
       row(
@@ -253,10 +306,21 @@ async function livePerformance() {
   fill("performance", rows, "No goal evaluation yet (the first comes within seconds of the first ended request).");
 }
 
+async function activePolicy() {
+  try {
+    return await api("/v1/policy");
+  } catch (error) {
+    if (error.status === 404) return null;
+    throw error;
+  }
+}
+
 async function refreshLive() {
   clearTimeout(liveTimer);
   try {
-    await Promise.all([liveEnvironments(), livePerformance()]);
+    const policy = await activePolicy();
+    classOrder = policy === null ? [] : policy.definition.service_classes.map((sc) => sc.name.toUpperCase());
+    await Promise.all([liveEnvironments(), livePerformance(policy)]);
     $("live-error").textContent = "";
     $("live-updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (error) {
@@ -264,6 +328,127 @@ async function refreshLive() {
     $("live-error").textContent = `Could not refresh: ${error.message}`;
   }
   liveTimer = setTimeout(refreshLive, LIVE_REFRESH_MS);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Live trends: each refresh's PI, servers (connected and wanted) and waiting requests per class, kept in this page
+// for the last TREND_SECONDS and drawn for one environment
+// ---------------------------------------------------------------------------------------------------------------
+
+function recordTrends(environments, servers) {
+  const now = Date.now() / 1000;
+  environments.forEach((ae, index) => {
+    const samples = trends.get(ae.name) ?? [];
+    samples.push({
+      t: now,
+      pi: ae.performance ?? {},
+      queued: ae.queued,
+      wanted: servers[index]?.wanted ?? {},
+      connected: servers[index]?.connected ?? {},
+    });
+    while (samples.length && samples[0].t < now - TREND_SECONDS) samples.shift();
+    trends.set(ae.name, samples);
+  });
+  for (const name of trends.keys()) {
+    if (!environments.some((ae) => ae.name === name)) trends.delete(name);
+  }
+  const select = $("trend-environment");
+  const busy = environments.find((ae) => ae.servers || ae.queued_total) ?? environments[0];
+  const chosen = trends.has(select.value) ? select.value : busy?.name;
+  options(select, environments.map((ae) => ({ value: ae.name, label: ae.name })));
+  if (chosen) select.value = chosen;
+}
+
+// The classes worth a line: those that had servers, wanted some or had work waiting in the kept samples.
+function activeClasses(samples) {
+  const seen = samples.flatMap((s) => [s.queued, s.wanted, s.connected].flatMap((counts) => Object.keys(counts).filter((name) => counts[name] > 0)));
+  return orderedClasses(seen);
+}
+
+function classColor(name) {
+  const index = classOrder.indexOf(name);
+  return PALETTE[(index >= 0 ? index : classOrder.length) % PALETTE.length];
+}
+
+function timeTicks(from, to) {
+  const step = TREND_TICK_STEPS.find((s) => (to - from) / s <= TREND_TICKS) ?? TREND_TICK_STEPS[TREND_TICK_STEPS.length - 1];
+  const ticks = [];
+  for (let value = Math.ceil(from / step) * step; value <= to; value += step) {
+    ticks.push({ value, label: new Date(value * 1000).toLocaleTimeString([], { hourCycle: "h23", hour: "2-digit", minute: "2-digit", second: "2-digit" }) });
+  }
+  return ticks;
+}
+
+function trendSeries(samples, name, { figure, value, dashed = false, label = name }) {
+  return {
+    key: `${name}${dashed ? " wanted" : ""}`,
+    label,
+    color: classColor(name),
+    dashed,
+    points: samples.map((s) => {
+      const y = value(s);
+      return {
+        x: s.t,
+        y,
+        title: `${label} at ${new Date(s.t * 1000).toLocaleTimeString()}: ${y === null ? "unknown" : number(y, figure === "pi" ? 2 : 0)}`,
+        attributes: { "data-service-class": name, "data-t": s.t.toFixed(1) },
+      };
+    }),
+  };
+}
+
+function drawTrends() {
+  const name = $("trend-environment").value;
+  const samples = trends.get(name) ?? [];
+  const classes = activeClasses(samples);
+  $("trends-message").textContent = classes.length ? "" : "No work and no servers in this environment yet.";
+  $("trends").hidden = classes.length === 0;
+  if (!classes.length) return;
+  const to = samples[samples.length - 1].t;
+  const from = Math.min(samples[0].t, to - LIVE_REFRESH_MS / 1000);
+  const axes = {
+    xDomain: [from, to],
+    xStep: (TREND_GAP_REFRESHES * LIVE_REFRESH_MS) / 1000,
+    xTicks: timeTicks(from, to),
+    xLabel: "time",
+    size: TREND_SIZE,
+    pointRadius: 2,
+  };
+  lineChart($("trend-pi").querySelector("svg.chart"), {
+    ...axes,
+    series: classes.map((c) => trendSeries(samples, c, { figure: "pi", value: (s) => s.pi[c] ?? null })),
+    yLabel: "performance index",
+    yCap: PI_CHART_CAP,
+    reference: { value: 1, label: "PI = 1 (goal)" },
+  });
+  lineChart($("trend-servers").querySelector("svg.chart"), {
+    ...axes,
+    series: classes.flatMap((c) => [
+      trendSeries(samples, c, { figure: "servers", value: (s) => s.connected[c] ?? 0, label: `${c} connected` }),
+      trendSeries(samples, c, { figure: "servers", value: (s) => s.wanted[c] ?? 0, dashed: true, label: `${c} wanted` }),
+    ]),
+    yLabel: "servers",
+    integers: true,
+  });
+  lineChart($("trend-queued").querySelector("svg.chart"), {
+    ...axes,
+    series: classes.map((c) => trendSeries(samples, c, { figure: "queued", value: (s) => s.queued[c] ?? 0 })),
+    yLabel: "requests waiting",
+    integers: true,
+  });
+  $("trends-legend").replaceChildren(...classes.map((c) => legendEntry(c, classColor(c))));
+}
+
+function legendEntry(label, color) {
+  const entry = document.createElement("li");
+  const swatch = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  swatch.setAttribute("viewBox", "0 0 12 12");
+  swatch.setAttribute("class", "swatch");
+  const dot = document.createElementNS("http://www.w3.org/2000/svg", "circle");
+  for (const [name, value] of Object.entries({ cx: 6, cy: 6, r: 5, fill: color })) dot.setAttribute(name, value);
+  swatch.appendChild(dot);
+  entry.append(swatch, label);
+  return entry;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -409,20 +594,7 @@ function drawPiChart(items, rows, versions) {
     yCap: PI_CHART_CAP,
     reference: { value: 1, label: "PI = 1 (goal)" },
   });
-  const legend = $("pi-chart").querySelector(".legend");
-  legend.replaceChildren(
-    ...series.map((s) => {
-      const entry = document.createElement("li");
-      const swatch = document.createElementNS("http://www.w3.org/2000/svg", "svg");
-      swatch.setAttribute("viewBox", "0 0 12 12");
-      swatch.setAttribute("class", "swatch");
-      const dot = document.createElementNS("http://www.w3.org/2000/svg", "circle");
-      for (const [name, value] of Object.entries({ cx: 6, cy: 6, r: 5, fill: s.color })) dot.setAttribute(name, value);
-      swatch.appendChild(dot);
-      entry.append(swatch, s.label);
-      return entry;
-    }),
-  );
+  $("pi-chart").querySelector(".legend").replaceChildren(...series.map((s) => legendEntry(s.label, s.color)));
 }
 
 function drawDistribution() {
@@ -460,6 +632,7 @@ $("forget-key").addEventListener("click", () => askForKey());
 $("report-date").addEventListener("change", loadReport);
 $("report-scope").addEventListener("change", drawScope);
 $("report-series").addEventListener("change", drawDistribution);
+$("trend-environment").addEventListener("change", drawTrends);
 
 if (sessionStorage.getItem(KEY_STORAGE)) {
   api("/v1/whoami").then(start, (error) => error.status !== 401 && askForKey(error.message));
