@@ -66,5 +66,6 @@ def require(*roles: Role) -> Callable[..., Coroutine[Any, Any, PrincipalInfo]]:
 
 
 Admin = Annotated[PrincipalInfo, Depends(require(Role.ADMIN))]
+Operator = Annotated[PrincipalInfo, Depends(require(Role.OPERATOR))]
 Viewer = Annotated[PrincipalInfo, Depends(require(Role.VIEWER))]
 AnyPrincipal = Annotated[PrincipalInfo, Depends(principal_of)]

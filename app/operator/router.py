@@ -3,13 +3,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from pydantic import TypeAdapter
 
 from app.audit.models import AuditEvent
 from app.audit.service import list_events
-from app.auth.roles import PrincipalInfo, Role
-from app.deps import Offset, SessionDep, StateDep, Viewer, require
+from app.deps import Offset, Operator, SessionDep, StateDep, Viewer
 from app.errors import BadRequest, PayloadTooLarge
 from app.operator import service
 from app.scheduler.advisories import publish, subject
@@ -18,8 +17,6 @@ from app.operator.schemas import ApplicationEnvironmentList, ApplicationEnvironm
 from app.state import AppState
 
 router = APIRouter(prefix="/v1", tags=["operator"])
-
-Operator = Annotated[PrincipalInfo, Depends(require(Role.OPERATOR))]
 
 # A command is at most a few hundred characters; a body far beyond that is not one.
 MAX_COMMAND_BODY_BYTES = 4096

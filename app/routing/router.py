@@ -3,10 +3,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
-from app.auth.roles import PrincipalInfo, Role
-from app.deps import SessionDep, StateDep, Viewer, require
+from app.deps import Operator, SessionDep, StateDep, Viewer
 from app.errors import NotFound
 from app.routing import service
 from app.routing.models import NODE_ITSELF
@@ -25,8 +24,6 @@ from app.routing.schemas import (
 from app.schemas import Name
 
 router = APIRouter(prefix="/v1/routing", tags=["routing"])
-
-Operator = Annotated[PrincipalInfo, Depends(require(Role.OPERATOR))]
 
 
 def _node_out(attributes: service.NodeAttributes) -> NodeOut:

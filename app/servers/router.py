@@ -1,16 +1,13 @@
 from __future__ import annotations
 
-from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 
-from app.auth.roles import PrincipalInfo, Role
+from app.auth.roles import Role
 from app.connections.service import active_connection
-from app.deps import AnyPrincipal, SessionDep, StateDep, Viewer, check_roles, require
+from app.deps import AnyPrincipal, Operator, SessionDep, StateDep, Viewer, check_roles
 from app.servers import service
 from app.servers.schemas import ScalingOut, ServerInstancesOut, ServerLimitsIn, ServerLimitsOut, ServiceClassPerformance
-
-Operator = Annotated[PrincipalInfo, Depends(require(Role.OPERATOR))]
 
 router = APIRouter(prefix="/v1", tags=["goals and servers"])
 

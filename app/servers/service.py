@@ -269,8 +269,8 @@ async def set_server_limits(
     session: AsyncSession, store: QueueStore, policy: ActivePolicy, principal: PrincipalInfo, server: ConnInfo | None, name: str, body: ServerLimitsIn
 ) -> ServerLimitsOut:
     """IWM4SLI by `server` (a connected server, which may set only its own environment's limits) or, with no server,
-    by an operator (the caller checks the role). Servers beyond a new maximum are retired at once; the manager and the launcher obey the limits
-    from their next pass."""
+    by an operator (the caller checks the role). Servers beyond a new maximum are retired at once; the manager and
+    the launcher obey the limits from their next pass."""
     ae = _known(policy, name)
     if server is not None and server.application_environment != ae:
         raise Forbidden(
@@ -327,21 +327,22 @@ async def server_instances(store: QueueStore, node: str, application_environment
 
 
 async def scaling(store: QueueStore, policy: ActivePolicy, name: str) -> ScalingOut:
-    ae = name.upper()
-    if ae not in policy.application_environments:
-        raise NotFound(f"no application environment {name!r} in the active policy", code="unknown_application_environment")
+    ae = _known(policy, name)
     nodes = []
     for node in policy.nodes:
         if policy.hosts(ae, node):
             keys = store.keys(node, ae)
             total, per_class = await desired_servers(store, keys)
+            managed = await managed_servers(store, keys)
+            homes = await store.redis.hgetall(keys.assign)
             nodes.append(
                 NodeScaling(
                     node=node,
                     desired_servers=total,
-                    connected_servers=await connected_servers(store, keys),
+                    connected_servers=len(managed),
                     desired_per_service_class=per_class,
-                    connected_per_service_class=await connected_per_class(store, keys),
+                    # by the home class the manager's latest decision gave each
+                    connected_per_service_class=dict(Counter(homes[str(server)] for server in managed if str(server) in homes)),
                 )
             )
     return ScalingOut(
@@ -355,9 +356,3 @@ async def scaling(store: QueueStore, policy: ActivePolicy, name: str) -> Scaling
 async def connected_servers(store: QueueStore, keys: AeKeys) -> int:
     """Servers registered with one environment on one node, overflow servers not counted."""
     return len(await managed_servers(store, keys))
-
-
-async def connected_per_class(store: QueueStore, keys: AeKeys) -> dict[str, int]:
-    """Connected servers (overflow servers not counted) by the home class the manager's latest decision gave them."""
-    homes = await store.redis.hgetall(keys.assign)
-    return dict(Counter(homes[str(server)] for server in await managed_servers(store, keys) if str(server) in homes))
