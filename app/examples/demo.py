@@ -210,16 +210,12 @@ def count_servers(connections: Sequence[dict[str, Any]], at_start: ServersAtStar
             continue
         if connection["disconnect_reason"] != "requested":
             lost += 1
-        elif operator.quiesced_at(_instant(connection["disconnected_at"])):
+        elif operator.quiesced_at(datetime.fromisoformat(connection["disconnected_at"])):
             quiesced += 1
         else:
             retired += 1
     connected = sum(1 for c in ours if c["state"] == "active")
     return ServerCounts(len(started), retired, quiesced, lost, connected)
-
-
-def _instant(text: str) -> datetime:
-    return datetime.fromisoformat(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -471,7 +467,7 @@ class Demo:
         await self._until(self.duration_s / 2)
         ops = self.summary.operator
         ops.quiesce_s = self._elapsed()
-        ops.quiesce_at = _instant((await self._vary("QUIESCE"))["changed_at"])
+        ops.quiesce_at = datetime.fromisoformat((await self._vary("QUIESCE"))["changed_at"])
         self._quiesced = True
         _say(f"{_clock(ops.quiesce_s)}  VARY WLM,APPLENV={ENVIRONMENT},QUIESCE: its servers end after their current request")
         await self._wait_for_state({"QUIESCED"}, f"{ENVIRONMENT} did not reach QUIESCED", QUIESCED_WITHIN_SECONDS)
@@ -479,7 +475,7 @@ class Demo:
         _say(f"{_clock(ops.quiesced_s)}  {ENVIRONMENT} QUIESCED: no server, work queues up")
         await self._until(max(ops.quiesced_s, ops.quiesce_s + min(QUIESCED_FOR_SECONDS, self.phase_s / 2)))
         ops.resume_s = self._elapsed()
-        ops.resume_at = _instant((await self._vary("RESUME"))["changed_at"])
+        ops.resume_at = datetime.fromisoformat((await self._vary("RESUME"))["changed_at"])
         self._quiesced = False
         _say(f"{_clock(ops.resume_s)}  VARY WLM,APPLENV={ENVIRONMENT},RESUME: the launcher starts servers again")
 
