@@ -21,6 +21,7 @@ from typing import TypeVar
 T = TypeVar("T")
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+CANCEL_GRACE_SECONDS = 0.5
 
 
 class ShutdownNotice:
@@ -44,19 +45,30 @@ class ShutdownNotice:
 
     async def unless_given(self, awaitable: Awaitable[T]) -> tuple[bool, T | None]:
         """(True, its result) once `awaitable` finishes, or (False, None) with it cancelled if the notice comes
-        first. Cancelled itself (a client that went away), it cancels `awaitable` too."""
+        first; for reads only, whose result may be dropped. Cancelled itself (a client that went away), it cancels
+        `awaitable` too."""
         work = asyncio.ensure_future(awaitable)
         notice = asyncio.ensure_future(self._given.wait())
         try:
             await asyncio.wait((work, notice), return_when=asyncio.FIRST_COMPLETED)
         finally:
             notice.cancel()
-            if not work.done():
+            interrupted = not work.done()
+            if interrupted:
                 work.cancel()
-                await asyncio.gather(work, return_exceptions=True)
-        if work.cancelled():
+                await asyncio.wait((work,), timeout=CANCEL_GRACE_SECONDS)
+                # redis-py can swallow a cancellation that arrives while a command is being sent, and go on
+                # blocking for the command's whole timeout; the stop must not wait for it.
+                work.add_done_callback(_retrieve)
+        if interrupted:
             return False, None
         return True, work.result()
+
+
+def _retrieve(future: asyncio.Future[object]) -> None:
+    """Read a dropped read's outcome, so that its exception is not reported as never retrieved."""
+    if not future.cancelled():
+        future.exception()
 
 
 @contextmanager

@@ -44,6 +44,27 @@ async def test_what_finishes_first_wins_the_race_with_the_notice():
     assert cancelled.is_set()
 
 
+async def test_the_notice_wins_over_a_read_that_ignores_its_cancellation():
+    """redis-py can swallow a cancellation that arrives while it sends a command, and go on blocking (seen: an
+    XREAD cancelled within a millisecond of its start kept a stopping service's event stream open for its 15 s)."""
+
+    async def stubborn_read(reading: asyncio.Event, released: asyncio.Event) -> str:
+        reading.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            await released.wait()  # swallowed: blocks on until the test lets it go
+        return "late"
+
+    notice = ShutdownNotice()
+    reading, released = asyncio.Event(), asyncio.Event()
+    racing = asyncio.create_task(notice.unless_given(stubborn_read(reading, released)))
+    await asyncio.wait_for(reading.wait(), 5)
+    notice.give()
+    assert await asyncio.wait_for(racing, 20) == (False, None)  # the dropped read's "late" is never answered
+    released.set()
+
+
 async def test_cancelling_the_race_cancels_what_it_waits_for():
     """A client that goes away cancels its stream: the blocking read it was in must not outlive it."""
     cancelled = asyncio.Event()
