@@ -49,7 +49,7 @@ class Settings(BaseSettings):
     # Goal evaluation: every interval, each service class period is judged on the requests that ended within the
     # window before it.
     goal_interval_seconds: float = Field(default=10.0, gt=0)
-    # Start the servers of environments that have a start command, on this host (app/servers/launcher.py), as
+    # Start the servers of environments that have a start command, on this host (app/scheduler/duties/launcher.py), as
     # the node named here (default: the policy's only node, or its first).
     launcher: bool = True
     node: str | None = None

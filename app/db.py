@@ -82,9 +82,3 @@ def create_engine(url: str) -> AsyncEngine:
 
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(engine, expire_on_commit=False)
-
-
-def sync_database_url(url: str) -> str:
-    """The same database for a blocking client (batch jobs): the stdlib SQLite driver, psycopg for PostgreSQL."""
-    url = async_database_url(url)
-    return url.replace("sqlite+aiosqlite://", "sqlite://", 1)

@@ -1,4 +1,4 @@
-"""FastAPI dependencies: the process state, the database session, the caller and role checks."""
+"""FastAPI dependencies: the process state, the advisory streams, the database session, the caller and role checks."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.auth.roles import PrincipalInfo, Role
 from app.auth.service import authenticate
 from app.errors import Forbidden, Unauthenticated
+from app.events.service import EventStreams
 from app.state import AppState
+from app.work.services import WorkCall
 
 
 async def get_state(request: Request) -> AppState:
@@ -19,6 +21,13 @@ async def get_state(request: Request) -> AppState:
 
 
 StateDep = Annotated[AppState, Depends(get_state)]
+
+
+async def get_event_streams(state: StateDep) -> EventStreams:
+    return state.events
+
+
+EventStreamsDep = Annotated[EventStreams, Depends(get_event_streams)]
 
 
 async def get_session(state: StateDep) -> AsyncIterator[AsyncSession]:
@@ -69,3 +78,34 @@ Admin = Annotated[PrincipalInfo, Depends(require(Role.ADMIN))]
 Operator = Annotated[PrincipalInfo, Depends(require(Role.OPERATOR))]
 Viewer = Annotated[PrincipalInfo, Depends(require(Role.VIEWER))]
 AnyPrincipal = Annotated[PrincipalInfo, Depends(principal_of)]
+QueueManager = Annotated[PrincipalInfo, Depends(require(Role.QUEUE_MANAGER))]
+# Connects, heartbeats: a queue manager or a server.
+Connector = Annotated[PrincipalInfo, Depends(require(Role.QUEUE_MANAGER, Role.SERVER))]
+# Disconnects: a queue manager or a server its own connection, an admin any.
+Participant = Annotated[PrincipalInfo, Depends(require(Role.QUEUE_MANAGER, Role.SERVER, Role.ADMIN))]
+# Asks how the policy classifies work: who reads the policy, or who queues work.
+Classifier = Annotated[PrincipalInfo, Depends(require(Role.VIEWER, Role.QUEUE_MANAGER))]
+_OPERATOR = frozenset({Role.OPERATOR})
+
+
+def check_operator(principal: PrincipalInfo) -> PrincipalInfo:
+    """For a route that needs the operator role only in some of its calls (decided by the body)."""
+    return check_roles(principal, _OPERATOR)
+
+
+def _work_call(role: Role) -> Callable[[Request], Coroutine[Any, Any, WorkCall]]:
+    allowed = frozenset({role})
+
+    async def work_call(request: Request) -> WorkCall:  # one dependency, no nested ones: these routes are the hot path
+        principal = check_roles(await principal_of(request), allowed)
+        state: AppState = request.app.state.wlm
+        return WorkCall(state.work, principal)
+
+    return work_call
+
+
+# The work services and the caller, checked for the role the route needs (one dependency, one check).
+queue_manager_work = _work_call(Role.QUEUE_MANAGER)
+server_work = _work_call(Role.SERVER)
+QueueManagerWork = Annotated[WorkCall, Depends(queue_manager_work)]
+ServerWork = Annotated[WorkCall, Depends(server_work)]

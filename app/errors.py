@@ -8,6 +8,7 @@ status; the handler renders all of them, FastAPI's validation errors and unknown
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -19,6 +20,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.queues.codes import ReturnCode
 
 log = logging.getLogger(__name__)
 
@@ -122,31 +125,52 @@ class ServiceUnavailable(AppError):
     status, code = 503, "service_unavailable"
 
 
-# Return codes of the Lua scripts in app/queues/lua, mapped to errors in this one place.
-# Each entry: (error class, code, message); `details` are the script's extra return values by name.
-_LUA_CODES: dict[int, tuple[type[AppError], str, str, tuple[str, ...]]] = {
-    -1: (NotFound, "unknown_work", "no such work request", ()),
-    -2: (Conflict, "server_not_registered", "this server is not registered with its application environment; connect again", ()),
-    -3: (Conflict, "worker_tasks_exhausted", "the server already holds as many requests as it has worker tasks", ("in_flight", "worker_tasks")),
-    -4: (Conflict, "overflow_not_needed", "an overflow server gets work only when every other server is at capacity", ()),
-    -5: (Conflict, "already_ended", "the work request has already ended", ("outcome",)),
-    -6: (Conflict, "not_holder", "the work request is not held by this server (never selected by it, or reassigned)", ()),
-    -7: (NotFound, "unknown_work", "no such work request", ()),  # another queue manager's: not revealed
-    -8: (Conflict, "not_queued", "the work request is no longer queued (selected by a server)", ("state",)),
-    -10: (TooManyRequests, "backlog_limit", "the queue is at its backlog limit", ("service_class", "depth", "backlog_limit")),
-    -11: (Conflict, "server_surplus", "the server is not needed any more: end what it holds, disconnect and stop (0C14)", ()),
-    -12: (Fenced, "fenced", "a newer scheduler has acted on this queue: this process is no longer the scheduler", ("epoch",)),
-    # The slow queue sweeper's (app/sweeper): handled inside the queue store, never answered to a client.
-    -13: (Conflict, "front_swept", "the queue's next requests are in the database: its next blob must come back first", ("queue",)),
-    -14: (Conflict, "blob_restored", "another process brought this blob back first", ()),
-    -15: (Conflict, "not_swept", "the request is in memory (its blob came back)", ()),
-    -16: (Conflict, "sweep_aborted", "the sweep raced with a select, delete or change of a request it was moving", ()),
+# What a client is answered for each return code of the Lua scripts (app/queues/codes.py), in this one place.
+# Each entry: (error class, code, message, names of the script's extra return values, given as details).
+_LUA_ERRORS: dict[ReturnCode, tuple[type[AppError], str, str, tuple[str, ...]]] = {
+    ReturnCode.UNKNOWN_WORK: (NotFound, "unknown_work", "no such work request", ()),
+    ReturnCode.SERVER_NOT_REGISTERED: (
+        Conflict, "server_not_registered", "this server is not registered with its application environment; connect again", ()
+    ),
+    ReturnCode.WORKER_TASKS_EXHAUSTED: (
+        Conflict, "worker_tasks_exhausted", "the server already holds as many requests as it has worker tasks", ("in_flight", "worker_tasks")
+    ),
+    ReturnCode.OVERFLOW_NOT_NEEDED: (
+        Conflict, "overflow_not_needed", "an overflow server gets work only when every other server is at capacity", ()
+    ),
+    ReturnCode.ALREADY_ENDED: (Conflict, "already_ended", "the work request has already ended", ("outcome",)),
+    ReturnCode.NOT_HOLDER: (
+        Conflict, "not_holder", "the work request is not held by this server (never selected by it, or reassigned)", ()
+    ),
+    ReturnCode.NOT_QUEUED: (Conflict, "not_queued", "the work request is no longer queued (selected by a server)", ("state",)),
+    ReturnCode.BACKLOG_LIMIT: (
+        TooManyRequests, "backlog_limit", "the queue is at its backlog limit", ("service_class", "depth", "backlog_limit")
+    ),
+    ReturnCode.SERVER_SURPLUS: (
+        Conflict, "server_surplus", "the server is not needed any more: end what it holds, disconnect and stop (0C14)", ()
+    ),
+    ReturnCode.FENCED: (
+        Fenced, "fenced", "a newer scheduler has acted on this queue: this process is no longer the scheduler", ("epoch",)
+    ),
+    # The slow queue sweeper's: handled inside the queue store, never answered to a client.
+    ReturnCode.FRONT_SWEPT: (
+        Conflict, "front_swept", "the queue's next requests are in the database: its next blob must come back first", ("queue",)
+    ),
+    ReturnCode.BLOB_RESTORED: (Conflict, "blob_restored", "another process brought this blob back first", ()),
+    ReturnCode.NOT_SWEPT: (Conflict, "not_swept", "the request is in memory (its blob came back)", ()),
+    ReturnCode.SWEEP_ABORTED: (
+        Conflict, "sweep_aborted", "the sweep raced with a select, delete or change of a request it was moving", ()
+    ),
 }
 _STATES = {"q": "queued", "s": "selected", "b": "begun"}
 
 
 def lua_error(code: int, values: list[Any]) -> AppError:
-    error_class, error_code, message, names = _LUA_CODES.get(code, (AppError, "internal", f"queue script code {code}", ()))
+    """The error a script's return code (other than OK) stands for, with its extra return values as details."""
+    try:
+        error_class, error_code, message, names = _LUA_ERRORS[ReturnCode(code)]
+    except (ValueError, KeyError):  # no code of app/queues/codes.py, or OK
+        error_class, error_code, message, names = AppError, "internal", f"queue script code {code}", ()
     details = {name: _plain(value) for name, value in zip(names, values, strict=False)}
     if "state" in details:
         details["state"] = _STATES.get(str(details["state"]), details["state"])
@@ -240,24 +264,24 @@ def unavailable_dependency(exc: BaseException) -> str:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(AppError)
     async def _app_error(_: Request, exc: AppError) -> JSONResponse:
-        return _app_error_response(exc)
+        return error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return _app_error_response(ValidationFailed(pydantic_errors(list(exc.errors()), exc.body, drop_prefix=("body",))))
+        return error_response(ValidationFailed(pydantic_errors(list(exc.errors()), exc.body, drop_prefix=("body",))))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = _HTTP_CODES.get(exc.status_code, "http_error")
-        body = {"error": {"code": code, "message": str(exc.detail)}}
-        return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+        error = AppError(str(exc.detail), code=_HTTP_CODES.get(exc.status_code, "http_error"))
+        error.status = exc.status_code
+        return error_response(error, getattr(exc, "headers", None))
 
     async def _unavailable(_: Request, exc: Exception) -> JSONResponse:
         # The client may retry (see UNAVAILABLE).
         log.warning("dependency unavailable: %s", exc)
         which = unavailable_dependency(exc)
         error = ServiceUnavailable(f"the {which} is unavailable; retry shortly", code=f"{which}_unavailable")
-        return JSONResponse(error.body(), status_code=503, headers={"Retry-After": "1"})
+        return error_response(error, {"Retry-After": "1"})
 
     for unavailable in UNAVAILABLE:
         app.add_exception_handler(unavailable, _unavailable)
@@ -265,10 +289,13 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error")
-        body = {"error": {"code": "internal", "message": "internal error; see the service log"}}
-        return JSONResponse(body, status_code=500)
+        error = AppError("internal error; see the service log", code="internal")
+        error.status = 500
+        return error_response(error)
 
 
-def _app_error_response(exc: AppError) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-    return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
+def error_response(error: AppError, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    """The one response every error body is sent in: the handlers' and the middlewares' that answer before routing."""
+    merged = {"WWW-Authenticate": "Bearer"} if error.status == 401 else {}
+    merged.update(headers or {})
+    return JSONResponse(error.body(), status_code=error.status, headers=merged or None)

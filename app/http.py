@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import PayloadTooLarge
+from app.errors import BadRequest, PayloadTooLarge, error_response
 
 
 class RejectNulMiddleware:
@@ -25,15 +23,8 @@ class RejectNulMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and ("\x00" in scope["path"] or b"%00" in scope["query_string"].lower()):
-            body = json.dumps({"error": {"code": "invalid_characters", "message": "NUL characters are not allowed in the URL"}}).encode()
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 400,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
+            refusal = BadRequest("NUL characters are not allowed in the URL", code="invalid_characters")
+            await error_response(refusal)(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
@@ -103,7 +94,7 @@ class _BoundedBody:
     async def refuse(self) -> None:
         self.refused = True
         error = _too_large(self.limit)
-        await JSONResponse(error.body(), status_code=error.status, headers={"connection": "close"})(self.scope, self._receive, self._send)
+        await error_response(error, {"connection": "close"})(self.scope, self._receive, self._send)
 
 
 def _framing(scope: Scope) -> tuple[int, bool]:

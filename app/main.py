@@ -17,11 +17,14 @@ from app.audit.router import router as audit_router
 from app.auth.router import router as auth_router
 from app.auth.service import KeyCache, ensure_bootstrap_admin
 from app.config import Settings, get_settings
+from app.connections.queue_managers import ConnectedQueueManagers
 from app.connections.router import router as connections_router
 from app.connections.service import ConnectionCache
 from app.db import create_engine, session_factory
 from app.embedded_redis import EmbeddedRedis
 from app.errors import install_error_handlers
+from app.events.router import router as events_router
+from app.events.service import KEEPALIVE_SECONDS, EventStreams
 from app.health.router import router as health_router
 from app.http import BodyLimitMiddleware, HotPathsMiddleware, RejectNulMiddleware
 from app.metrics import MetricsMiddleware
@@ -33,26 +36,27 @@ from app.operator.service import OperatorStore
 from app.policy.router import environments_router
 from app.policy.router import router as policy_router
 from app.policy.service import PolicyStore
+from app.queues.advisories import AdvisoryReader
 from app.queues.durability import durability_at_start
 from app.queues.keys import durability_probe_key
 from app.queues.store import QueueStore
-from app.sweeper.blobs import SweptBlobs
 from app.reports.router import dashboard_assets, dashboard_router
 from app.reports.router import router as reports_router
 from app.routing.router import router as routing_router
-from app.scheduler.router import KEEPALIVE_SECONDS
-from app.scheduler.router import router as scheduler_router
-from app.shutdown import ShutdownNotice, given_on_stop_signals
-from app.sweeper.router import router as sweeper_router
 from app.routing.service import Router, RoutingStore
+from app.scheduler.duties.runner import Duties, scheduled_duties
+from app.scheduler.router import router as scheduler_router
 from app.scheduler.service import SchedulerMember
 from app.servers.router import router as servers_router
+from app.shutdown import ShutdownNotice, given_on_stop_signals
 from app.state import AppState
+from app.sweeper.blobs import SweptBlobs
+from app.sweeper.router import router as sweeper_router
 from app.work.dispatch import Dispatcher
-from app.work.duties import Duties
 from app.work.router import HOT_PATHS
 from app.work.router import router as work_router
 from app.work.schemas import WIRE_PAYLOAD_FACTOR, WORK_FIELDS_BYTES
+from app.work.services import WorkServices
 
 log = logging.getLogger("wlm")
 
@@ -67,23 +71,6 @@ def _announce_bootstrap_key(key: str, settings: Settings) -> None:
         file=sys.stderr,
         flush=True,
     )
-
-
-def scheduled_duties(state: AppState) -> SchedulerMember:
-    """This process's election membership: the background duties run while it holds the scheduler's role."""
-    running: list[Duties] = []
-
-    async def on_active(epoch: int) -> None:
-        duties = Duties(state, epoch, member.may_act, member.name)
-        running.append(duties)
-        await duties.start()
-
-    async def on_inactive() -> None:
-        while running:
-            await running.pop().stop()
-
-    member = SchedulerMember(state.redis, state.queues.scripts, state.settings, on_active, on_inactive)
-    return member
 
 
 @asynccontextmanager
@@ -135,20 +122,25 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             blobs=SweptBlobs(sessions),
             durability=durability,
         )
+        connection_cache = ConnectionCache(settings.connection_cache_seconds)
+        policies = PolicyStore(sessions, settings.policy_cache_seconds, ConnectedQueueManagers())
+        operator = OperatorStore(sessions, settings.policy_cache_seconds)
+        router = Router(RoutingStore(sessions, queues, settings.policy_cache_seconds))
         app.state.wlm = state = AppState(
             settings=settings,
             engine=engine,
             sessions=sessions,
             redis=redis,
             key_cache=KeyCache(settings.auth_cache_seconds, settings.redis_prefix, redis, events_redis),
-            connection_cache=ConnectionCache(settings.connection_cache_seconds),
-            policies=PolicyStore(sessions, settings.policy_cache_seconds),
-            operator=OperatorStore(sessions, settings.policy_cache_seconds),
+            connection_cache=connection_cache,
+            policies=policies,
+            operator=operator,
             schema_head=head,
             queues=queues,
             dispatcher=dispatcher,
-            router=Router(RoutingStore(sessions, queues, settings.policy_cache_seconds)),
-            events_redis=events_redis,
+            router=router,
+            work=WorkServices.build(sessions, connection_cache, operator, queues, policies, dispatcher, router, settings),
+            events=EventStreams(queues, AdvisoryReader(events_redis, settings.redis_prefix), settings.events_max_subscribers, shutdown),
             shutdown=shutdown,
         )
         await dispatcher.start()
@@ -213,7 +205,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(MetricsMiddleware)
     for router in (
         health_router, policy_router, environments_router, connections_router, work_router, servers_router, operator_router, reports_router,
-        routing_router, scheduler_router, sweeper_router, auth_router, audit_router,
+        routing_router, scheduler_router, events_router, sweeper_router, auth_router, audit_router,
     ):
         app.include_router(router)
     app.include_router(dashboard_router)

@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.auth.service import KeyCache
 from app.config import Settings
 from app.connections.service import ConnectionCache
+from app.events.service import EventStreams
 from app.operator.service import OperatorStore
 from app.policy.service import PolicyStore
 from app.queues.store import QueueStore
@@ -17,6 +18,7 @@ from app.routing.service import Router
 from app.scheduler.service import SchedulerMember
 from app.shutdown import ShutdownNotice
 from app.work.dispatch import Dispatcher
+from app.work.services import WorkServices
 
 
 @dataclass
@@ -33,11 +35,11 @@ class AppState:
     queues: QueueStore
     dispatcher: Dispatcher
     router: Router
-    # Event streams (GET /v1/events) and the key cache's subscription block on Redis: their own client, so they
-    # never hold the API's connections.
-    events_redis: Redis
+    # The work lifecycle's services (enclaves, insert, select, begin, end, delete), built once at start.
+    work: WorkServices
+    # The advisory streams this process serves (GET /v1/events).
+    events: EventStreams
     # Given when this process is told to stop: long polls answer and event streams end (app/shutdown.py).
     shutdown: ShutdownNotice
-    event_subscribers: int = 0
     # This process's membership of the scheduler election (None when it runs no background duties).
     scheduler: SchedulerMember | None = None

@@ -34,9 +34,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.policy.goals import RESPONSE_BUCKET_LIMITS_PCT  # noqa: E402
 from bench._service import ADMIN_KEY, ROOT, WLM, Service, machine  # noqa: E402
 from bench.report_data import generate  # noqa: E402
+from spark_jobs.contract.goals import RESPONSE_BUCKET_LIMITS_PCT  # noqa: E402
 from spark_jobs.workload_activity.policy_goals import PolicyVersionInfo, goal_rows  # noqa: E402
 
 FIRST_DAY = date(2026, 11, 1)

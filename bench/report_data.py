@@ -23,7 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from app.queues.keys import AeKeys
-from app.work.records import SCHEMA, outbox_range, write_file
+from app.work.records import outbox_range, write_file
+from spark_jobs.contract.records import SCHEMA
 
 CLASSES = ("ONLINE", "BATCH", "REPORTS", "SYSOTHER")
 CLASS_SHARES = (0.60, 0.25, 0.10, 0.05)

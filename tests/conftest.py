@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -185,16 +184,3 @@ async def install_policy(client: httpx.AsyncClient, document: bytes | str = EXAM
     assert response.status_code == 200, response.text
     return response.json()  # type: ignore[no-any-return]
 
-
-async def eventually(check: Callable[[], Any], timeout: float = 5.0) -> Any:
-    """The first true result of `check` (a function or coroutine function), polled until `timeout` seconds."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return result
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)

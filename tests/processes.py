@@ -8,10 +8,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
+
+from tests.waiting import eventually_sync
 
 WLM = str(Path(sys.executable).parent / "wlm")
 
@@ -39,17 +40,18 @@ class ServiceProcess:
             self.process = subprocess.Popen(
                 [WLM, "serve"], cwd=self.dir, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=own_session
             )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            assert self.process.poll() is None, self.log_path.read_text()
-            time.sleep(0.1)
-        self.kill()
-        raise AssertionError(f"service not ready in {timeout} s:\n{self.log_path.read_text()}")
+        try:
+            eventually_sync(self._ready, timeout, what=lambda: f"the service ready:\n{self.log_path.read_text()}")
+        except AssertionError:
+            self.kill()
+            raise
+
+    def _ready(self) -> bool:
+        assert self.process is not None and self.process.poll() is None, self.log_path.read_text()
+        try:
+            return httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
 
     def wlm(self, *args: str) -> subprocess.CompletedProcess[str]:
         """`wlm ARGS...` as an operator runs it against this service (its data directory holds the admin key)."""

@@ -19,6 +19,7 @@ from redis.asyncio import Redis
 from app.queues.keys import AeKeys
 from tests.conftest import ADMIN, ADMIN_KEY, EXAMPLE_POLICY, make_key
 from tests.processes import ServiceProcess, processes_of
+from tests.waiting import eventually
 from tests.work.conftest import make_world
 
 pytestmark = pytest.mark.asyncio
@@ -45,10 +46,12 @@ async def _waiting_ledger_select(http: httpx.AsyncClient, service: ServiceProces
         await redis.hdel(seen, str(connected["id"]))
         long_poll = {"connect_token": connected["token"], "wait_seconds": 30}
         poll = asyncio.create_task(http.post("/v1/work/select", headers=key, json=long_poll))
-        async with asyncio.timeout(10):
-            while not await redis.hexists(seen, str(connected["id"])):
-                assert not poll.done(), poll.result().text
-                await asyncio.sleep(0.02)
+
+        async def marked() -> bool:
+            assert not poll.done(), poll.result().text
+            return bool(await redis.hexists(seen, str(connected["id"])))
+
+        await eventually(marked, 10, what="the LEDGER select waiting in the service")
     return poll
 
 

@@ -17,8 +17,9 @@ from app.embedded_redis import EmbeddedRedis
 from app.errors import ServiceUnavailable
 from app.queues import durability
 from app.queues.durability import Durability, NotDurable, durability_of
+from app.queues.hot_path import NewRequest
 from app.queues.keys import AeKeys
-from app.queues.store import NewRequest, QueueStore
+from app.queues.store import QueueStore
 from tests.processes import WLM, ServiceProcess
 
 pytestmark = pytest.mark.asyncio

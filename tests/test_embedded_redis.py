@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 import redis
 
 from app.embedded_redis import EmbeddedRedis
+from tests.waiting import eventually_sync
 
 
 def test_starts_with_aof_and_noeviction_and_stops(tmp_path):
@@ -54,14 +54,14 @@ def test_dies_with_a_killed_parent(tmp_path):
     port = (tmp_path / "redis" / "redis.port").read_text()
     parent.kill()
     parent.wait()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            redis.Redis(port=int(port), socket_timeout=0.5).ping()
-            time.sleep(0.1)
-        except redis.ConnectionError:
-            return
-    raise AssertionError("the embedded redis-server outlived its killed parent")
+    eventually_sync(lambda: not _answers(int(port)), 10, what="the embedded redis-server gone with its killed parent")
+
+
+def _answers(port: int) -> bool:
+    try:
+        return bool(redis.Redis(port=port, socket_timeout=0.5).ping())
+    except redis.ConnectionError:
+        return False
 
 
 @pytest.mark.parametrize(("durability", "appendfsync"), [("strict", "always"), ("fast", "everysec")])

@@ -11,12 +11,16 @@ from pathlib import Path
 
 import httpx
 import pytest
+from redis.asyncio import Redis
 
+from app.queues.keys import AeKeys
 from tests.conftest import ADMIN, ADMIN_KEY
 from tests.processes import WLM, ServiceProcess, processes_of
+from tests.waiting import eventually, eventually_sync
 from tests.work.conftest import make_world
 
 ROOT = Path(__file__).resolve().parent.parent
+POLL_WAIT_S = 30
 
 
 @pytest.fixture
@@ -71,10 +75,7 @@ def test_sigterm_stops_the_embedded_redis_and_every_helper_process(tmp_path):
     assert process.process.wait(timeout=30) == 0
     with socket.socket() as sock:
         assert sock.connect_ex(("127.0.0.1", port)) != 0
-    deadline = time.monotonic() + 10
-    while processes_of(data_dir) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert processes_of(data_dir) == []  # nothing left behind (the records writer once was)
+    eventually_sync(lambda: processes_of(data_dir) == [], 10, what="no process of the service left (the records writer once was)")
 
 
 @pytest.mark.asyncio
@@ -87,20 +88,28 @@ async def test_sigterm_answers_a_long_poll_and_ends_an_event_stream_at_once(tmp_
         async with httpx.AsyncClient(base_url=service.url, timeout=60) as http:
             world = await make_world(http)
             server = await world.server()
-            poll = asyncio.create_task(world.select(server, expect=None, wait_seconds=30))
+            port = int((tmp_path / "data" / "redis" / "redis.port").read_text())
+            seen = AeKeys("wlm", "LOCAL", "PAYROLL").seen  # marked by the select script as the poll starts to wait
+            async with Redis(port=port, decode_responses=True) as redis:
+                await redis.delete(seen)
+                poll = asyncio.create_task(world.select(server, expect=None, wait_seconds=POLL_WAIT_S))
+                await eventually(lambda: redis.hlen(seen), 10, what="the select waiting in the service")
 
-            async def follow_events() -> list[str]:
-                async with http.stream("GET", "/v1/events", headers=ADMIN) as stream:
-                    return [line async for line in stream.aiter_lines()]
+                async def follow_events() -> list[str]:
+                    async with http.stream("GET", "/v1/events", headers=ADMIN) as stream:
+                        return [line async for line in stream.aiter_lines()]
 
-            events = asyncio.create_task(follow_events())
-            await asyncio.sleep(1.0)
+                async def stream_blocked_in_its_read() -> bool:  # the only XREAD of the service: the event stream's
+                    return any(client["cmd"] == "xread" and "b" in client["flags"] for client in await redis.client_list())
+
+                events = asyncio.create_task(follow_events())
+                await eventually(stream_blocked_in_its_read, 10, what="the event stream waiting for advisories")
             assert not poll.done() and not events.done()
             told_at = time.monotonic()
             service.process.send_signal(signal.SIGTERM)
             assert (await asyncio.wait_for(poll, 10)).status_code == 204
             assert ": advisories" in await asyncio.wait_for(events, 10)
             assert await asyncio.to_thread(service.process.wait, 10) == 0
-            assert time.monotonic() - told_at < 5
+            assert time.monotonic() - told_at < POLL_WAIT_S / 2  # stopped long before the poll's own wait ran out
     finally:
         service.kill()

@@ -9,14 +9,16 @@ import signal
 import pytest
 
 from app.shutdown import ShutdownNotice, given_on_stop_signals
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.asyncio
 
 
-async def _blocking_read(cancelled: asyncio.Event) -> None:
-    """A read that blocks far longer than any test; `cancelled` is set if it is cancelled."""
+async def _blocking_read(reading: asyncio.Event, cancelled: asyncio.Event) -> None:
+    """A read that blocks far longer than any test; `reading` is set as it begins, `cancelled` if it is cancelled."""
+    reading.set()
     try:
-        await asyncio.sleep(30)
+        await asyncio.sleep(30)  # the blocking read itself
     except asyncio.CancelledError:
         cancelled.set()
         raise
@@ -36,9 +38,9 @@ async def test_what_finishes_first_wins_the_race_with_the_notice():
     notice = ShutdownNotice()
     assert await notice.unless_given(asyncio.sleep(0, result="read")) == (True, "read")
 
-    cancelled = asyncio.Event()
-    racing = asyncio.create_task(notice.unless_given(_blocking_read(cancelled)))
-    await asyncio.sleep(0.05)
+    reading, cancelled = asyncio.Event(), asyncio.Event()
+    racing = asyncio.create_task(notice.unless_given(_blocking_read(reading, cancelled)))
+    await asyncio.wait_for(reading.wait(), 5)
     notice.give()
     assert await asyncio.wait_for(racing, 1) == (False, None)
     assert cancelled.is_set()
@@ -67,9 +69,9 @@ async def test_the_notice_wins_over_a_read_that_ignores_its_cancellation():
 
 async def test_cancelling_the_race_cancels_what_it_waits_for():
     """A client that goes away cancels its stream: the blocking read it was in must not outlive it."""
-    cancelled = asyncio.Event()
-    racing = asyncio.create_task(ShutdownNotice().unless_given(_blocking_read(cancelled)))
-    await asyncio.sleep(0.05)
+    reading, cancelled = asyncio.Event(), asyncio.Event()
+    racing = asyncio.create_task(ShutdownNotice().unless_given(_blocking_read(reading, cancelled)))
+    await asyncio.wait_for(reading.wait(), 5)
     racing.cancel()
     with pytest.raises(asyncio.CancelledError):
         await racing
@@ -86,8 +88,8 @@ async def test_a_stop_signal_gives_the_notice_and_still_reaches_the_handler_befo
         with given_on_stop_signals(notice):
             assert signal.getsignal(stop_signal) is not handler_before
             signal.raise_signal(stop_signal)
-            await asyncio.sleep(0.05)  # the notice is given on the event loop
-            assert notice.given and received == [stop_signal]
+            await eventually(lambda: notice.given, what="the notice given (on the event loop)")
+            assert received == [stop_signal]
         assert signal.getsignal(stop_signal) is handler_before  # put back as it was
     finally:
         signal.signal(stop_signal, before)
@@ -99,7 +101,7 @@ async def test_an_ignored_signal_stays_ignored_and_gives_no_notice():
         notice = ShutdownNotice()
         with given_on_stop_signals(notice):
             signal.raise_signal(signal.SIGTERM)
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.2)  # nothing must happen: time for the event loop to give a notice, were one due
             assert not notice.given
     finally:
         signal.signal(signal.SIGTERM, before)

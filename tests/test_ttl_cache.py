@@ -46,6 +46,8 @@ class Source:
 
 
 async def _settle() -> None:
+    """Turns of the event loop, not time (so a busy machine changes nothing): enough for a background load begun
+    now (it waits on nothing but the test's gate) to run to its end, and for a wrong second one to show."""
     for _ in range(5):
         await asyncio.sleep(0)
 

@@ -2,25 +2,21 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Body, Depends, Query
+from fastapi import APIRouter, Body, Query
 
-from app.auth.roles import PrincipalInfo, Role
-from app.connections import service
+from app.connections import departures, service
 from app.connections.schemas import (
     ConnectIn,
-    ServerConnect,
     ConnectionCreated,
     ConnectionList,
     ConnectionOut,
     DisconnectOut,
     HeartbeatOut,
+    ServerConnect,
 )
-from app.deps import Offset, SessionDep, StateDep, Viewer, require
+from app.deps import Connector, Offset, Participant, SessionDep, StateDep, Viewer
 
 router = APIRouter(prefix="/v1/connections", tags=["connections"])
-
-Connector = Annotated[PrincipalInfo, Depends(require(Role.QUEUE_MANAGER, Role.SERVER))]
-Participant = Annotated[PrincipalInfo, Depends(require(Role.QUEUE_MANAGER, Role.SERVER, Role.ADMIN))]
 
 
 @router.post("", status_code=201, response_model=ConnectionCreated, summary="IWM4CON: connect a queue manager or a server")
@@ -76,8 +72,15 @@ async def heartbeat(token: str, session: SessionDep, state: StateDep, principal:
 @router.delete("/{token}", response_model=DisconnectOut, summary="IWM4DIS: disconnect")
 async def disconnect(token: str, session: SessionDep, state: StateDep, principal: Participant) -> DisconnectOut:
     policy = await state.policies.current()
-    connection, already, cleanup = await service.disconnect(
-        session, state.queues, state.connection_cache, policy, principal, token, purge_again_after_s=2 * state.settings.connection_cache_seconds + 1
+    connection, already, cleanup = await departures.disconnect(
+        session,
+        state.queues,
+        state.connection_cache,
+        state.operator,
+        policy,
+        principal,
+        token,
+        purge_again_after_s=2 * state.settings.connection_cache_seconds + 1,
     )
     assert connection.disconnected_at is not None
     if cleanup.removed_environments:

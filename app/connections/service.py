@@ -1,17 +1,15 @@
-"""Connect, heartbeat, disconnect."""
+"""Connect, look up, heartbeat (disconnecting is app.connections.departures)."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 import secrets
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.audit.service import record
 from app.auth.profiles import is_permitted, server_resource
 from app.auth.roles import PrincipalInfo, Role
 from app.connections import exit_urls
@@ -19,12 +17,8 @@ from app.connections.models import Connection
 from app.connections.schemas import QueueManagerConnect, ServerConnect
 from app.db import utcnow
 from app.errors import Conflict, Forbidden, NotFound, ValidationFailed
-from app.operator.models import ApplicationEnvironmentState
 from app.policy.active import ActivePolicy
-from app.policy.models import DynamicApplicationEnvironment
-from app.policy.schemas import EnvironmentSettings
-from app.queues.keys import AeKeys, connection_key, departed_key
-from app.queues.store import AeConfig, QueueStore
+from app.queues.store import QueueStore
 from app.ttl_cache import TtlCache
 
 TOKEN_PREFIX = "c_"
@@ -58,7 +52,7 @@ async def _publish(store: QueueStore, connection: Connection) -> ConnInfo:
     """Make an active connection visible to every replica: its record, and a server's registration with the
     queues of its environment (capacity and weight for select)."""
     info = ConnInfo.of(connection)
-    await store.redis.set(connection_key(store.prefix, connection.token_hash), json.dumps(asdict(info)))
+    await store.save_connection(connection.token_hash, asdict(info))
     if info.role == "server":
         assert info.node and info.application_environment and info.worker_tasks and info.worker_weight
         k = store.keys(info.node, info.application_environment)
@@ -87,9 +81,9 @@ async def active_connection(
 
 
 async def _lookup_connection(sessions: async_sessionmaker[AsyncSession], store: QueueStore, hashed: str) -> ConnInfo:
-    raw = await store.redis.get(connection_key(store.prefix, hashed))
-    if raw is not None:
-        return ConnInfo(**json.loads(raw))
+    record = await store.connection(hashed)
+    if record is not None:
+        return ConnInfo(**record)
     async with sessions() as session:
         connection = await session.scalar(select(Connection).where(Connection.token_hash == hashed))
     if connection is None or connection.state != "active":
@@ -235,154 +229,11 @@ async def heartbeat(
         raise Conflict("this connection is disconnected; connect again", code="connection_closed", state=connection.state)
     connection.last_heartbeat_at = utcnow()
     await session.commit()
-    config = AeConfig.of(policy, connection.application_environment) if policy and connection.application_environment else None
+    config = policy.queue_config(connection.application_environment) if policy and connection.application_environment else None
     if config is None or connection.node is None:
         return connection, 0
     keys = store.keys(connection.node, connection.application_environment)  # type: ignore[arg-type]
     return connection, await store.extend(keys, config, connection.id)
-
-
-@dataclass(frozen=True, slots=True)
-class Cleanup:
-    purged: int = 0  # a queue manager's queued requests removed (their exits called)
-    requeued: int = 0  # a server's held requests given back to the front of their queues
-    abandoned: int = 0  # held requests that had reached their maximum deliveries
-    removed_environments: tuple[str, ...] = ()  # a queue manager's dynamic application environments
-
-
-async def disconnect(
-    session: AsyncSession,
-    store: QueueStore,
-    cache: ConnectionCache,
-    policy: ActivePolicy | None,
-    principal: PrincipalInfo,
-    token: str,
-    *,
-    purge_again_after_s: float,
-) -> tuple[Connection, bool, Cleanup]:
-    """IWM4DIS. Idempotent: a second call reports that the first one did it (and repeats the cleanup).
-
-    The connection is closed first (no more inserts or selects with it), then a queue manager's queued
-    requests are purged and a server's held requests are given back."""
-    connection = await by_token(session, principal, token, admin_may=True)
-    if connection.state == "disconnected":
-        # The cleanup is idempotent: repeating it finishes one that failed half-way (Redis unavailable).
-        return connection, True, await release(store, policy, ConnInfo.of(connection))
-    connection.state = "disconnected"
-    connection.disconnected_at = utcnow()
-    if connection.principal_id == principal.id:
-        connection.disconnect_reason = "requested"
-    else:
-        connection.disconnect_reason = "forced"
-        record(session, principal.name, "connection.force_disconnect", str(connection.id), role=connection.role)
-    dynamic = await _remove_dynamic_environments(session, connection.id) if connection.role == "queue_manager" else []
-    await session.commit()
-    cache.pop(connection.token_hash)
-    await store.redis.delete(connection_key(store.prefix, connection.token_hash))
-    info = ConnInfo.of(connection)
-    if info.role == "queue_manager":
-        due_ms = await store.clock_ms() + int(purge_again_after_s * 1000)
-        await store.redis.zadd(departed_key(store.prefix), {json.dumps(asdict(info)): due_ms})
-    cleanup = await release(store, policy, info)
-    if policy is not None and dynamic:
-        cleanup = replace(cleanup, purged=cleanup.purged + await _retire(store, policy, info, dynamic), removed_environments=tuple(e.name for e in dynamic))
-    return connection, False, cleanup
-
-
-async def _remove_dynamic_environments(session: AsyncSession, queue_manager_id: int) -> list[EnvironmentSettings]:
-    """IWM4AEDF's scope ends with the queue manager: its environments go, and their operator states with them."""
-    rows = list(await session.scalars(select(DynamicApplicationEnvironment).where(DynamicApplicationEnvironment.queue_manager_id == queue_manager_id)))
-    names = [row.name for row in rows]
-    if names:
-        await session.execute(delete(ApplicationEnvironmentState).where(ApplicationEnvironmentState.name.in_(names)))
-        for row in rows:
-            await session.delete(row)
-    return [EnvironmentSettings.model_validate(row.definition) for row in rows]
-
-
-async def _retire(store: QueueStore, policy: ActivePolicy, queue_manager: ConnInfo, environments: Sequence[EnvironmentSettings]) -> int:
-    """Purge the queued work of a departed queue manager's dynamic environments, and leave them to the duties
-    until what they still hold (held work, records, exits) is finished."""
-    purged = 0
-    for ae in environments:
-        config = AeConfig(policy.class_order, ae.completion_time_ms, ae.backlog_limit, ae.max_deliveries)
-        for node in ae.nodes or policy.nodes:
-            keys = store.keys(node, ae.name)
-            await store.retire(keys, config, queue_manager.id)
-            purged += await store.purge(keys, queue_manager.id)
-    return purged
-
-
-async def release(store: QueueStore, policy: ActivePolicy | None, info: ConnInfo) -> Cleanup:
-    """What a departing connection leaves in the queues: purge a queue manager's, give back a server's."""
-    if policy is None:
-        return Cleanup()
-    if info.role == "queue_manager":
-        purged = 0
-        for ae_name, ae in policy.application_environments.items():
-            if ae.subsystem_type == info.subsystem_type and ae_name not in policy.dynamic:  # those: see _retire
-                for node in policy.nodes:
-                    purged += await store.purge(store.keys(node, ae_name), info.id)
-        return Cleanup(purged=purged)
-    assert info.node and info.application_environment
-    config = AeConfig.of(policy, info.application_environment)
-    k = store.keys(info.node, info.application_environment)
-    if config is None:  # the environment left the policy: nothing can be requeued into it
-        await store.redis.hdel(k.servers, str(info.id))
-        return Cleanup()
-    result = await store.reassign(k, config, server_id=info.id)
-    return Cleanup(requeued=result.requeued, abandoned=len(result.abandoned))
-
-
-async def purge_departed_again(store: QueueStore, policy: ActivePolicy | None) -> int:
-    """The second purge of departed queue managers whose time has come (see `active_connection`)."""
-    purged = 0
-    for member in await store.redis.zrangebyscore(departed_key(store.prefix), "-inf", await store.clock_ms()):
-        purged += (await release(store, policy, ConnInfo(**json.loads(member)))).purged
-        await store.redis.zrem(departed_key(store.prefix), member)
-    return purged
-
-
-async def expire_silent_servers(
-    sessions: async_sessionmaker[AsyncSession],
-    store: QueueStore,
-    cache: ConnectionCache,
-    policy: ActivePolicy,
-    keys: AeKeys,
-    timeout_s: float,
-) -> list[int]:
-    """Servers of one environment that neither selected nor heartbeat within the timeout have died without
-    IWM4DIS (the seed: the service then does the IWM4DIS processing itself): their connection is closed with
-    reason `expired` and what they held goes back to the front of its queue. Returns their ids."""
-    expired = await store.silent_servers(keys, int(timeout_s * 1000))
-    await close_dead_servers(sessions, store, cache, policy, keys, expired, "expired")
-    return expired
-
-
-async def close_dead_servers(
-    sessions: async_sessionmaker[AsyncSession],
-    store: QueueStore,
-    cache: ConnectionCache,
-    policy: ActivePolicy | None,
-    keys: AeKeys,
-    server_ids: Sequence[int],
-    reason: str,
-) -> None:
-    """The service's IWM4DIS for servers that cannot do their own (fell silent, exited, were stopped with the
-    service): their connections are closed with `reason` and what they held goes back to the front of its queue."""
-    config = AeConfig.of(policy, keys.ae) if policy is not None else None
-    for server_id in server_ids:
-        async with sessions() as session:
-            connection = await session.get(Connection, server_id)
-            if connection is not None and connection.state == "active":
-                connection.state, connection.disconnected_at, connection.disconnect_reason = "disconnected", utcnow(), reason
-                await session.commit()
-                cache.pop(connection.token_hash)
-                await store.redis.delete(connection_key(store.prefix, connection.token_hash))
-        if config is None:
-            await store.redis.hdel(keys.servers, str(server_id))
-        else:
-            await store.reassign(keys, config, server_id=server_id)
 
 
 async def list_connections(

@@ -11,33 +11,33 @@ it. One line of progress every few seconds; a summary at the end.
 It uses the public REST API only, with an admin key (the one `wlm serve` saved in data/admin.key): the policy, a
 principal `wlm-demo` with the queue_manager role and a key for it (revoked at the end), the VARY commands, and the
 displays it reports from.
-
-How it counts servers (GET /v1/connections of PAYROLL's servers, those connected since the demo began): `started`
-are the distinct processes the launcher named (`instance`); a server that disconnected itself while PAYROLL was
-not quiesced was `retired` as surplus (the manager told it 0C14 at its select); those that disconnected between
-the QUIESCE and the RESUME were ended by the QUIESCE; any other end (its process exited, it fell silent) is `lost`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import random
 import time
-from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 
 from app.client import QueueManager, WlmError
+from app.examples.demo_plan import (
+    CLASS_NAMES,
+    DEMO_POLICY,
+    ENVIRONMENT,
+    MAX_WORK_FACTOR,
+    SUBSYSTEM_NAME,
+    SUBSYSTEM_TYPE,
+    WORK_CLASSES,
+    WorkClass,
+    phases,
+)
+from app.examples.demo_report import PROGRESS_HEADER, DemoSummary, ServersAtStart, Snapshot, clock, progress_line, snapshot_of
 
-ENVIRONMENT = "PAYROLL"
-SUBSYSTEM_TYPE = "CB"
-SUBSYSTEM_NAME = "DEMO"
 PRINCIPAL = "wlm-demo"
 DEFAULT_PHASE_SECONDS = 60.0
 # Progress lines come this often (at most; shorter phases get more lines per phase).
@@ -52,246 +52,13 @@ QUIESCED_FOR_SECONDS = 10.0
 FIRST_SERVER_WITHIN_SECONDS = 60.0
 POLL_SECONDS = 0.5
 
-# The example's classes and limits (examples/policy.yaml), with work (WORK_CLASSES) sized to them: ONLINE's 250 ms
-# leaves room for its 60 ms of work and a little queueing; a surge of REPORTS (2.8 servers' worth of work) needs
-# about half of PAYROLL's eight servers.
-DEMO_POLICY: dict[str, Any] = {
-    "name": "WLMDEMO",
-    "description": "wlm demo: the example's service classes; PAYROLL's echo servers started by the service",
-    "service_classes": [
-        {
-            "name": "ONLINE",
-            "description": "interactive requests",
-            "importance": 1,
-            "goal": {"type": "percentile", "percentile": 90, "response_time_ms": 250},
-        },
-        {
-            "name": "BATCH",
-            "description": "long requests, two periods",
-            "periods": [
-                {"duration_ms": 5000, "importance": 3, "goal": {"type": "average", "response_time_ms": 2000}},
-                {"importance": 5, "goal": {"type": "discretionary"}},
-            ],
-        },
-        {"name": "REPORTS", "importance": 4, "goal": {"type": "velocity", "velocity": 40}},
-    ],
-    "report_classes": ["ATMA", "CASHA", "RPTS"],
-    "classification": [
-        {
-            "subsystem_type": SUBSYSTEM_TYPE,
-            "default_service_class": "BATCH",
-            "rules": [
-                {
-                    "qualifier": "UI",
-                    "value": "ATM*",
-                    "service_class": "ONLINE",
-                    "report_class": "ATMA",
-                    "rules": [{"qualifier": "TN", "value": "CASH", "report_class": "CASHA"}],
-                },
-                {"qualifier": "TC", "value": "RPT?", "service_class": "REPORTS", "report_class": "RPTS"},
-            ],
-        }
-    ],
-    "application_environments": [
-        {
-            "name": ENVIRONMENT,
-            "subsystem_type": SUBSYSTEM_TYPE,
-            "start_command": ["python", "-m", "app.examples.echo_server"],
-            "server_limits": {"min": 1, "max": 8, "spread_min": True},
-            "completion_time_ms": 30000,
-            "backlog_limit": 100000,
-        }
-    ],
-}
-
-
-@dataclass(frozen=True, slots=True)
-class WorkClass:
-    service_class: str  # where the demo policy classifies `classification`
-    classification: dict[str, str]
-    work_ms: float  # the mean time the echo server works on one request (exponentially distributed)
-
-
-WORK_CLASSES = (
-    WorkClass("ONLINE", {"userid": "ATM01", "transaction_name": "CASH"}, 60),
-    WorkClass("BATCH", {"userid": "NIGHTLY"}, 400),
-    WorkClass("REPORTS", {"transaction_class": "RPT1"}, 700),
-)
-CLASS_NAMES = tuple(work.service_class for work in WORK_CLASSES)
-# A drawn service time is capped, so one unlucky draw does not hold a server for many seconds.
-MAX_WORK_FACTOR = 5
-# The progress lines' columns; the figures per class are in CLASS_NAMES' order.
-PROGRESS_HEADER = (
-    f"{'time':>5}  {'phase':<13}  {'arrived':>14}  {'waiting':>12}  {'servers':>7} {'per class':<15}  {'started':>7} {'retired':>7}"
-    f"  PI (<= 1: goal met)"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Mix:
-    name: str
-    label: str  # in the progress lines
-    rates: dict[str, float]  # arrivals per second, per service class
-
-    def describe(self) -> str:
-        return ", ".join(f"{name} {rate:g}/s" for name, rate in self.rates.items())
-
-
-REPORTS_SURGE = Mix("a surge of REPORTS, the least important class", "REPORTS surge", {"ONLINE": 4, "BATCH": 0.5, "REPORTS": 4})
-ONLINE_SURGE = Mix("a surge of ONLINE, the most important class", "ONLINE surge", {"ONLINE": 16, "BATCH": 0.5, "REPORTS": 0.4})
-STEADY = Mix("steady work", "steady", {"ONLINE": 4, "BATCH": 0.5, "REPORTS": 0.4})
-MIX_CYCLE = (REPORTS_SURGE, ONLINE_SURGE, STEADY)
-
-
-@dataclass(frozen=True, slots=True)
-class Phase:
-    number: int
-    start_s: float
-    end_s: float
-    mix: Mix
-
-
-def phases(duration_s: float, phase_s: float) -> list[Phase]:
-    """The demo's phases: the mixes of MIX_CYCLE in turn, each `phase_s` long (the last cut at `duration_s`)."""
-    count = math.ceil(duration_s / phase_s)
-    return [Phase(n + 1, n * phase_s, min((n + 1) * phase_s, duration_s), MIX_CYCLE[n % len(MIX_CYCLE)]) for n in range(count)]
-
-
-class DemoError(Exception):
-    """The demo cannot go on (the service refused a setup step, or never reached a state it waits for)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ServerCounts:
-    started: int  # distinct processes the launcher started since the demo began
-    retired: int  # ended themselves, told 0C14 as surplus
-    quiesced: int  # ended by the QUIESCE
-    lost: int  # ended otherwise: their process exited, or they fell silent
-    connected: int
-
-
-@dataclass
-class OperatorTimes:
-    """Instants of the service's clock (the VARY answers' `changed_at`), and the demo's elapsed seconds of each."""
-
-    quiesce_at: datetime | None = None
-    resume_at: datetime | None = None
-    quiesce_s: float | None = None
-    quiesced_s: float | None = None
-    resume_s: float | None = None
-
-    def quiesced_at(self, instant: datetime) -> bool:
-        """Whether a server's end at `instant` fell between the QUIESCE and the RESUME."""
-        return self.quiesce_at is not None and self.quiesce_at <= instant and (self.resume_at is None or instant < self.resume_at)
-
-
-@dataclass(frozen=True, slots=True)
-class ServersAtStart:
-    """The environment's server connections as the demo began: later ones are the demo's; of the earlier ones, those
-    still connected then may end during the demo."""
-
-    newest_id: int
-    connected: frozenset[int]
-
-    def started_since(self, connection: dict[str, Any]) -> bool:
-        return int(connection["id"]) > self.newest_id
-
-    def seen_since(self, connection: dict[str, Any]) -> bool:
-        return self.started_since(connection) or connection["id"] in self.connected
-
-
-def count_servers(connections: Sequence[dict[str, Any]], at_start: ServersAtStart, operator: OperatorTimes) -> ServerCounts:
-    """What became of the environment's servers since the demo began (`connections` as GET /v1/connections lists them)."""
-    ours = [c for c in connections if at_start.seen_since(c)]
-    started = {c["instance"] for c in ours if c["instance"] and at_start.started_since(c)}
-    retired = quiesced = lost = 0
-    for connection in ours:
-        if connection["state"] == "active":
-            continue
-        if connection["disconnect_reason"] != "requested":
-            lost += 1
-        elif operator.quiesced_at(datetime.fromisoformat(connection["disconnected_at"])):
-            quiesced += 1
-        else:
-            retired += 1
-    connected = sum(1 for c in ours if c["state"] == "active")
-    return ServerCounts(len(started), retired, quiesced, lost, connected)
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """The environment as the demo sees it at one moment."""
-
-    state: str
-    servers: int
-    in_flight: int
-    queued: dict[str, int]
-    queued_total: int
-    pi: dict[str, float | None]
-    wanted: dict[str, int]
-    connected_per_class: dict[str, int]
-    counts: ServerCounts
-
-
-@dataclass
-class DemoSummary:
-    """What the demo did and saw, for the lines it prints at its end."""
-
-    seconds: float
-    inserted: Counter[str] = field(default_factory=lambda: Counter(dict.fromkeys(CLASS_NAMES, 0)))  # by the class the service gave
-    refused: Counter[str] = field(default_factory=Counter)
-    purged: int = 0
-    left_in_flight: int = 0
-    servers: ServerCounts = ServerCounts(0, 0, 0, 0, 0)
-    most_servers: int = 0
-    most_wanted: int = 0
-    most_queued: int = 0
-    worst_pi: dict[str, float] = field(default_factory=dict)
-    final_pi: dict[str, float | None] = field(default_factory=dict)
-    operator: OperatorTimes = field(default_factory=OperatorTimes)
-
-    @property
-    def ended(self) -> int:
-        """Requests the servers ended: all the demo queued but those purged when it left and those still held."""
-        return sum(self.inserted.values()) - self.purged - self.left_in_flight
-
-    def lines(self) -> list[str]:
-        inserted, servers, ops = sum(self.inserted.values()), self.servers, self.operator
-        refused = f"; {sum(self.refused.values())} refused ({_per_class(self.refused)})" if self.refused else ""
-        return [
-            f"demo summary after {_clock(self.seconds)}:",
-            (
-                f"  requests: {inserted} queued ({_per_class(self.inserted)}), {self.ended} ended, "
-                f"{self.purged} purged when the demo left, {self.left_in_flight} still in flight{refused}"
-            ),
-            (
-                f"  servers: {servers.started} started by the launcher, {servers.retired} retired as surplus (0C14), "
-                f"{servers.quiesced} ended by the QUIESCE, {servers.lost} lost, {servers.connected} connected now; "
-                f"at most {self.most_servers} connected and {self.most_wanted} wanted at once"
-            ),
-            f"  queue: at most {self.most_queued} waiting at once",
-            f"  operator: QUIESCE at {_clock(ops.quiesce_s)}, QUIESCED at {_clock(ops.quiesced_s)}, RESUME at {_clock(ops.resume_s)}",
-            f"  PI (<= 1: goal met): worst {_pis(self.worst_pi)}; at the end {_pis(self.final_pi)}",
-        ]
-
 
 def _say(line: str) -> None:
     print(line, flush=True)  # at once, also into a file or a pipe: it is progress
 
 
-def _clock(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    whole = int(seconds)
-    return f"{whole // 60}:{whole % 60:02d}"
-
-
-def _per_class(counts: dict[str, int]) -> str:
-    return " ".join(f"{name} {count}" for name, count in counts.items()) or "-"
-
-
-def _pis(pis: dict[str, float] | dict[str, float | None]) -> str:
-    return " ".join(f"{name} {'-' if pi is None else f'{pi:.2f}'}" for name, pi in pis.items()) or "-"
+class DemoError(Exception):
+    """The demo cannot go on (the service refused a setup step, or never reached a state it waits for)."""
 
 
 class Demo:
@@ -351,7 +118,7 @@ class Demo:
         except* DemoError as failed:
             raise failed.exceptions[0] from None
         snapshot = await self._snapshot()
-        self._note(snapshot)
+        self.summary.note(snapshot)
         self.summary.left_in_flight = snapshot.in_flight
         self.summary.final_pi = snapshot.pi
         self.summary.seconds = self._elapsed()
@@ -469,15 +236,15 @@ class Demo:
         ops.quiesce_s = self._elapsed()
         ops.quiesce_at = datetime.fromisoformat((await self._vary("QUIESCE"))["changed_at"])
         self._quiesced = True
-        _say(f"{_clock(ops.quiesce_s)}  VARY WLM,APPLENV={ENVIRONMENT},QUIESCE: its servers end after their current request")
+        _say(f"{clock(ops.quiesce_s)}  VARY WLM,APPLENV={ENVIRONMENT},QUIESCE: its servers end after their current request")
         await self._wait_for_state({"QUIESCED"}, f"{ENVIRONMENT} did not reach QUIESCED", QUIESCED_WITHIN_SECONDS)
         ops.quiesced_s = self._elapsed()
-        _say(f"{_clock(ops.quiesced_s)}  {ENVIRONMENT} QUIESCED: no server, work queues up")
+        _say(f"{clock(ops.quiesced_s)}  {ENVIRONMENT} QUIESCED: no server, work queues up")
         await self._until(max(ops.quiesced_s, ops.quiesce_s + min(QUIESCED_FOR_SECONDS, self.phase_s / 2)))
         ops.resume_s = self._elapsed()
         ops.resume_at = datetime.fromisoformat((await self._vary("RESUME"))["changed_at"])
         self._quiesced = False
-        _say(f"{_clock(ops.resume_s)}  VARY WLM,APPLENV={ENVIRONMENT},RESUME: the launcher starts servers again")
+        _say(f"{clock(ops.resume_s)}  VARY WLM,APPLENV={ENVIRONMENT},RESUME: the launcher starts servers again")
 
     async def _vary(self, action: str) -> dict[str, Any]:
         answer: dict[str, Any] = await self._call(
@@ -503,11 +270,11 @@ class Demo:
             if phase is not None and phase.number != shown_phase:
                 shown_phase = phase.number
                 self._phase_name = phase.mix.label
-                _say(f"{_clock(phase.start_s)}  phase {phase.number}/{len(self.phases)}: {phase.mix.name} ({phase.mix.describe()})")
+                _say(f"{clock(phase.start_s)}  phase {phase.number}/{len(self.phases)}: {phase.mix.name} ({phase.mix.describe()})")
                 _say(PROGRESS_HEADER)
             snapshot = await self._snapshot()
-            self._note(snapshot)
-            _say(self._progress_line(snapshot))
+            self.summary.note(snapshot)
+            _say(progress_line(snapshot, self.summary, self._elapsed(), self._phase_name))
             await asyncio.sleep(self.progress_s)
 
     async def _snapshot(self) -> Snapshot:
@@ -516,45 +283,7 @@ class Demo:
             self._call("GET", f"/v1/scaling/application-environments/{ENVIRONMENT}"),
             self._server_connections(),
         )
-        wanted: Counter[str] = Counter()
-        connected: Counter[str] = Counter()
-        for node in scaling["nodes"]:
-            wanted.update(node["desired_per_service_class"])
-            connected.update(node["connected_per_service_class"])
-        return Snapshot(
-            state=display["state"],
-            servers=display["servers"],
-            in_flight=display["in_flight"],
-            queued=display["queued"],
-            queued_total=display["queued_total"],
-            pi={work.service_class: (display["performance"] or {}).get(work.service_class) for work in WORK_CLASSES},
-            wanted=dict(wanted),
-            connected_per_class=dict(connected),
-            counts=count_servers(connections, self._servers_at_start, self.summary.operator),
-        )
-
-    def _note(self, snapshot: Snapshot) -> None:
-        summary = self.summary
-        summary.servers = snapshot.counts
-        summary.most_servers = max(summary.most_servers, snapshot.servers)
-        summary.most_wanted = max(summary.most_wanted, sum(snapshot.wanted.values()))
-        summary.most_queued = max(summary.most_queued, snapshot.queued_total)
-        for name, pi in snapshot.pi.items():
-            if pi is not None:
-                summary.worst_pi[name] = max(pi, summary.worst_pi.get(name, pi))
-
-    def _progress_line(self, s: Snapshot) -> str:
-        """Per class, in CLASS_NAMES' order: arrivals so far, requests waiting, servers connected/wanted, PI."""
-        arrived = "/".join(str(self.summary.inserted[name]) for name in CLASS_NAMES)
-        waiting = "/".join(str(s.queued.get(name, 0)) for name in CLASS_NAMES)
-        servers = f"{s.servers}/{sum(s.wanted.values())}"
-        per_class = " ".join(f"{s.connected_per_class.get(name, 0)}/{s.wanted.get(name, 0)}" for name in CLASS_NAMES)
-        pis = "/".join("-" if s.pi.get(name) is None else f"{s.pi[name]:.2f}" for name in CLASS_NAMES)
-        state = "" if s.state == "AVAILABLE" else f"  {s.state}"
-        return (
-            f"{_clock(self._elapsed()):>5}  {self._phase_name:<13}  {arrived:>14}  {waiting:>12}  {servers:>7} {per_class:<15}  "
-            f"{s.counts.started:>7} {s.counts.retired:>7}  {pis}{state}"
-        )
+        return snapshot_of(display, scaling, connections, self._servers_at_start, self.summary.operator)
 
     # ---- the end ---------------------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz", summary="Readiness: Redis answers and the database is reachable and migrated")
 async def readyz(state: StateDep) -> JSONResponse:
-    checks = await readiness(state.redis, state.engine, state.schema_head)
+    checks = await readiness(state.queues, state.engine, state.schema_head)
     if all(result == "ok" for result in checks.values()):
         return JSONResponse({"status": "ready", "checks": checks})
     body = {"error": {"code": "not_ready", "message": "a dependency is not ready", "checks": checks}}

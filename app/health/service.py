@@ -2,17 +2,17 @@ from __future__ import annotations
 
 import asyncio
 
-from redis.asyncio import Redis
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.migrate import current_revision
+from app.queues.store import QueueStore
 
 CHECK_TIMEOUT_SECONDS = 2.0
 
 
-async def _check_redis(redis: Redis) -> str:
-    await redis.ping()
+async def _check_redis(queues: QueueStore) -> str:
+    await queues.ping()
     return "ok"
 
 
@@ -25,9 +25,9 @@ async def _check_database(engine: AsyncEngine, head: str | None) -> str:
     return "ok"
 
 
-async def readiness(redis: Redis, engine: AsyncEngine, head: str | None) -> dict[str, str]:
+async def readiness(queues: QueueStore, engine: AsyncEngine, head: str | None) -> dict[str, str]:
     """Each dependency's state: 'ok' or what is wrong with it."""
-    checks = {"redis": _check_redis(redis), "database": _check_database(engine, head)}
+    checks = {"redis": _check_redis(queues), "database": _check_database(engine, head)}
     results = await asyncio.gather(
         *(asyncio.wait_for(check, CHECK_TIMEOUT_SECONDS) for check in checks.values()), return_exceptions=True
     )

@@ -6,15 +6,11 @@ import orjson
 from fastapi import APIRouter, Query, Request
 from pydantic import TypeAdapter
 
-from app.audit.models import AuditEvent
-from app.audit.service import list_events
 from app.deps import Offset, Operator, SessionDep, StateDep, Viewer
 from app.errors import BadRequest, PayloadTooLarge
-from app.operator import service
-from app.scheduler.advisories import publish, subject
+from app.operator import display, service
 from app.operator.commands import DisplayCommand, VaryBody
-from app.operator.schemas import ApplicationEnvironmentList, ApplicationEnvironmentOut, OperatorCommandList, OperatorCommandOut, VaryOut
-from app.state import AppState
+from app.operator.schemas import ApplicationEnvironmentList, ApplicationEnvironmentOut, OperatorCommandList, VaryOut
 
 router = APIRouter(prefix="/v1", tags=["operator"])
 
@@ -61,11 +57,6 @@ def _json_body(raw: bytes) -> Any:
         raise BadRequest(f"the body is not valid JSON: {exc}", code="malformed_json") from exc
 
 
-async def _display(state: AppState, command: DisplayCommand) -> ApplicationEnvironmentList:
-    items = await service.display(state.queues, state.operator, await state.policies.current(), command)
-    return ApplicationEnvironmentList(command=service.display_text(command), items=items)
-
-
 @router.post(
     "/operator/commands",
     response_model=VaryOut | ApplicationEnvironmentList,
@@ -77,14 +68,9 @@ async def operator_command(
 ) -> VaryOut | ApplicationEnvironmentList:
     command = service.parse_operator_command(_json_body(await request.body()))
     if isinstance(command, DisplayCommand):
-        return await _display(state, command)
+        return await display.display(state.queues, state.operator, await state.policies.current(), command)
     policy = await state.policies.knowing(command.application_environment)
     result = await service.vary(session, state.operator, state.queues, policy, operator.name, command)
-    if result.state != result.previous_state:
-        await publish(
-            state.redis, state.settings.redis_prefix, subject("WLM", "INFO", "APPLENV", "STATE", result.command.application_environment),
-            previous_state=result.previous_state, state=result.state, command=str(result.command), by=result.changed_by,
-        )  # fmt: skip
     return VaryOut(
         command=str(result.command),
         application_environment=result.command.application_environment,
@@ -96,10 +82,6 @@ async def operator_command(
     )
 
 
-def _command_out(event: AuditEvent) -> OperatorCommandOut:
-    return OperatorCommandOut(id=event.id, at=event.at, actor=event.actor, application_environment=event.target, **event.detail)
-
-
 @router.get("/operator/commands", response_model=OperatorCommandList, summary="VARY commands, accepted and refused, newest first")
 async def list_commands(
     session: SessionDep,
@@ -107,8 +89,7 @@ async def list_commands(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Offset = 0,
 ) -> OperatorCommandList:
-    events, total = await list_events(session, action=service.VARY_ACTION, limit=limit, offset=offset)
-    return OperatorCommandList(items=[_command_out(event) for event in events], total=total, limit=limit, offset=offset)
+    return await service.list_commands(session, limit, offset)
 
 
 NamePattern = Annotated[
@@ -130,11 +111,11 @@ async def display_application_environments(
     name: NamePattern = "*",
     dynamic: Annotated[bool, Query(description="the dynamic ones queue managers defined (D WLM,DYNAPPL=pattern)")] = False,
 ) -> ApplicationEnvironmentList:
-    return await _display(state, DisplayCommand(name.upper(), dynamic=dynamic))
+    return await display.display(state.queues, state.operator, await state.policies.current(), DisplayCommand(name.upper(), dynamic=dynamic))
 
 
 @router.get(
     "/application-environments/{name}", response_model=ApplicationEnvironmentOut, summary="D WLM,APPLENV=name: one application environment"
 )
 async def display_application_environment(name: str, state: StateDep, _: Viewer) -> ApplicationEnvironmentOut:
-    return await service.describe(state.queues, state.operator, await state.policies.current(), name)
+    return await display.describe(state.queues, state.operator, await state.policies.current(), name)

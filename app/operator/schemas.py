@@ -29,7 +29,7 @@ class NodeActivity(BaseModel):
 
 
 class StartError(BaseModel):
-    """Why the launcher's last start of a server failed (app/servers/launcher.py)."""
+    """Why the launcher's last start of a server failed (app/scheduler/duties/launcher.py)."""
 
     at: datetime
     node: str

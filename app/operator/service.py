@@ -1,4 +1,5 @@
-"""Application environment states: kept in the database, changed by operator commands and internal events, displayed.
+"""Application environment states: kept in the database, changed by operator commands and internal events (the
+DISPLAY command is app.operator.display).
 
 A change is one transaction: the state row (read FOR UPDATE on PostgreSQL; on SQLite the row's version makes a lost
 update fail instead) and its audit event, so two concurrent commands cannot both pass the state check and the audit
@@ -14,24 +15,23 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm.exc import StaleDataError
 
-from app.audit.service import record
+from app.audit.models import AuditEvent
+from app.audit.service import list_events, record
 from app.db import utcnow
 from app.errors import Conflict, NotFound
+from app.events.service import publish, subject
 from app.operator.commands import COMMAND_MAX_LENGTH, Action, DisplayCommand, VaryCommand, parse_command, parse_vary_body
 from app.operator.models import REASON_MAX_LENGTH, ApplicationEnvironmentState
-from app.operator.schemas import ApplicationEnvironmentOut, NodeActivity, StartError
+from app.operator.schemas import OperatorCommandList, OperatorCommandOut
 from app.operator.states import UNEXPECTED_TERMINATION_WINDOW_S, AEState, InternalEvent, stopped_after, transition
 from app.policy.active import ActivePolicy
-from app.queues.keys import AeKeys, server_limits_key
+from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
-from app.scheduler.advisories import publish, subject
-from app.servers.schemas import PeriodPerformance, ServerLimitsOut
-from app.servers.service import limits_out
 from app.ttl_cache import TtlCache
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def _record_of(row: ApplicationEnvironmentState) -> AEStateRecord:
     return AEStateRecord(AEState(row.state), row.changed_at, row.changed_by, row.reason, row.refreshed_at)
 
 
-def _state_in(states: Mapping[str, AEStateRecord], name: str, policy: ActivePolicy | None) -> AEState:
+def state_in(states: Mapping[str, AEStateRecord], name: str, policy: ActivePolicy | None) -> AEState:
     stored = states.get(name)
     if stored is None:
         return AEState.AVAILABLE
@@ -88,7 +88,12 @@ class OperatorStore:
             return MappingProxyType({row.name: _record_of(row) for row in rows})
 
     async def state_of(self, name: str, policy: ActivePolicy | None) -> AEState:
-        return _state_in(await self.states(), name, policy)
+        return state_in(await self.states(), name, policy)
+
+    async def forget(self, session: AsyncSession, names: Sequence[str]) -> None:
+        """Delete the states of environments that are gone for good (a departed queue manager's dynamic ones), in the
+        caller's transaction."""
+        await session.execute(delete(ApplicationEnvironmentState).where(ApplicationEnvironmentState.name.in_(names)))
 
     def invalidate(self) -> None:
         self._states.clear()
@@ -120,8 +125,8 @@ def parse_operator_command(data: Any) -> VaryCommand | DisplayCommand:
 async def vary(
     session: AsyncSession, store: OperatorStore, queues: QueueStore, policy: ActivePolicy, actor: str, command: VaryCommand
 ) -> VaryResult:
-    """Apply an operator's VARY. A refusal (unknown environment, wrong state) is audited too, then raised. A REFRESH
-    puts the policy's server limits back in force (IWM4SLI's hold until then)."""
+    """Apply an operator's VARY and announce the new state. A refusal (unknown environment, wrong state) is audited
+    too, then raised. A REFRESH puts the policy's server limits back in force (IWM4SLI's hold until then)."""
     name = command.application_environment
     audited = {"command": str(command), "dynamic": command.dynamic}
     try:
@@ -136,7 +141,22 @@ async def vary(
     assert row is not None  # every command changes the state
     if command.action is Action.REFRESH:
         await queues.reset_server_limits(name)
+    if state != previous:
+        await publish(
+            queues, subject("WLM", "INFO", "APPLENV", "STATE", name),
+            previous_state=previous, state=state, command=str(command), by=row.changed_by,
+        )  # fmt: skip
     return VaryResult(command, previous, state, row.changed_at, row.changed_by)
+
+
+async def list_commands(session: AsyncSession, limit: int, offset: int) -> OperatorCommandList:
+    """The VARY commands of the audit trail, accepted and refused, newest first."""
+    events, total = await list_events(session, action=VARY_ACTION, limit=limit, offset=offset)
+    return OperatorCommandList(items=[_command_out(event) for event in events], total=total, limit=limit, offset=offset)
+
+
+def _command_out(event: AuditEvent) -> OperatorCommandOut:
+    return OperatorCommandOut(id=event.id, at=event.at, actor=event.actor, application_environment=event.target, **event.detail)
 
 
 def _check_named(policy: ActivePolicy, command: VaryCommand) -> None:
@@ -178,7 +198,7 @@ async def count_unexpected_terminations(
                 reason = f"{len(times)} unexpected server terminations or failed starts on {keys.node} within {UNEXPECTED_TERMINATION_WINDOW_S:.0f} s"
                 if await apply_event(session, store, keys.ae, InternalEvent.UNEXPECTED_TERMINATIONS_EXCEEDED, reason) is AEState.STOPPED:
                     log.warning("%s is STOPPED: %s; RESUME it once the cause is fixed", keys.ae, reason)
-                    await publish(queues.redis, queues.prefix, subject("WLM", "INFO", "APPLENV", "STATE", keys.ae), state=AEState.STOPPED, reason=reason)
+                    await publish(queues, subject("WLM", "INFO", "APPLENV", "STATE", keys.ae), state=AEState.STOPPED, reason=reason)
 
 
 async def apply_event(session: AsyncSession, store: OperatorStore, name: str, event: InternalEvent, reason: str) -> AEState:
@@ -225,128 +245,3 @@ async def _change(
         store.invalidate()
         return previous, state, row
     raise Conflict(f"the state of {name} kept changing under this command; try again", code="concurrent_change")
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# DISPLAY WLM,APPLENV=...
-# ---------------------------------------------------------------------------------------------------------------------
-
-
-def display_text(command: DisplayCommand) -> str:
-    return f"DISPLAY WLM,{'DYNAPPL' if command.dynamic else 'APPLENV'}={command.pattern}"
-
-
-async def display(
-    queues: QueueStore, store: OperatorStore, policy: ActivePolicy | None, command: DisplayCommand
-) -> list[ApplicationEnvironmentOut]:
-    """The environments matching the command's pattern, by name: those of the policy and those that left it (DELETING)."""
-    states = await store.states()
-    names = set(policy.application_environments if policy else ()) | set(states)
-    dynamic = policy.dynamic if policy else {}
-    chosen = (name for name in names if (name in dynamic) == command.dynamic and command.matches(name))
-    return await _describe(queues, policy, states, sorted(chosen))
-
-
-async def describe(queues: QueueStore, store: OperatorStore, policy: ActivePolicy | None, name: str) -> ApplicationEnvironmentOut:
-    name = name.upper()
-    states = await store.states()
-    if name not in states and (policy is None or name not in policy.application_environments):
-        raise NotFound(f"no application environment {name}", code=UNKNOWN_APPLICATION_ENVIRONMENT, application_environment=name)
-    [described] = await _describe(queues, policy, states, [name])
-    return described
-
-
-async def _describe(
-    queues: QueueStore, policy: ActivePolicy | None, states: Mapping[str, AEStateRecord], names: Sequence[str]
-) -> list[ApplicationEnvironmentOut]:
-    places = _places(policy, names)
-    async with queues.redis.pipeline(transaction=False) as pipe:
-        for name, node in places:
-            keys = queues.keys(node, name)
-            pipe.hlen(keys.servers)
-            pipe.hvals(keys.inflight)
-            pipe.hgetall(keys.depth)
-            pipe.hgetall(keys.performance)
-            pipe.get(keys.start_error)
-        in_policy = [name for name in names if policy is not None and name in policy.application_environments]
-        for name in in_policy:
-            pipe.get(server_limits_key(queues.prefix, name))
-        replies = await pipe.execute() if places or in_policy else []
-    limits = {name: limits_out(policy, name, stored) for name, stored in zip(in_policy, replies[5 * len(places) :], strict=True) if policy}
-    rank = {service_class: index for index, service_class in enumerate(policy.class_order if policy else ())}
-    activity: dict[str, list[NodeActivity]] = {name: [] for name in names}
-    # PI of each class's first period, the worst over the nodes (the latest goal evaluation, app.servers.service).
-    performance: dict[str, dict[str, float | None]] = {name: {} for name in names}
-    start_errors: dict[str, StartError] = {}
-    for index, (name, node) in enumerate(places):
-        servers, held, depth, judged, start_error = replies[5 * index : 5 * index + 5]
-        if start_error:
-            error = StartError.model_validate_json(start_error)
-            if name not in start_errors or error.at > start_errors[name].at:
-                start_errors[name] = error
-        for raw in judged.values():
-            period = PeriodPerformance.model_validate_json(raw)
-            if period.period == 1:
-                seen = performance[name].get(period.service_class)
-                pi = period.performance_index
-                performance[name][period.service_class] = pi if seen is None or (pi is not None and pi > seen) else seen
-        queued = _most_important_first({sc: int(count) for sc, count in depth.items() if int(count) > 0}, rank)
-        on_node = NodeActivity(node=node, servers=int(servers), in_flight=sum(int(count) for count in held), queued=queued)
-        in_policy = policy is not None and name in policy.application_environments
-        if in_policy or on_node.servers or on_node.in_flight or on_node.queued:
-            activity[name].append(on_node)
-    return [
-        _display_line(name, policy, states, activity[name], rank, performance[name] or None, start_errors.get(name), limits.get(name))
-        for name in names
-    ]
-
-
-def _places(policy: ActivePolicy | None, names: Sequence[str]) -> list[tuple[str, str]]:
-    """(environment, node) pairs to read: the nodes hosting each environment; for one that left the policy, every node,
-    to find what it left there."""
-    if policy is None:
-        return []
-    environments = policy.application_environments
-    return [(name, node) for name in names for node in policy.nodes if name not in environments or policy.hosts(name, node)]
-
-
-def _most_important_first(queued: Mapping[str, int], rank: Mapping[str, int]) -> dict[str, int]:
-    """Service classes in the order select serves them; classes the policy no longer has last, by name."""
-    return dict(sorted(queued.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0])))
-
-
-def _display_line(
-    name: str,
-    policy: ActivePolicy | None,
-    states: Mapping[str, AEStateRecord],
-    nodes: list[NodeActivity],
-    rank: Mapping[str, int],
-    performance: dict[str, float | None] | None,
-    last_start_error: StartError | None,
-    server_limits: ServerLimitsOut | None,
-) -> ApplicationEnvironmentOut:
-    definition = policy.application_environments.get(name) if policy else None
-    stored = states.get(name)
-    queued: dict[str, int] = {}
-    for node in nodes:
-        for service_class, count in node.queued.items():
-            queued[service_class] = queued.get(service_class, 0) + count
-    return ApplicationEnvironmentOut(
-        name=name,
-        state=_state_in(states, name, policy),
-        in_policy=definition is not None,
-        dynamic=policy is not None and name in policy.dynamic,
-        subsystem_type=definition.subsystem_type if definition else None,
-        changed_at=stored.changed_at if stored else None,
-        changed_by=stored.changed_by if stored else None,
-        reason=stored.reason if stored else None,
-        refreshed_at=stored.refreshed_at if stored else None,
-        servers=sum(node.servers for node in nodes),
-        in_flight=sum(node.in_flight for node in nodes),
-        queued=_most_important_first(queued, rank),
-        queued_total=sum(queued.values()),
-        nodes=nodes,
-        performance=performance,
-        last_start_error=last_start_error,
-        server_limits=server_limits,
-    )

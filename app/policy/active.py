@@ -20,6 +20,7 @@ from app.policy.schemas import (
     Qualifier,
     ServiceDefinition,
 )
+from app.queues.base import AeConfig
 
 # A policy that names no nodes has this one implicit node.
 DEFAULT_NODE = "LOCAL"
@@ -80,6 +81,13 @@ class ActivePolicy:
 
     def classify(self, subsystem_type: str, attributes: Mapping[Qualifier, str]) -> Classification:
         return classify(self.classification, subsystem_type, attributes)
+
+    def queue_config(self, application_environment: str) -> AeConfig | None:
+        """What the queue scripts need to know of an environment's definition; None when the policy has no such environment."""
+        ae = self.application_environments.get(application_environment)
+        if ae is None:
+            return None
+        return AeConfig(self.class_order, ae.completion_time_ms, ae.backlog_limit, ae.max_deliveries)
 
     def hosts(self, application_environment: str, node: str) -> bool:
         ae = self.application_environments.get(application_environment)

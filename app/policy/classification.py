@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 from app.policy.schemas import ClassificationGroup, Qualifier, Rule
 from app.wildcards import wildcard_match
-
-SYSOTHER = "SYSOTHER"
+from spark_jobs.contract.goals import SYSOTHER
 
 
 @dataclass(frozen=True, slots=True)

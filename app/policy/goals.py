@@ -11,7 +11,8 @@ further from 1 the larger the miss or the margin.
 - discretionary: no goal; PI is always 0.81, which reads as "met with room to spare" and never attracts resources.
 
 A window without ended requests has an unknown PI (None), except for discretionary work. Which period of a
-service class a request belongs to is decided elsewhere; these functions see one period's goal and samples.
+service class a request belongs to is decided elsewhere; these functions see one period's goal and samples. The
+buckets and the PI's fixed points are in spark_jobs/contract/goals.py: the nightly report judges by them too.
 """
 
 from __future__ import annotations
@@ -23,28 +24,16 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from app.policy.schemas import AverageGoal, DiscretionaryGoal, PercentileGoal, VelocityGoal
+from spark_jobs.contract.goals import (
+    BUCKET_COUNT,
+    DISCRETIONARY_PI,
+    MAX_VELOCITY_PI,
+    TOLERANT_BUCKET_LIMITS_PCT,
+    WITHIN_GOAL_BUCKETS,
+    bucket_pi,
+)
 
 GoalModel = AverageGoal | PercentileGoal | VelocityGoal | DiscretionaryGoal
-
-# Upper limits of the response time buckets, in percent of the goal; a 14th bucket takes everything above 400%.
-RESPONSE_BUCKET_LIMITS_PCT: tuple[int, ...] = (50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150, 200, 400)
-BUCKET_COUNT = len(RESPONSE_BUCKET_LIMITS_PCT) + 1
-BUCKET_LABELS: tuple[str, ...] = (*(f"<={limit}%" for limit in RESPONSE_BUCKET_LIMITS_PCT), ">400%")
-# A response on a limit belongs to that limit's bucket even through float noise: 0.7 ms of a 1 ms goal computes as
-# 70.00000000000001%. A relative 1e-9 of the goal is far below any clock's resolution.
-BOUNDARY_TOLERANCE = 1e-9
-_TOLERANT_LIMITS_PCT = tuple(limit * (1 + BOUNDARY_TOLERANCE) for limit in RESPONSE_BUCKET_LIMITS_PCT)
-# Buckets 0..5 hold the responses within the goal (≤100%).
-WITHIN_GOAL_BUCKETS = RESPONSE_BUCKET_LIMITS_PCT.index(100) + 1
-
-DISCRETIONARY_PI = 0.81
-# The >400% bucket has no upper limit, so the distribution cannot say how badly the goal was missed. 4.01 is the
-# smallest two-decimal PI above the ≤400% bucket's 4.0: it orders after it without inventing a magnitude.
-OVERFLOW_BUCKET_PI = 4.01
-# A velocity PI is capped here. Velocity 0 (requests only waited) would divide by zero; a finite cap keeps the PI
-# sortable and JSON-serialisable, and 100 is the velocity scale itself: goal velocity ≥ 1 and actual velocity ≤ 1
-# is already a hundredfold miss, beyond which a larger number tells the manager nothing more.
-MAX_VELOCITY_PI = 100.0
 
 # One ended request: (response_ms, queue_ms, execution_ms).
 Sample = tuple[float, float, float]
@@ -64,7 +53,7 @@ def bucket_index(response_ms: float, goal_ms: float) -> int:
     """The bucket (0..13) of a response: the first whose limit, in percent of `goal_ms`, it does not exceed."""
     _check_duration("response_ms", response_ms)
     _check_goal_ms(goal_ms)
-    return bisect_left(_TOLERANT_LIMITS_PCT, response_ms * 100 / goal_ms)
+    return bisect_left(TOLERANT_BUCKET_LIMITS_PCT, response_ms * 100 / goal_ms)
 
 
 def distribution(responses_ms: Iterable[float], goal_ms: float) -> tuple[int, ...]:
@@ -113,14 +102,8 @@ def percentile_pi(bucket_counts: Sequence[int], percentile: float) -> float | No
         cumulative += count
         # Compared as cumulative/total >= percentile/100, multiplied out so integer counts stay exact.
         if cumulative * 100 >= percentile * total:
-            return _bucket_pi(index)
+            return bucket_pi(index)
     raise AssertionError("unreachable: the last bucket's cumulative share is 100%")
-
-
-def _bucket_pi(index: int) -> float:
-    if index == len(RESPONSE_BUCKET_LIMITS_PCT):
-        return OVERFLOW_BUCKET_PI
-    return RESPONSE_BUCKET_LIMITS_PCT[index] / 100
 
 
 def execution_velocity(execution_ms_total: float, queue_delay_ms_total: float) -> float | None:

@@ -3,10 +3,9 @@ from __future__ import annotations
 from typing import Annotated
 
 import yaml
-from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 
-from app.auth.roles import PrincipalInfo, Role
-from app.deps import Admin, Offset, SessionDep, StateDep, Viewer, require
+from app.deps import Admin, Classifier, Offset, QueueManager, SessionDep, StateDep, Viewer
 from app.policy import service
 from app.policy.models import PolicyVersion
 from app.policy.schemas import (
@@ -88,7 +87,7 @@ async def classify(
     body: ClassifyIn,
     session: SessionDep,
     state: StateDep,
-    _: Annotated[PrincipalInfo, Depends(require(Role.VIEWER, Role.QUEUE_MANAGER))],
+    _: Classifier,
 ) -> ClassifyOut:
     policy = await state.policies.active()
     result = policy.classify(body.subsystem_type, service.qualifier_attributes(body.attributes, path="attributes"))
@@ -112,7 +111,7 @@ async def define_dynamic_environment(
     response: Response,
     session: SessionDep,
     state: StateDep,
-    queue_manager: Annotated[PrincipalInfo, Depends(require(Role.QUEUE_MANAGER))],
+    queue_manager: QueueManager,
 ) -> DynamicApplicationEnvironmentOut:
     row, connection, created = await service.define_dynamic(
         session, state.policies, queue_manager, body, most_per_queue_manager=state.settings.max_dynamic_environments

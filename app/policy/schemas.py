@@ -23,7 +23,6 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
-from app.routing.algorithm import DEFAULT_WEIGHT, MRU_CAP_MAX
 from app.schemas import Description, Name, StrictModel, SubsystemType
 
 MAX_PERIODS = 8
@@ -165,6 +164,8 @@ class ServerLimits(StrictModel):
 
 
 # MQ's cluster workload attributes (seed 000) with their ranges and defaults; app.routing.algorithm reads them.
+DEFAULT_WEIGHT = 50  # CLWLWGHT
+MRU_CAP_MAX = 999_999_999  # CLWLMRUC's largest value and its default: every channel may be used
 Rank = Annotated[int, Field(strict=True, ge=0, le=9, description="CLWLRANK: the highest rank is used")]
 RoutingPriority = Annotated[int, Field(strict=True, ge=0, le=9, description="CLWLPRTY: among equal ranks, the highest priority is used")]
 Weight = Annotated[int, Field(strict=True, ge=1, le=99, description="CLWLWGHT: the share of requests, against the other nodes' weights")]

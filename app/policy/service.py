@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 from sqlalchemy import func, select
@@ -12,14 +13,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.audit.service import record
+from app.auth.roles import PrincipalInfo
 from app.db import utcnow
 from app.errors import Conflict, NotFound, ValidationFailed, pydantic_errors
-from app.auth.roles import PrincipalInfo
-from app.connections.models import Connection
-from app.connections.service import by_token
 from app.policy.active import ActivePolicy, DynamicOwner, compile_policy, with_dynamic
-from app.policy.documents import parse_document
 from app.policy.classification import SYSOTHER
+from app.policy.documents import parse_document
 from app.policy.models import DynamicApplicationEnvironment, PolicyVersion
 from app.policy.schemas import (
     QUALIFIER_ATTRIBUTES,
@@ -53,6 +52,28 @@ def digest_of(definition: ServiceDefinition) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+@dataclass(frozen=True, slots=True)
+class QueueManagerRef:
+    """A connected queue manager as the policy knows it: the owner of the dynamic environments it defines."""
+
+    id: int
+    subsystem_type: str
+    subsystem_name: str
+
+
+class QueueManagers(Protocol):
+    """The connections the policy needs to know of. Connections are a layer above the policy, so the app hands their
+    domain in (app.connections.queue_managers) rather than the policy importing it."""
+
+    async def connected(self, session: AsyncSession, principal: PrincipalInfo, token: str) -> QueueManagerRef:
+        """The caller's active queue manager connection by its connect token."""
+        ...
+
+    async def dynamic_environments(self, session: AsyncSession) -> list[tuple[DynamicApplicationEnvironment, QueueManagerRef]]:
+        """Every dynamic application environment with the queue manager that defined it."""
+        ...
+
+
 class PolicyStore:
     """The active policy, compiled, cached per process. Another replica's install is seen within
     `ttl_seconds`; an install on this process is seen at once. It reads the database with short sessions of
@@ -61,8 +82,9 @@ class PolicyStore:
 
     ACTIVE = "active"
 
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], ttl_seconds: float) -> None:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], ttl_seconds: float, queue_managers: QueueManagers) -> None:
         self.sessions = sessions
+        self.queue_managers = queue_managers
         self._active: TtlCache[ActivePolicy] = TtlCache(ttl_seconds)
         self._latest: ActivePolicy | None = None
         self._versions: dict[int, ActivePolicy] = {}
@@ -95,14 +117,12 @@ class PolicyStore:
                 row = await session.get(PolicyVersion, latest)
                 assert row is not None
                 self._latest = compile_policy(row.version, ServiceDefinition.model_validate(row.definition))
-            dynamic = await session.execute(
-                select(DynamicApplicationEnvironment, Connection.subsystem_type, Connection.subsystem_name).join(
-                    Connection, Connection.id == DynamicApplicationEnvironment.queue_manager_id
-                )
-            )
             environments = [
-                (ApplicationEnvironment.model_validate(row.definition | {"subsystem_type": sstype}), DynamicOwner(row.queue_manager_id, ssname))
-                for row, sstype, ssname in dynamic
+                (
+                    ApplicationEnvironment.model_validate(row.definition | {"subsystem_type": owner.subsystem_type}),
+                    DynamicOwner(owner.id, owner.subsystem_name),
+                )
+                for row, owner in await self.queue_managers.dynamic_environments(session)
             ]
         return with_dynamic(self._latest, environments)
 
@@ -230,12 +250,10 @@ async def _refuse_stranding_work(store: PolicyStore, queues: QueueStore, definit
 
 async def define_dynamic(
     session: AsyncSession, store: PolicyStore, principal: PrincipalInfo, body: DynamicApplicationEnvironmentIn, *, most_per_queue_manager: int
-) -> tuple[DynamicApplicationEnvironment, Connection, bool]:
+) -> tuple[DynamicApplicationEnvironment, QueueManagerRef, bool]:
     """IWM4AEDF. Returns the environment, its queue manager's connection and whether it is new: defining the
     same environment again is answered with the first definition; a different one under the name is refused."""
-    qm = await by_token(session, principal, body.connect_token)
-    if qm.role != "queue_manager" or qm.state != "active":
-        raise Conflict("only a connected queue manager defines dynamic application environments", code="not_a_queue_manager")
+    qm = await store.queue_managers.connected(session, principal, body.connect_token)
     policy = await store.knowing(body.name)
     if body.name in policy.application_environments and body.name not in policy.dynamic:
         raise Conflict(f"{body.name} is an application environment of the service definition", code="static_application_environment")

@@ -6,13 +6,7 @@ from sqlalchemy import JSON, CheckConstraint, Index, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, utcnow
-
-WHOLE_DAY_MINUTES = 1440
-
-
-def divides_the_day(minutes: int) -> bool:
-    """Whether report intervals of `minutes` tile a day (the whole-day row is one of 1440)."""
-    return 0 < minutes <= WHOLE_DAY_MINUTES and WHOLE_DAY_MINUTES % minutes == 0
+from spark_jobs.contract.report import WHOLE_DAY_MINUTES
 
 
 class WorkloadReportRow(Base):
@@ -66,8 +60,8 @@ class WorkloadReportRow(Base):
     response_p50_ms: Mapped[float | None]
     response_p90_ms: Mapped[float | None]
     response_p99_ms: Mapped[float | None]
-    # app.policy.goals.BUCKET_COUNT counts of response time relative to the goal (<=50, 60, ... 150, 200, 400, >400 %); for a
-    # velocity or discretionary goal relative to the average response time.
+    # spark_jobs.contract.goals.BUCKET_COUNT counts of response time relative to the goal (<=50, 60, ... 150, 200, 400,
+    # >400 %); for a velocity or discretionary goal relative to the average response time.
     buckets: Mapped[list[int]] = mapped_column(JSON)
     execution_velocity: Mapped[float | None]
     performance_index: Mapped[float | None]

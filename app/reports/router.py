@@ -10,8 +10,8 @@ from fastapi.staticfiles import StaticFiles
 
 from app.deps import Offset, SessionDep, Viewer
 from app.reports import service
-from app.reports.models import WHOLE_DAY_MINUTES
 from app.reports.schemas import ReportDates, WorkloadReportPage, WorkloadReportRowOut, WorkloadSummary
+from spark_jobs.contract.report import WHOLE_DAY_MINUTES
 
 router = APIRouter(prefix="/v1/reports", tags=["reports"])
 dashboard_router = APIRouter(include_in_schema=False)

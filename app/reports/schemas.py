@@ -5,7 +5,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from app.policy.goals import BUCKET_LABELS
+from spark_jobs.contract.goals import BUCKET_LABELS
 
 
 def _none_if_empty(value: str | None) -> str | None:

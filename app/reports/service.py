@@ -11,8 +11,9 @@ from sqlalchemy import ColumnElement, case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.errors import NotFound, ValidationFailed
-from app.reports.models import WHOLE_DAY_MINUTES, WorkloadReportRow
+from app.reports.models import WorkloadReportRow
 from app.reports.schemas import ServiceClassPeriodDay, WorkloadReportRowOut
+from spark_jobs.contract.report import WHOLE_DAY_MINUTES
 
 DEFAULT_INTERVAL_MINUTES = 15
 ALL_INTERVALS = "all"

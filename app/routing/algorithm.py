@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-DEFAULT_WEIGHT = 50  # CLWLWGHT
-MRU_CAP_MAX = 999_999_999  # CLWLMRUC's largest value and its default: every channel may be used
+from app.policy.schemas import DEFAULT_WEIGHT, MRU_CAP_MAX
+
 # The seed: the chosen destination's sequence factor grows by about 1000 / CLWLWGHT.
 SEQUENCE_FACTOR_STEP = 1000.0
 

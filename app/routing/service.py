@@ -101,16 +101,11 @@ class RoutingStore:
 
         async def load() -> Mapping[str, NodeActivity]:
             since = await self.queues.clock_ms() - int(UNEXPECTED_TERMINATION_WINDOW_S * 1000)
-            pipe = self.queues.redis.pipeline(transaction=False)
             places = [(node, ae) for node in policy.nodes for ae in policy.application_environments if policy.hosts(ae, node)]
-            for node, ae in places:
-                keys = self.queues.keys(node, ae)
-                pipe.hlen(keys.servers)
-                pipe.zcount(keys.terminations, since, "+inf")
             counts = dict.fromkeys(policy.nodes, (0, 0))
-            replies = await pipe.execute()
-            for (node, _), servers, terminations in zip(places, replies[::2], replies[1::2], strict=True):
-                counts[node] = (counts[node][0] + int(servers), counts[node][1] + int(terminations))
+            activity = await self.queues.activity([self.queues.keys(node, ae) for node, ae in places], since)
+            for (node, _), (servers, terminations) in zip(places, activity, strict=True):
+                counts[node] = (counts[node][0] + servers, counts[node][1] + terminations)
             return MappingProxyType({node: NodeActivity(*count) for node, count in counts.items()})
 
         return await self._links.get_or_load(f"v{policy.version}:{len(policy.application_environments)}", load)

@@ -1,1 +1,1 @@
-"""Many replicas, one elected scheduler (seeds 003/004), and the advisories that announce what happens."""
+"""Many replicas, one elected scheduler (seeds 003/004), and the background duties it runs (`duties/`)."""

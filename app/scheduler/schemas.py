@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -26,11 +25,3 @@ class SchedulerOut(BaseModel):
     heartbeat_interval_s: float
     members: list[MemberOut]
 
-
-class EventOut(BaseModel):
-    """One advisory, as each SSE `data:` line carries it (the SSE `event:` is its subject, `id:` its stream id)."""
-
-    id: str
-    subject: str
-    at: float
-    data: dict[str, Any]

@@ -17,38 +17,18 @@ import os
 import socket
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from app.config import Settings
-from app.queues.keys import scheduler_keys
-from app.queues.scripts import Scripts
-from app.queues.store import redis_time_ms
-from app.scheduler.advisories import publish, subject
+from app.events.service import publish, subject
+from app.queues.election import Election, Member
+from app.queues.store import QueueStore
 
 log = logging.getLogger(__name__)
 
 # How long stopping waits for a heartbeat under way (it may be starting or stopping the duties).
 STOP_WAIT_SECONDS = 15.0
-
-
-@dataclass(frozen=True, slots=True)
-class Election:
-    active: bool
-    epoch: int
-    holder: str | None
-    outcome: str  # took, kept, yielded, resigned, standby
-
-
-@dataclass(frozen=True, slots=True)
-class Member:
-    member: str
-    weight: int
-    seen_ms_ago: int
-    info: dict[str, Any]
 
 
 def member_name() -> str:
@@ -58,13 +38,12 @@ def member_name() -> str:
 class SchedulerMember:
     def __init__(
         self,
-        redis: Redis,
-        scripts: Scripts,
+        store: QueueStore,
         settings: Settings,
         on_active: Callable[[int], Awaitable[None]],
         on_inactive: Callable[[], Awaitable[None]],
     ) -> None:
-        self.redis, self.scripts, self.settings = redis, scripts, settings
+        self.store, self.settings = store, settings
         self.name = member_name()
         self.on_active, self.on_inactive = on_active, on_inactive
         self.epoch: int | None = None  # set while this member holds the role
@@ -82,17 +61,12 @@ class SchedulerMember:
         interval (after that, another member may have taken over)."""
         return self.active and time.monotonic() - self._renewed_at < self.settings.scheduler_activation_seconds
 
-    async def _elect(self, mode: str) -> Election:
-        keys = list(scheduler_keys(self.settings.redis_prefix))
-        activation_ms = int(self.settings.scheduler_activation_seconds * 1000)
-        active, epoch, holder, outcome = await self.scripts.call("elect", keys, [self.name, self.settings.scheduler_weight, activation_ms, self._info, mode])
-        return Election(bool(int(active)), int(epoch), str(holder) or None, str(outcome))
-
     async def beat(self) -> Election | None:
         """One heartbeat: renew, take or give up the role, and start or stop the duties to match."""
         started = time.monotonic()
         try:
-            election = await self._elect("beat")
+            activation_ms = int(self.settings.scheduler_activation_seconds * 1000)
+            election = await self.store.elect(self.name, self.settings.scheduler_weight, activation_ms, self._info)
         except RedisError as exc:
             log.warning("scheduler election: Redis unreachable (%s)", exc)
             if self.active and not self.may_act():
@@ -119,13 +93,13 @@ class SchedulerMember:
             return
         self.epoch = epoch
         log.info("this process (%s) is the scheduler, epoch %d", self.name, epoch)
-        await publish(self.redis, self.settings.redis_prefix, subject("WLM", "INFO", "SCHEDULER", "ACTIVE", self.name), member=self.name, epoch=epoch, weight=self.settings.scheduler_weight)
+        await publish(self.store, subject("WLM", "INFO", "SCHEDULER", "ACTIVE", self.name), member=self.name, epoch=epoch, weight=self.settings.scheduler_weight)
 
     async def _deactivate(self, reason: str) -> None:
         epoch, self.epoch = self.epoch, None
         log.info("this process (%s) is no longer the scheduler (epoch %s): %s", self.name, epoch, reason)
         await self.on_inactive()
-        await publish(self.redis, self.settings.redis_prefix, subject("WLM", "INFO", "SCHEDULER", "INACTIVE", self.name), member=self.name, epoch=epoch, reason=reason)
+        await publish(self.store, subject("WLM", "INFO", "SCHEDULER", "INACTIVE", self.name), member=self.name, epoch=epoch, reason=reason)
 
     async def start(self) -> None:
         """The first heartbeat now (a lone member holds the role before serving), then one every interval."""
@@ -158,23 +132,13 @@ class SchedulerMember:
         if self.active:
             await self._deactivate("stopping")
         try:
-            await self._elect("resign")
+            await self.store.resign(self.name)
         except RedisError:
             log.warning("could not resign from the scheduler election (Redis unreachable)")
 
 
-async def scheduler_status(redis: Redis, prefix: str) -> tuple[dict[str, str], list[Member]]:
-    """The holder's hash and the members, as stored (Redis's time for their ages)."""
-    members_key, holder_key = scheduler_keys(prefix)
-    async with redis.pipeline(transaction=False) as pipe:
-        pipe.hgetall(holder_key)
-        pipe.hgetall(members_key)
-        pipe.time()
-        holder, members, time = await pipe.execute()
-    now_ms = redis_time_ms(time)
-    listed = []
-    for name, raw in members.items():
-        member = json.loads(raw)
-        listed.append(Member(name, member["weight"], now_ms - member["seen"], json.loads(member["info"])))
-    listed.sort(key=lambda m: (-m.weight, m.member))
-    return holder, listed
+async def scheduler_status(store: QueueStore) -> tuple[dict[str, str], list[Member]]:
+    """The holder's hash and the members, heaviest first (Redis's time for their ages)."""
+    holder, members = await store.election_status()
+    members.sort(key=lambda m: (-m.weight, m.member))
+    return holder, members

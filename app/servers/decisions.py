@@ -1,5 +1,5 @@
 """Goal-driven server decisions for an application environment: how many servers each service class needs, how
-the environment's servers are shared out under its limits, and which class gives one up when another needs it.
+the environment's servers are shared out under its limits, and which server serves which class.
 
 Pure functions, no I/O.
 
@@ -54,43 +54,8 @@ def _check_rates(arrival_rate_per_s: float, service_time_s: float) -> None:
         raise ValueError(f"service_time_s must be finite and > 0, got {service_time_s!r}")
 
 
-def erlang_c_probability(servers: int, offered_load: float) -> float:
-    """P_w: the probability that a request waits with `servers` servers and offered load a = λ·S.
-    1.0 when servers <= a: the queue is unstable and, in the long run, every request waits."""
-    if servers < 0 or not math.isfinite(offered_load) or offered_load < 0:
-        raise ValueError(f"need servers >= 0 and a finite offered load >= 0, got {servers!r}, {offered_load!r}")
-    if offered_load == 0:
-        return 0.0
-    if servers <= offered_load:
-        return 1.0
-    blocking = 1.0
-    for k in range(1, servers + 1):
-        blocking = offered_load * blocking / (k + offered_load * blocking)
-    return _wait_probability(servers, offered_load, blocking)
-
-
 def _wait_probability(servers: int, offered_load: float, erlang_b: float) -> float:
     return servers * erlang_b / (servers - offered_load * (1 - erlang_b))
-
-
-def mean_wait_s(servers: int, arrival_rate_per_s: float, service_time_s: float) -> float:
-    """W_q = P_w·S/(c−a), the mean queue wait in seconds; infinite when the queue is unstable (c <= a)."""
-    _check_rates(arrival_rate_per_s, service_time_s)
-    offered_load = arrival_rate_per_s * service_time_s
-    if offered_load == 0:
-        return 0.0
-    if servers <= offered_load:
-        return math.inf
-    return erlang_c_probability(servers, offered_load) * service_time_s / (servers - offered_load)
-
-
-def wait_exceeds_probability(servers: int, arrival_rate_per_s: float, service_time_s: float, wait_s: float) -> float:
-    """P(W > wait_s) = P_w·e^{−(c−a)·wait_s/S}; 1.0 for an unstable queue or a negative wait_s."""
-    _check_rates(arrival_rate_per_s, service_time_s)
-    offered_load = arrival_rate_per_s * service_time_s
-    if wait_s < 0 or (offered_load > 0 and servers <= offered_load):
-        return 1.0
-    return erlang_c_probability(servers, offered_load) * math.exp(-(servers - offered_load) * wait_s / service_time_s)
 
 
 def _smallest_servers(offered_load: float, meets: Callable[[int, float], bool]) -> tuple[int, bool]:
@@ -134,19 +99,6 @@ def _servers_for_wait(
         return exceed_share <= 1 - wait_percentile / 100
 
     return _smallest_servers(offered_load, meets)
-
-
-def erlang_c_servers(
-    arrival_rate_per_s: float, service_time_s: float, target_wait_s: float, *, wait_percentile: float | None = None
-) -> int:
-    """The smallest server count c > λ·S whose queue wait meets `target_wait_s`: the mean wait W_q when
-    `wait_percentile` is None, else the wait of that percentile of requests (P(W > target) <= 1 − percentile/100).
-
-    0 when nothing arrives. A target no count meets (negative, or a mean wait of 0) gets the count at which fewer
-    than NEGLIGIBLE_WAIT_PROBABILITY of requests wait; no answer exceeds SERVER_COUNT_CEILING.
-    """
-    servers, _ = _servers_for_wait(arrival_rate_per_s, service_time_s, target_wait_s, wait_percentile)
-    return servers
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,11 +189,6 @@ class ClassDemand:
     def need(self) -> int:
         return max(self.needed_servers, self.floor)
 
-    def describe(self) -> str:
-        importance = "discretionary" if self.importance is None else f"importance {self.importance}"
-        pi = "unknown" if self.pi is None else f"{self.pi:.2f}"
-        return f"{importance}, PI {pi}"
-
 
 def _service_order(demand: ClassDemand) -> tuple[int, float, str]:
     # Most important first, then the worst (highest) PI; the name only makes ties deterministic.
@@ -308,33 +255,6 @@ def allocate(classes: Sequence[ClassDemand], limits: ServerLimits) -> dict[str, 
             reason += f"; +{for_minimum[demand.name]} for min {limits.min} ({how})"
         allocation[demand.name] = ClassAllocation(demand.name, servers, reason)
     return allocation
-
-
-@dataclass(frozen=True, slots=True)
-class Donor:
-    name: str
-    reason: str
-
-
-def choose_donor(classes: Sequence[ClassDemand], servers: Mapping[str, int], recipient: str | None = None) -> Donor | None:
-    """The class to take a server from when another needs one: the lowest importance first, then the best (lowest)
-    PI; never one that would be left with no server while it has queued work. With a `recipient`, only classes it
-    outranks in service order (less important, or equally important with a better PI) may give: taking from a
-    class that ranks ahead would undo `allocate`'s order. None when no class can give.
-
-    `servers` is the current count per class; classes missing from it have none.
-    """
-    by_name = {demand.name: demand for demand in classes}
-    candidates = [d for d in classes if d.name != recipient and servers.get(d.name, 0) > d.floor]
-    if recipient is not None:
-        if recipient not in by_name:
-            raise ValueError(f"recipient {recipient!r} is not among the classes")
-        needy = by_name[recipient]
-        candidates = [d for d in candidates if (d.rank, -d.pi_rank) > (needy.rank, -needy.pi_rank)]
-    if not candidates:
-        return None
-    donor = min(candidates, key=lambda d: (-d.rank, d.pi_rank, d.name))
-    return Donor(donor.name, f"{donor.describe()}, {servers[donor.name]} servers")
 
 
 # --------------------------------------------------------------------------------------------------------------------

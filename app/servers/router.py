@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-
 from fastapi import APIRouter
 
-from app.auth.roles import Role
-from app.connections.service import active_connection
-from app.deps import AnyPrincipal, Operator, SessionDep, StateDep, Viewer, check_roles
+from app.deps import AnyPrincipal, Operator, SessionDep, StateDep, Viewer, check_operator
 from app.servers import service
+from app.servers.performance import service_class_performance
 from app.servers.schemas import ScalingOut, ServerInstancesOut, ServerLimitsIn, ServerLimitsOut, ServiceClassPerformance
 
 router = APIRouter(prefix="/v1", tags=["goals and servers"])
@@ -18,7 +16,7 @@ router = APIRouter(prefix="/v1", tags=["goals and servers"])
     summary="How a service class does against its goal: PI and response times per environment, node and period",
 )
 async def performance(name: str, state: StateDep, _: Viewer) -> ServiceClassPerformance:
-    return await service.service_class_performance(state.queues, await state.policies.active(), name)
+    return await service_class_performance(state.queues, await state.policies.active(), name)
 
 
 @router.get(
@@ -27,7 +25,7 @@ async def performance(name: str, state: StateDep, _: Viewer) -> ServiceClassPerf
     summary="IWMSINF: how many more server instances this server's environment should have started",
 )
 async def server_instances(token: str, state: StateDep, principal: AnyPrincipal) -> ServerInstancesOut:
-    server = await active_connection(state.sessions, state.queues, state.connection_cache, principal, token, "server")
+    server = await service.calling_server(state.sessions, state.queues, state.connection_cache, principal, token)
     assert server.node and server.application_environment
     return await service.server_instances(state.queues, server.node, server.application_environment)
 
@@ -49,10 +47,10 @@ async def scaling(name: str, state: StateDep, _: Viewer) -> ScalingOut:
 async def set_server_limits(name: str, body: ServerLimitsIn, session: SessionDep, state: StateDep, principal: AnyPrincipal) -> ServerLimitsOut:
     policy = await state.policies.knowing(name.upper())
     if body.connect_token is None:
-        check_roles(principal, frozenset({Role.OPERATOR}))
+        check_operator(principal)
         server = None
     else:
-        server = await active_connection(state.sessions, state.queues, state.connection_cache, principal, body.connect_token, "server")
+        server = await service.calling_server(state.sessions, state.queues, state.connection_cache, principal, body.connect_token)
     return await service.set_server_limits(session, state.queues, policy, principal, server, name, body)
 
 

@@ -1,38 +1,33 @@
-"""The manager loop: goal evaluation and server decisions, per environment and node.
+"""The manager loop's server decisions, per environment and node, and the server limits (IWM4SLI) they obey.
 
-Goal evaluation: how each service class period did, from the requests that ended within the window (samples kept
-by the end scripts), judged by the pure functions of app.policy.goals. Server decisions: how many servers each
-class needs and which server serves which class, by the pure functions of app.servers.decisions; the select
-script reads the result (a server's home class first; a retired server is told to end, 0C14).
+How many servers each class needs and which server serves which class come from the pure functions of
+app.servers.decisions, fed by the latest goal evaluation (app.servers.performance); the select script reads the
+result (a server's home class first; a retired server is told to end, 0C14).
 
 Results are kept in Redis (hashes per environment and node), so every replica answers the same; Prometheus
-gauges of the evaluating process carry the same figures.
+gauges of the deciding process carry the same figures.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import math
 import statistics
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import Gauge
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.audit.service import record
 from app.auth.roles import PrincipalInfo
-from app.connections.service import ConnInfo
+from app.connections.service import ConnectionCache, ConnInfo, active_connection
 from app.errors import Forbidden, NotFound
-from app.policy.active import ActivePolicy, period_number
-from app.policy.goals import evaluate
+from app.policy.active import ActivePolicy
 from app.policy.schemas import ServerLimits
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
-from app.repeated_failures import RepeatedFailures
 from app.servers.decisions import ClassDemand, allocate, assign_servers, servers_for_goal
 from app.servers.limits import beyond_max, effective_limits
 from app.servers.schemas import (
@@ -43,123 +38,10 @@ from app.servers.schemas import (
     ServerLimitsIn,
     ServerLimitsOut,
     ServerLimitsOverride,
-    ServiceClassPerformance,
 )
 
-_LABELS = ["application_environment", "node", "service_class", "period"]
-PI = Gauge("wlm_service_class_performance_index", "Performance index of a service class period (<= 1: goal met)", _LABELS)
-ENDED_RATE = Gauge("wlm_service_class_ended_per_second", "Requests ended per second over the evaluation window", _LABELS)
-AVG_RESPONSE = Gauge("wlm_service_class_avg_response_seconds", "Average response time (insert to end) over the window", _LABELS)
 DESIRED = Gauge("wlm_servers_desired", "Servers the manager wants for a service class", ["application_environment", "node", "service_class"])
 CONNECTED = Gauge("wlm_servers_connected", "Servers connected (overflow servers not counted)", ["application_environment", "node"])
-DESIRED_TOTAL = "*"
-VELOCITY = Gauge("wlm_service_class_velocity", "Execution velocity: 100 x execution / (execution + queue delay)", _LABELS)
-
-log = logging.getLogger(__name__)
-# Samples and class periods that cannot be judged: each environment and class period is judged on its own, so one of
-# them never keeps the others from their PI and server decisions; the cause is logged when it starts, not every tick.
-UNJUDGED = RepeatedFailures(log)
-
-
-async def evaluate_environment(store: QueueStore, policy: ActivePolicy, keys: AeKeys, window_s: float) -> list[PeriodPerformance]:
-    """Judge every service class period of one environment on one node and publish the result. A class period with
-    nothing ended in the window has an unknown PI (None), except discretionary work (always 0.81)."""
-    now = await store.clock_ms()
-    samples_by_period: dict[tuple[str, int], list[tuple[float, float, float]]] = defaultdict(list)
-    invalid = 0
-    for sample in await store.samples(keys, now - int(window_s * 1000)):
-        spec = policy.service_classes.get(sample.service_class)
-        if spec is None:
-            continue  # a class the policy has dropped since: nothing to judge it against
-        if min(sample.response_ms, sample.queue_ms, sample.execution_ms) < 0:
-            invalid += 1  # no script writes one (one clock: Redis's); a sample of an older version might
-            continue
-        period = period_number([p.duration_ms for p in spec.periods], sample.response_ms)
-        samples_by_period[(sample.service_class, period)].append((sample.response_ms, sample.queue_ms, sample.execution_ms))
-    where = f"goal evaluation of {keys.ae} on {keys.node}"
-    if invalid:
-        UNJUDGED.failed(where, "samples with a negative duration left out", f"{invalid} in the window")
-    else:
-        UNJUDGED.succeeded(where)
-    queued = {sc: int(depth) for sc, depth in (await store.redis.hgetall(keys.depth)).items()}
-    evaluated_at = datetime.fromtimestamp(now / 1000, UTC)
-    results = []
-    for name in policy.class_order:
-        spec = policy.service_classes[name]
-        for period in spec.periods:
-            window = samples_by_period.get((name, period.number), [])
-            if not window and not queued.get(name) and period.number > 1:
-                continue  # later periods appear once work reaches them
-            try:
-                judged = evaluate(period.goal, window)
-            except ValueError as exc:
-                UNJUDGED.failed(f"{where}, class {name} period {period.number}", "cannot be judged", str(exc))
-                continue
-            UNJUDGED.succeeded(f"{where}, class {name} period {period.number}")
-            results.append(
-                PeriodPerformance(
-                    service_class=name,
-                    period=period.number,
-                    application_environment=keys.ae,
-                    node=keys.node,
-                    importance=period.importance,
-                    goal=period.goal.model_dump(),
-                    window_seconds=window_s,
-                    evaluated_at=evaluated_at,
-                    ended=judged.ended,
-                    ended_per_second=judged.ended / window_s,
-                    avg_response_ms=judged.avg_response_ms,
-                    p50_response_ms=judged.p50_response_ms,
-                    p90_response_ms=judged.p90_response_ms,
-                    p99_response_ms=judged.p99_response_ms,
-                    avg_queue_ms=judged.avg_queue_ms,
-                    avg_execution_ms=judged.avg_execution_ms,
-                    velocity=judged.velocity,
-                    distribution=list(judged.distribution) if judged.distribution is not None else None,
-                    performance_index=judged.pi,
-                    goal_met=judged.goal_met,
-                    goal_met_share=judged.goal_met_share,
-                    queued=queued.get(name, 0) if period.number == 1 else 0,
-                )
-            )
-    await _publish(store, keys, results)
-    return results
-
-
-async def _publish(store: QueueStore, keys: AeKeys, results: list[PeriodPerformance]) -> None:
-    fields = {f"{r.service_class}:{r.period}": r.model_dump_json() for r in results}
-    async with store.redis.pipeline(transaction=True) as pipe:
-        pipe.delete(keys.performance)
-        if fields:
-            pipe.hset(keys.performance, mapping=fields)
-        await pipe.execute()
-    for r in results:
-        labels = (r.application_environment, r.node, r.service_class, str(r.period))
-        ENDED_RATE.labels(*labels).set(r.ended_per_second)
-        if r.performance_index is not None:
-            PI.labels(*labels).set(r.performance_index)
-        if r.avg_response_ms is not None:
-            AVG_RESPONSE.labels(*labels).set(r.avg_response_ms / 1000)
-        if r.velocity is not None:
-            VELOCITY.labels(*labels).set(r.velocity)
-
-
-async def latest_performance(store: QueueStore, keys: AeKeys) -> list[PeriodPerformance]:
-    """The latest published evaluation of one environment on one node (empty before the first)."""
-    return [PeriodPerformance.model_validate_json(raw) for raw in (await store.redis.hgetall(keys.performance)).values()]
-
-
-async def service_class_performance(store: QueueStore, policy: ActivePolicy, service_class: str) -> ServiceClassPerformance:
-    name = service_class.upper()
-    if name not in policy.service_classes:
-        raise NotFound(f"no service class {service_class!r} in the active policy", code="unknown_service_class")
-    periods = []
-    for ae in policy.application_environments:
-        for node in policy.nodes:
-            if policy.hosts(ae, node):
-                periods += [p for p in await latest_performance(store, store.keys(node, ae)) if p.service_class == name]
-    periods.sort(key=lambda p: (p.application_environment, p.node, p.period))
-    return ServiceClassPerformance(service_class=name, periods=periods)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,19 +79,12 @@ async def manage_environment(
         pi = seen.performance_index if seen else None
         demands.append(ClassDemand(name, spec.periods[0].importance, pi, math.ceil(tasks / tasks_per_server), queued > 0))
     allocation = allocate(demands, limits)
-    homes = await store.redis.hgetall(keys.assign)
+    homes = await store.server_homes(keys)
     assignment = assign_servers({sid: homes.get(str(sid)) for sid in managed}, [(a.name, a.servers) for a in allocation.values()])
     over_max = max(0, len(managed) - limits.max) if limits.max is not None else 0
     retired = assignment.surplus if ae.start_command and launching else assignment.surplus[:over_max]
-    async with store.redis.pipeline(transaction=True) as pipe:
-        pipe.delete(keys.assign, keys.retire, keys.desired)
-        if assignment.homes:
-            pipe.hset(keys.assign, mapping={str(sid): name for sid, name in assignment.homes.items()})
-        if retired:
-            pipe.sadd(keys.retire, *[str(sid) for sid in retired])
-        desired = {a.name: a.servers for a in allocation.values()}
-        pipe.hset(keys.desired, mapping={**desired, DESIRED_TOTAL: sum(desired.values())})
-        await pipe.execute()
+    desired = {a.name: a.servers for a in allocation.values()}
+    await store.publish_decision(keys, assignment.homes, retired, desired)
     for name, count in desired.items():
         DESIRED.labels(keys.ae, keys.node, name).set(count)
     CONNECTED.labels(keys.ae, keys.node).set(len(managed))
@@ -218,8 +93,7 @@ async def manage_environment(
 
 async def managed_servers(store: QueueStore, keys: AeKeys) -> dict[int, dict[str, Any]]:
     """The servers registered with one environment on one node that the manager manages (not overflow servers)."""
-    registered = {int(sid): json.loads(raw) for sid, raw in (await store.redis.hgetall(keys.servers)).items()}
-    return {sid: info for sid, info in registered.items() if not info.get("overflow")}
+    return {sid: info for sid, info in (await store.registered_servers(keys)).items() if not info.get("overflow")}
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -305,16 +179,16 @@ async def reset_server_limits(session: AsyncSession, store: QueueStore, policy: 
     return await server_limits(store, policy, ae)
 
 
-async def desired_servers(store: QueueStore, keys: AeKeys) -> tuple[int, dict[str, int]]:
-    """The manager's latest decision for one environment on one node: the total, and per service class."""
-    raw = await store.redis.hgetall(keys.desired)
-    per_class = {name: int(count) for name, count in raw.items() if name != DESIRED_TOTAL}
-    return int(raw.get(DESIRED_TOTAL, 0)), per_class
+async def calling_server(
+    sessions: async_sessionmaker[AsyncSession], store: QueueStore, cache: ConnectionCache, principal: PrincipalInfo, token: str
+) -> ConnInfo:
+    """The caller's server connection by its connect token: IWMSINF and IWM4SLI are calls of a connected server."""
+    return await active_connection(sessions, store, cache, principal, token, "server")
 
 
 async def server_instances(store: QueueStore, node: str, application_environment: str) -> ServerInstancesOut:
     keys = store.keys(node, application_environment)
-    total, per_class = await desired_servers(store, keys)
+    total, per_class = await store.desired_servers(keys)
     connected = await connected_servers(store, keys)
     return ServerInstancesOut(
         application_environment=application_environment,
@@ -332,9 +206,9 @@ async def scaling(store: QueueStore, policy: ActivePolicy, name: str) -> Scaling
     for node in policy.nodes:
         if policy.hosts(ae, node):
             keys = store.keys(node, ae)
-            total, per_class = await desired_servers(store, keys)
+            total, per_class = await store.desired_servers(keys)
             managed = await managed_servers(store, keys)
-            homes = await store.redis.hgetall(keys.assign)
+            homes = await store.server_homes(keys)
             nodes.append(
                 NodeScaling(
                     node=node,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from datetime import datetime
 
 import orjson
@@ -11,19 +10,14 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.queues.keys import AeKeys
+from app.queues.swept_blobs import SweptEntry
 from app.sweeper.models import SweptBlob, SweptRequest
 
 
-@dataclass(frozen=True, slots=True)
-class SweptEntry:
-    """A request as the queue scripts keep it: its id, metadata (JSON text) and payload (JSON text)."""
-
-    id: str
-    meta: str
-    payload: str
-
-
 class SweptBlobs:
+    """The store of swept blobs the queues are given (app.queues.swept_blobs.SweptBlobStore), and the sweeper's
+    writes and clean-up."""
+
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self.sessions = sessions
 

@@ -2,7 +2,7 @@
 
 Per queue (a service class's dependent or independent list of one environment on one node), every interval:
 measure the service rate, decide (app.sweeper.algorithm), and move what is decided in blobs of at most
-`sweeper_blob_requests`, each in three steps: mark and read (sweep.lua 'begin'; new requests go to the rear from
+`sweeper_blob_requests`, each in three steps: mark and read (sweep_begin.lua; new requests go to the rear from
 then on), write the blob to the database with the lock released, then commit only if no request moved was selected,
 deleted or changed meanwhile (else the sweep is aborted and its blob forgotten). Selects bring blobs back
 (QueueStore.unsweep).
@@ -21,7 +21,8 @@ from app.config import Settings
 from app.db import utcnow
 from app.policy.active import ActivePolicy
 from app.queues.keys import AeKeys, queue_name
-from app.queues.store import PendingSweep, QueueStore
+from app.queues.store import QueueStore
+from app.queues.sweep import PendingSweep
 from app.sweeper.algorithm import plan_sweep, service_rate
 from app.sweeper.blobs import SweptBlobs
 from app.sweeper.schemas import SweptQueueOut

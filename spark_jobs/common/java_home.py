@@ -19,11 +19,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from app.config import get_settings
-
 # Spark 4.3 runs on Java 17, 21 and 25 (its documentation); another major version is never chosen on its own.
 SUPPORTED_JAVA_MAJORS = frozenset({17, 21, 25})
 JDK_INSTALL_DIR = Path("/usr/lib/jvm")
+# The service's setting spark_java_home (app/config.py), which `wlm report run` passes to the job.
+CONFIGURED_JAVA_HOME_VARIABLE = "WLM_SPARK_JAVA_HOME"
 _RELEASE_VERSION = re.compile(r'^JAVA_VERSION="([^"]*)"', re.MULTILINE)
 
 
@@ -124,7 +124,8 @@ def java_home_for_launch(home: Path | None) -> Iterator[None]:
 
 
 def main() -> int:
-    home = choose_java_home(get_settings().spark_java_home, os.environ)
+    configured = os.environ.get(CONFIGURED_JAVA_HOME_VARIABLE)  # set but empty: not configured, as the service reads it
+    home = choose_java_home(Path(configured) if configured else None, os.environ)
     if home is None:
         print(f"no Java {'/'.join(map(str, sorted(SUPPORTED_JAVA_MAJORS)))} found", file=sys.stderr)
         return 1

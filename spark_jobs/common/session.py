@@ -15,8 +15,8 @@ from pyspark.errors import PySparkRuntimeError
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
-from app.config import get_settings
 from spark_jobs.common.class_archive import ClassArchive
+from spark_jobs.common.driver import DriverSettings
 from spark_jobs.common.java_home import choose_java_home, describe, java_home_for_launch, java_home_on_path, java_version
 from spark_jobs.common.job_log import JobLog
 
@@ -26,26 +26,23 @@ JVM_EXIT_TIMEOUT_S = 300
 
 def build_session(
     app_name: str,
-    master: str | None = None,
+    driver: DriverSettings,
     *,
     shuffle_partitions: int | None = None,
     driver_java_options: Sequence[str] = (),
     java_home: Path | None = None,
     jvm_output: TextIO | None = None,
 ) -> SparkSession:
-    """A session on `master` (else the setting WLM_SPARK_MASTER, local[*] by default), every timestamp in UTC.
-    `driver_java_options`, `java_home` and `jvm_output` take effect only when this call starts the driver's JVM,
-    which runs on `java_home`, else on the Java java_home.py chooses, and writes its stdout and stderr to
-    `jvm_output` (None: to this process's).
+    """A session on `driver.master`, every timestamp in UTC. `driver_java_options`, `java_home` and `jvm_output`
+    take effect only when this call starts the driver's JVM, which runs on `java_home`, else on the Java
+    java_home.py chooses, and writes its stdout and stderr to `jvm_output` (None: to this process's).
 
     Nothing is downloaded at run time: the job needs only the jars that ship in the pyspark wheel."""
-    settings = get_settings()
-    master = master or settings.spark_master
     cores = os.cpu_count() or 2
     java_options = list(driver_java_options)
     options = {
         "spark.app.name": app_name,
-        "spark.master": master,
+        "spark.master": driver.master,
         "spark.sql.session.timeZone": "UTC",
         # Few, larger shuffle partitions: the report's shuffles are small after the first, and on a small
         # machine 200 tasks cost more in scheduling than they save; adaptive execution splits skew if any.
@@ -62,18 +59,18 @@ def build_session(
         # a log the bar is only carriage returns.
         "spark.ui.showConsoleProgress": "false",
     }
-    if master.startswith("local"):
+    if driver.master.startswith("local"):
         # The driver is the executor in local mode: give it the memory a day of records needs to aggregate, and
         # the throughput collector: G1's concurrent threads take a share of a small machine's cores (on two cores,
         # 10 million records took 40 s with G1 and 30 s with it).
         java_options.append("-XX:+UseParallelGC")
-        options |= {"spark.driver.memory": settings.spark_driver_memory, "spark.ui.enabled": "false"}
+        options |= {"spark.driver.memory": driver.memory, "spark.ui.enabled": "false"}
     if java_options:
         options["spark.driver.extraJavaOptions"] = " ".join(java_options)
     builder = SparkSession.builder.config(map=options)
     if SparkContext._gateway is not None:
         return builder.getOrCreate()
-    with java_home_for_launch(java_home or choose_java_home(settings.spark_java_home, os.environ)):
+    with java_home_for_launch(java_home or choose_java_home(driver.java_home, os.environ)):
         if jvm_output is not None:
             _start_jvm(options, jvm_output)
         return builder.getOrCreate()
@@ -102,23 +99,22 @@ def _last_words(path: Path, start: int, count: int = 2) -> list[str]:
 
 
 @contextmanager
-def job_session(app_name: str, log: JobLog, master: str | None = None, *, may_write_archive: bool = True) -> Iterator[SparkSession]:
+def job_session(app_name: str, log: JobLog, driver: DriverSettings, *, may_write_archive: bool = True) -> Iterator[SparkSession]:
     """The session of one job run in this process. If this call starts the driver's JVM, that JVM writes its
-    output to `log`'s file and maps the class-data archive under the data directory, or writes it if there is none
-    yet and `may_write_archive` (class_archive.py), and on exit it is stopped too, so a newly written archive is
+    output to `log`'s file and maps the class-data archive in `driver.class_archive_dir`, or writes it if there is
+    none yet and `may_write_archive` (class_archive.py), and on exit it is stopped too, so a newly written archive is
     complete before it is put in place. A run that reads no files should not write one: it never loads the readers
     every other run needs."""
-    settings = get_settings()
     starts_jvm = SparkContext._gateway is None
     java_home = runs_on = None
     if starts_jvm:
-        java_home = choose_java_home(settings.spark_java_home, os.environ)
+        java_home = choose_java_home(driver.java_home, os.environ)
         runs_on = java_home or java_home_on_path()  # None chosen: Spark runs the `java` on the PATH
         if runs_on is not None:
             log.detail(describe(runs_on))
     archive = None
-    if settings.spark_class_archive and starts_jvm:
-        archive = ClassArchive.for_directory(settings.spark_class_archive_dir, runs_on)
+    if driver.class_archive_dir is not None and starts_jvm:
+        archive = ClassArchive.for_directory(driver.class_archive_dir, runs_on)
         if archive.partial is not None and not may_write_archive:
             archive = None
     if archive is not None:
@@ -128,7 +124,7 @@ def job_session(app_name: str, log: JobLog, master: str | None = None, *, may_wr
     first_run = " (first run: it also writes the JVM's class archive, up to a minute longer)" if writes_archive else ""
     log.stage(f"starting Spark{on_java}{first_run}")
     spark = build_session(
-        app_name, master, driver_java_options=archive.java_options() if archive else (), java_home=java_home, jvm_output=log.file
+        app_name, driver, driver_java_options=archive.java_options() if archive else (), java_home=java_home, jvm_output=log.file
     )
     try:
         yield spark

@@ -17,29 +17,18 @@ import pyarrow.parquet as pq
 from pyarrow.fs import FileSystem
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
-from sqlalchemy import create_engine, select
+from sqlalchemy import select
 
-from app.db import sync_database_url
-from app.policy.models import PolicyVersion
-from app.work.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER
+from spark_jobs.common.database import as_utc, database, reflected
+from spark_jobs.contract.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER, SCHEMA
 from spark_jobs.workload_activity.policy_goals import GoalRow, PolicyVersionInfo
+from spark_jobs.workload_activity.transform import RECORD_COLUMNS
 
-# The columns the report reads, in Spark's types (docs/work-records.md has them all). Given explicitly, so a day
-# without records reads as an empty table instead of failing to infer a schema.
-RECORD_TYPES = {
-    "token": "STRING",
-    "application_environment": "STRING",
-    "node": "STRING",
-    "service_class": "STRING",
-    "period": "INT",
-    "report_class": "STRING",
-    "policy_version": "INT",
-    "outcome": "STRING",
-    "ended_at": "TIMESTAMP",
-    "response_time_ms": "BIGINT",
-    "queue_time_ms": "BIGINT",
-    "execution_time_ms": "BIGINT",
-}
+# Spark's names of the types the records' columns have in their files.
+_SPARK_TYPES = {pa.string(): "STRING", pa.int32(): "INT", pa.int64(): "BIGINT", pa.timestamp("ms", tz="UTC"): "TIMESTAMP"}
+# The columns the report reads, in Spark's types. Given explicitly, so a day without records reads as an empty table
+# instead of failing to infer a schema.
+RECORD_TYPES = {name: _SPARK_TYPES[SCHEMA.field(name).type] for name in RECORD_COLUMNS}
 
 
 def _schema(types: dict[str, str]) -> str:
@@ -119,13 +108,10 @@ def read_files(spark: SparkSession, uris: Sequence[str]) -> DataFrame:
 
 
 def read_policy_versions(database_url: str) -> list[PolicyVersionInfo]:
-    engine = create_engine(sync_database_url(database_url))
-    try:
-        with engine.connect() as connection:
-            rows = connection.execute(select(PolicyVersion.version, PolicyVersion.installed_at, PolicyVersion.definition)).all()
-    finally:
-        engine.dispose()
-    return [PolicyVersionInfo(version, installed_at, definition) for version, installed_at, definition in rows]
+    with database(database_url) as engine, engine.connect() as connection:
+        versions = reflected(connection, "policy_versions")
+        rows = connection.execute(select(versions.c.version, versions.c.installed_at, versions.c.definition)).all()
+    return [PolicyVersionInfo(version, as_utc(installed_at), definition) for version, installed_at, definition in rows]
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,9 +9,10 @@ from datetime import date
 
 from pyspark.sql import DataFrame, Row
 
-from app.reports.models import WHOLE_DAY_MINUTES
+from spark_jobs.common.driver import DriverSettings
 from spark_jobs.common.job_log import JobLog
 from spark_jobs.common.session import job_session
+from spark_jobs.contract.report import WHOLE_DAY_MINUTES
 from spark_jobs.workload_activity.extract import (
     day_files,
     day_has_files,
@@ -65,13 +66,13 @@ def run(
     output_uri: str,
     database_url: str,
     log: JobLog,
-    master: str | None = None,
+    driver: DriverSettings,
     interval_minutes: int = 15,
 ) -> JobResult:
     started = time.monotonic()
     versions = read_policy_versions(database_url)
     log.detail(f"{len(versions)} policy versions")
-    with job_session("wlm-workload-activity", log, master, may_write_archive=day_has_files(records_uri, report_date)) as spark:
+    with job_session("wlm-workload-activity", log, driver, may_write_archive=day_has_files(records_uri, report_date)) as spark:
         log.stage(f"reading the work records of {report_date}")
         log.detail(f"Spark {spark.version} on {spark.sparkContext.master}; reading {day_path(records_uri, report_date)}")
         goals = goal_table(spark, goal_rows(versions))

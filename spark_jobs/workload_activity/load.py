@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, date
+from datetime import UTC, date, datetime
 from typing import Any
 
 from pyspark.sql import DataFrame, Row
-from sqlalchemy import create_engine, delete, insert
+from sqlalchemy import delete, insert
 
-from app.db import sync_database_url, utcnow
-from app.reports.models import WorkloadReportRow
+from spark_jobs.common.database import database, reflected
 
 
 def write_parquet(report: DataFrame, output_uri: str, report_date: date) -> str:
@@ -25,17 +24,13 @@ def write_parquet(report: DataFrame, output_uri: str, report_date: date) -> str:
 
 def table_rows(rows: Sequence[Row]) -> list[dict[str, Any]]:
     """Report rows as table rows: `interval_start` comes as UTC wall time (timestamp_ntz)."""
-    computed_at = utcnow()
+    computed_at = datetime.now(UTC)
     return [{**row.asDict(), "interval_start": row.interval_start.replace(tzinfo=UTC), "computed_at": computed_at} for row in rows]
 
 
 def replace_date(database_url: str, report_date: date, rows: Sequence[Row]) -> None:
-    table = WorkloadReportRow.__table__
-    engine = create_engine(sync_database_url(database_url))
-    try:
-        with engine.begin() as connection:
-            connection.execute(delete(table).where(table.c.report_date == report_date))
-            if rows:
-                connection.execute(insert(table), table_rows(rows))
-    finally:
-        engine.dispose()
+    with database(database_url) as engine, engine.begin() as connection:
+        table = reflected(connection, "workload_reports")
+        connection.execute(delete(table).where(table.c.report_date == report_date))
+        if rows:
+            connection.execute(insert(table), table_rows(rows))

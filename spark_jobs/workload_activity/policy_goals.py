@@ -8,13 +8,12 @@ requests were finishing), the latest earlier definition of that period is used.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from app.policy.active import compile_policy
-from app.policy.schemas import AverageGoal, PercentileGoal, ServiceDefinition, VelocityGoal
+from spark_jobs.contract.goals import SYSOTHER
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,22 +62,29 @@ def activation_steps(versions: Iterable[PolicyVersionInfo], start: datetime, end
     return steps
 
 
-def _period_goals(version: int, definition: ServiceDefinition) -> dict[tuple[str, int], GoalRow]:
-    goals = {}
-    for spec in compile_policy(version, definition).service_classes.values():
-        for period in spec.periods:
-            goal = period.goal
-            goals[(spec.name, period.number)] = GoalRow(
-                policy_version=version,
-                service_class=spec.name,
-                period=period.number,
-                goal_type=goal.type,
-                goal_ms=goal.response_time_ms if isinstance(goal, AverageGoal | PercentileGoal) else None,
-                goal_percentile=goal.percentile if isinstance(goal, PercentileGoal) else None,
-                goal_velocity=goal.velocity if isinstance(goal, VelocityGoal) else None,
-                importance=period.importance,
-            )
-    return goals
+def _period_goals(version: int, definition: Mapping[str, Any]) -> dict[tuple[str, int], GoalRow]:
+    """The goal of every service class period of a stored definition: as the service installed it, validated and
+    without unset (None) fields, so a class has either its `periods` or one period's `goal` and `importance`, and a
+    goal has the fields of its type alone (tests/spark_jobs/workload_activity/test_policy_goals.py holds this to
+    the service's compile_policy)."""
+    periods_of: dict[str, list[Mapping[str, Any]]] = {SYSOTHER: [{"goal": {"type": "discretionary"}}]}
+    for service_class in definition.get("service_classes", ()):
+        periods = service_class.get("periods")
+        periods_of[service_class["name"]] = [service_class] if periods is None else periods
+    return {
+        (name, number): GoalRow(
+            policy_version=version,
+            service_class=name,
+            period=number,
+            goal_type=period["goal"]["type"],
+            goal_ms=period["goal"].get("response_time_ms"),
+            goal_percentile=period["goal"].get("percentile"),
+            goal_velocity=period["goal"].get("velocity"),
+            importance=period.get("importance"),
+        )
+        for name, periods in periods_of.items()
+        for number, period in enumerate(periods, 1)
+    }
 
 
 def goal_rows(versions: Iterable[PolicyVersionInfo]) -> list[GoalRow]:
@@ -87,6 +93,6 @@ def goal_rows(versions: Iterable[PolicyVersionInfo]) -> list[GoalRow]:
     known: dict[tuple[str, int], GoalRow] = {}
     rows: list[GoalRow] = []
     for info in sorted(versions, key=lambda v: v.version):
-        known.update(_period_goals(info.version, ServiceDefinition.model_validate(info.definition)))
+        known.update(_period_goals(info.version, info.definition))
         rows.extend(replace(goal, policy_version=info.version) for goal in known.values())
     return rows

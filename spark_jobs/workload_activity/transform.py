@@ -1,7 +1,7 @@
 """The workload activity report as pure functions of DataFrames (no session, no I/O).
 
-The figures follow `app.policy.goals`, which judges the same requests live, so the nightly report and the live
-performance figures agree:
+The figures follow the service's live goal evaluation (app/policy/goals.py), by the buckets and fixed points both
+take from spark_jobs/contract/goals.py, so the nightly report and the live performance figures agree:
 
 1. Each record gets the goal of the policy version active when it ended, its interval, for a response time goal
    (average, percentile) its bucket (response time as a share of the goal), and its response-time bin (1 ms wide
@@ -41,17 +41,16 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from app.policy.goals import (
-    BOUNDARY_TOLERANCE,
+from spark_jobs.contract.goals import (
     BUCKET_COUNT,
     DISCRETIONARY_PI,
     MAX_VELOCITY_PI,
-    OVERFLOW_BUCKET_PI,
-    RESPONSE_BUCKET_LIMITS_PCT,
+    TOLERANT_BUCKET_LIMITS_PCT,
     WITHIN_GOAL_BUCKETS,
+    bucket_pi,
 )
-from app.reports.models import WHOLE_DAY_MINUTES, divides_the_day
-from app.work.records import GROUP_KEYS
+from spark_jobs.contract.records import GROUP_KEYS
+from spark_jobs.contract.report import WHOLE_DAY_MINUTES, divides_the_day
 from spark_jobs.workload_activity.policy_goals import ActivationStep
 
 REPORT_PERCENTILES = (50, 90, 99)
@@ -145,16 +144,16 @@ def _double(value: float) -> str:
 
 
 def bucket_index(response_ms: str, goal_ms: str) -> str:
-    """The bucket (0..13) of a response: the first limit, in percent of `goal_ms`, it does not exceed (with
-    `app.policy.goals`' tolerance for float noise on a limit).
+    """The bucket (0..13) of a response: the first limit, in percent of `goal_ms`, it does not exceed (with the
+    contract's tolerance for float noise on a limit, as the live evaluation has it).
 
     The expressions of this module are SQL text (F.expr, selectExpr): each is one call to the JVM, where built as
     Columns the job's were some 8,300 calls, about 2.5 s of a run's planning."""
     cases = " ".join(
-        f"WHEN ({response_ms}) * 100.0D <= ({goal_ms}) * {_double(limit * (1 + BOUNDARY_TOLERANCE))} THEN {index}"
-        for index, limit in enumerate(RESPONSE_BUCKET_LIMITS_PCT)
+        f"WHEN ({response_ms}) * 100.0D <= ({goal_ms}) * {_double(limit)} THEN {index}"
+        for index, limit in enumerate(TOLERANT_BUCKET_LIMITS_PCT)
     )
-    return f"CASE {cases} ELSE {len(RESPONSE_BUCKET_LIMITS_PCT)} END"
+    return f"CASE {cases} ELSE {len(TOLERANT_BUCKET_LIMITS_PCT)} END"
 
 
 def response_bin(response_ms: str) -> str:
@@ -310,8 +309,7 @@ def _percentile_pi(within: Sequence[str], percentile: str, total: str) -> str:
     `within` are the cumulative counts (the requests in that bucket or a lower one)."""
     cases = []
     for index, count in enumerate(within):
-        pi = RESPONSE_BUCKET_LIMITS_PCT[index] / 100 if index < len(RESPONSE_BUCKET_LIMITS_PCT) else OVERFLOW_BUCKET_PI
-        cases.append(f"WHEN {count} * 100 >= ({percentile}) * ({total}) THEN {_double(pi)}")
+        cases.append(f"WHEN {count} * 100 >= ({percentile}) * ({total}) THEN {_double(bucket_pi(index))}")
     return f"CASE WHEN ({total}) > 0 THEN CASE {' '.join(cases)} END END"
 
 

@@ -18,7 +18,8 @@ from app.auth import service
 from app.auth.service import hash_key
 from app.config import Settings
 from app.queues.keys import key_changes_channel
-from tests.conftest import ADMIN, bearer, client_of, eventually, make_key, running_app
+from tests.conftest import ADMIN, bearer, client_of, make_key, running_app
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.asyncio
 

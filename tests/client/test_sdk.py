@@ -100,7 +100,7 @@ async def test_four_workers_handle_each_request_once(setup):
             assert item["state"] == "begun" and item["service_class"] == "ONLINE"
             running += 1
             most_running = max(most_running, running)
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0.005)  # the handler's work, overlapping the other workers'
             running -= 1
             seen[item["payload"]["n"]] += 1
             if sum(seen.values()) == 50:

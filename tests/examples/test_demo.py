@@ -10,8 +10,7 @@ import io
 import re
 import signal
 import subprocess
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from playwright.async_api import ConsoleMessage, async_playwright, expect
 from app.work import records
 from tests.processes import WLM, ServiceProcess
 from tests.reports.test_dashboard import CHROMIUM, CHROMIUM_ARGS
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(300)]
 
@@ -46,14 +46,6 @@ class DemoRun:
 
     def printed(self) -> str:
         return self.output.read_text()
-
-
-async def _eventually(check: Callable[[], Awaitable[Any]], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (result := await check()):
-        assert time.monotonic() < deadline, f"not within {timeout:g} s: {what}"
-        await asyncio.sleep(0.2)
-    return result
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +106,7 @@ async def test_the_dashboard_mid_demo_shows_pis_servers_and_queues_moving(demo: 
         await expect(page.locator("#status")).to_have_text("signed in as wall-screen")
 
         # Mid-demo: past the QUIESCE and RESUME, in the last phase.
-        await _eventually(lambda: _printed(demo, "phase 4/4"), DEMO_TIMEOUT_S, "the demo's last phase")
+        await eventually(lambda: _printed(demo, "phase 4/4"), DEMO_TIMEOUT_S, what="the demo's last phase", interval=0.2)
 
         payroll = page.locator('#environments tr[data-environment="PAYROLL"] td')
         await expect(payroll.nth(1)).to_have_text("AVAILABLE")
@@ -178,7 +170,7 @@ async def test_the_demo_starts_and_retires_servers_quiesces_and_resumes_and_serv
         mine = [row["outcome"] for row in table.to_pylist() if row["queue_manager_id"] == queue_manager["id"]]
         return {outcome: mine.count(outcome) for outcome in set(mine)} if len(mine) >= queued else None
 
-    assert await _eventually(outcomes, 30, "the demo's work records") == {"completed": ended} | ({"purged": purged} if purged else {})
+    assert await eventually(outcomes, 30, what="the demo's work records", interval=0.2) == {"completed": ended} | ({"purged": purged} if purged else {})
 
     # Its queue manager's key was revoked as it left.
     keys = (await demo.admin.get("/v1/api-keys")).json()["items"]

@@ -5,17 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from app.examples.demo import (
-    MIX_CYCLE,
-    ONLINE_SURGE,
-    REPORTS_SURGE,
-    STEADY,
-    OperatorTimes,
-    ServerCounts,
-    ServersAtStart,
-    count_servers,
-    phases,
-)
+from app.examples.demo_plan import MIX_CYCLE, ONLINE_SURGE, REPORTS_SURGE, STEADY, phases
+from app.examples.demo_report import OperatorTimes, ServerCounts, ServersAtStart, count_servers
 
 
 def test_the_mix_changes_every_phase_surges_first_and_the_last_phase_ends_with_the_demo() -> None:

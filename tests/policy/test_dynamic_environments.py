@@ -13,7 +13,8 @@ import yaml
 from app.config import Settings
 from app.main import create_app
 from app.work import records
-from tests.conftest import ADMIN, EXAMPLE_POLICY, eventually, install_policy, make_key
+from tests.conftest import ADMIN, EXAMPLE_POLICY, install_policy, make_key
+from tests.waiting import eventually
 from tests.work.conftest import ONLINE, QM, World, make_world
 
 DYNAMIC = {"name": "dyn1", "server_limits": {"min": 0, "max": 4}, "completion_time_ms": 30_000}

@@ -7,12 +7,6 @@ import math
 import pytest
 
 from app.policy.goals import (
-    BUCKET_COUNT,
-    BUCKET_LABELS,
-    DISCRETIONARY_PI,
-    MAX_VELOCITY_PI,
-    OVERFLOW_BUCKET_PI,
-    RESPONSE_BUCKET_LIMITS_PCT,
     ClassPerformance,
     GoalModel,
     Sample,
@@ -26,6 +20,14 @@ from app.policy.goals import (
     velocity_pi,
 )
 from app.policy.schemas import PercentileGoal
+from spark_jobs.contract.goals import (
+    BUCKET_COUNT,
+    BUCKET_LABELS,
+    DISCRETIONARY_PI,
+    MAX_VELOCITY_PI,
+    OVERFLOW_BUCKET_PI,
+    RESPONSE_BUCKET_LIMITS_PCT,
+)
 from tests.goal_builders import DISCRETIONARY, average, percentile, velocity
 
 

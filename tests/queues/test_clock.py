@@ -12,8 +12,10 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from redis.asyncio import Redis
 
+from app.queues.base import AeConfig
+from app.queues.hot_path import NewRequest
 from app.queues.keys import AeKeys
-from app.queues.store import AeConfig, NewRequest, QueueStore
+from app.queues.store import QueueStore
 
 CONFIG = AeConfig(class_order=("ONLINE", "BATCH"), completion_time_ms=30_000, backlog_limit=100, max_deliveries=3)
 TOMBSTONE_MS = 60_000

@@ -18,8 +18,8 @@ from PIL import Image
 from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright, expect
 
 from app.db import create_engine, session_factory
-from app.policy.goals import BUCKET_LABELS
 from app.reports.models import WorkloadReportRow
+from spark_jobs.contract.goals import BUCKET_LABELS
 from tests.conftest import ADMIN, ADMIN_KEY, EXAMPLE_POLICY
 from tests.processes import ServiceProcess
 from tests.reports.conftest import DAY, report_row, spread, store_rows

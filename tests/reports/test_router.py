@@ -9,8 +9,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.policy.goals import BUCKET_LABELS
 from app.reports.models import WorkloadReportRow
+from spark_jobs.contract.goals import BUCKET_LABELS
 from tests.conftest import ADMIN, make_key
 from tests.reports.conftest import DAY, report_row, spread, store_rows
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import httpx
@@ -17,13 +17,18 @@ from redis.asyncio import Redis
 
 from app.config import Settings
 from app.errors import Conflict
+from app.queues.base import AeConfig
 from app.queues.keys import events_key
-from app.queues.scripts import Scripts
-from app.queues.store import AeConfig
+from app.queues.store import QueueStore
 from app.scheduler.service import SchedulerMember, scheduler_status
 from tests.conftest import ADMIN_KEY, bearer
+from tests.waiting import eventually
 
 HEARTBEAT, ACTIVATION = 0.1, 0.5
+
+
+def store_of(redis: Redis, prefix: str) -> QueueStore:
+    return QueueStore(redis, prefix, idempotency_ttl_s=60, tombstone_ms=60_000, samples_ms=60_000)
 
 
 class Replica:
@@ -31,7 +36,7 @@ class Replica:
 
     def __init__(self, redis: Redis, settings: Settings) -> None:
         self.log: list[tuple[str, int | None]] = []
-        self.member = SchedulerMember(redis, Scripts(redis), settings, self._active, self._inactive)
+        self.member = SchedulerMember(store_of(redis, settings.redis_prefix), settings, self._active, self._inactive)
 
     async def _active(self, epoch: int) -> None:
         self.log.append(("active", epoch))
@@ -63,12 +68,10 @@ def settings_of(prefix: str, tmp_path: Path, weight: int = 50) -> Settings:
     )
 
 
-async def until(check, timeout: float = 5.0) -> float:  # noqa: ANN001
-    """Seconds until `check()` holds."""
+async def until(check: Callable[[], bool], timeout: float = 5.0) -> float:
+    """Seconds until `check()` holds, polled often: some tests measure how soon."""
     started = time.monotonic()
-    while not check():
-        assert time.monotonic() - started < timeout, "timed out"
-        await asyncio.sleep(0.01)
+    await eventually(check, timeout, interval=0.01)
     return time.monotonic() - started
 
 
@@ -79,9 +82,10 @@ async def test_one_member_holds_the_role_and_a_second_waits(redis: Redis, prefix
     try:
         assert first.member.active and first.member.epoch == 1 and first.member.may_act()
         assert not second.member.active and not second.member.may_act()
+        # A while in which nothing may happen: five heartbeats, and the second takes no role from the first.
         await asyncio.sleep(5 * HEARTBEAT)
         assert second.log == [] and first.log == [("active", 1)]
-        holder, members = await scheduler_status(redis, prefix)
+        holder, members = await scheduler_status(store_of(redis, prefix))
         assert holder["member"] == first.member.name and holder["epoch"] == "1"
         assert {m.member for m in members} == {first.member.name, second.member.name}
     finally:
@@ -136,7 +140,7 @@ async def test_at_no_time_two_members_act(redis: Redis, prefix: str, tmp_path: P
         assert holder.member._task is not None
         holder.member._task.cancel()  # silent
         deadline = time.monotonic() + ACTIVATION + 0.5
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline:  # sampled through the whole hand-over: no moment with two acting
             overlaps += sum(r.member.may_act() for r in replicas) > 1
             await asyncio.sleep(0.01)
         await holder.member.beat()  # wakes up: deposed

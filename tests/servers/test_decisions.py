@@ -1,4 +1,4 @@
-"""Server decisions (app/servers/decisions.py): Erlang C, goal targets, allocation under limits, donor choice.
+"""Server decisions (app/servers/decisions.py): goal targets by Erlang C, allocation under limits, server homes.
 
 Pure and table-driven; expected values are worked out by hand in the comments. The Erlang C chain used throughout is
 λ = 2/s, S = 1 s, so a = 2, via the Erlang B recursion B(k) = a·B(k−1)/(k + a·B(k−1)), C = c·B/(c − a·(1 − B)):
@@ -15,35 +15,20 @@ from __future__ import annotations
 
 import math
 import random
-from fractions import Fraction
 
 import pytest
 
 from app.policy.goals import GoalModel
 from app.policy.schemas import ServerLimits
 from app.servers.decisions import (
-    NEGLIGIBLE_WAIT_PROBABILITY,
-    SERVER_COUNT_CEILING,
     ClassAllocation,
     ClassDemand,
-    Donor,
     ServerNeed,
     allocate,
     assign_servers,
-    choose_donor,
-    erlang_c_probability,
-    erlang_c_servers,
-    mean_wait_s,
     servers_for_goal,
-    wait_exceeds_probability,
 )
 from tests.goal_builders import DISCRETIONARY, average, percentile, velocity
-
-
-def closed_form_erlang_c(servers: int, offered_load: Fraction) -> Fraction:
-    """The textbook formula with exact factorials, as an independent reference for small counts."""
-    top = offered_load**servers / math.factorial(servers) * Fraction(servers) / (servers - offered_load)
-    return top / (sum(offered_load**k / math.factorial(k) for k in range(servers)) + top)
 
 
 def demand(name: str, importance: int | None, pi: float | None = 1.0, needed: int = 1, queued: bool = True) -> ClassDemand:
@@ -59,138 +44,8 @@ def counts(allocation: dict[str, ClassAllocation]) -> dict[str, int]:
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# Erlang C
-# --------------------------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("servers", "expected"),
-    [(3, Fraction(4, 9)), (4, Fraction(4, 23)), (5, Fraction(4, 67)), (6, Fraction(2, 111)), (7, Fraction(56, 11641))],
-)
-def test_erlang_c_probability_textbook_chain(servers: int, expected: Fraction) -> None:
-    assert erlang_c_probability(servers, 2.0) == pytest.approx(float(expected), rel=1e-12)
-
-
-def test_erlang_c_textbook_example_by_the_closed_formula() -> None:
-    # λ = 2/s, S = 1 s, c = 3: a^c/c! = 8/6 = 4/3; × c/(c−a) = 3 → 4; Σ_{k<3} a^k/k! = 1 + 2 + 2 = 5; P_w = 4/(5+4) = 4/9
-    assert closed_form_erlang_c(3, Fraction(2)) == Fraction(4, 9)
-    assert erlang_c_probability(3, 2.0) == pytest.approx(4 / 9)
-    assert mean_wait_s(3, 2.0, 1.0) == pytest.approx(4 / 9)  # W_q = (4/9)·1/(3−2)
-
-
-@pytest.mark.parametrize("offered_load", [Fraction(1, 2), Fraction(1), Fraction(5, 2), Fraction(7), Fraction(19, 2)])
-@pytest.mark.parametrize("spare", [1, 2, 5])
-def test_erlang_c_matches_the_closed_formula(offered_load: Fraction, spare: int) -> None:
-    servers = math.floor(offered_load) + spare
-    assert erlang_c_probability(servers, float(offered_load)) == pytest.approx(
-        float(closed_form_erlang_c(servers, offered_load)), rel=1e-12
-    )
-
-
-@pytest.mark.parametrize(
-    ("servers", "arrival_rate", "service_time", "expected_wait"),
-    [
-        (3, 2, 1, 4 / 9),  # (4/9)·1/1
-        (4, 2, 1, 2 / 23),  # (4/23)·1/2
-        (5, 2, 1, 4 / 201),  # (4/67)·1/3
-        (4, 4, 0.5, 2 / 23 * 0.5),  # same a = 2, S halved: W_q scales with S
-        (1, 0.5, 1, 1.0),  # M/M/1, ρ = 0.5: P_w = ρ = 0.5, W_q = 0.5·1/(1−0.5) = 1
-        (2, 2, 1, math.inf),  # c = a: unstable
-        (1, 2, 1, math.inf),  # c < a: unstable
-        (1, 0, 1, 0.0),  # nothing arrives: nothing waits
-    ],
-)
-def test_mean_wait(servers: int, arrival_rate: float, service_time: float, expected_wait: float) -> None:
-    assert mean_wait_s(servers, arrival_rate, service_time) == pytest.approx(expected_wait)
-
-
-@pytest.mark.parametrize(("servers", "offered_load"), [(2, 2.0), (1, 2.0), (0, 0.5)])
-def test_an_unstable_queue_makes_everyone_wait(servers: int, offered_load: float) -> None:
-    assert erlang_c_probability(servers, offered_load) == 1.0
-
-
-def test_no_load_no_wait() -> None:
-    assert erlang_c_probability(0, 0.0) == 0.0
-    assert erlang_c_probability(3, 0.0) == 0.0
-
-
-@pytest.mark.parametrize(
-    ("servers", "wait_s", "expected"),
-    [
-        (3, 0.0, 4 / 9),  # P(W > 0) = P_w
-        (3, 0.5, 4 / 9 * math.exp(-0.5)),  # 0.444 × e^{−(3−2)·0.5/1} ≈ 0.2696
-        (4, 0.5, 4 / 23 * math.exp(-1.0)),  # 0.174 × e^{−(4−2)·0.5} ≈ 0.0640
-        (3, -1.0, 1.0),  # every wait exceeds a negative one
-        (2, 1.0, 1.0),  # unstable
-    ],
-)
-def test_wait_exceeds_probability(servers: int, wait_s: float, expected: float) -> None:
-    assert wait_exceeds_probability(servers, 2.0, 1.0, wait_s) == pytest.approx(expected)
-
-
-@pytest.mark.parametrize(
-    ("target_wait_s", "wait_percentile", "expected"),
-    [
-        (0.5, None, 3),  # W_q(3) = 0.444 ≤ 0.5
-        (0.444, None, 4),  # 0.4444 > 0.444; W_q(4) = 0.087
-        (0.1, None, 4),  # W_q(4) = 0.087 ≤ 0.1
-        (0.05, None, 5),  # W_q(4) = 0.087 > 0.05, W_q(5) = 0.0199
-        (0.01, None, 6),  # W_q(5) = 0.0199 > 0.01, W_q(6) = 0.0045
-        (10.0, None, 3),  # loose target: just stable (c > a = 2)
-        (0.001, None, 7),  # W_q(6) = 0.0045 > 0.001, then P_w(7) < 1%: the cap (W_q(7) = 0.00096 happens to meet it too)
-        (0.0001, None, 7),  # would need more, but P_w(7) < 1%: capped
-        (0.0, None, 7),  # a mean wait of 0 needs infinitely many: capped
-        (-0.5, None, 7),  # the goal is shorter than the service time: capped
-        (0.0, 90, 5),  # P(W > 0) = P_w ≤ 0.1: P_w(4) = 0.174, P_w(5) = 0.0597
-        (0.0, 50, 3),  # P_w(3) = 0.444 ≤ 0.5
-        (0.5, 90, 4),  # c = 3: 0.444·e^{−0.5} = 0.270 > 0.1; c = 4: 0.174·e^{−1} = 0.064 ≤ 0.1
-        (0.5, 70, 3),  # c = 3: 0.270 ≤ 0.3
-        (-0.1, 50, 7),  # negative wait target: unreachable, capped
-    ],
-)
-def test_erlang_c_servers(target_wait_s: float, wait_percentile: float | None, expected: int) -> None:
-    assert erlang_c_servers(2.0, 1.0, target_wait_s, wait_percentile=wait_percentile) == expected
-
-
-def test_erlang_c_servers_with_nothing_arriving_needs_none() -> None:
-    assert erlang_c_servers(0, 1.0, 0.5) == 0
-    assert erlang_c_servers(0, 1.0, -1.0) == 0
-
-
-@pytest.mark.parametrize(
-    ("arrival_rate", "service_time", "target_wait_s"),
-    [(50, 0.2, 0.01), (9000, 1, 0.001), (0.3, 10, 1.0), (123.4, 0.05, 0.002), (999, 3, 0.5)],
-)
-def test_erlang_c_servers_is_the_smallest_count_meeting_the_target(arrival_rate: float, service_time: float, target_wait_s: float) -> None:
-    # Large loads as well: the iterative Erlang B never overflows (a^c/c! for a = 9000 would).
-    servers = erlang_c_servers(arrival_rate, service_time, target_wait_s)
-    offered_load = arrival_rate * service_time
-    assert servers > offered_load
-    assert mean_wait_s(servers, arrival_rate, service_time) <= target_wait_s or (
-        erlang_c_probability(servers, offered_load) <= NEGLIGIBLE_WAIT_PROBABILITY
-    )
-    assert mean_wait_s(servers - 1, arrival_rate, service_time) > target_wait_s
-
-
-def test_erlang_c_servers_never_exceeds_the_ceiling() -> None:
-    # a = 20000 > 10000: no stable count within the limits an environment can have
-    assert erlang_c_servers(20_000, 1.0, 0.1) == SERVER_COUNT_CEILING
-
-
-@pytest.mark.parametrize(
-    ("arrival_rate", "service_time", "target", "percentile"),
-    [(-1, 1, 1, None), (math.nan, 1, 1, None), (1, 0, 1, None), (1, -1, 1, None), (1, 1, math.inf, None), (1, 1, 1, 0), (1, 1, 1, 100)],
-)
-def test_erlang_c_servers_refuses_bad_input(arrival_rate: float, service_time: float, target: float, percentile: float | None) -> None:
-    with pytest.raises(ValueError):
-        erlang_c_servers(arrival_rate, service_time, target, wait_percentile=percentile)
-
-
-# --------------------------------------------------------------------------------------------------------------------
 # Goals → server needs (λ = 2/s, S = 1 s unless the row says otherwise)
 # --------------------------------------------------------------------------------------------------------------------
-
-
 
 
 @pytest.mark.parametrize(
@@ -399,84 +254,14 @@ def test_allocate_invariants(seed: int) -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# choose_donor
-# --------------------------------------------------------------------------------------------------------------------
-
-DONOR_CLASSES = [
-    demand("A", 1, pi=0.5),
-    demand("B", 3, pi=0.7),
-    demand("C", 3, pi=0.4),
-    demand("D", 3, pi=0.2, queued=False),
-    demand("E", 2, pi=0.1),
-]
-
-
-@pytest.mark.parametrize(
-    ("servers", "recipient", "expected"),
-    [
-        # C (1, queued) and D (0) cannot give; of A, B, E the lowest importance is B (3)
-        ({"A": 3, "B": 2, "C": 1, "D": 0, "E": 2}, None, "B"),
-        # D now has one and no queued work: importance 3 with the best PI (0.2) among B, C, D
-        ({"A": 3, "B": 2, "C": 2, "D": 1, "E": 2}, None, "D"),
-        # all importance-3 classes are at their floor: next lowest importance is E (2)
-        ({"A": 3, "B": 1, "C": 1, "D": 0, "E": 2}, None, "E"),
-        # everyone at the floor: nobody gives
-        ({"A": 1, "B": 1, "C": 1, "D": 0, "E": 1}, None, None),
-        # classes missing from the counts have none
-        ({"A": 2}, None, "A"),
-        # recipient B (3, 0.7): only classes it outranks give, C (3, 0.4) and D (3, 0.2); D best PI
-        ({"A": 3, "B": 1, "C": 2, "D": 1, "E": 2}, "B", "D"),
-        # D has none: C
-        ({"A": 3, "B": 1, "C": 2, "D": 0, "E": 2}, "B", "C"),
-        # C at its floor: A and E rank ahead of B and may not give
-        ({"A": 3, "B": 1, "C": 1, "D": 0, "E": 2}, "B", None),
-        # recipient A (importance 1): every other class may give; lowest importance, best PI: D
-        ({"A": 1, "B": 2, "C": 2, "D": 1, "E": 2}, "A", "D"),
-        # recipient D (3, 0.2) outranks nobody: no donor, even though others have spare servers
-        ({"A": 3, "B": 2, "C": 2, "D": 0, "E": 2}, "D", None),
-    ],
-)
-def test_choose_donor(servers: dict[str, int], recipient: str | None, expected: str | None) -> None:
-    donor = choose_donor(DONOR_CLASSES, servers, recipient)
-    assert (donor.name if donor else None) == expected
-
-
-@pytest.mark.parametrize(
-    ("classes", "servers", "expected"),
-    [
-        # discretionary gives before importance 5, whatever the PIs
-        ([demand("X", None, pi=0.81), demand("Y", 5, pi=0.1)], {"X": 2, "Y": 2}, "X"),
-        # unknown PI ranks as 1.0: 0.9 is better, so that class gives
-        ([demand("U", 4, pi=None), demand("V", 4, pi=0.9)], {"U": 2, "V": 2}, "V"),
-        # … and 1.1 is worse, so the unknown one gives
-        ([demand("U", 4, pi=None), demand("V", 4, pi=1.1)], {"U": 2, "V": 2}, "U"),
-        # equal importance and PI: by name
-        ([demand("N2", 4, pi=0.5), demand("N1", 4, pi=0.5)], {"N1": 2, "N2": 2}, "N1"),
-    ],
-)
-def test_choose_donor_ordering(classes: list[ClassDemand], servers: dict[str, int], expected: str) -> None:
-    donor = choose_donor(classes, servers)
-    assert donor is not None and donor.name == expected
-
-
-def test_choose_donor_never_takes_from_the_recipient() -> None:
-    classes = [demand("A", 1, pi=0.5), demand("Z", 5, pi=0.1)]
-    assert choose_donor(classes, {"A": 3, "Z": 3}, recipient="Z") is None
-
-
-def test_choose_donor_explains_itself() -> None:
-    assert choose_donor(DONOR_CLASSES, {"B": 3}) == Donor("B", "importance 3, PI 0.70, 3 servers")
-    assert choose_donor([demand("X", None, pi=None)], {"X": 2}) == Donor("X", "discretionary, PI unknown, 2 servers")
-
-
-def test_choose_donor_refuses_an_unknown_recipient() -> None:
-    with pytest.raises(ValueError):
-        choose_donor(DONOR_CLASSES, {"A": 2}, recipient="NOPE")
-
-
-# --------------------------------------------------------------------------------------------------------------------
 # Input checks
 # --------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("arrival_rate", "service_time"), [(-1, 1), (math.nan, 1), (1, 0), (1, -1), (1, math.inf)])
+def test_servers_for_goal_refuses_bad_rates(arrival_rate: float, service_time: float) -> None:
+    with pytest.raises(ValueError):
+        servers_for_goal(average(1500), arrival_rate, service_time)
 
 
 @pytest.mark.parametrize(("importance", "needed"), [(0, 1), (6, 1), (1, -1)])

@@ -3,7 +3,8 @@ autoscaler's figure, decided from real queues."""
 
 from __future__ import annotations
 
-from app.servers.service import evaluate_environment, manage_environment
+from app.servers.performance import evaluate_environment
+from app.servers.service import manage_environment
 from tests.conftest import ADMIN
 from tests.work.conftest import BATCH, ONLINE, make_world, policy_document
 

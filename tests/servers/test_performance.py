@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from app.servers.service import evaluate_environment
+from app.servers.performance import evaluate_environment
 from app.work import records
 from tests.conftest import ADMIN
+from tests.waiting import eventually
 from tests.work.conftest import BATCH, ONLINE, make_world
 
 
@@ -69,22 +70,23 @@ async def test_unknown_service_class_is_404(client, app):
 async def test_samples_older_than_the_window_are_not_judged(client, app):
     world = await make_world(client)
     state = app.state.wlm
+    window_s = 1.0  # long enough that the second drive's samples stay inside it on a busy machine
     await _drive(world, 2, BATCH)
-    await asyncio.sleep(0.3)
+    old_at = await state.queues.clock_ms()
+
+    async def old_samples_out_of_the_window() -> bool:  # by Redis's clock, the one the samples are stamped with
+        return await state.queues.clock_ms() - old_at > window_s * 1000
+
+    await eventually(old_samples_out_of_the_window, 2 * window_s + 5, what="the first samples older than the window")
     await _drive(world, 3, BATCH)
     policy = await state.policies.active()
     keys = state.queues.keys("LOCAL", "PAYROLL")
-    judged = {(p.service_class, p.period): p for p in await evaluate_environment(state.queues, policy, keys, 0.25)}
+    judged = {(p.service_class, p.period): p for p in await evaluate_environment(state.queues, policy, keys, window_s)}
     assert judged[("BATCH", 1)].ended == 3
 
 
 async def _records(state):
-    deadline = asyncio.get_running_loop().time() + 10
-    while True:
-        table = records.read(state.settings.records_dir)
-        if table.num_rows >= 10 or asyncio.get_running_loop().time() > deadline:
-            return table
-        await asyncio.sleep(0.1)
+    return await eventually(lambda: (t := records.read(state.settings.records_dir)).num_rows >= 10 and t, 10, what="the ten records", interval=0.1)
 
 
 async def test_a_sample_that_cannot_be_judged_is_left_out_and_logged_once(client, app, caplog):
@@ -98,7 +100,7 @@ async def test_a_sample_that_cannot_be_judged_is_left_out_and_logged_once(client
     keys = state.queues.keys("LOCAL", "PAYROLL")
     await evaluate_environment(state.queues, policy, keys, 60)
     await state.redis.zadd(keys.samples, {"ONLINE|-1|-1|0|from-an-older-version": await state.queues.clock_ms()})
-    with caplog.at_level(logging.INFO, logger="app.servers.service"):
+    with caplog.at_level(logging.INFO, logger="app.servers.performance"):
         for tick in range(3):
             judged = {(p.service_class, p.period): p for p in await evaluate_environment(state.queues, policy, keys, 60)}
             assert judged[("BATCH", 1)].ended == 3

@@ -12,8 +12,9 @@ import yaml
 
 from app.policy.schemas import ServerLimits
 from app.servers.limits import beyond_max, effective_limits
+from app.servers.performance import evaluate_environment
 from app.servers.schemas import ServerLimitsOverride
-from app.servers.service import evaluate_environment, manage_environment
+from app.servers.service import manage_environment
 from tests.conftest import ADMIN, EXAMPLE_POLICY, make_key
 from tests.work.conftest import World, make_world
 

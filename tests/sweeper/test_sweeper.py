@@ -16,7 +16,8 @@ from app.queues.store import QueueStore
 from app.state import AppState
 from app.sweeper.models import SweptBlob, SweptRequest
 from app.sweeper.service import Sweeper
-from tests.conftest import ADMIN, eventually
+from tests.conftest import ADMIN
+from tests.waiting import eventually
 from tests.work.conftest import BATCH, ONLINE, World, make_world
 
 ONLINE_QUEUE = queue_name("ONLINE", False)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import time
 
-from app.servers.service import evaluate_environment
+from app.servers.performance import evaluate_environment
 from app.work import records
-from tests.conftest import eventually
+from tests.waiting import eventually
 
 
 async def test_skewed_replicas_make_no_negative_duration(world, app, monkeypatch):

@@ -22,12 +22,14 @@ import yaml
 
 from tests.conftest import ADMIN_KEY, EXAMPLE_POLICY
 from tests.processes import ServiceProcess
+from tests.waiting import eventually
 
 # Minutes, not seconds: 10,000 requests through real processes on a 2-core machine, with two crashes.
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(900)]
 TOTAL = 10_000
 PRODUCERS = 4
 BATCH = 50
+PRODUCING_S = 480
 
 
 def _echo_server(service: ServiceProcess, key: str) -> subprocess.Popen[bytes]:
@@ -84,31 +86,29 @@ async def test_kill_9_of_the_service_and_of_a_server_loses_and_repeats_nothing(t
                             assert response.status_code >= 500, response.text
                         except httpx.TransportError:
                             pass
-                        await asyncio.sleep(0.2)
+                        await asyncio.sleep(0.2)  # the queue manager's pause before it retries
 
             async def chaos() -> None:
                 nonlocal service_killed, server_killed
-                while len(accepted) < TOTAL * 0.3:
-                    await asyncio.sleep(0.05)
+                await eventually(lambda: len(accepted) >= TOTAL * 0.3, PRODUCING_S, what="30% of the requests accepted")
                 service.kill()
                 service_killed = True
                 await asyncio.to_thread(service.start)
-                while len(accepted) < TOTAL * 0.6:
-                    await asyncio.sleep(0.05)
+                await eventually(lambda: len(accepted) >= TOTAL * 0.6, PRODUCING_S, what="60% of the requests accepted")
                 servers[0].send_signal(signal.SIGKILL)
                 servers[0].wait()
                 server_killed = True
                 servers.append(_echo_server(service, keys["srv"]))
 
-            await asyncio.wait_for(asyncio.gather(chaos(), *(produce() for _ in range(PRODUCERS))), 480)
+            await asyncio.wait_for(asyncio.gather(chaos(), *(produce() for _ in range(PRODUCERS))), PRODUCING_S)
             assert service_killed and server_killed and len(accepted) == TOTAL
             tokens = set(accepted.values())
             assert len(tokens) == TOTAL  # no insert was queued twice by its retries
 
-            deadline = asyncio.get_running_loop().time() + 300
-            while not tokens <= set(rows := _raw_records(service)):
-                assert asyncio.get_running_loop().time() < deadline, f"{len(tokens - set(rows))} accepted requests never ended"
-                await asyncio.sleep(1)
+            rows = await eventually(
+                lambda: tokens <= set(found := _raw_records(service)) and found, 300,
+                what=lambda: f"{len(tokens - set(_raw_records(service)))} accepted requests never ended", interval=1,
+            )
             assert set(rows) == tokens  # nothing ended that was not accepted
             for token, ends in rows.items():
                 # A record batch written just before a crash may be written again (at least once): the copies

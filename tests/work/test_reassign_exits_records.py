@@ -12,10 +12,19 @@ import pytest
 
 from app.work import records
 from app.work.exits import SIGNATURE_HEADER, verify
-from tests.conftest import ADMIN, eventually
+from spark_jobs.contract.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER
+from tests.conftest import ADMIN
+from tests.waiting import eventually
 from tests.work.conftest import make_world, policy_document
 
 pytestmark = pytest.mark.asyncio
+# Long enough for several passes of the duties even on a loaded machine: a repeat would show within it.
+NOTHING_HAPPENS_S = 1.0
+
+
+async def _queued_and_in_flight(client, expected: tuple[int, int]) -> bool:
+    display = (await client.get("/v1/application-environments/PAYROLL", headers=ADMIN)).json()
+    return (display["queued_total"], display["in_flight"]) == expected
 
 
 async def test_expired_request_is_reassigned_to_the_front_then_abandoned(client, exit_receiver):
@@ -25,7 +34,7 @@ async def test_expired_request_is_reassigned_to_the_front_then_abandoned(client,
     item = (await world.select(first_server)).json()["items"][0]
     behind = await world.insert({"n": "behind"})
     # No end within 300 ms: it goes back to the front, ahead of the request queued after it.
-    await asyncio.sleep(0.6)
+    await eventually(lambda: _queued_and_in_flight(client, (2, 0)), what="the expired request given back to the queue")
     again = (await world.select(second_server)).json()["items"][0]
     assert again["token"] == expiring["token"] and again["deliveries"] == 2
     late = await world.end(first_server, item["token"], expect=409)
@@ -43,19 +52,20 @@ async def test_expired_request_is_reassigned_to_the_front_then_abandoned(client,
 
 
 async def test_begin_and_heartbeat_extend_the_completion_time(client):
-    # Slack of a second or more at every step against a loaded CI machine, yet each extension is needed.
-    world = await make_world(client, policy_document(completion_time_ms=3000))
+    # Time passing is the behaviour here, so these sleeps stay: a 5 s completion time, and every step at least 2 s
+    # before the lease it relies on ends (slack against a loaded machine), yet each extension is needed.
+    world = await make_world(client, policy_document(completion_time_ms=5000))
     server = await world.server()
     await world.insert({"n": 1})
     item = (await world.select(server)).json()["items"][0]
-    for _ in range(3):  # 3 x 1.2 s > 3 s: only the heartbeats keep it
-        await asyncio.sleep(1.2)
+    for _ in range(3):  # 3 x 2 s > 5 s: only the heartbeats keep it
+        await asyncio.sleep(2.0)
         beat = await client.post(f"/v1/connections/{server}/heartbeat", headers=world.server_key)
         assert beat.json()["leases_extended"] == 1
-    await asyncio.sleep(1.2)
+    await asyncio.sleep(2.5)
     begun = await client.post(f"/v1/work/{item['token']}/begin", headers=world.server_key, json={"connect_token": server})
     assert begun.status_code == 200
-    await asyncio.sleep(2.0)  # 3.2 s after the last heartbeat: only begin keeps it
+    await asyncio.sleep(2.8)  # 5.3 s after the last heartbeat (the lease duty looks every 0.1 s): only begin keeps it
     assert (await world.end(server, item["token"])).json()["outcome"] == "completed"
 
 
@@ -68,7 +78,7 @@ async def test_exit_calls_are_retried_until_delivered(client, exit_receiver):
     await eventually(lambda: len(exit_receiver.calls) == 1, timeout=10)
     event = json.loads(exit_receiver.calls[0][1])
     assert event["event"] == "work.deleted" and event["attempt"] == 3 and event["event_id"] == f"{queued['token']}:deleted"
-    await asyncio.sleep(0.5)
+    await asyncio.sleep(NOTHING_HAPPENS_S)  # nothing must happen: many passes of the exit duty (retries from 0.1 s)
     assert len(exit_receiver.calls) == 1  # delivered once it succeeded, not again
 
 
@@ -110,13 +120,13 @@ async def test_every_end_is_one_record_in_parquet(client, app):
     assert files and all(f.parent.name.startswith("date=") for f in files)
     assert not list(root.glob("date=*/.*.tmp"))
     # Each file declares its records' group keys for the nightly report.
-    declared = [key for f in files for key in json.loads(pq.read_metadata(f).metadata[records.GROUP_KEYS_FOOTER])]
-    assert {tuple(key[c] for c in records.GROUP_KEYS) for key in declared} == {tuple(row[c] for c in records.GROUP_KEYS) for row in rows.values()}
+    declared = [key for f in files for key in json.loads(pq.read_metadata(f).metadata[GROUP_KEYS_FOOTER])]
+    assert {tuple(key[c] for c in GROUP_KEYS) for key in declared} == {tuple(row[c] for c in GROUP_KEYS) for row in rows.values()}
     # ... and the positions its records held in the outbox: the four, each once.
-    ranges = [r for f in files for r in json.loads(pq.read_metadata(f).metadata[records.OUTBOX_RANGES_FOOTER])]
+    ranges = [r for f in files for r in json.loads(pq.read_metadata(f).metadata[OUTBOX_RANGES_FOOTER])]
     assert {r["outbox"] for r in ranges} == {app.state.wlm.queues.keys("LOCAL", "PAYROLL").tag}
     assert sorted(p for r in ranges for p in range(r["first"], r["last"] + 1)) == [0, 1, 2, 3]
-    await asyncio.sleep(0.5)
+    await asyncio.sleep(NOTHING_HAPPENS_S)  # nothing must happen: many flushes (every 0.2 s)
     assert records.read(root).num_rows == 4  # the outbox was acknowledged: nothing written twice
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from app.work.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER, SCHEMA, OutboxOrigin, write, write_file
+from app.work.records import OutboxOrigin, write, write_file
+from spark_jobs.contract.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER, SCHEMA
 
 
 def key(ae: str = "PAYROLL", node: str = "EAST", service_class: str = "ONLINE", period: int = 1, report_class: str | None = "ATMA", version: int = 1) -> dict:

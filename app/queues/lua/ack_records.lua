@@ -5,11 +5,11 @@
 -- can share records.
 -- KEYS: records, records_acked
 -- ARGV: n, first record, last record
--- Returns {0, dropped}
+-- Returns {OK, dropped}
 local n = tonumber(ARGV[1])
 if redis.call('LINDEX', KEYS[1], 0) == ARGV[2] and redis.call('LINDEX', KEYS[1], n - 1) == ARGV[3] then
   redis.call('LTRIM', KEYS[1], n, -1)
   redis.call('INCRBY', KEYS[2], n)
-  return {0, n}
+  return {OK, n}
 end
-return {0, 0}
+return {OK, 0}

@@ -1,4 +1,5 @@
--- Shared by every script (prepended when the scripts are loaded). Keys and return codes follow app/queues.
+-- Shared by every script (prepended when the scripts are loaded, after the return codes of app/queues/codes.py as
+-- Lua locals: OK, UNKNOWN_WORK, ...). Keys follow app/queues/keys.py.
 --
 -- A request's metadata is one JSON object in the hash KEYS req (field: request id); its payload lives apart in
 -- KEYS payload so that state changes never copy it. States: q (queued), s (selected), b (begun).
@@ -57,14 +58,14 @@ end
 -- An id that is not (or no longer) in the request hash: ended earlier (tombstone) or never existed.
 local function missing(k, id)
   local outcome = redis.call('HGET', k.done, id)
-  if outcome then return {-5, outcome} end
-  return {-1}
+  if outcome then return {ALREADY_ENDED, outcome} end
+  return {UNKNOWN_WORK}
 end
 
 -- A server ends requests it holds (IWM4STEN), each judged on its own: one that can no longer be ended (its lease
 -- expired and it went to another server, or it already ended) does not stop the others. The ends are ARGV triples
 -- (id, outcome, result JSON or '') from index `first` to `last`; per request, a code and a value are appended to
--- `result`: 0 and the work record, -1 and '' (unknown), -5 and the outcome (already ended), -6 and '' (not held).
+-- `result`: OK and the work record, UNKNOWN_WORK and '', ALREADY_ENDED and the outcome, NOT_HOLDER and ''.
 -- Each end is also a sample for goal evaluation: 'class|response ms|queue ms|execution ms|id' in the zset
 -- k.samples, scored by its end; samples older than `samples_ms`, and all but the newest MAX_SAMPLES, are dropped
 -- here, so the set stays bounded whether or not anyone evaluates it (and an evaluation reads at most that many).
@@ -79,12 +80,12 @@ local function end_held(k, server, now, tombstone_ms, samples_ms, first, last, r
       result[#result + 1] = gone[1]
       result[#result + 1] = gone[2] or ''
     elseif meta.state == 'q' or meta.server ~= server then
-      result[#result + 1] = -6
+      result[#result + 1] = NOT_HOLDER
       result[#result + 1] = ''
     else
       redis.call('ZREM', k.leases, id)
       if ARGV[i + 2] ~= '' then meta.result = ARGV[i + 2] end
-      result[#result + 1] = 0
+      result[#result + 1] = OK
       result[#result + 1] = finish(k, id, meta, ARGV[i + 1], now, tombstone_ms)
       local selected = meta.selected or now
       redis.call('ZADD', k.samples, now, table.concat({meta.sc, now - meta.inserted, selected - meta.inserted, now - selected, id}, '|'))
@@ -96,4 +97,212 @@ local function end_held(k, server, now, tombstone_ms, samples_ms, first, last, r
     redis.call('ZREMRANGEBYSCORE', k.samples, '-inf', now - samples_ms)
     redis.call('ZREMRANGEBYRANK', k.samples, 0, -MAX_SAMPLES - 1)
   end
+end
+
+-- A queued request (in memory or swept) is deleted or purged: its entry in a list stays until a select or sweep drops
+-- it (deleting from a list's middle is O(n)). k needs req, payload, depth, records, exits, done, done_exp.
+local function remove_queued(k, id, meta, outcome, now, tombstone_ms)
+  redis.call('HINCRBY', k.depth, meta.sc, -1)
+  return finish(k, id, meta, outcome, now, tombstone_ms)
+end
+
+-- Select work for a server (select.lua, select_and_begin.lua), after ending what it asks to end (IWM4STEN) in the
+-- same call: its home class first (the one the manager gave it, if any), then the most important class first;
+-- dependent before independent, FIFO within. `begin_now`: the selected requests are begun at once (IWM4STBG).
+-- KEYS and ARGV as select.lua describes them.
+local function select_work(begin_now)
+  local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], leases = KEYS[4], inflight = KEYS[5], servers = KEYS[6],
+    seen = KEYS[7], records = KEYS[8], exits = KEYS[9], done = KEYS[10], done_exp = KEYS[11], samples = KEYS[12],
+    assign = KEYS[13], retire = KEYS[14], swept = KEYS[15], served = KEYS[16]}
+  local FIRST_LIST = 17
+  local now, server, lease_ms, max_items = now_ms(), ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+  local ends = tonumber(ARGV[6])
+  local first_class = 7 + 3 * ends
+
+  local result = {OK, ends}
+  end_held(k, server, now, tonumber(ARGV[4]), tonumber(ARGV[5]), 7, first_class - 1, result)
+
+  local function refuse(status, ...)
+    result[1] = status
+    for _, value in ipairs({...}) do result[#result + 1] = value end
+    return result
+  end
+
+  local raw = redis.call('HGET', k.servers, server)
+  if not raw then return refuse(SERVER_NOT_REGISTERED) end
+  redis.call('HSET', k.seen, server, now)  -- a selecting server is alive
+  if redis.call('SISMEMBER', k.retire, server) == 1 then return refuse(SERVER_SURPLUS) end
+  local me = cjson.decode(raw)
+  local inflight = tonumber(redis.call('HGET', k.inflight, server) or '0')
+  if inflight >= me.tasks then return refuse(WORKER_TASKS_EXHAUSTED, inflight, me.tasks) end
+
+  if me.overflow then
+    local all = redis.call('HGETALL', k.servers)
+    for i = 1, #all, 2 do
+      local other = cjson.decode(all[i + 1])
+      if not other.overflow and tonumber(redis.call('HGET', k.inflight, all[i]) or '0') < other.tasks then
+        return refuse(OVERFLOW_NOT_NEEDED)
+      end
+    end
+  end
+
+  local want = math.min(me.tasks - inflight, max_items)
+  local got = 0
+  -- Class positions (0-based) in the order to look at them: the home class, then the others most important first.
+  local classes, home = {}, redis.call('HGET', k.assign, server)
+  for i = 0, (#KEYS - FIRST_LIST + 1) / 4 - 1 do
+    if ARGV[first_class + i] == home then table.insert(classes, 1, i) else classes[#classes + 1] = i end
+  end
+
+  -- Takes up to `want - got` requests from the front of one queue; the rear joins the front when the front is empty
+  -- and nothing of the queue is in the database. Returns false when the queue's next requests are in the database.
+  local function take(class, queue, front, rear)
+    local taken, blocked = 0, false
+    while got < want do
+      local id = redis.call('LPOP', front)
+      if not id then
+        if redis.call('HEXISTS', k.swept, queue) == 1 then
+          blocked = true
+          break
+        end
+        if redis.call('EXISTS', rear) == 0 then break end
+        redis.call('RENAME', rear, front)
+      else
+        local meta = load_meta(k.req, id)
+        -- Entries of deleted requests stay in the list (deleting from its middle is O(n)); they are skipped here.
+        if meta and meta.state == 'q' then
+          meta.state = 's'
+          meta.server = server
+          meta.selected = now
+          meta.deliveries = (meta.deliveries or 0) + 1
+          if begin_now then
+            meta.state = 'b'
+            meta.begun = now
+          end
+          save_meta(k.req, id, meta)
+          redis.call('ZADD', k.leases, now + lease_ms, id)
+          redis.call('HINCRBY', k.depth, class, -1)
+          result[#result + 1] = id
+          result[#result + 1] = cjson.encode(meta)
+          result[#result + 1] = redis.call('HGET', k.payload, id)
+          got = got + 1
+          taken = taken + 1
+        end
+      end
+    end
+    if taken > 0 then
+      redis.call('HINCRBY', k.served, queue, taken)
+    end
+    return not blocked
+  end
+
+  local blocked = nil
+  for _, position in ipairs(classes) do
+    if got >= want or blocked then break end
+    local class = ARGV[first_class + position]
+    for part, kind in ipairs({'dep', 'ind'}) do
+      local base = FIRST_LIST + 4 * position + 2 * (part - 1)
+      local queue = class .. ':' .. kind
+      if not take(class, queue, KEYS[base], KEYS[base + 1]) then
+        blocked = queue
+        break
+      end
+    end
+  end
+  if blocked and got == 0 then return refuse(FRONT_SWEPT, blocked) end
+  if got > 0 then
+    redis.call('HINCRBY', k.inflight, server, got)
+  end
+  return result
+end
+
+-- Give held requests back (reassign_expired.lua, reassign_server.lua): of `ids`, those of a class the call knows
+-- (and held by `holder`, unless nil) go to the front of their class queue, or are abandoned once delivered max
+-- deliveries times. KEYS and ARGV as those scripts describe them. Returns {OK, requeued, abandoned, ids of abandoned...}.
+local function give_back(k, ids, holder, now)
+  local max_deliveries, tombstone_ms, channel = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+  local lists = {}
+  for i = 6, #ARGV do
+    local base = 12 + 2 * (i - 6)
+    lists[ARGV[i]] = {KEYS[base + 1], KEYS[base + 2]}
+  end
+
+  -- Newest first, so that pushing each to the front leaves them in their original order.
+  local taken = {}
+  for _, id in ipairs(ids) do
+    local meta = load_meta(k.req, id)
+    if not meta then
+      redis.call('ZREM', k.leases, id)
+    elseif (holder == nil or meta.server == holder) and lists[meta.sc] then
+      taken[#taken + 1] = {id = id, meta = meta}
+    end
+  end
+  table.sort(taken, function(a, b) return a.meta.seq > b.meta.seq end)
+
+  local requeued, abandoned, result = 0, 0, {}
+  for _, entry in ipairs(taken) do
+    local id, meta = entry.id, entry.meta
+    redis.call('ZREM', k.leases, id)
+    redis.call('HINCRBY', k.inflight, meta.server, -1)
+    if meta.deliveries >= max_deliveries then
+      finish(k, id, meta, 'abandoned', now, tombstone_ms)
+      abandoned = abandoned + 1
+      result[#result + 1] = id
+    else
+      meta.state = 'q'
+      meta.server = nil
+      meta.selected = nil
+      meta.begun = nil
+      save_meta(k.req, id, meta)
+      redis.call('LPUSH', lists[meta.sc][meta.dep and 1 or 2], id)
+      redis.call('HINCRBY', k.depth, meta.sc, 1)
+      requeued = requeued + 1
+    end
+  end
+  if requeued > 0 then
+    redis.call('PUBLISH', channel, requeued)
+  end
+  table.insert(result, 1, abandoned)
+  table.insert(result, 1, requeued)
+  table.insert(result, 1, OK)
+  return result
+end
+
+-- The slow queue sweeper's steps (sweep_begin.lua, sweep_commit.lua, sweep_abort.lua) share these.
+local function sweep_keys()
+  return {req = KEYS[1], payload = KEYS[2], front = KEYS[3], rear = KEYS[4], chain = KEYS[5], swept = KEYS[6],
+    sweeping = KEYS[7], fence = KEYS[8]}
+end
+
+-- A digest of entries and their metadata: a sweep commits only entries nothing touched since it began.
+local function sweep_digest(ids, metas)
+  local parts = {}
+  for i, id in ipairs(ids) do
+    parts[#parts + 1] = id
+    parts[#parts + 1] = metas[i] or ''
+  end
+  return redis.sha1hex(table.concat(parts, '\n'))
+end
+
+-- HMGET of any number of fields (Lua's unpack takes a few thousand at most).
+local function hmget_all(key, fields)
+  local values = {}
+  for first = 1, #fields, 1000 do
+    local chunk = redis.call('HMGET', key, unpack(fields, first, math.min(first + 999, #fields)))
+    for i = 1, #chunk do values[first + i - 1] = chunk[i] end
+  end
+  return values
+end
+
+-- What a sweep moves: the last `count` of the front list, or the first `count` of the rear list.
+local function sweep_entries(k, part, count)
+  if part == 'front' then return redis.call('LRANGE', k.front, -count, -1) end
+  return redis.call('LRANGE', k.rear, 0, count - 1)
+end
+
+-- The mark of the queue's sweep if it is the one of `token` (begun by this sweeper), else nil.
+local function own_sweep_mark(k, queue, token)
+  local mark = redis.call('HGET', k.sweeping, queue)
+  if mark and string.sub(mark, 1, #token + 1) == token .. '|' then return mark end
+  return nil
 end

@@ -2,19 +2,18 @@
 -- written now, and it is left out when the blob comes back.
 -- KEYS: req, payload, depth, records, exits, done, done_exp, chain, swept, swept_deleted
 -- ARGV: outcome ('deleted' or 'purged'), queue manager id, tombstone ms, queue name, blob id, id, meta
--- Returns {0, record}; {-1} or {-5, outcome} as remove_queued; {-7} another queue manager's; {-15} it is in memory
+-- Returns {OK, record}; {UNKNOWN_WORK} or {ALREADY_ENDED, outcome} as delete_queued.lua; {NOT_SWEPT}: it is in memory
 -- (its blob came back meanwhile): remove it from the queues instead.
 local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], records = KEYS[4], exits = KEYS[5], done = KEYS[6],
   done_exp = KEYS[7], chain = KEYS[8], swept = KEYS[9], swept_deleted = KEYS[10]}
 local now, outcome, qm, tombstone_ms = now_ms(), ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local queue, blob, id = ARGV[4], ARGV[5], ARGV[6]
-if redis.call('HEXISTS', k.req, id) == 1 then return {-15} end
+if redis.call('HEXISTS', k.req, id) == 1 then return {NOT_SWEPT} end
 if redis.call('SISMEMBER', k.swept_deleted, id) == 1 or not redis.call('LPOS', k.chain, blob) then
   return missing(k, id)
 end
 local meta = cjson.decode(ARGV[7])
-if meta.qm ~= qm then return {-7} end
+if meta.qm ~= qm then return {UNKNOWN_WORK} end
 redis.call('SADD', k.swept_deleted, id)
-redis.call('HINCRBY', k.depth, meta.sc, -1)
 redis.call('HINCRBY', k.swept, queue, -1)
-return {0, finish(k, id, meta, outcome, now, tombstone_ms)}
+return {OK, remove_queued(k, id, meta, outcome, now, tombstone_ms)}

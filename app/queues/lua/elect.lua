@@ -1,24 +1,15 @@
--- The scheduler election (seeds 003/004): every member calls this each heartbeat.
+-- The scheduler election (seeds 003/004): every member calls this each heartbeat (leaving it: resign.lua).
 -- KEYS: members (hash: member -> JSON {weight, seen, info}), holder (hash: member, weight, epoch, renewed, since);
 --       one hash tag.
--- ARGV: member, weight, activation interval (ms), info (JSON: host, pid), mode ('beat' or 'resign')
--- Returns {active (1 or 0), epoch, holder ('' for none), what happened: took | kept | yielded | resigned | standby}.
+-- ARGV: member, weight, activation interval (ms), info (JSON: host, pid)
+-- Returns {active (1 or 0), epoch, holder ('' for none), what happened: took | kept | yielded | standby}.
 -- The epoch is the fencing token: it grows by one with every new holder. Time is Redis's (now_ms), so members'
 -- clocks do not matter.
 local members, holder = KEYS[1], KEYS[2]
-local me, weight, activation, info, mode = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local me, weight, activation, info = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local now = now_ms()
 local current = redis.call('HMGET', holder, 'member', 'renewed', 'epoch')
 local epoch = tonumber(current[3] or 0)
-
-if mode == 'resign' then
-  redis.call('HDEL', members, me)
-  if current[1] == me then
-    redis.call('HDEL', holder, 'member', 'weight', 'renewed', 'since')
-    return {0, epoch, '', 'resigned'}
-  end
-  return {0, epoch, current[1] or '', 'standby'}
-end
 
 redis.call('HSET', members, me, cjson.encode({weight = weight, seen = now, info = info}))
 -- The live member of the highest weight (then the lowest name); members silent for ten intervals are forgotten.

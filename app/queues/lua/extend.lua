@@ -1,7 +1,7 @@
 -- A server's heartbeat: every request it holds gets its completion time anew.
 -- KEYS: req, leases, seen
 -- ARGV: server id, lease ms
--- Returns {0, extended}
+-- Returns {OK, extended}
 local now, server, lease_ms = now_ms(), ARGV[1], tonumber(ARGV[2])
 redis.call('HSET', KEYS[3], server, now)
 local extended = 0
@@ -12,4 +12,4 @@ for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
     extended = extended + 1
   end
 end
-return {0, extended}
+return {OK, extended}

@@ -4,8 +4,8 @@
 -- ARGV: notify channel, idempotency ttl s, backlog limit, then per item: id, class, meta (JSON without `seq` and
 --       `inserted`, which are added here), payload (JSON), idempotency key ('' for none), queue name
 -- A queue that is swept, being swept, or still has a rear list takes new requests at its rear (app/sweeper).
--- Returns {0, id...} in item order (an id of an earlier insert for a repeated idempotency key),
--- or {-10, class, depth, limit} when a class queue would pass its backlog limit (nothing written).
+-- Returns {OK, id...} in item order (an id of an earlier insert for a repeated idempotency key),
+-- or {BACKLOG_LIMIT, class, depth, limit} when a class queue would pass its backlog limit (nothing written).
 local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], classes = KEYS[4], seq = KEYS[5], swept = KEYS[6],
   sweeping = KEYS[7]}
 local FIRST_ITEM_KEY = 8
@@ -17,7 +17,7 @@ for i = 4, #ARGV, 6 do
     queue = ARGV[i + 5], front = KEYS[key], rear = KEYS[key + 1], idem_key = KEYS[key + 2]}
 end
 
-local result, new_per_class, fresh = {0}, {}, {}
+local result, new_per_class, fresh = {OK}, {}, {}
 for i, item in ipairs(items) do
   local existing = false
   if item.idem ~= '' then
@@ -30,7 +30,7 @@ for i, item in ipairs(items) do
     new_per_class[item.sc] = (new_per_class[item.sc] or 0) + 1
     local depth = tonumber(redis.call('HGET', k.depth, item.sc) or '0')
     if depth + new_per_class[item.sc] > limit then
-      return {-10, item.sc, depth, limit}
+      return {BACKLOG_LIMIT, item.sc, depth, limit}
     end
     result[#result + 1] = item.id
   end

@@ -5,7 +5,7 @@
 -- is (flushes find most outboxes empty: no write each time).
 -- KEYS: records, records_acked, records_incarnation
 -- ARGV: limit, a new incarnation id
--- Returns {0, incarnation ('' for an empty outbox without one), first position, records}
+-- Returns {OK, incarnation ('' for an empty outbox without one), first position, records}
 local records = redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
 local acked = redis.call('GET', KEYS[2])
 local incarnation = redis.call('GET', KEYS[3])
@@ -13,4 +13,4 @@ if #records > 0 and (not acked or not incarnation) then
   incarnation = ARGV[2]
   redis.call('SET', KEYS[3], incarnation)
 end
-return {0, incarnation or '', tonumber(acked or 0), records}
+return {OK, incarnation or '', tonumber(acked or 0), records}

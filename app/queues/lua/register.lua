@@ -2,7 +2,7 @@
 -- moment it was last seen, which the liveness duty compares with Redis's clock.
 -- KEYS: servers, seen
 -- ARGV: server id, its registration (JSON)
--- Returns {0}
+-- Returns {OK}
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HSET', KEYS[2], ARGV[1], now_ms())
-return {0}
+return {OK}

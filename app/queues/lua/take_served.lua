@@ -3,13 +3,13 @@
 -- covered. Counting starts again at once.
 -- KEYS: served (hash: queue name -> requests selected; the field 'since' -> when counting began, ms)
 -- ARGV: none
--- Returns {0, elapsed ms ('' when counting had not begun), then per queue: name, count}
+-- Returns {OK, elapsed ms ('' when counting had not begun), then per queue: name, count}
 local SINCE = 'since'  -- queue names always hold a ':', so no queue is called this
 local now = now_ms()
 local counts = redis.call('HGETALL', KEYS[1])
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], SINCE, now)
-local result = {0, ''}
+local result = {OK, ''}
 for i = 1, #counts, 2 do
   if counts[i] == SINCE then
     result[2] = now - tonumber(counts[i + 1])

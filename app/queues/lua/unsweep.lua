@@ -3,10 +3,10 @@
 -- the front empty; once the chain is empty the rear joins the front at the next select (select.lua).
 -- KEYS: req, payload, front, chain, swept, swept_deleted
 -- ARGV: queue name, blob id, then per request: id, meta, payload
--- Returns {0, restored}, or {-14} when that blob is no longer the chain's first (another process brought it back).
+-- Returns {OK, restored}, or {BLOB_RESTORED} when that blob is no longer the chain's first (another process brought it back).
 local k = {req = KEYS[1], payload = KEYS[2], front = KEYS[3], chain = KEYS[4], swept = KEYS[5], swept_deleted = KEYS[6]}
 local queue, blob = ARGV[1], ARGV[2]
-if redis.call('LINDEX', k.chain, 0) ~= blob then return {-14} end
+if redis.call('LINDEX', k.chain, 0) ~= blob then return {BLOB_RESTORED} end
 redis.call('LPOP', k.chain)
 local restored = 0
 for i = 3, #ARGV, 3 do
@@ -24,4 +24,4 @@ if redis.call('LLEN', k.chain) == 0 then
 elseif restored > 0 then
   redis.call('HINCRBY', k.swept, queue, -restored)
 end
-return {0, restored}
+return {OK, restored}

@@ -5,14 +5,13 @@ Spark's logging in its log."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import subprocess
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -22,6 +21,7 @@ from app.work import records
 from spark_jobs.common.class_archive import archive_name
 from tests.conftest import ADMIN_KEY, EXAMPLE_POLICY
 from tests.processes import WLM, ServiceProcess
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(300)]
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -56,10 +56,16 @@ async def test_requests_through_the_service_come_back_in_the_report(tmp_path):
                     accepted[answer.json()["token"]] = answer.json()["service_class"]
 
             # Every accepted request ended, and its record is written.
-            deadline = time.monotonic() + 120
-            while len(ended := records.read(service.dir / "data" / "records").to_pylist()) < len(accepted):
-                assert time.monotonic() < deadline, f"{len(ended)} of {len(accepted)} records:\n{service.log_path.read_text()[-3000:]}"
-                await asyncio.sleep(0.3)
+            root = service.dir / "data" / "records"
+
+            def every_record() -> list[dict[str, Any]]:
+                rows = records.read(root).to_pylist()
+                return rows if len(rows) >= len(accepted) else []
+
+            def shortfall() -> str:
+                return f"{records.read(root).num_rows} of {len(accepted)} records:\n{service.log_path.read_text()[-3000:]}"
+
+            ended = await eventually(every_record, 120, what=shortfall, interval=0.3)
             assert {row["token"]: row["service_class"] for row in ended} == accepted
             assert {row["outcome"] for row in ended} == {"completed"}
 

@@ -13,7 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from app.work.records import GROUP_KEYS, SCHEMA, OutboxOrigin, write, write_file
+from app.work.records import OutboxOrigin, write, write_file
+from spark_jobs.contract.records import GROUP_KEYS, SCHEMA
 from spark_jobs.workload_activity.extract import (
     Footer,
     day_files,

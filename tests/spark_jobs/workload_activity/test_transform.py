@@ -7,11 +7,11 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from app.policy.goals import evaluate
 from app.policy.schemas import AverageGoal, PercentileGoal, VelocityGoal
-from app.work.records import GROUP_KEYS
+from spark_jobs.contract.records import GROUP_KEYS
 from spark_jobs.workload_activity.extract import GROUP_KEYS_SCHEMA, RECORDS_SCHEMA, goal_table
 from spark_jobs.workload_activity.policy_goals import PolicyVersionInfo, activation_steps, goal_rows
 from spark_jobs.workload_activity.transform import day_bounds, workload_activity

@@ -1,0 +1,56 @@
+"""`wlm serve`: migrate the database and serve the API (with an embedded Redis unless WLM_REDIS_URL names one)."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import signal
+import sys
+from typing import Any
+
+from app.config import get_settings
+
+
+def _log_config(level: str) -> dict[str, Any]:
+    """uvicorn's logging, plus the service's own loggers (`app.*`) at the same level and on the same handler."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["app"] = {"handlers": ["default"], "level": level.upper(), "propagate": False}
+    return config
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from app.embedded_redis import EmbeddedRedis
+    from app.migrate import upgrade
+
+    settings = get_settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    upgrade(settings.resolved_database_url)
+    embedded = None
+    if settings.redis_url is None:
+        # Started here rather than in each worker, so every uvicorn worker shares one Redis.
+        embedded = EmbeddedRedis(settings.data_dir, settings.durability)
+        os.environ["WLM_REDIS_URL"] = embedded.start()
+        get_settings.cache_clear()
+    # uvicorn handles SIGTERM and SIGINT while it serves and raises the signal again once it has shut down: as
+    # SystemExit(0), not death by SIGTERM or a KeyboardInterrupt, it lets `finally` stop the embedded Redis last.
+    for stop_signal in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop_signal, lambda *_: sys.exit(0))
+    try:
+        uvicorn.run(
+            "app.main:create_app",
+            factory=True,
+            host=args.host or settings.host,
+            port=args.port or settings.port,
+            workers=settings.workers,
+            timeout_graceful_shutdown=settings.shutdown_grace_seconds,
+            log_level=settings.log_level,
+            log_config=_log_config(settings.log_level),
+        )
+    finally:
+        if embedded is not None:
+            embedded.stop()

@@ -1,0 +1,46 @@
+"""The advisories' stream: one capped Redis stream that every replica appends to and reads, so a reader on any replica
+sees every replica's advisories, in one order. Its ids are Redis's clock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from app.queues.base import StoreBase
+from app.queues.keys import events_key
+
+# How many advisories the stream keeps (approximately: trimming is by whole nodes of the stream).
+EVENTS_KEPT = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class Advisory:
+    id: str  # its id in the stream: '<ms>-<seq>'
+    subject: str
+    data: str  # JSON
+
+
+class Advisories(StoreBase):
+    async def append_advisory(self, subject: str, data: str) -> str:
+        """Returns its id in the stream."""
+        entry = {"subject": subject, "data": data}
+        return str(await self.redis.xadd(events_key(self.prefix), entry, maxlen=EVENTS_KEPT, approximate=True))
+
+    async def advisory_position_before(self, count: int) -> str:
+        """The id after which the last `count` advisories come (0: after the latest)."""
+        latest = await self.redis.xrevrange(events_key(self.prefix), count=count + 1)
+        return latest[count][0] if len(latest) > count else "0-0"
+
+
+class AdvisoryReader:
+    """Blocking reads of the stream, on a client of their own, so a reader never holds one of the API's connections."""
+
+    def __init__(self, readers: Redis, prefix: str) -> None:
+        self.readers = readers
+        self.stream = events_key(prefix)
+
+    async def read_after(self, position: str, count: int, block_ms: int) -> list[Advisory]:
+        """Up to `count` advisories after `position`, waiting up to `block_ms` for one (none: the wait ended)."""
+        replies = await self.readers.xread({self.stream: position}, count=count, block=block_ms)
+        return [Advisory(entry_id, fields["subject"], fields["data"]) for entry_id, fields in replies[0][1]] if replies else []

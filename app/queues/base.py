@@ -1,0 +1,65 @@
+"""What every part of the queue store shares: the Redis client, the scripts, the settings, Redis's clock, and
+what the scripts need to know of an environment's definition."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from app.queues.durability import Durability
+from app.queues.keys import AeKeys
+from app.queues.scripts import Scripts
+from app.queues.swept_blobs import SweptBlobStore
+
+
+def redis_time_ms(time: tuple[int, int]) -> int:
+    """Redis's TIME (seconds, microseconds) in milliseconds, as common.lua's now_ms() reads it."""
+    seconds, micros = time
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+@dataclass(frozen=True, slots=True)
+class AeConfig:
+    """What the scripts need to know of an environment's definition (the policy builds it: `queue_config`)."""
+
+    class_order: tuple[str, ...]
+    completion_time_ms: int
+    backlog_limit: int
+    max_deliveries: int
+
+
+class StoreBase:
+    def __init__(
+        self,
+        redis: Redis,
+        prefix: str,
+        *,
+        idempotency_ttl_s: int,
+        tombstone_ms: int,
+        samples_ms: int,
+        blobs: SweptBlobStore | None = None,
+        durability: Durability | None = None,
+    ) -> None:
+        """`blobs`: where swept parts of queues are (None: this store never sweeps, nor finds anything swept).
+        `durability`: how an insert is on disk before it returns (app/queues/durability.py; None: once in memory)."""
+        self.redis = redis
+        self.prefix = prefix
+        self.scripts = Scripts(redis)
+        self.blobs = blobs
+        self.durability = durability or Durability()
+        self.idempotency_ttl_s = idempotency_ttl_s
+        self.tombstone_ms = tombstone_ms
+        self.samples_ms = samples_ms  # how long ended requests are kept as samples for goal evaluation
+
+    def keys(self, node: str, ae: str) -> AeKeys:
+        return AeKeys(self.prefix, node, ae)
+
+    async def clock_ms(self) -> int:
+        """Now by Redis's clock, the one every script stamps with: instants compared with what the scripts wrote
+        (leases, heartbeats, tombstones, due times) are taken here, never from this process's clock."""
+        return redis_time_ms(await self.redis.time())
+
+    async def ping(self) -> None:
+        """Raises unless Redis answers."""
+        await self.redis.ping()

@@ -1,0 +1,150 @@
+"""The state of an environment beside its queues: its servers' liveness, the limits IWM4SLI set, start errors
+and terminations of its servers, the service classes in use, and its retirement once it left the policy."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import orjson
+
+from app.queues.base import AeConfig, StoreBase, redis_time_ms
+from app.queues.keys import AeKeys, retired_key, server_limits_key
+
+
+@dataclass(frozen=True, slots=True)
+class Retired:
+    """An environment removed while its queues may still hold something: the duties finish it (see Environments.retire)."""
+
+    keys: AeKeys
+    config: AeConfig
+    queue_manager: int  # whose queued work is purged there
+    since_ms: int
+    member: str
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What an environment has on one node, as DISPLAY shows it."""
+
+    servers: int  # registered
+    in_flight: int  # requests held
+    depths: dict[str, int]  # requests queued per service class
+    performance: list[str]  # the latest goal evaluation's class periods (JSON each)
+    start_error: str | None  # JSON
+
+
+class Environments(StoreBase):
+    async def registered_servers(self, k: AeKeys) -> dict[int, dict[str, Any]]:
+        """The servers registered here: id -> their tasks, weight and whether they overflow."""
+        return {int(sid): json.loads(raw) for sid, raw in (await self.redis.hgetall(k.servers)).items()}
+
+    async def queue_depths(self, k: AeKeys) -> dict[str, int]:
+        """Requests queued per service class (classes that queued here once may show 0)."""
+        return {sc: int(depth) for sc, depth in (await self.redis.hgetall(k.depth)).items()}
+
+    async def activity(self, places: Sequence[AeKeys], since_ms: int) -> list[tuple[int, int]]:
+        """Per environment and node, in one round trip: servers registered, and unexpected terminations since `since_ms`."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for k in places:
+                pipe.hlen(k.servers)
+                pipe.zcount(k.terminations, since_ms, "+inf")
+            replies = await pipe.execute()
+        return [(int(servers), int(terminations)) for servers, terminations in zip(replies[::2], replies[1::2], strict=True)]
+
+    async def snapshots(self, places: Sequence[AeKeys], limits_of: Sequence[str]) -> tuple[list[Snapshot], list[str | None]]:
+        """What each environment has on each node, and the limits IWM4SLI set for the environments `limits_of`
+        (JSON, if any), in one round trip."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for k in places:
+                pipe.hlen(k.servers)
+                pipe.hvals(k.inflight)
+                pipe.hgetall(k.depth)
+                pipe.hgetall(k.performance)
+                pipe.get(k.start_error)
+            for ae in limits_of:
+                pipe.get(server_limits_key(self.prefix, ae))
+            replies = await pipe.execute() if places or limits_of else []
+        snapshots = []
+        for index in range(len(places)):
+            servers, held, depths, performance, start_error = replies[5 * index : 5 * index + 5]
+            in_flight = sum(int(count) for count in held)
+            snapshots.append(Snapshot(int(servers), in_flight, {sc: int(n) for sc, n in depths.items()}, list(performance.values()), start_error))
+        return snapshots, replies[5 * len(places) :]
+
+    async def silent_servers(self, k: AeKeys, silent_ms: int) -> list[int]:
+        """Servers registered here that neither selected nor heartbeat for `silent_ms`."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(k.seen)
+            pipe.time()
+            seen, now = await pipe.execute()
+        limit = redis_time_ms(now) - silent_ms
+        return [int(sid) for sid, at in seen.items() if int(at) < limit]
+
+    async def classes_in_use(self, k: AeKeys) -> set[str]:
+        """Service classes with requests queued or held in this environment."""
+        queued = {sc for sc, depth in (await self.redis.hgetall(k.depth)).items() if int(depth) > 0}
+        held_ids = await self.redis.zrange(k.leases, 0, -1)
+        held = {orjson.loads(meta)["sc"] for meta in await self.redis.hmget(k.req, held_ids) if meta} if held_ids else set()
+        return queued | held
+
+    async def retire_servers(self, k: AeKeys, server_ids: Sequence[int]) -> None:
+        """Tell these servers to end at their next select (0C14), before the manager's next decision."""
+        if server_ids:
+            await self.redis.sadd(k.retire, *[str(server_id) for server_id in server_ids])
+
+    async def record_termination(self, k: AeKeys, who: str, window_ms: int) -> tuple[float, list[float]]:
+        """Count an unexpected termination now (`who`: a server id, or a launched process's instance, so that
+        one process counts once); returns now and the times of those within the window (s, Redis's clock)."""
+        now = await self.clock_ms()
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.zadd(k.terminations, {who: now})
+            pipe.zremrangebyscore(k.terminations, "-inf", now - window_ms)
+            pipe.zrange(k.terminations, 0, -1, withscores=True)
+            *_, recent = await pipe.execute()
+        return now / 1000, [score / 1000 for _, score in recent]
+
+    async def server_limits(self, ae: str) -> str | None:
+        """The limits IWM4SLI set for an environment (JSON), if any."""
+        return await self.redis.get(server_limits_key(self.prefix, ae))  # type: ignore[no-any-return]
+
+    async def set_server_limits(self, ae: str, limits: str) -> None:
+        await self.redis.set(server_limits_key(self.prefix, ae), limits)
+
+    async def reset_server_limits(self, ae: str) -> bool:
+        return bool(await self.redis.delete(server_limits_key(self.prefix, ae)))
+
+    async def note_start_error(self, k: AeKeys, error: Mapping[str, Any], keep_s: int) -> None:
+        await self.redis.set(k.start_error, json.dumps(error), ex=keep_s)
+
+    async def clear_start_error(self, k: AeKeys) -> None:
+        await self.redis.delete(k.start_error)
+
+    async def retire(self, k: AeKeys, config: AeConfig, queue_manager: int) -> None:
+        """Remember an environment that left (a dynamic one whose queue manager disconnected) until its queues are
+        drained: the duties no longer find it in the policy, yet its records must be written, its exits called,
+        held work ended or abandoned, and work a stale cache let in purged."""
+        member = json.dumps({"node": k.node, "ae": k.ae, "qm": queue_manager})
+        await self.redis.hset(retired_key(self.prefix), member, json.dumps({"config": asdict(config), "since": await self.clock_ms()}))
+
+    async def retired(self) -> list[Retired]:
+        result = []
+        for member, value in (await self.redis.hgetall(retired_key(self.prefix))).items():
+            where, what = json.loads(member), json.loads(value)
+            config = what["config"] | {"class_order": tuple(what["config"]["class_order"])}
+            result.append(Retired(self.keys(where["node"], where["ae"]), AeConfig(**config), where["qm"], what["since"], member))
+        return result
+
+    async def drained(self, k: AeKeys) -> bool:
+        """Nothing queued (in memory or swept) or held, no record to write, no exit to call."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hlen(k.req)
+            pipe.hlen(k.swept)
+            pipe.llen(k.records)
+            pipe.zcard(k.exits)
+            return not any(await pipe.execute())
+
+    async def forget_retired(self, retired: Retired) -> None:
+        await self.redis.hdel(retired_key(self.prefix), retired.member)

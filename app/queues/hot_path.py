@@ -1,0 +1,188 @@
+"""The transitions of a work request's life on the queues, one script each: a server registers; requests are
+inserted, selected (and begun), begun, extended, ended, deleted, purged and given back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from app.errors import AppError, lua_error
+from app.queues.base import AeConfig
+from app.queues.codes import ReturnCode
+from app.queues.keys import AeKeys, queue_name
+from app.queues.sweep import SweptQueues
+
+# Each select brings back at most this many blobs before it answers (with what it has, possibly nothing).
+UNSWEEPS_PER_SELECT = 3
+
+
+@dataclass(frozen=True, slots=True)
+class NewRequest:
+    id: str
+    service_class: str
+    dependent: bool
+    meta: dict[str, Any]
+    payload: str  # JSON text
+    idempotency_key: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Selected:
+    id: str
+    meta: dict[str, Any]
+    payload: str
+
+
+@dataclass(frozen=True, slots=True)
+class EndResult:
+    code: ReturnCode  # OK: ended; otherwise why not (app.errors maps it)
+    value: str  # the work record (JSON) when ended, else the code's detail
+
+    @property
+    def record(self) -> dict[str, Any]:
+        return json.loads(self.value)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, slots=True)
+class SelectResult:
+    ended: list[EndResult]  # one per requested end, in order; they applied whatever `refusal` says
+    items: list[Selected]
+    status: ReturnCode  # OK, or why nothing could be selected (not registered, at capacity, overflow not needed, surplus)
+    refusal: AppError | None  # the error `status` stands for
+
+
+@dataclass(frozen=True, slots=True)
+class Reassigned:
+    requeued: int
+    abandoned: list[str]
+
+
+EndArgs = tuple[str, str, str | None]  # request id, outcome, result (JSON text)
+
+
+def _end_args(ends: Sequence[EndArgs]) -> list[str]:
+    return [value for request_id, outcome, result in ends for value in (request_id, outcome, result or "")]
+
+
+def _end_results(flat: Sequence[Any]) -> list[EndResult]:
+    return [EndResult(ReturnCode(int(flat[i])), str(flat[i + 1])) for i in range(0, len(flat), 2)]
+
+
+class RequestQueues(SweptQueues):
+    async def register_server(self, k: AeKeys, server_id: int, worker_tasks: int, worker_weight: int, overflow: bool) -> None:
+        value = json.dumps({"tasks": worker_tasks, "weight": worker_weight, "overflow": overflow})
+        await self.scripts.run("register", [k.servers, k.seen], [server_id, value])
+
+    async def insert(self, k: AeKeys, queue_manager: int, requests: Sequence[NewRequest], backlog_limit: int) -> list[str]:
+        """All or none; returns the ids in order (an earlier id where an idempotency key repeats)."""
+        keys = [k.req, k.payload, k.depth, k.classes, k.seq, k.swept, k.sweeping]
+        args: list[Any] = [k.notify_channel, self.idempotency_ttl_s, backlog_limit]
+        for request in requests:
+            queue = queue_name(request.service_class, request.dependent)
+            keys += [k.front(queue), k.rear(queue)]
+            keys.append(k.idempotency(queue_manager, request.idempotency_key) if request.idempotency_key else k.no_idempotency)
+            args += [request.id, request.service_class, orjson.dumps(request.meta), request.payload, request.idempotency_key or "", queue]
+        ids = await self.durability.write(self.redis, lambda client: self.scripts.run("insert", keys, args, client))
+        return [str(v) for v in ids]
+
+    async def select(
+        self, k: AeKeys, config: AeConfig, server_id: int, max_items: int, *, begin: bool, ends: Sequence[EndArgs] = ()
+    ) -> SelectResult:
+        """End `ends` (id, outcome, result JSON), then select (and begin, if `begin`), in one script call. When the
+        queue to take from goes on in the database, its next blob comes back and the select is tried again (the ends
+        were applied)."""
+        keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.seen, k.records, k.exits, k.done, k.done_exp, k.samples]
+        keys += [k.assign, k.retire, k.swept, k.served, *k.class_queues(list(config.class_order))]
+        script = "select_and_begin" if begin else "select"
+        ended: list[EndResult] | None = None
+        for _ in range(UNSWEEPS_PER_SELECT + 1):
+            args: list[Any] = [server_id, config.completion_time_ms, max_items, self.tombstone_ms, self.samples_ms, len(ends)]
+            args += _end_args(ends)
+            args += config.class_order
+            flat = await self.scripts.call(script, keys, args)
+            status, after_ends = ReturnCode(int(flat[0])), 2 + 2 * int(flat[1])
+            if ended is None:
+                ended = _end_results(flat[2:after_ends])
+            rest = flat[after_ends:]
+            if status is ReturnCode.FRONT_SWEPT:
+                await self.unsweep(k, str(rest[0]))
+                ends = ()
+                continue
+            if status is not ReturnCode.OK:
+                return SelectResult(ended, [], status, lua_error(status, rest))
+            items = [Selected(rest[i], orjson.loads(rest[i + 1]), rest[i + 2]) for i in range(0, len(rest), 3)]
+            return SelectResult(ended, items, status, None)
+        assert ended is not None
+        return SelectResult(ended, [], ReturnCode.OK, None)
+
+    async def begin(self, k: AeKeys, config: AeConfig, request_id: str, server_id: int) -> int:
+        """Returns when the request's completion time ends (ms, Redis's clock)."""
+        args = [request_id, server_id, config.completion_time_ms]
+        (lease_ends_ms,) = await self.scripts.run("begin", [k.req, k.leases, k.done], args)
+        return int(lease_ends_ms)
+
+    async def extend(self, k: AeKeys, config: AeConfig, server_id: int) -> int:
+        result = await self.scripts.run("extend", [k.req, k.leases, k.seen], [server_id, config.completion_time_ms])
+        return int(result[0])
+
+    async def end(self, k: AeKeys, server_id: int, ends: Sequence[EndArgs]) -> list[EndResult]:
+        """End (id, outcome, result JSON) requests of one server; each succeeds or fails on its own."""
+        keys = [k.req, k.payload, k.leases, k.inflight, k.records, k.exits, k.done, k.done_exp, k.samples]
+        args = [server_id, self.tombstone_ms, self.samples_ms, *_end_args(ends)]
+        return _end_results(await self.scripts.run("end", keys, args))
+
+    async def delete(self, k: AeKeys, request_id: str, queue_manager: int) -> dict[str, Any]:
+        """Delete a queued request, in memory or swept; returns its work record."""
+        args = [queue_manager, request_id, self.tombstone_ms]
+        for _ in range(2):  # a swept request whose blob came back meanwhile is deleted from memory the second time
+            result = await self.scripts.call("delete_queued", self._removal_keys(k), args)
+            code = int(result[0])
+            not_in_memory = code == ReturnCode.UNKNOWN_WORK and len(result) == 1  # not {UNKNOWN_WORK, 'foreign'}
+            if not_in_memory and self.blobs is not None and await self.redis.hlen(k.swept):  # type: ignore[misc]
+                code, result = await self._remove_swept(k, request_id, queue_manager, "deleted")
+                if code == ReturnCode.NOT_SWEPT:
+                    continue
+            if code != ReturnCode.OK:
+                raise lua_error(code, result[1:])
+            return json.loads(result[1])  # type: ignore[no-any-return]
+        raise lua_error(ReturnCode.UNKNOWN_WORK, [])
+
+    async def purge(self, k: AeKeys, queue_manager: int, page: int = 1000) -> int:
+        """Every queued request of a disconnected queue manager, in memory (a page per script call) and swept."""
+        cursor, purged = "0", 0
+        while True:
+            cursor, count = await self.scripts.run("purge_queued", self._removal_keys(k), [queue_manager, cursor, page, self.tombstone_ms])
+            purged += int(count)
+            if str(cursor) == "0":
+                break
+        if self.blobs is not None and await self.redis.hlen(k.swept):  # type: ignore[misc]
+            for blob_id, request_ids in (await self.blobs.of_queue_manager(k, queue_manager)).items():
+                entries = await self.blobs.read(blob_id) or []
+                for request_id in request_ids:
+                    code, _ = await self._remove_swept(k, request_id, queue_manager, "purged", entries)
+                    purged += code == ReturnCode.OK  # the others ended already, or came back to memory (the next purge)
+            for queue in await self.redis.hkeys(k.swept):  # type: ignore[misc]
+                await self._drop_emptied_blobs(k, queue)
+        return purged
+
+    async def reassign(self, k: AeKeys, config: AeConfig, *, server_id: int | None = None, batch: int = 500, epoch: int = 0) -> Reassigned:
+        """Expired leases (server_id None: a batch of them) or everything a departing server holds, back to the front
+        of the queue. `epoch`: the scheduler's fencing token when this is its duty (refused, as Fenced, once a newer
+        one acted)."""
+        classes = await self.known_classes(k, config)
+        keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.records, k.exits, k.done, k.done_exp, k.seen, k.fence]
+        keys += k.class_lists(classes)
+        args = [config.max_deliveries, self.tombstone_ms, k.notify_channel, epoch]
+        if server_id is None:
+            result = await self.scripts.run("reassign_expired", keys, [*args, batch, *classes])
+        else:
+            result = await self.scripts.run("reassign_server", keys, [*args, server_id, *classes])
+        return Reassigned(int(result[0]), [str(v) for v in result[2:]])
+
+    async def known_classes(self, k: AeKeys, config: AeConfig) -> list[str]:
+        """The policy's service classes and any class that ever queued here (a policy may have dropped it)."""
+        return sorted(set(config.class_order) | set(await self.redis.smembers(k.classes)))  # type: ignore[misc]

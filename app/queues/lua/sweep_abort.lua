@@ -1,0 +1,11 @@
+-- The slow queue sweeper (seed 002, app/sweeper) could not write its blob: the sweep it began ends, the queue as
+-- it was (a mark of another sweep is left alone).
+-- KEYS: req, payload, front, rear, chain, swept, sweeping, fence
+-- ARGV: queue name, token, scheduler epoch
+-- Returns {OK}, or {FENCED, epoch} when a newer scheduler acted on this queue.
+local k = sweep_keys()
+local queue, token = ARGV[1], ARGV[2]
+local newer = fenced_by(k.fence, tonumber(ARGV[3]))
+if newer then return {FENCED, newer} end
+if own_sweep_mark(k, queue, token) then redis.call('HDEL', k.sweeping, queue) end
+return {OK}

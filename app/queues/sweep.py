@@ -1,0 +1,138 @@
+"""The swept parts of queues (seed 002, app/sweeper): the sweeper's steps around writing a blob to the database,
+and bringing blobs back, or deleting requests in them, for the hot path."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from app.errors import ServiceUnavailable, lua_error
+from app.queues.base import StoreBase
+from app.queues.codes import ReturnCode
+from app.queues.keys import AeKeys
+from app.queues.swept_blobs import SweptEntry
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSizes:
+    """One queue's parts (entries of deleted requests included until a select or sweep drops them)."""
+
+    front: int
+    rear: int
+    chain: list[int]  # blob ids, in queue order
+    swept: int  # requests in those blobs
+
+
+@dataclass(frozen=True, slots=True)
+class PendingSweep:
+    """A sweep begun (app/sweeper): `entries` are being written to a blob while the queue goes on."""
+
+    keys: AeKeys
+    queue: str
+    part: str  # 'front' or 'rear'
+    token: str
+    epoch: int
+    entries: list[SweptEntry]  # in queue order; meta '' for an entry of a deleted request
+
+
+class SweptQueues(StoreBase):
+    # ---- the slow queue sweeper's steps (app/sweeper) ---------------------------------------------------------
+
+    async def take_service_rates(self, k: AeKeys) -> tuple[int | None, dict[str, int]]:
+        """Requests selected per queue since the last call, and how long that was (ms, Redis's clock; None on the
+        first call); the count starts again."""
+        elapsed_ms, *flat = await self.scripts.run("take_served", [k.served], [])
+        return (int(elapsed_ms) if elapsed_ms != "" else None), {str(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+    async def queue_sizes(self, k: AeKeys, queue: str) -> QueueSizes:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.llen(k.front(queue))
+            pipe.llen(k.rear(queue))
+            pipe.lrange(k.chain(queue), 0, -1)
+            pipe.hget(k.swept, queue)
+            front, rear, chain, swept = await pipe.execute()
+        return QueueSizes(front, rear, [int(b) for b in chain], int(swept or 0))
+
+    def _sweep_keys(self, k: AeKeys, queue: str) -> list[str]:
+        return [k.req, k.payload, k.front(queue), k.rear(queue), k.chain(queue), k.swept, k.sweeping, k.fence]
+
+    async def sweep_begin(self, k: AeKeys, queue: str, part: str, keep: int, count: int, token: str, epoch: int) -> PendingSweep:
+        """Mark the queue as being swept and read what to move: the last `count` of its front beyond the first
+        `keep` (part 'front'), or the first `count` of its rear."""
+        flat = await self.scripts.run("sweep_begin", self._sweep_keys(k, queue), [queue, token, epoch, part, keep, count])
+        entries = [SweptEntry(flat[i], flat[i + 1], flat[i + 2]) for i in range(0, len(flat), 3)]
+        return PendingSweep(k, queue, part, token, epoch, entries)
+
+    async def sweep_commit(self, sweep: PendingSweep, blob_ids: list[int]) -> int | None:
+        """Move the entries out, their blobs (in order; none when all were of deleted requests) joining the chain;
+        None when the sweep raced with a select, delete or change of one of them (aborted: the queue is as it was)."""
+        args = [sweep.queue, sweep.token, sweep.epoch, *blob_ids]
+        result = await self.scripts.call("sweep_commit", self._sweep_keys(sweep.keys, sweep.queue), args)
+        code = int(result[0])
+        if code == ReturnCode.SWEEP_ABORTED:
+            return None
+        if code != ReturnCode.OK:
+            raise lua_error(code, result[1:])
+        return int(result[1])
+
+    async def sweep_abort(self, sweep: PendingSweep) -> None:
+        await self.scripts.run("sweep_abort", self._sweep_keys(sweep.keys, sweep.queue), [sweep.queue, sweep.token, sweep.epoch])
+
+    # ---- what the hot path does with swept queues -------------------------------------------------------------
+
+    async def unsweep(self, k: AeKeys, queue: str) -> int:
+        """Bring a swept queue's first blob back behind its front; returns how many requests came back (0 when
+        another process did it first)."""
+        assert self.blobs is not None, "a queue is swept, but this store knows no blobs"
+        chain = k.chain(queue)
+        blob_id = await self.redis.lindex(chain, 0)  # type: ignore[misc]
+        if blob_id is None:
+            return 0
+        entries = await self.blobs.read(int(blob_id))
+        if entries is None:
+            if await self.redis.lindex(chain, 0) != blob_id:  # type: ignore[misc]
+                return 0  # brought back and forgotten meanwhile
+            raise ServiceUnavailable("a swept part of the queue is missing from the database", code="swept_blob_missing", queue=queue)
+        return await self.restore(k, queue, int(blob_id), entries)
+
+    async def restore(self, k: AeKeys, queue: str, blob_id: int, entries: list[SweptEntry]) -> int:
+        """Put a blob's requests back behind the front if it is still the chain's first, and forget it; returns how
+        many came back (0 when another process restored it first)."""
+        assert self.blobs is not None
+        args: list[Any] = [queue, blob_id]
+        for entry in entries:
+            args += [entry.id, entry.meta, entry.payload]
+        result = await self.scripts.call("unsweep", [k.req, k.payload, k.front(queue), k.chain(queue), k.swept, k.swept_deleted], args)
+        if int(result[0]) == ReturnCode.BLOB_RESTORED:
+            return 0
+        await self.blobs.forget([blob_id])
+        return int(result[1])
+
+    def _removal_keys(self, k: AeKeys) -> list[str]:
+        return [k.req, k.payload, k.depth, k.records, k.exits, k.done, k.done_exp]
+
+    async def _remove_swept(self, k: AeKeys, request_id: str, queue_manager: int, outcome: str, blob: list[SweptEntry] | None = None) -> tuple[int, list[Any]]:
+        """Delete or purge a request that is in a blob: the script's code and values (UNKNOWN_WORK when it is in none)."""
+        assert self.blobs is not None
+        located = await self.blobs.locate(k, request_id)
+        if located is None:
+            return ReturnCode.UNKNOWN_WORK, [ReturnCode.UNKNOWN_WORK]
+        blob_id, queue = located
+        entries = blob if blob is not None else await self.blobs.read(blob_id)
+        entry = next((e for e in entries or () if e.id == request_id), None)
+        if entry is None:
+            return ReturnCode.UNKNOWN_WORK, [ReturnCode.UNKNOWN_WORK]
+        keys = [*self._removal_keys(k), k.chain(queue), k.swept, k.swept_deleted]
+        args = [outcome, queue_manager, self.tombstone_ms, queue, blob_id, request_id, entry.meta]
+        result = await self.scripts.call("delete_swept", keys, args)
+        return int(result[0]), result
+
+    async def _drop_emptied_blobs(self, k: AeKeys, queue: str) -> None:
+        """Bring back the blobs at the head of a chain whose requests were all deleted or purged: nothing comes
+        back, and an environment whose queues a purge emptied holds nothing any more."""
+        assert self.blobs is not None
+        while (head := await self.redis.lindex(k.chain(queue), 0)) is not None:  # type: ignore[misc]
+            entries = await self.blobs.read(int(head)) or []
+            if entries and not all(await self.redis.smismember(k.swept_deleted, [e.id for e in entries])):  # type: ignore[misc]
+                return
+            await self.unsweep(k, queue)

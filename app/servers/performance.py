@@ -1,0 +1,129 @@
+"""Goal evaluation, per environment and node: how each service class period did, from the requests that ended within
+the window (samples kept by the end scripts), judged by the pure functions of app.policy.goals.
+
+Results are kept in Redis (a hash per environment and node), so every replica answers the same; Prometheus gauges of
+the evaluating process carry the same figures. The manager's server decisions (app.servers.service) start from them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from datetime import UTC, datetime
+
+from prometheus_client import Gauge
+
+from app.errors import NotFound
+from app.policy.active import ActivePolicy, period_number
+from app.policy.goals import evaluate
+from app.queues.keys import AeKeys
+from app.queues.store import QueueStore
+from app.repeated_failures import RepeatedFailures
+from app.servers.schemas import PeriodPerformance, ServiceClassPerformance
+
+_LABELS = ["application_environment", "node", "service_class", "period"]
+PI = Gauge("wlm_service_class_performance_index", "Performance index of a service class period (<= 1: goal met)", _LABELS)
+ENDED_RATE = Gauge("wlm_service_class_ended_per_second", "Requests ended per second over the evaluation window", _LABELS)
+AVG_RESPONSE = Gauge("wlm_service_class_avg_response_seconds", "Average response time (insert to end) over the window", _LABELS)
+VELOCITY = Gauge("wlm_service_class_velocity", "Execution velocity: 100 x execution / (execution + queue delay)", _LABELS)
+
+log = logging.getLogger(__name__)
+# Samples and class periods that cannot be judged: each environment and class period is judged on its own, so one of
+# them never keeps the others from their PI and server decisions; the cause is logged when it starts, not every tick.
+UNJUDGED = RepeatedFailures(log)
+
+
+async def evaluate_environment(store: QueueStore, policy: ActivePolicy, keys: AeKeys, window_s: float) -> list[PeriodPerformance]:
+    """Judge every service class period of one environment on one node and publish the result. A class period with
+    nothing ended in the window has an unknown PI (None), except discretionary work (always 0.81)."""
+    now = await store.clock_ms()
+    samples_by_period: dict[tuple[str, int], list[tuple[float, float, float]]] = defaultdict(list)
+    invalid = 0
+    for sample in await store.samples(keys, now - int(window_s * 1000)):
+        spec = policy.service_classes.get(sample.service_class)
+        if spec is None:
+            continue  # a class the policy has dropped since: nothing to judge it against
+        if min(sample.response_ms, sample.queue_ms, sample.execution_ms) < 0:
+            invalid += 1  # no script writes one (one clock: Redis's); a sample of an older version might
+            continue
+        period = period_number([p.duration_ms for p in spec.periods], sample.response_ms)
+        samples_by_period[(sample.service_class, period)].append((sample.response_ms, sample.queue_ms, sample.execution_ms))
+    where = f"goal evaluation of {keys.ae} on {keys.node}"
+    if invalid:
+        UNJUDGED.failed(where, "samples with a negative duration left out", f"{invalid} in the window")
+    else:
+        UNJUDGED.succeeded(where)
+    queued = await store.queue_depths(keys)
+    evaluated_at = datetime.fromtimestamp(now / 1000, UTC)
+    results = []
+    for name in policy.class_order:
+        spec = policy.service_classes[name]
+        for period in spec.periods:
+            window = samples_by_period.get((name, period.number), [])
+            if not window and not queued.get(name) and period.number > 1:
+                continue  # later periods appear once work reaches them
+            try:
+                judged = evaluate(period.goal, window)
+            except ValueError as exc:
+                UNJUDGED.failed(f"{where}, class {name} period {period.number}", "cannot be judged", str(exc))
+                continue
+            UNJUDGED.succeeded(f"{where}, class {name} period {period.number}")
+            results.append(
+                PeriodPerformance(
+                    service_class=name,
+                    period=period.number,
+                    application_environment=keys.ae,
+                    node=keys.node,
+                    importance=period.importance,
+                    goal=period.goal.model_dump(),
+                    window_seconds=window_s,
+                    evaluated_at=evaluated_at,
+                    ended=judged.ended,
+                    ended_per_second=judged.ended / window_s,
+                    avg_response_ms=judged.avg_response_ms,
+                    p50_response_ms=judged.p50_response_ms,
+                    p90_response_ms=judged.p90_response_ms,
+                    p99_response_ms=judged.p99_response_ms,
+                    avg_queue_ms=judged.avg_queue_ms,
+                    avg_execution_ms=judged.avg_execution_ms,
+                    velocity=judged.velocity,
+                    distribution=list(judged.distribution) if judged.distribution is not None else None,
+                    performance_index=judged.pi,
+                    goal_met=judged.goal_met,
+                    goal_met_share=judged.goal_met_share,
+                    queued=queued.get(name, 0) if period.number == 1 else 0,
+                )
+            )
+    await _publish(store, keys, results)
+    return results
+
+
+async def _publish(store: QueueStore, keys: AeKeys, results: list[PeriodPerformance]) -> None:
+    await store.publish_performance(keys, {f"{r.service_class}:{r.period}": r.model_dump_json() for r in results})
+    for r in results:
+        labels = (r.application_environment, r.node, r.service_class, str(r.period))
+        ENDED_RATE.labels(*labels).set(r.ended_per_second)
+        if r.performance_index is not None:
+            PI.labels(*labels).set(r.performance_index)
+        if r.avg_response_ms is not None:
+            AVG_RESPONSE.labels(*labels).set(r.avg_response_ms / 1000)
+        if r.velocity is not None:
+            VELOCITY.labels(*labels).set(r.velocity)
+
+
+async def latest_performance(store: QueueStore, keys: AeKeys) -> list[PeriodPerformance]:
+    """The latest published evaluation of one environment on one node (empty before the first)."""
+    return [PeriodPerformance.model_validate_json(raw) for raw in await store.performance(keys)]
+
+
+async def service_class_performance(store: QueueStore, policy: ActivePolicy, service_class: str) -> ServiceClassPerformance:
+    name = service_class.upper()
+    if name not in policy.service_classes:
+        raise NotFound(f"no service class {service_class!r} in the active policy", code="unknown_service_class")
+    periods = []
+    for ae in policy.application_environments:
+        for node in policy.nodes:
+            if policy.hosts(ae, node):
+                periods += [p for p in await latest_performance(store, store.keys(node, ae)) if p.service_class == name]
+    periods.sort(key=lambda p: (p.application_environment, p.node, p.period))
+    return ServiceClassPerformance(service_class=name, periods=periods)

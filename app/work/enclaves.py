@@ -1,0 +1,61 @@
+"""Enclaves (IWM4ECRE, IWM4EDEL): a transaction's classes, decided once and given to each of its work requests."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from app.auth.roles import PrincipalInfo
+from app.config import Settings
+from app.connections.service import ConnInfo
+from app.errors import NotFound
+from app.policy.service import PolicyStore, qualifier_attributes
+from app.queues.store import QueueStore
+from app.work.calls import Connections
+from app.work.schemas import EnclaveIn, EnclaveOut
+
+ENCLAVE_PREFIX = "e_"
+
+
+@dataclass(frozen=True, slots=True)
+class Enclaves:
+    connections: Connections
+    store: QueueStore
+    policies: PolicyStore
+    settings: Settings
+
+    async def create(self, principal: PrincipalInfo, body: EnclaveIn) -> EnclaveOut:
+        qm = await self.connections.of(principal, body.connect_token, "queue_manager")
+        policy = await self.policies.active()
+        if body.parent is not None:
+            parent = await self.of(qm, body.parent)
+            enclave = {**parent, "dep": True, "parent": body.parent}
+        else:
+            result = policy.classify(qm.subsystem_type, qualifier_attributes(body.classification, path="classification"))
+            enclave = {"sc": result.service_class, "rc": result.report_class, "dep": False, "qm": qm.id, "policy": policy.version}
+        enclave_id = secrets.token_urlsafe(16)
+        ttl = self.settings.enclave_ttl_seconds
+        await self.store.save_enclave(enclave_id, enclave, ttl)
+        return EnclaveOut(
+            token=ENCLAVE_PREFIX + enclave_id,
+            service_class=enclave["sc"],
+            report_class=enclave["rc"],
+            dependent=enclave["dep"],
+            policy_version=enclave["policy"],
+            expires_at=datetime.fromtimestamp(time.time() + ttl, UTC),
+        )
+
+    async def delete(self, principal: PrincipalInfo, token: str, connect_token: str) -> None:
+        qm = await self.connections.of(principal, connect_token, "queue_manager")
+        await self.of(qm, token)
+        await self.store.delete_enclave(token.removeprefix(ENCLAVE_PREFIX))
+
+    async def of(self, qm: ConnInfo, token: str) -> dict[str, Any]:
+        """The enclave `token` names, if the queue manager `qm` created it and it has not expired."""
+        enclave = await self.store.enclave(token.removeprefix(ENCLAVE_PREFIX)) if token.startswith(ENCLAVE_PREFIX) else None
+        if enclave is None or enclave["qm"] != qm.id:
+            raise NotFound("unknown or expired enclave token", code="unknown_enclave")
+        return enclave  # type: ignore[no-any-return]

@@ -1,0 +1,146 @@
+"""Select (IWM4SSL): a server ends what it asks to end, then is given work, waiting for it up to a long poll's time."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import orjson
+
+from app.auth.roles import PrincipalInfo
+from app.config import Settings
+from app.connections.service import ConnInfo
+from app.operator.service import OperatorStore
+from app.operator.states import AEState, servers_must_end
+from app.policy.active import ActivePolicy
+from app.policy.service import PolicyStore
+from app.queues.base import AeConfig
+from app.queues.codes import ReturnCode
+from app.queues.hot_path import EndArgs, EndResult, Selected
+from app.queues.keys import AeKeys
+from app.queues.store import QueueStore
+from app.work.calls import Connections
+from app.work.dispatch import POLL_FALLBACK_SECONDS, Dispatcher, Waiter
+from app.work.ending import Ending, settle, split_outcomes
+from app.work.schemas import SelectIn, SelectOut, WorkItemOut
+
+# IWM4SSL's return: the server is not needed any more (its environment left the policy, or was quiesced,
+# refreshed, or has surplus servers); it should end what it holds, disconnect and stop.
+TERMINATE_REASON = "0C14"
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    connections: Connections
+    ending: Ending
+    operator: OperatorStore
+    store: QueueStore
+    policies: PolicyStore
+    dispatcher: Dispatcher
+    settings: Settings
+
+    async def select(self, principal: PrincipalInfo, body: SelectIn) -> SelectOut | None:
+        """Ends what the server asks to end, then work for it, waiting up to `wait_seconds`; None when nothing
+        came in time and nothing was ended."""
+        server = await self.connections.of(principal, body.connect_token, "server")
+        ends = [(e.token, e.outcome, e.result) for e in body.end]
+        assert server.node and server.application_environment
+        policy = await self.policies.knowing(server.application_environment)
+        config = policy.queue_config(server.application_environment)
+        reason = await self._reason_to_end(server, policy) if config is not None else "the application environment is no longer in the active policy"
+        if reason is not None:
+            ended, end_errors = split_outcomes(ends, await self.ending.end_many(server, ends))
+            return SelectOut(items=[], ended=ended, end_errors=end_errors, terminate=True, reason_code=TERMINATE_REASON, reason=reason)
+        assert config is not None
+        outcomes, valid = self.ending.prepare(server, ends)
+        keys = self.store.keys(server.node, server.application_environment)
+        wait = min(body.wait_seconds, self.settings.max_wait_seconds)
+        if wait > 0:
+            done, items, surplus = await self._wait_and_select(keys, config, server, body, time.monotonic() + wait, [v for _, v in valid])
+        else:
+            done, items, surplus = await self._try_select(keys, config, server, body, [v for _, v in valid])
+        ended, end_errors = split_outcomes(ends, settle(ends, outcomes, valid, done))
+        if surplus:
+            reason = "the environment has more servers than its goals need (or than its maximum)"
+            return SelectOut(items=[], ended=ended, end_errors=end_errors, terminate=True, reason_code=TERMINATE_REASON, reason=reason)
+        if not items and not ended and not end_errors:
+            return None
+        return SelectOut(items=[_item_out(keys, config, s) for s in items], ended=ended, end_errors=end_errors)
+
+    async def _reason_to_end(self, server: ConnInfo, policy: ActivePolicy) -> str | None:
+        """Why the operator's state of the server's environment ends it (after what it ends in this call), if it
+        does: QUIESCE (and QUIESCED, DELETING) ends every server; REFRESH those connected before it."""
+        assert server.application_environment
+        state = await self.operator.state_of(server.application_environment, policy)
+        if not servers_must_end(state):
+            return None
+        if state is AEState.REFRESHING:
+            record = (await self.operator.states()).get(server.application_environment)
+            if record is None or record.refreshed_at is None or server.connected_at >= record.refreshed_at.timestamp():
+                return None  # a replacement, started after the refresh
+        return f"the application environment is {state}"
+
+    async def _try_select(
+        self, keys: AeKeys, config: AeConfig, server: ConnInfo, body: SelectIn, ends: list[EndArgs]
+    ) -> tuple[list[EndResult], list[Selected], bool]:
+        """What was ended, what was selected, and whether the server is surplus (to end: 0C14)."""
+        result = await self.store.select(keys, config, server.id, body.max_items, begin=body.begin, ends=ends)
+        if result.refusal is not None:
+            if result.status is ReturnCode.SERVER_SURPLUS:
+                return result.ended, [], True
+            if result.status is not ReturnCode.OVERFLOW_NOT_NEEDED:
+                raise result.refusal
+        if result.items:
+            self.dispatcher.served(server.id)
+        return result.ended, result.items, False
+
+    async def _wait_and_select(
+        self, keys: AeKeys, config: AeConfig, server: ConnInfo, body: SelectIn, deadline: float, ends: list[EndArgs]
+    ) -> tuple[list[EndResult], list[Selected], bool]:
+        """Registered as a waiter before the first attempt (which also ends `ends`), so an insert between the
+        attempt and the wait still wakes it."""
+        assert server.worker_weight is not None
+        waiter = Waiter(keys.node, keys.ae, server.id, server.worker_weight, server.overflow)
+        self.dispatcher.register(waiter)
+        try:
+            ended, items, surplus = await self._try_select(keys, config, server, body, ends)
+            if items or surplus:
+                return ended, items, surplus
+            task = asyncio.current_task()
+            while (remaining := deadline - time.monotonic()) > 0 and not self.dispatcher.draining:
+                if task is not None and task.cancelling():
+                    # The client went away (cancelled), but a library call on the way swallowed the
+                    # cancellation (seen with the Redis client): stop waiting for a select nobody awaits.
+                    raise asyncio.CancelledError
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation that arrives
+                # as the event fires, and a cancelled long poll would then wait out its full time.
+                try:
+                    async with asyncio.timeout(min(remaining, POLL_FALLBACK_SECONDS)):
+                        await waiter.event.wait()
+                except TimeoutError:
+                    pass
+                waiter.event.clear()
+                _, items, surplus = await self._try_select(keys, config, server, body, [])
+                if items or surplus:
+                    return ended, items, surplus
+            return ended, [], False
+        finally:
+            self.dispatcher.unregister(waiter)
+
+
+def _item_out(keys: AeKeys, config: AeConfig, selected: Selected) -> WorkItemOut:
+    meta = selected.meta
+    return WorkItemOut(
+        token=keys.token(selected.id),
+        service_class=meta["sc"],
+        report_class=meta["rc"],
+        payload=orjson.loads(selected.payload),
+        userid=meta.get("userid"),
+        enclave=meta.get("enclave"),
+        state="begun" if meta["state"] == "b" else "selected",
+        deliveries=meta["deliveries"],
+        inserted_at=datetime.fromtimestamp(meta["inserted"] / 1000, UTC),
+        lease_expires_at=datetime.fromtimestamp((meta["selected"] + config.completion_time_ms) / 1000, UTC),
+    )

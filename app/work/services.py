@@ -1,0 +1,60 @@
+"""The work lifecycle's services, built once per process over its process-wide collaborators; each call names its
+caller."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.auth.roles import PrincipalInfo
+from app.config import Settings
+from app.connections.service import ConnectionCache
+from app.operator.service import OperatorStore
+from app.policy.service import PolicyStore
+from app.queues.store import QueueStore
+from app.routing.service import Router
+from app.work.calls import Connections
+from app.work.dispatch import Dispatcher
+from app.work.enclaves import Enclaves
+from app.work.ending import Ending
+from app.work.insert import Insertion
+from app.work.select import Selection
+
+
+@dataclass(frozen=True, slots=True)
+class WorkServices:
+    enclaves: Enclaves
+    insertion: Insertion
+    selection: Selection
+    ending: Ending
+
+    @classmethod
+    def build(
+        cls,
+        sessions: async_sessionmaker[AsyncSession],
+        connection_cache: ConnectionCache,
+        operator: OperatorStore,
+        store: QueueStore,
+        policies: PolicyStore,
+        dispatcher: Dispatcher,
+        router: Router,
+        settings: Settings,
+    ) -> WorkServices:
+        connections = Connections(sessions, store, connection_cache)
+        enclaves = Enclaves(connections, store, policies, settings)
+        ending = Ending(connections, store, policies, settings)
+        return cls(
+            enclaves=enclaves,
+            insertion=Insertion(connections, enclaves, store, policies, router, settings),
+            selection=Selection(connections, ending, operator, store, policies, dispatcher, settings),
+            ending=ending,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class WorkCall:
+    """One request's caller, its role checked, and the services it calls."""
+
+    work: WorkServices
+    principal: PrincipalInfo
