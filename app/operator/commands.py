@@ -91,12 +91,6 @@ def parse_vary(command: str) -> VaryCommand:
     return _vary_operands(reader)
 
 
-def parse_display(command: str) -> DisplayCommand:
-    reader = _Reader(command)
-    reader.verb((_DISPLAY,))
-    return _display_operands(reader)
-
-
 def _vary_operands(reader: _Reader) -> VaryCommand:
     dynamic, name = reader.application_environment(patterns=False)
     action = reader.action()

@@ -78,9 +78,6 @@ _EVENT_TARGETS: dict[InternalEvent, dict[AEState, AEState]] = {
     InternalEvent.READDED_TO_POLICY: {AEState.DELETING: AEState.AVAILABLE},
 }
 
-# Work keeps being queued while no server takes it (QUIESCING, QUIESCED, STOPPED without survivors); only leaving the
-# policy purges the queue, as on z/OS.
-_ACCEPTS_WORK = frozenset(AEState) - {AEState.DELETING}
 _MAY_START_SERVERS = frozenset({AEState.AVAILABLE, AEState.RESUMING, AEState.REFRESHING})
 # Told to end once their current requests are done (IWM4SSL's 0C14). STOPPED keeps its survivors: they work normally.
 _SERVERS_MUST_END = frozenset({AEState.QUIESCING, AEState.QUIESCED, AEState.REFRESHING, AEState.DELETING})
@@ -101,11 +98,6 @@ def transition(state: AEState, event: Action | InternalEvent) -> AEState:
             )
         return targets[state]
     return _EVENT_TARGETS[event].get(state, state)
-
-
-def accepts_work(state: AEState) -> bool:
-    """Whether new work requests are queued (not whether a server will take them)."""
-    return state in _ACCEPTS_WORK
 
 
 def may_start_servers(state: AEState) -> bool:

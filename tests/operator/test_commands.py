@@ -19,7 +19,6 @@ from app.operator.commands import (
     VaryCommandText,
     VaryRequest,
     parse_command,
-    parse_display,
     parse_vary,
     parse_vary_body,
 )
@@ -330,14 +329,13 @@ def test_names_follow_the_name_type(name: str) -> None:
     ],
 )
 def test_display_spellings(command: str, expected: DisplayCommand) -> None:
-    assert parse_display(command) == expected
+    assert parse_command(command) == expected
     assert parse_command(command) == expected
 
 
 DISPLAY_REFUSALS = [
     ("", Refusal.EMPTY, "", 1, "the command is empty"),
-    ("VARY WLM,APPLENV=X,Q", Refusal.UNKNOWN_VERB, "VARY", 1, "expected DISPLAY (or D) at column 1, found 'VARY'"),
-    ("DIS WLM,APPLENV=*", Refusal.UNKNOWN_VERB, "DIS", 1, "expected DISPLAY (or D) at column 1, found 'DIS'"),
+    ("DIS WLM,APPLENV=*", Refusal.UNKNOWN_VERB, "DIS", 1, "expected VARY (or V) or DISPLAY (or D) at column 1, found 'DIS'"),
     ("DISPLAY", Refusal.MISSING_WLM, "", 8, "expected WLM after DISPLAY at column 8, found the end of the command"),
     ("D XCF,APPLENV=*", Refusal.MISSING_WLM, "XCF", 3, "expected WLM after D at column 3, found 'XCF'"),
     (
@@ -398,7 +396,7 @@ DISPLAY_REFUSALS = [
 
 @pytest.mark.parametrize(("command", "reason", "token", "column", "message"), DISPLAY_REFUSALS)
 def test_display_refusals(command: str, reason: Refusal, token: str, column: int, message: str) -> None:
-    assert refusal(parse_display, command) == {
+    assert refusal(parse_command, command) == {
         "path": "command",
         "message": message,
         "reason": reason.value,

@@ -14,7 +14,6 @@ from app.operator.states import (
     UNEXPECTED_TERMINATION_WINDOW_S,
     AEState,
     InternalEvent,
-    accepts_work,
     may_start_servers,
     recent_terminations,
     servers_must_end,
@@ -140,24 +139,23 @@ def test_sequences(events: tuple[Action | InternalEvent, ...], final: AEState) -
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# What a state means for work and servers
+# What a state means for servers
 # --------------------------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    ("state", "work_accepted", "servers_may_start", "servers_end"),
+    ("state", "servers_may_start", "servers_end"),
     [
-        (AVAILABLE, True, True, False),
-        (QUIESCING, True, False, True),
-        (QUIESCED, True, False, True),
-        (RESUMING, True, True, False),
-        (REFRESHING, True, True, True),
-        (STOPPED, True, False, False),
-        (DELETING, False, False, True),
+        (AVAILABLE, True, False),
+        (QUIESCING, False, True),
+        (QUIESCED, False, True),
+        (RESUMING, True, False),
+        (REFRESHING, True, True),
+        (STOPPED, False, False),
+        (DELETING, False, True),
     ],
 )
-def test_predicates(state: AEState, work_accepted: bool, servers_may_start: bool, servers_end: bool) -> None:
-    assert accepts_work(state) is work_accepted
+def test_predicates(state: AEState, servers_may_start: bool, servers_end: bool) -> None:
     assert may_start_servers(state) is servers_may_start
     assert servers_must_end(state) is servers_end
 
