@@ -1,0 +1,232 @@
+"""Where a single-request lifecycle's time goes: py-spy samples the service's processes under the single-request load
+of bench/lifecycle.py, and Redis counts the commands it ran per lifecycle.
+
+    .venv/bin/python bench/profile_lifecycle.py [--seconds 15] [--durability strict|fast]
+
+The service (`wlm serve`, 2 uvicorn workers), its Redis, py-spy and the load generator share this machine's cores,
+so py-spy's own sampling takes some of the rate; the shares are what to read, not the rate. Printed: the share of
+CPU milliseconds per lifecycle of the service, Redis and the load generator (a phase without py-spy), the share of
+the service's samples by part (the innermost frame of the stack that is the service's, a library's or the event
+loop's: where the CPU is spent), the functions with the most samples of their own, and Redis's commands per
+lifecycle (`INFO commandstats` over lifecycles run one after another, less the background duties' own: the scripts
+called, and the commands they ran), then, as the
+last line, one JSON object of the same. The raw stacks (`py-spy record --format raw`, one line per stack with its
+sample count) are kept for a flame graph: `py-spy` can draw one from them, or https://github.com/brendangregg/FlameGraph.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import json
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import uvloop
+from redis.asyncio import Redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _http import HttpClient  # noqa: E402
+from _service import Service, machine  # noqa: E402
+from lifecycle import ONLINE, QM, connect_server, run_phase, setup  # noqa: E402
+
+WARM_UP_SECONDS = 3.0
+# Each sample is charged to the innermost frame on its stack that belongs to one of these (asyncio's and the standard
+# library's frames pass it on to their caller); a sample whose innermost frame is the event loop's `run` is in the
+# loop's native code (uvloop: polling, socket I/O, callbacks). The first pattern that matches a frame wins.
+PARTS = (
+    ("redis-py (packing commands, the pool, replies)", r"\((redis|hiredis)/"),
+    ("pydantic (validation, serialization)", r"\(pydantic(_core)?/"),
+    ("Prometheus client", r"\(prometheus_client/"),
+    ("database (SQLAlchemy, aiosqlite)", r"\((sqlalchemy|aiosqlite|sqlite3)/"),
+    ("app: queue store (app/queues)", r"\(app/queues/"),
+    ("app: work services (app/work)", r"\(app/work/"),
+    ("app: policy, routing, connections, operator", r"\(app/(policy|routing|connections|operator)/"),
+    ("app: auth and deps", r"\(app/(deps\.py|auth/)"),
+    ("app: duties, pub/sub, events", r"\(app/(scheduler|broadcast\.py|events)"),
+    ("app: HTTP edge (app/http.py, app/metrics.py)", r"\(app/(http|metrics)\.py"),
+    ("app: other", r"\(app/"),
+    ("Starlette, FastAPI", r"\((starlette|fastapi)/"),
+    ("uvicorn, httptools (the HTTP protocol)", r"\((uvicorn|httptools)/"),
+)
+EVENT_LOOP = "event loop, native (uvloop: polling, socket I/O, callbacks)"
+
+
+def _frames(stack: str) -> list[str]:
+    return stack.split(";")
+
+
+def _part(frames: list[str]) -> str:
+    if frames[-1].startswith("Runner.run (asyncio/"):
+        return EVENT_LOOP
+    for frame in reversed(frames):
+        for part, pattern in PARTS:
+            if re.search(pattern, frame):
+                return part
+    return "other (interpreter, standard library)"
+
+
+def analyse(raw: Path, top: int = 15) -> dict[str, object]:
+    """Shares (percent of the service's samples) by part (see PARTS) and by the function a sample was in."""
+    stacks: list[tuple[list[str], int]] = []
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack and count.isdigit():
+            stacks.append((_frames(stack), int(count)))
+    total = sum(count for _, count in stacks) or 1
+    by_part: Counter[str] = Counter()
+    by_function: Counter[str] = Counter()
+    for frames, count in stacks:
+        by_function[re.sub(r":\d+\)$", ")", frames[-1])] += count
+        by_part[_part(frames)] += count
+
+    def share(counter: Counter[str], limit: int | None = None) -> dict[str, float]:
+        return {name: round(100 * count / total, 1) for name, count in counter.most_common(limit)}
+
+    return {"samples": total, "by_part_pct": share(by_part), "top_self_pct": share(by_function, top)}
+
+
+def _calls(stats: dict[str, dict[str, float]]) -> Counter[str]:
+    return Counter({name.removeprefix("cmdstat_"): int(value["calls"]) for name, value in stats.items() if name.startswith("cmdstat_")})
+
+
+async def commands_per_lifecycle(service: Service, qm: HttpClient, server: HttpClient, qm_token: str, lifecycles: int) -> dict[str, float]:
+    """Redis's commands per lifecycle, over `lifecycles` run one after another by one producer and one server (insert;
+    select that begins it and ends the one before), less what the background duties ran in as long idle."""
+    token = await connect_server(server, 1)
+    counters = Redis.from_url(service.redis_url)
+    held: list[str] = []
+    await counters.config_resetstat()
+    started = time.monotonic()
+    for _ in range(lifecycles):
+        status, body = await qm.post("/v1/work", {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": {"n": 1}})
+        assert status == 201, body
+        status, body = await server.post("/v1/work/select", {"connect_token": token, "max_items": 1, "begin": True, "end": [{"token": t} for t in held]})
+        assert status == 200 and len(body["items"]) == 1, body
+        held = [item["token"] for item in body["items"]]
+    loaded = _calls(await counters.info("commandstats"))
+    elapsed = time.monotonic() - started
+    await counters.config_resetstat()
+    await asyncio.sleep(elapsed)
+    idle = _calls(await counters.info("commandstats"))
+    await counters.aclose()
+    await server.post("/v1/work/select", {"connect_token": token, "max_items": 1, "end": [{"token": t} for t in held]})
+    await server.request("DELETE", f"/v1/connections/{token}")
+    per = {name: (loaded[name] - idle[name]) / lifecycles for name in loaded if name not in ("config", "info")}
+    shown = {name: round(count, 2) for name, count in sorted(per.items(), key=lambda item: -item[1]) if count >= 0.01}
+    return {"all": round(sum(per.values()), 2), **shown}
+
+
+def _process_tree(root: int) -> list[int]:
+    """`root` and its descendants (Linux: /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    tree, pending = [], [root]
+    while pending:
+        pid = pending.pop()
+        tree.append(pid)
+        pending.extend(children.get(pid, []))
+    return tree
+
+
+def _cpu_seconds(pids: list[int]) -> dict[str, float]:
+    """CPU seconds (user + system) used so far, by command name (`redis-server`, `python` ...)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    used: Counter[str] = Counter()
+    for pid in pids:
+        try:
+            head, tail = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)
+        except OSError:
+            continue
+        fields = tail.split()
+        used[head.split("(", 1)[1]] += (int(fields[11]) + int(fields[12])) / ticks
+    return dict(used)
+
+
+async def cpu_per_lifecycle(service: Service, qm: HttpClient, server: HttpClient, qm_token: str, seconds: float) -> dict[str, float]:
+    """CPU milliseconds per lifecycle of the service (its processes but Redis), Redis and this load generator, over
+    a single-request phase without py-spy."""
+    pids = _process_tree(service.process.pid)
+    before, generator_before, started = _cpu_seconds(pids), time.process_time(), time.monotonic()
+    rate = await run_phase(qm, server, qm_token, producers=8, servers=16, batch=1, seconds=seconds)
+    after, generator = _cpu_seconds(pids), time.process_time() - generator_before
+    lifecycles = rate * seconds  # run_phase's warm-up second and drain are in the CPU too: a few percent high
+    redis_s = after.get("redis-server", 0) - before.get("redis-server", 0)
+    service_s = sum(after.values()) - sum(before.values()) - redis_s
+    wall = time.monotonic() - started
+    return {
+        "lifecycles_per_s": round(rate),
+        "service_ms": round(1000 * service_s / lifecycles, 3),
+        "redis_ms": round(1000 * redis_s / lifecycles, 3),
+        "load_generator_ms": round(1000 * generator / lifecycles, 3),
+        "cores_busy": round((service_s + redis_s + generator) / wall, 2),
+    }
+
+
+async def load(service: Service, seconds: float, profile: Path, py_spy: str, lifecycles: int) -> tuple[float, dict[str, float], dict[str, float]]:
+    qm, server = await setup(service.url)
+    status, body = await qm.post("/v1/connections", QM)
+    assert status == 201, body
+    qm_token = body["token"]
+    gc.freeze()
+    await run_phase(qm, server, qm_token, producers=8, servers=16, batch=1, seconds=WARM_UP_SECONDS)
+    cpu = await cpu_per_lifecycle(service, qm, server, qm_token, seconds)
+    # py-spy samples the whole phase: its own second of warm-up, the measured seconds and the drain.
+    recorder = await asyncio.create_subprocess_exec(
+        py_spy, "record", "--pid", str(service.process.pid), "--subprocesses", "--rate", "200", "--nonblocking", "--format", "raw",
+        "--output", str(profile), "--duration", str(int(seconds)),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )
+    rate = await run_phase(qm, server, qm_token, producers=8, servers=16, batch=1, seconds=seconds - 1)
+    _, errors = await recorder.communicate()
+    if recorder.returncode != 0 or not profile.exists():
+        raise RuntimeError(f"py-spy failed ({recorder.returncode}): {errors.decode(errors='replace')[-2000:]}")
+    commands = await commands_per_lifecycle(service, qm, server, qm_token, lifecycles)
+    await qm.close()
+    await server.close()
+    return rate, commands, cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--durability", choices=("strict", "fast"), help="WLM_DURABILITY (default: the service's)")
+    parser.add_argument("--lifecycles", type=int, default=2000, help="lifecycles, one after another, whose Redis commands are counted")
+    parser.add_argument("--output", type=Path, help="where to keep the raw stacks (default: a new scratch directory)")
+    args = parser.parse_args()
+    py_spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+    if py_spy is None:
+        sys.exit("py-spy is not installed: it is a dev dependency (make install)")
+    profile = args.output or Path(tempfile.mkdtemp(prefix="wlm-profile-")) / "single.raw"
+    print(f"machine: {machine()}; service (2 workers), Redis, py-spy and load generator share it", flush=True)
+    service = Service(workers=2, **({"durability": args.durability} if args.durability else {}))
+    try:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            rate, commands, cpu = runner.run(load(service, args.seconds, profile, py_spy, args.lifecycles))
+    finally:
+        service.stop()
+    figures = {"lifecycles_per_s_single_under_py_spy": round(rate), "seconds": args.seconds, "durability": args.durability or "default",
+               "cpu_ms_per_lifecycle": cpu, "redis_commands_per_lifecycle": commands, **analyse(profile), "raw_stacks": str(profile)}
+    for key in ("by_part_pct", "top_self_pct"):
+        print(f"{key}:")
+        for name, pct in figures[key].items():  # type: ignore[union-attr]
+            print(f"  {pct:5.1f}%  {name}")
+    print(f"CPU per lifecycle (ms; without py-spy): {cpu}")
+    print(f"Redis commands per lifecycle: {commands}")
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
