@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from app.errors import lua_error
 from app.queues.codes import ReturnCode, lua_prelude
@@ -43,13 +47,49 @@ SCRIPT_NAMES = (
 class Scripts:
     def __init__(self, redis: Redis) -> None:
         shared = lua_prelude() + (LUA_DIR / "common.lua").read_text()
+        self._redis = redis
         self._scripts: dict[str, AsyncScript] = {
             name: redis.register_script(shared + "\n" + (LUA_DIR / f"{name}.lua").read_text()) for name in SCRIPT_NAMES
         }
+        self._evalsha = {name: b"$7\r\nEVALSHA\r\n" + _bulk(script.sha.encode()) for name, script in self._scripts.items()}
 
     async def call(self, name: str, keys: list[str], args: list[Any], client: Redis | None = None) -> list[Any]:
         """Run a script and return what it returned, status code first; on `client` (one connection) if given."""
+        if client is None or client is self._redis:
+            reply = await self._send(name, keys, args)
+            if reply is not None:
+                return reply
+            client = None
         return list(await self._scripts[name](keys=keys, args=args, client=client))
+
+    async def _send(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> list[Any] | None:
+        """EVALSHA packed here and sent on a connection of the client's pool; None when the script must go the
+        general way: not loaded yet (NOSCRIPT), an argument this packer does not take, or a connection that failed
+        (the client's own retries then apply, as they always did). redis-py's general packing and command plumbing
+        cost a quarter of the service's CPU on the single-request lifecycle (docs/benchmarks.md, bench/profile_lifecycle.py);
+        these scripts are all the hot path sends."""
+        try:
+            packed = _pack(self._evalsha[name], keys, args)
+        except TypeError:
+            return None
+        pool = self._redis.connection_pool
+        connection = await pool.get_connection()
+        try:
+            await connection.send_packed_command(packed)
+            reply = await connection.read_response()
+        except NoScriptError:
+            await pool.release(connection)
+            return None
+        except (RedisConnectionError, RedisTimeoutError):
+            await connection.disconnect()
+            await pool.release(connection)
+            return None
+        except BaseException:
+            await connection.disconnect()  # cancelled mid-reply, or worse: the connection's state is unknown
+            await pool.release(connection)
+            raise
+        await pool.release(connection)
+        return list(reply)
 
     async def run(self, name: str, keys: list[str], args: list[Any], client: Redis | None = None) -> list[Any]:
         """Run a script; a return code other than OK is raised as the AppError mapped to it in app.errors."""
@@ -58,3 +98,29 @@ class Scripts:
         if code != ReturnCode.OK:
             raise lua_error(code, result[1:])
         return list(result[1:])
+
+
+def _bulk(value: bytes) -> bytes:
+    return b"$%d\r\n%b\r\n" % (len(value), value)
+
+
+def _encoded(value: Any) -> bytes:
+    """As redis-py encodes a command's arguments: text as UTF-8, numbers as their decimal text, bytes as they are."""
+    kind = type(value)
+    if kind is str:
+        return value.encode()  # type: ignore[no-any-return]
+    if kind is int:
+        return b"%d" % value
+    if kind is bytes:
+        return value  # type: ignore[no-any-return]
+    if kind is float:
+        return repr(value).encode()
+    raise TypeError(f"not a script argument: {kind.__name__}")
+
+
+def _pack(evalsha: bytes, keys: Sequence[str], args: Sequence[Any]) -> bytes:
+    """EVALSHA sha numkeys key... arg... in the protocol (RESP)."""
+    parts = [b"*%d\r\n" % (3 + len(keys) + len(args)), evalsha, _bulk(b"%d" % len(keys))]
+    parts.extend(_bulk(_encoded(value)) for value in keys)
+    parts.extend(_bulk(_encoded(value)) for value in args)
+    return b"".join(parts)
