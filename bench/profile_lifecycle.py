@@ -59,10 +59,6 @@ PARTS = (
 EVENT_LOOP = "event loop, native (uvloop: polling, socket I/O, callbacks)"
 
 
-def _frames(stack: str) -> list[str]:
-    return stack.split(";")
-
-
 def _part(frames: list[str]) -> str:
     if frames[-1].startswith("Runner.run (asyncio/"):
         return EVENT_LOOP
@@ -79,7 +75,7 @@ def analyse(raw: Path, top: int = 15) -> dict[str, object]:
     for line in raw.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         if stack and count.isdigit():
-            stacks.append((_frames(stack), int(count)))
+            stacks.append((stack.split(";"), int(count)))
     total = sum(count for _, count in stacks) or 1
     by_part: Counter[str] = Counter()
     by_function: Counter[str] = Counter()
