@@ -24,6 +24,21 @@ WLM = os.environ.get("WLM_BENCH_WLM") or str(Path(sys.executable).parent / "wlm"
 ADMIN_KEY = "wlm_bench-admin-key-0123456789abcdefghijklmnopqrstuvwxyz"
 
 
+EVERY_WORKER_SECONDS = 10.0
+
+
+def listeners_on(port: int) -> int:
+    """Sockets listening on this TCP port, of any process (Linux's /proc/net)."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as rows:
+            next(rows)
+            for row in rows:
+                local, state = row.split()[1], row.split()[3]
+                count += state == "0A" and int(local.rsplit(":", 1)[1], 16) == port
+    return count
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -39,6 +54,7 @@ class Service:
         self.dir = directory or Path(tempfile.mkdtemp(prefix="wlm-bench-"))
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
+        self.workers = workers
         self.url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("WLM_")}
         self.env = env | {
@@ -60,6 +76,7 @@ class Service:
         while time.monotonic() < deadline:
             try:
                 if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                    self._await_every_worker()
                     return
             except httpx.HTTPError:
                 pass
@@ -68,6 +85,15 @@ class Service:
             time.sleep(0.2)
         self.stop()
         raise RuntimeError("the service did not start:\n" + (self.dir / "service.log").read_text(errors="replace"))
+
+    def _await_every_worker(self) -> None:
+        """Ready means one worker answers; a phase started then would open its connections before the other workers
+        listen, and they would all land on that one. A service with a listener per worker (Linux) is waited for
+        until each listens; one whose workers share a listener (an earlier commit, in bench/ab.py) is given
+        EVERY_WORKER_SECONDS to start them all."""
+        deadline = time.monotonic() + EVERY_WORKER_SECONDS
+        while listeners_on(self.port) < self.workers and time.monotonic() < deadline:
+            time.sleep(0.1)
 
     def kill(self) -> None:
         """SIGKILL: no shutdown, no last words (its records writer process follows it on the parent-death signal)."""
