@@ -49,7 +49,11 @@ class Selection:
         assert server.node and server.application_environment
         policy = await self.policies.knowing(server.application_environment)
         config = policy.queue_config(server.application_environment)
-        reason = await self._reason_to_end(server, policy) if config is not None else "the application environment is no longer in the active policy"
+        reason = (
+            await self._reason_to_end(server, policy)
+            if config is not None
+            else "the application environment is no longer in the active policy"
+        )
         if reason is not None:
             ended, end_errors = split_outcomes(ends, await self.ending.end_many(server, ends))
             return SelectOut(items=[], ended=ended, end_errors=end_errors, terminate=True, reason_code=TERMINATE_REASON, reason=reason)
@@ -131,12 +135,14 @@ class Selection:
 
 
 def _item_out(keys: AeKeys, config: AeConfig, selected: Selected) -> WorkItemOut:
+    """Built from the queue's own values, not validated again; the payload stays the JSON text it was stored as
+    (the route writes it into the answer as it is: encoded once, at the insert)."""
     meta = selected.meta
-    return WorkItemOut(
+    return WorkItemOut.model_construct(
         token=keys.token(selected.id),
         service_class=meta["sc"],
         report_class=meta["rc"],
-        payload=orjson.loads(selected.payload),
+        payload=orjson.Fragment(selected.payload),
         userid=meta.get("userid"),
         enclave=meta.get("enclave"),
         state="begun" if meta["state"] == "b" else "selected",
