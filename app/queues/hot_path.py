@@ -44,7 +44,7 @@ class EndResult:
 
     @property
     def record(self) -> dict[str, Any]:
-        return json.loads(self.value)  # type: ignore[no-any-return]
+        return orjson.loads(self.value)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True)
