@@ -103,6 +103,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     shutdown = ShutdownNotice()
     shutdown.on_notice(dispatcher.drain)
     member: SchedulerMember | None = None
+    queues: QueueStore | None = None
     launching: Duties | None = None
     try:
         durability = await durability_at_start(redis, settings.durability, durability_probe_key(settings.redis_prefix))
@@ -166,6 +167,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if member is not None:
             await member.stop()
         await dispatcher.stop()
+        if queues is not None:
+            await queues.aclose()
         await redis.aclose()
         await events_redis.aclose()
         await engine.dispose()

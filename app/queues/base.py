@@ -60,6 +60,10 @@ class StoreBase:
         (leases, heartbeats, tombstones, due times) are taken here, never from this process's clock."""
         return redis_time_ms(await self.redis.time())
 
+    async def aclose(self) -> None:
+        """Closes what the store opened of its own (the scripts' pipelined connection); not the Redis client."""
+        await self.scripts.aclose()
+
     async def ping(self) -> None:
         """Raises unless Redis answers."""
         await self.redis.ping()

@@ -15,6 +15,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from app.errors import lua_error
 from app.queues.codes import ReturnCode, lua_prelude
+from app.queues.pipeline import ScriptPipeline, bulk
 
 LUA_DIR = Path(__file__).parent / "lua"
 # One script per state transition.
@@ -51,7 +52,8 @@ class Scripts:
         self._scripts: dict[str, AsyncScript] = {
             name: redis.register_script(shared + "\n" + (LUA_DIR / f"{name}.lua").read_text()) for name in SCRIPT_NAMES
         }
-        self._evalsha = {name: b"$7\r\nEVALSHA\r\n" + _bulk(script.sha.encode()) for name, script in self._scripts.items()}
+        self._pipeline = ScriptPipeline.of(redis)
+        self._evalsha = {name: b"$7\r\nEVALSHA\r\n" + bulk(script.sha.encode()) for name, script in self._scripts.items()}
 
     async def call(self, name: str, keys: list[str], args: list[Any], client: Redis | None = None) -> list[Any]:
         """Run a script and return what it returned, status code first; on `client` (one connection) if given."""
@@ -63,33 +65,26 @@ class Scripts:
         return list(await self._scripts[name](keys=keys, args=args, client=client))
 
     async def _send(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> list[Any] | None:
-        """EVALSHA packed here and sent on a connection of the client's pool; None when the script must go the
-        general way: not loaded yet (NOSCRIPT), an argument this packer does not take, or a connection that failed
-        (the client's own retries then apply, as they always did). redis-py's general packing and command plumbing
-        cost a quarter of the service's CPU on the single-request lifecycle (docs/benchmarks.md, bench/profile_lifecycle.py);
-        these scripts are all the hot path sends."""
+        """EVALSHA packed here and sent on the pipelined connection (app/queues/pipeline.py); None when the script
+        must go redis-py's general way: not loaded yet (NOSCRIPT), an argument this packer does not take, a client
+        whose connections are not pipelined, or a connection that failed (redis-py's own retries then apply, as
+        they always did). redis-py's general packing and command plumbing cost a quarter of the service's CPU on
+        the single-request lifecycle (docs/benchmarks.md, bench/profile_lifecycle.py); these scripts are all the
+        hot path sends."""
+        if self._pipeline is None:
+            return None
         try:
             packed = _pack(self._evalsha[name], keys, args)
         except TypeError:
             return None
-        pool = self._redis.connection_pool
-        connection = await pool.get_connection()
         try:
-            await connection.send_packed_command(packed)
-            reply = await connection.read_response()
-        except NoScriptError:
-            await pool.release(connection)
+            return list(await self._pipeline.call(packed))
+        except (NoScriptError, RedisConnectionError, RedisTimeoutError):
             return None
-        except (RedisConnectionError, RedisTimeoutError):
-            await connection.disconnect()
-            await pool.release(connection)
-            return None
-        except BaseException:
-            await connection.disconnect()  # cancelled mid-reply, or worse: the connection's state is unknown
-            await pool.release(connection)
-            raise
-        await pool.release(connection)
-        return list(reply)
+
+    async def aclose(self) -> None:
+        if self._pipeline is not None:
+            await self._pipeline.aclose()
 
     async def run(self, name: str, keys: list[str], args: list[Any], client: Redis | None = None) -> list[Any]:
         """Run a script; a return code other than OK is raised as the AppError mapped to it in app.errors."""
@@ -98,10 +93,6 @@ class Scripts:
         if code != ReturnCode.OK:
             raise lua_error(code, result[1:])
         return list(result[1:])
-
-
-def _bulk(value: bytes) -> bytes:
-    return b"$%d\r\n%b\r\n" % (len(value), value)
 
 
 def _encoded(value: Any) -> bytes:
@@ -120,7 +111,7 @@ def _encoded(value: Any) -> bytes:
 
 def _pack(evalsha: bytes, keys: Sequence[str], args: Sequence[Any]) -> bytes:
     """EVALSHA sha numkeys key... arg... in the protocol (RESP)."""
-    parts = [b"*%d\r\n" % (3 + len(keys) + len(args)), evalsha, _bulk(b"%d" % len(keys))]
-    parts.extend(_bulk(_encoded(value)) for value in keys)
-    parts.extend(_bulk(_encoded(value)) for value in args)
+    parts = [b"*%d\r\n" % (3 + len(keys) + len(args)), evalsha, bulk(b"%d" % len(keys))]
+    parts.extend(bulk(_encoded(value)) for value in keys)
+    parts.extend(bulk(_encoded(value)) for value in args)
     return b"".join(parts)

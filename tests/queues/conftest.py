@@ -65,7 +65,9 @@ def blobs() -> MemoryBlobs:
 async def store(redis_url: str, blobs: MemoryBlobs) -> AsyncIterator[QueueStore]:
     redis = Redis.from_url(redis_url, decode_responses=True)
     prefix = f"q{uuid.uuid4().hex[:10]}"
-    yield QueueStore(redis, prefix, idempotency_ttl_s=60, tombstone_ms=TOMBSTONE_MS, samples_ms=60_000, blobs=blobs)
+    store = QueueStore(redis, prefix, idempotency_ttl_s=60, tombstone_ms=TOMBSTONE_MS, samples_ms=60_000, blobs=blobs)
+    yield store
+    await store.aclose()
     await redis.aclose()
 
 

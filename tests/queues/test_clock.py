@@ -25,7 +25,9 @@ SERVER = 7
 @pytest.fixture
 async def store(redis_url: str) -> AsyncIterator[QueueStore]:
     redis = Redis.from_url(redis_url, decode_responses=True)
-    yield QueueStore(redis, f"clock{uuid.uuid4().hex[:8]}", idempotency_ttl_s=60, tombstone_ms=TOMBSTONE_MS, samples_ms=60_000)
+    store = QueueStore(redis, f"clock{uuid.uuid4().hex[:8]}", idempotency_ttl_s=60, tombstone_ms=TOMBSTONE_MS, samples_ms=60_000)
+    yield store
+    await store.aclose()
     await redis.aclose()
 
 

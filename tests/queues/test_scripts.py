@@ -9,7 +9,8 @@ import pytest
 from redis.asyncio.connection import Connection
 
 from app.queues.keys import AeKeys
-from app.queues.scripts import _bulk, _pack
+from app.queues.pipeline import bulk
+from app.queues.scripts import _pack
 from app.queues.store import QueueStore
 from tests.queues.conftest import CONFIG, QUEUE_MANAGER, request
 
@@ -27,7 +28,7 @@ def test_a_script_call_is_packed_as_redis_py_packs_it(args: list[Any]) -> None:
     keys = ["{wlm:LOCAL:PAYROLL}:req", "{wlm:LOCAL:PAYROLL}:q:ONLINE:dep", "{wlm:LOCAL:ÄE}:x"]
     sha = "0123456789abcdef0123456789abcdef01234567"
     expected = b"".join(Connection().pack_command("EVALSHA", sha, len(keys), *keys, *args))
-    assert _pack(b"$7\r\nEVALSHA\r\n" + _bulk(sha.encode()), keys, args) == expected
+    assert _pack(b"$7\r\nEVALSHA\r\n" + bulk(sha.encode()), keys, args) == expected
 
 
 def test_what_the_packer_does_not_take_is_refused_for_the_general_way() -> None:

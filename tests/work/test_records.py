@@ -66,7 +66,7 @@ def test_outbox_entries_become_records_column_by_column() -> None:
     table = outbox_table([ended, deleted], periods)
 
     assert table.schema == SCHEMA
-    at = lambda ms: datetime.fromtimestamp(ms / 1000, UTC)  # noqa: E731
+    at = lambda ms: datetime.fromtimestamp(ms / 1000, UTC)
     assert table.to_pylist() == [
         {"token": "EAST~PAYROLL~a1", "application_environment": "PAYROLL", "node": "EAST", "service_class": "ONLINE", "period": 2,
          "report_class": "ATMA", "policy_version": 3, "queue_manager_id": 7, "subsystem_type": "CB", "subsystem_name": "CICSA",

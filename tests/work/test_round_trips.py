@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from redis.asyncio.connection import AbstractConnection
 
+from app.queues.pipeline import _Protocol
 from tests.work.conftest import ONLINE, World
 
 _counting: ContextVar[list[str] | None] = ContextVar("counting", default=None)
@@ -18,7 +19,8 @@ _counting: ContextVar[list[str] | None] = ContextVar("counting", default=None)
 
 @pytest.fixture
 def round_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The commands this task sends to Redis, one entry per round trip (a pipeline is one)."""
+    """The commands this task sends to Redis, through redis-py or the scripts' pipelined connection, one entry per
+    round trip (a pipeline is one)."""
     sent: list[str] = []
     send = AbstractConnection.send_packed_command
 
@@ -29,7 +31,16 @@ def round_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
             trips.append(packed.split(b"\r\n")[2].decode())
         await send(self, command, check_health)
 
+    pipelined = _Protocol.send
+
+    def counted_pipelined(self: _Protocol, command: bytes) -> Any:
+        trips = _counting.get()
+        if trips is not None:
+            trips.append(command.split(b"\r\n")[2].decode())
+        return pipelined(self, command)
+
     monkeypatch.setattr(AbstractConnection, "send_packed_command", counted)
+    monkeypatch.setattr(_Protocol, "send", counted_pipelined)
     token = _counting.set(sent)
     yield sent
     _counting.reset(token)

@@ -1,0 +1,183 @@
+"""One Redis connection per process for the scripts' calls, pipelined: the calls made in one turn of the event loop
+go out in one write, and the replies, which Redis sends in the order of the calls, are handed back in that order.
+
+On the single-request lifecycle the service's CPU went to socket writes (one per call, a system call each),
+redis-py's connection pool (a connection taken and given back per call) and its per-call timeouts (a task per
+write); see docs/benchmarks.md. A pipelined connection has none of these, and a call cancelled while it waits
+costs nothing: its reply is read and dropped in turn, where a pooled connection would have to be closed.
+
+Only plain connections are pipelined (TCP or a Unix socket, RESP2, replies decoded, a password if any): for TLS,
+credential providers or RESP3, `ScriptPipeline.of` gives None and the calls go through redis-py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any
+
+import hiredis
+from redis._parsers.base import BaseParser
+from redis.asyncio import Redis
+from redis.asyncio.connection import Connection, UnixDomainSocketConnection
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+# A call not answered within this long means the connection is gone (or Redis is stuck): it is closed, and the
+# calls waiting on it fail as a lost connection does. redis-py's default socket timeout, which it replaces.
+REPLY_TIMEOUT_S = 5.0
+CLIENT_NAME = b"wlm-scripts"
+
+
+def bulk(value: bytes) -> bytes:
+    """A bulk string of the protocol (RESP)."""
+    return b"$%d\r\n%b\r\n" % (len(value), value)
+
+
+def pack(*parts: bytes) -> bytes:
+    """One command in the protocol: an array of bulk strings."""
+    return b"*%d\r\n" % len(parts) + b"".join(map(bulk, parts))
+
+
+class _Protocol(asyncio.Protocol):
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.reader = hiredis.Reader(encoding="utf-8")
+        self.waiting: deque[asyncio.Future[Any]] = deque()  # one per call sent or to send, in order
+        self.outgoing: list[bytes] = []
+        self.transport: asyncio.Transport | None = None
+        self.lost = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def send(self, command: bytes) -> asyncio.Future[Any]:
+        if self.lost:
+            raise RedisConnectionError("the pipelined connection to Redis was lost")
+        reply = self.loop.create_future()
+        self.waiting.append(reply)
+        self.outgoing.append(command)
+        if len(self.outgoing) == 1:
+            # Written at the next turn of the loop, with every call the other requests make before then.
+            self.loop.call_soon(self._flush)
+        return reply
+
+    def _flush(self) -> None:
+        if self.lost or self.transport is None:
+            return
+        self.transport.write(b"".join(self.outgoing))
+        self.outgoing.clear()
+        self.loop.call_later(REPLY_TIMEOUT_S, self._expect, self.waiting[-1])
+
+    def _expect(self, reply: asyncio.Future[Any]) -> None:
+        if not reply.done() and not self.lost:
+            self._fail(RedisTimeoutError(f"Redis did not answer within {REPLY_TIMEOUT_S:g} s"))
+
+    def data_received(self, data: bytes) -> None:
+        self.reader.feed(data)
+        while True:
+            try:
+                reply = self.reader.gets()
+            except hiredis.ProtocolError as exc:
+                self._fail(RedisConnectionError(f"Redis sent what is not its protocol: {exc}"))
+                return
+            if reply is False:
+                return
+            if not self.waiting:
+                self._fail(RedisConnectionError("Redis sent a reply to no call"))
+                return
+            waiter = self.waiting.popleft()
+            if waiter.done():  # its caller was cancelled
+                continue
+            if isinstance(reply, hiredis.ReplyError):
+                waiter.set_exception(BaseParser.parse_error(str(reply)))
+            else:
+                waiter.set_result(reply)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.lost:
+            self._fail(RedisConnectionError(f"the pipelined connection to Redis was lost ({exc or 'closed'})"))
+
+    def _fail(self, error: Exception) -> None:
+        self.lost = True
+        for waiter in self.waiting:
+            if not waiter.done():
+                waiter.set_exception(error)
+        self.waiting.clear()
+        self.outgoing.clear()
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class ScriptPipeline:
+    """The connection, opened on first use (and again after it was lost) on the running loop."""
+
+    def __init__(self, address: dict[str, Any]) -> None:
+        self._address = address
+        self._protocol: _Protocol | None = None
+        self._connecting: asyncio.Task[_Protocol] | None = None
+
+    @classmethod
+    def of(cls, redis: Redis) -> ScriptPipeline | None:
+        pool = redis.connection_pool
+        kwargs = pool.connection_kwargs
+        plain = pool.connection_class in (Connection, UnixDomainSocketConnection)
+        if (
+            not plain
+            or not kwargs.get("decode_responses")
+            or kwargs.get("credential_provider")
+            or kwargs.get("protocol") not in (None, 2, "2")
+        ):
+            return None
+        address = {name: kwargs.get(name) for name in ("host", "port", "path", "db", "username", "password")}
+        return cls(address)
+
+    async def call(self, command: bytes) -> Any:
+        """The reply to `command`; an error reply is raised as redis-py raises it (NoScriptError, ResponseError),
+        a lost or silent connection as redis-py's ConnectionError or TimeoutError."""
+        protocol = self._protocol
+        if protocol is None or protocol.lost or protocol.loop is not asyncio.get_running_loop():
+            protocol = await self._connected()
+        return await protocol.send(command)
+
+    async def _connected(self) -> _Protocol:
+        if self._connecting is None or self._connecting.get_loop() is not asyncio.get_running_loop():
+            self._connecting = asyncio.ensure_future(self._connect())
+        try:
+            protocol = await asyncio.shield(self._connecting)
+        except BaseException:
+            if self._connecting.done():
+                self._connecting = None  # the next call tries again
+            raise
+        self._connecting = None
+        return protocol
+
+    async def _connect(self) -> _Protocol:
+        loop = asyncio.get_running_loop()
+        a = self._address
+        protocol = _Protocol(loop)
+        try:
+            async with asyncio.timeout(REPLY_TIMEOUT_S):
+                if a["path"]:
+                    await loop.create_unix_connection(lambda: protocol, a["path"])
+                else:
+                    await loop.create_connection(lambda: protocol, a["host"], a["port"])
+                if a["password"]:
+                    credentials = (a["username"], a["password"]) if a["username"] else (a["password"],)
+                    await protocol.send(pack(b"AUTH", *(str(c).encode() for c in credentials)))
+                if a["db"]:
+                    await protocol.send(pack(b"SELECT", str(a["db"]).encode()))
+                await protocol.send(pack(b"CLIENT", b"SETNAME", CLIENT_NAME))  # for CLIENT LIST, and the tests
+        except BaseException as exc:
+            if protocol.transport is not None:
+                protocol.transport.abort()
+            if isinstance(exc, OSError | TimeoutError):
+                raise RedisConnectionError(f"cannot open the pipelined connection to Redis: {exc}") from exc
+            raise
+        self._protocol = protocol
+        return protocol
+
+    async def aclose(self) -> None:
+        if self._protocol is not None and self._protocol.transport is not None:
+            self._protocol.transport.close()
+        self._protocol = None

@@ -1,0 +1,85 @@
+"""The scripts' pipelined connection (app/queues/pipeline.py): the calls of one turn of the event loop go out in one
+write, each caller gets its own reply (also when others were cancelled), errors come back as redis-py raises them,
+and a lost connection is opened again."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from app.queues.keys import AeKeys
+from app.queues.pipeline import CLIENT_NAME, ScriptPipeline
+from app.queues.store import QueueStore
+from tests.queues.conftest import CONFIG, QUEUE_MANAGER, request
+from tests.waiting import eventually
+
+CALLS = 60
+
+
+async def _reads_processed(redis: Redis) -> int:
+    return int((await redis.info("stats"))["total_reads_processed"])
+
+
+async def _pipelined_clients(redis: Redis) -> list[dict]:
+    return [client for client in await redis.client_list() if client["name"] == CLIENT_NAME.decode()]
+
+
+async def test_the_calls_of_one_turn_go_out_together_each_caller_getting_its_own_reply(store: QueueStore, k: AeKeys) -> None:
+    await store.insert(k, QUEUE_MANAGER, [request()], 10**6)  # the connection opened
+    requests = [request() for _ in range(CALLS)]
+    before = await _reads_processed(store.redis)
+    ids = await asyncio.gather(*(store.insert(k, QUEUE_MANAGER, [r], 10**6) for r in requests))
+    reads = await _reads_processed(store.redis) - before
+    assert ids == [[r.id] for r in requests]
+    # One connection, one write (Redis may take it in a few reads); a call per connection would be 60 reads.
+    assert len(await _pipelined_clients(store.redis)) == 1
+    assert reads < CALLS // 4, reads
+
+
+async def test_a_cancelled_call_leaves_the_replies_of_the_others_in_order(store: QueueStore, k: AeKeys) -> None:
+    await store.insert(k, QUEUE_MANAGER, [request()], 10**6)  # the connection opened
+    requests = [request() for _ in range(CALLS)]
+    calls = [asyncio.ensure_future(store.insert(k, QUEUE_MANAGER, [r], 10**6)) for r in requests]
+    await asyncio.sleep(0)  # each call made, waiting for its reply
+    for call in calls[::3]:
+        call.cancel()
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    for i, (r, outcome) in enumerate(zip(requests, outcomes, strict=True)):
+        if i % 3:
+            assert outcome == [r.id]
+    # The cancelled calls were sent all the same: cancelling a call does not take back what it asked of Redis.
+    assert await store.redis.hlen(k.req) == 1 + CALLS
+    last = request()
+    assert await store.insert(k, QUEUE_MANAGER, [last], 10**6) == [last.id]
+
+
+async def test_an_error_reply_is_raised_as_redis_py_raises_it(store: QueueStore) -> None:
+    with pytest.raises(ResponseError):
+        await store.scripts.call("insert", ["{x}:a"], ["not", "what", "insert", "takes"])
+
+
+async def test_a_killed_connection_is_opened_again(store: QueueStore, k: AeKeys) -> None:
+    await store.insert(k, QUEUE_MANAGER, [request()], CONFIG.backlog_limit)
+    [client] = await _pipelined_clients(store.redis)
+    await store.redis.execute_command("CLIENT", "KILL", "ID", client["id"])
+    # A call on the dead connection goes redis-py's way; the next one opens a new pipelined connection.
+    for _ in range(2):
+        await store.insert(k, QUEUE_MANAGER, [request()], CONFIG.backlog_limit)
+    await eventually(lambda: _one_new_client(store.redis, client["id"]), 10, what="a new pipelined connection")
+    assert await store.redis.hlen(k.req) == 3
+
+
+async def _one_new_client(redis: Redis, killed: str) -> bool:
+    clients = await _pipelined_clients(redis)
+    return len(clients) == 1 and clients[0]["id"] != killed
+
+
+def test_only_plain_connections_with_decoded_replies_are_pipelined() -> None:
+    assert ScriptPipeline.of(Redis.from_url("redis://127.0.0.1:6379/2", decode_responses=True)) is not None
+    assert ScriptPipeline.of(Redis.from_url("unix:///tmp/redis.sock", decode_responses=True)) is not None
+    assert ScriptPipeline.of(Redis.from_url("redis://127.0.0.1:6379/0")) is None  # bytes replies
+    assert ScriptPipeline.of(Redis.from_url("rediss://127.0.0.1:6379/0", decode_responses=True)) is None  # TLS
+    assert ScriptPipeline.of(Redis.from_url("redis://127.0.0.1:6379/0?protocol=3", decode_responses=True)) is None
