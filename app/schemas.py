@@ -33,10 +33,24 @@ def _non_finite_numbers(document: Any) -> Iterator[InitErrorDetails]:
                 containers.append(((*loc, key), item))
 
 
+def _all_finite(document: Any) -> bool:
+    """Whether every number in a decoded JSON document is finite: the common case, checked without keeping paths."""
+    pending = [document]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return False
+        elif isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return True
+
+
 def _finite(document: Any) -> Any:
-    errors = list(_non_finite_numbers(document))
-    if errors:
-        raise ValidationError.from_exception_data("JsonDocument", errors)
+    if not _all_finite(document):
+        raise ValidationError.from_exception_data("JsonDocument", list(_non_finite_numbers(document)))
     return document
 
 

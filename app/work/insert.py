@@ -106,7 +106,7 @@ class Insertion:
         for request, request_id, (sc, rc) in zip(requests, ids, classes, strict=True):
             replayed.append(request_id != request.id)
             queued.append(
-                WorkQueued.model_construct(token=keys.token(request_id), application_environment=ae.name, node=node, service_class=sc, report_class=rc)
+                WorkQueued(token=keys.token(request_id), application_environment=ae.name, node=node, service_class=sc, report_class=rc)
             )
         return queued, replayed
 

@@ -1,10 +1,9 @@
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import orjson
 from fastapi import APIRouter, Query, Response
-from pydantic import BaseModel
 
 from app.deps import QueueManagerWork, ServerWork, queue_manager_work, server_work
 from app.http import HotPath
@@ -30,20 +29,10 @@ ConnectTokenQuery = Annotated[str, Query(min_length=1, max_length=128, descripti
 REPLAYED_HEADER = "Idempotent-Replayed"
 
 
-def _json(model: BaseModel, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    """The hot routes serialize once, with pydantic's serializer, instead of FastAPI validating the response again."""
-    return Response(model.__pydantic_serializer__.to_json(model), status_code=status, media_type="application/json", headers=headers)
-
-
-def _select_json(result: SelectOut) -> Response:
-    """A select's answer, its payloads written as the JSON text they were stored as (`WorkItemOut.payload` holds
-    an orjson.Fragment): orjson writes each model's fields in order, and its times as pydantic does (UTC as Z);
-    tests/work/test_select_json.py holds it to pydantic's own serialization."""
-    return Response(orjson.dumps(result, default=_fields, option=orjson.OPT_UTC_Z), media_type="application/json")
-
-
-def _fields(model: BaseModel) -> dict[str, Any]:
-    return model.__dict__
+def _json(answer: WorkQueued | WorkBatchQueued | SelectOut | EndedOut, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """The lifecycle's answers (dataclasses, app/work/schemas.py) written once, by orjson: times as pydantic writes
+    them (UTC as Z), a selected payload as the JSON text it was stored as."""
+    return Response(orjson.dumps(answer, option=orjson.OPT_UTC_Z), status_code=status, media_type="application/json", headers=headers)
 
 
 @router.post("/v1/enclaves", status_code=201, response_model=EnclaveOut, summary="IWM4ECRE: classify and create an enclave")
@@ -79,7 +68,7 @@ async def insert_batch(body: WorkBatchIn, call: QueueManagerWork) -> Response:
 )
 async def select(body: SelectIn, call: ServerWork) -> Response:
     result = await call.work.selection.select(call.principal, body)
-    return Response(status_code=204) if result is None else _select_json(result)
+    return Response(status_code=204) if result is None else _json(result)
 
 
 @router.post("/v1/work/{token}/begin", response_model=BegunOut, summary="IWM4STBG: begin a selected request")

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -62,7 +63,13 @@ class WorkBatchIn(StrictModel):
     items: list[WorkItemIn] = Field(min_length=1)
 
 
-class WorkQueued(BaseModel):
+# The answers of the lifecycle's calls are plain dataclasses: built for each request (hundreds per batch), where a
+# pydantic model's construction cost more than the rest of the answer; the routes write them with orjson
+# (tests/work/test_answers_json.py holds that to pydantic's serialization of the same types, which the API documents).
+
+
+@dataclass(slots=True)
+class WorkQueued:
     token: str
     application_environment: str
     node: str
@@ -70,7 +77,8 @@ class WorkQueued(BaseModel):
     report_class: str | None
 
 
-class WorkBatchQueued(BaseModel):
+@dataclass(slots=True)
+class WorkBatchQueued:
     items: list[WorkQueued]
 
 
@@ -98,11 +106,12 @@ class SelectIn(StrictModel):
     end: list[EndInSelect] = Field(default_factory=list, max_length=1000)
 
 
-class WorkItemOut(BaseModel):
+@dataclass(slots=True)
+class WorkItemOut:
     token: str
     service_class: str
     report_class: str | None
-    payload: Any
+    payload: Any  # as the answer carries it: the JSON text stored at the insert, as an orjson.Fragment
     userid: str | None
     enclave: str | None
     state: Literal["selected", "begun"]
@@ -111,13 +120,15 @@ class WorkItemOut(BaseModel):
     lease_expires_at: datetime
 
 
-class EndedOut(BaseModel):
+@dataclass(slots=True)
+class EndedOut:
     token: str
     outcome: str
     response_time_ms: int
 
 
-class EndErrorOut(BaseModel):
+@dataclass(slots=True)
+class EndErrorOut:
     """An end of the select's `end` list that did not apply (e.g. `not_holder`: its lease expired and it went to
     another server; `already_ended`); the other ends and the select went ahead."""
 
@@ -126,10 +137,11 @@ class EndErrorOut(BaseModel):
     message: str
 
 
-class SelectOut(BaseModel):
+@dataclass(slots=True)
+class SelectOut:
     items: list[WorkItemOut]
-    ended: list[EndedOut] = Field(default_factory=list)
-    end_errors: list[EndErrorOut] = Field(default_factory=list)
+    ended: list[EndedOut] = field(default_factory=list)
+    end_errors: list[EndErrorOut] = field(default_factory=list)
     # IWM4SSL's terminate: the server is no longer needed; it ends what it holds, disconnects and stops.
     terminate: bool = False
     reason_code: str | None = None

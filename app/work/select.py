@@ -135,10 +135,10 @@ class Selection:
 
 
 def _item_out(keys: AeKeys, config: AeConfig, selected: Selected) -> WorkItemOut:
-    """Built from the queue's own values, not validated again; the payload stays the JSON text it was stored as
-    (the route writes it into the answer as it is: encoded once, at the insert)."""
+    """The payload stays the JSON text it was stored as: the route writes it into the answer as it is (encoded once,
+    at the insert)."""
     meta = selected.meta
-    return WorkItemOut.model_construct(
+    return WorkItemOut(
         token=keys.token(selected.id),
         service_class=meta["sc"],
         report_class=meta["rc"],
