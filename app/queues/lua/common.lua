@@ -14,6 +14,20 @@ local function now_ms()
   return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 end
 
+-- A variadic command (HSET, RPUSH, ZADD ...) on `key` with `values`, in chunks that Lua's stack takes (an even
+-- size, so that field-value pairs stay together).
+local CHUNK = 1000
+local function in_chunks(command, key, values)
+  for first = 1, #values, CHUNK do
+    redis.call(command, key, unpack(values, first, math.min(first + CHUNK - 1, #values)))
+  end
+end
+
+local function append_pair(list, a, b)
+  list[#list + 1] = a
+  list[#list + 1] = b
+end
+
 local function load_meta(req_key, id)
   local raw = redis.call('HGET', req_key, id)
   if not raw then return nil end
@@ -26,23 +40,47 @@ end
 
 -- The end of a request's life: its work record goes to the outbox (flushed to Parquet by the service), the
 -- queue manager's exit is scheduled when the service (not a server) ended it, and a tombstone lets a late
--- caller be told "already ended" instead of "unknown".
-local function finish(k, id, meta, outcome, now, tombstone_ms)
+-- caller be told "already ended" instead of "unknown". With `later` (a table from ending_later), its writes are
+-- gathered there for `written` to make with one command each: the caller then reads nothing they change until
+-- then (end_held read its requests first, and answers an id it ended twice itself).
+local function finish(k, id, meta, outcome, now, tombstone_ms, later)
   meta.outcome = outcome
   meta.ended = now
   meta.id = id
   local record = cjson.encode(meta)
-  redis.call('RPUSH', k.records, record)
   if outcome == 'deleted' or outcome == 'purged' or outcome == 'abandoned' then
     if meta.exit and meta.exit ~= '' then
       redis.call('ZADD', k.exits, now, cjson.encode({id = id, qm = meta.qm, exit = meta.exit, attempt = 0, record = record}))
     end
   end
-  redis.call('HDEL', k.req, id)
-  redis.call('HDEL', k.payload, id)
-  redis.call('HSET', k.done, id, outcome)
-  redis.call('ZADD', k.done_exp, now + tombstone_ms, id)
+  if later then
+    later.records[#later.records + 1] = record
+    later.gone[#later.gone + 1] = id
+    append_pair(later.done, id, outcome)
+    append_pair(later.expiry, now + tombstone_ms, id)
+  else
+    redis.call('HDEL', k.req, id)
+    redis.call('HSET', k.done, id, outcome)
+    redis.call('RPUSH', k.records, record)
+    redis.call('HDEL', k.payload, id)
+    redis.call('ZADD', k.done_exp, now + tombstone_ms, id)
+  end
   return record
+end
+
+local function ending_later()
+  return {records = {}, gone = {}, done = {}, expiry = {}, leases = {}, samples = {}}
+end
+
+local function written(k, later)
+  if #later.records == 0 then return end
+  in_chunks('HDEL', k.req, later.gone)
+  in_chunks('HSET', k.done, later.done)
+  in_chunks('RPUSH', k.records, later.records)
+  in_chunks('HDEL', k.payload, later.gone)
+  in_chunks('ZADD', k.done_exp, later.expiry)
+  in_chunks('ZREM', k.leases, later.leases)
+  in_chunks('ZADD', k.samples, later.samples)
 end
 
 -- Fencing: a scheduler's duty (epoch > 0) acts on a queue only with an epoch at least the highest that did here.
@@ -71,11 +109,18 @@ end
 -- here, so the set stays bounded whether or not anyone evaluates it (and an evaluation reads at most that many).
 -- k needs req, payload, leases, inflight, records, exits, done, done_exp, samples.
 local function end_held(k, server, now, tombstone_ms, samples_ms, first, last, result)
-  local ended = 0
-  for i = first, last, 3 do
-    local id = ARGV[i]
-    local meta = load_meta(k.req, id)
-    if not meta then
+  local ended, later, ids = 0, ending_later(), {}
+  for i = first, last, 3 do ids[#ids + 1] = ARGV[i] end
+  local raws = #ids > 0 and redis.call('HMGET', k.req, unpack(ids)) or {}
+  -- Requests ended by this call (read before it ended any): an id given twice is told the second time that it ended.
+  local ended_here = {}
+  for n, id in ipairs(ids) do
+    local i = first + 3 * (n - 1)
+    local meta = not ended_here[id] and raws[n] and cjson.decode(raws[n])
+    if ended_here[id] then
+      result[#result + 1] = ALREADY_ENDED
+      result[#result + 1] = ended_here[id]
+    elseif not meta then
       local gone = missing(k, id)
       result[#result + 1] = gone[1]
       result[#result + 1] = gone[2] or ''
@@ -83,15 +128,17 @@ local function end_held(k, server, now, tombstone_ms, samples_ms, first, last, r
       result[#result + 1] = NOT_HOLDER
       result[#result + 1] = ''
     else
-      redis.call('ZREM', k.leases, id)
+      later.leases[#later.leases + 1] = id
       if ARGV[i + 2] ~= '' then meta.result = ARGV[i + 2] end
       result[#result + 1] = OK
-      result[#result + 1] = finish(k, id, meta, ARGV[i + 1], now, tombstone_ms)
+      result[#result + 1] = finish(k, id, meta, ARGV[i + 1], now, tombstone_ms, later)
+      ended_here[id] = ARGV[i + 1]
       local selected = meta.selected or now
-      redis.call('ZADD', k.samples, now, table.concat({meta.sc, now - meta.inserted, selected - meta.inserted, now - selected, id}, '|'))
+      append_pair(later.samples, now, table.concat({meta.sc, now - meta.inserted, selected - meta.inserted, now - selected, id}, '|'))
       ended = ended + 1
     end
   end
+  written(k, later)
   if ended > 0 then
     redis.call('HINCRBY', k.inflight, server, -ended)
     redis.call('ZREMRANGEBYSCORE', k.samples, '-inf', now - samples_ms)
@@ -156,11 +203,12 @@ local function select_work(begin_now)
 
   -- Takes up to `want - got` requests from the front of one queue; the rear joins the front when the front is empty
   -- and nothing of the queue is in the database. Returns false when the queue's next requests are in the database.
+  -- The requests are popped, read, written and given their payloads a command each for all of them.
   local function take(class, queue, front, rear)
-    local taken, blocked = 0, false
+    local blocked, metas, leases, ids, slots = false, {}, {}, {}, {}
     while got < want do
-      local id = redis.call('LPOP', front)
-      if not id then
+      local popped = redis.call('LPOP', front, want - got)
+      if not popped then
         if redis.call('HEXISTS', k.swept, queue) == 1 then
           blocked = true
           break
@@ -168,30 +216,39 @@ local function select_work(begin_now)
         if redis.call('EXISTS', rear) == 0 then break end
         redis.call('RENAME', rear, front)
       else
-        local meta = load_meta(k.req, id)
-        -- Entries of deleted requests stay in the list (deleting from its middle is O(n)); they are skipped here.
-        if meta and meta.state == 'q' then
-          meta.state = 's'
-          meta.server = server
-          meta.selected = now
-          meta.deliveries = (meta.deliveries or 0) + 1
-          if begin_now then
-            meta.state = 'b'
-            meta.begun = now
+        local raws = redis.call('HMGET', k.req, unpack(popped))
+        for j, id in ipairs(popped) do
+          local meta = raws[j] and cjson.decode(raws[j])
+          -- Entries of deleted requests stay in the list (deleting from its middle is O(n)); they are skipped here.
+          if meta and meta.state == 'q' then
+            meta.state = 's'
+            meta.server = server
+            meta.selected = now
+            meta.deliveries = (meta.deliveries or 0) + 1
+            if begin_now then
+              meta.state = 'b'
+              meta.begun = now
+            end
+            local encoded = cjson.encode(meta)
+            append_pair(metas, id, encoded)
+            append_pair(leases, now + lease_ms, id)
+            ids[#ids + 1] = id
+            result[#result + 1] = id
+            result[#result + 1] = encoded
+            result[#result + 1] = false  -- its payload, read below
+            slots[#slots + 1] = #result
+            got = got + 1
           end
-          save_meta(k.req, id, meta)
-          redis.call('ZADD', k.leases, now + lease_ms, id)
-          redis.call('HINCRBY', k.depth, class, -1)
-          result[#result + 1] = id
-          result[#result + 1] = cjson.encode(meta)
-          result[#result + 1] = redis.call('HGET', k.payload, id)
-          got = got + 1
-          taken = taken + 1
         end
       end
     end
-    if taken > 0 then
-      redis.call('HINCRBY', k.served, queue, taken)
+    if #ids > 0 then
+      in_chunks('HSET', k.req, metas)
+      in_chunks('ZADD', k.leases, leases)
+      local payloads = redis.call('HMGET', k.payload, unpack(ids))
+      for j, slot in ipairs(slots) do result[slot] = payloads[j] end
+      redis.call('HINCRBY', k.depth, class, -#ids)
+      redis.call('HINCRBY', k.served, queue, #ids)
     end
     return not blocked
   end

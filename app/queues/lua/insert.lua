@@ -17,7 +17,7 @@ for i = 4, #ARGV, 6 do
     queue = ARGV[i + 5], front = KEYS[key], rear = KEYS[key + 1], idem_key = KEYS[key + 2]}
 end
 
-local result, new_per_class, fresh = {OK}, {}, {}
+local result, new_per_class, depth_of, fresh = {OK}, {}, {}, {}
 for i, item in ipairs(items) do
   local existing = false
   if item.idem ~= '' then
@@ -28,7 +28,11 @@ for i, item in ipairs(items) do
   else
     fresh[i] = true
     new_per_class[item.sc] = (new_per_class[item.sc] or 0) + 1
-    local depth = tonumber(redis.call('HGET', k.depth, item.sc) or '0')
+    local depth = depth_of[item.sc]
+    if depth == nil then
+      depth = tonumber(redis.call('HGET', k.depth, item.sc) or '0')
+      depth_of[item.sc] = depth
+    end
     if depth + new_per_class[item.sc] > limit then
       return {BACKLOG_LIMIT, item.sc, depth, limit}
     end
@@ -38,24 +42,42 @@ end
 
 -- A per-environment sequence number orders requests inserted in the same millisecond (a batch), so that
 -- reassigned requests go back to the front in their original order.
-local inserted, now = 0, now_ms()
+-- The writes are gathered and made with one command per key (in chunks): a batch's requests cost Redis a few
+-- commands, not nine each.
+local now = now_ms()
 local seq = redis.call('INCRBY', k.seq, #items)
+local metas, payloads, joining, lists = {}, {}, {}, {}
 for i, item in ipairs(items) do
   if fresh[i] then
     local stamps = '{"seq":' .. (seq - #items + i) .. ',"inserted":' .. string.format('%d', now) .. ','
-    redis.call('HSET', k.req, item.id, stamps .. string.sub(item.meta, 2))
-    redis.call('HSET', k.payload, item.id, item.payload)
-    local swept = redis.call('HEXISTS', k.swept, item.queue) == 1 or redis.call('HEXISTS', k.sweeping, item.queue) == 1
-    redis.call('RPUSH', (swept or redis.call('EXISTS', item.rear) == 1) and item.rear or item.front, item.id)
-    redis.call('HINCRBY', k.depth, item.sc, 1)
-    redis.call('SADD', k.classes, item.sc)
+    append_pair(metas, item.id, stamps .. string.sub(item.meta, 2))
+    append_pair(payloads, item.id, item.payload)
+    -- Which list of its queue a request joins is decided once per queue: this script only adds to that list.
+    local list = joining[item.queue]
+    if list == nil then
+      local swept = redis.call('HEXISTS', k.swept, item.queue) == 1 or redis.call('HEXISTS', k.sweeping, item.queue) == 1
+      list = (swept or redis.call('EXISTS', item.rear) == 1) and item.rear or item.front
+      joining[item.queue] = list
+      lists[#lists + 1] = {key = list, ids = {}}
+      joining[list] = lists[#lists].ids
+    end
+    local ids = joining[list]
+    ids[#ids + 1] = item.id
     if item.idem ~= '' then
       redis.call('SET', item.idem_key, item.id, 'EX', idem_ttl)
     end
-    inserted = inserted + 1
   end
 end
-if inserted > 0 then
-  redis.call('PUBLISH', channel, inserted)
+if #metas > 0 then
+  in_chunks('HSET', k.req, metas)
+  in_chunks('HSET', k.payload, payloads)
+  for _, list in ipairs(lists) do
+    in_chunks('RPUSH', list.key, list.ids)
+  end
+  for sc, added in pairs(new_per_class) do
+    redis.call('HINCRBY', k.depth, sc, added)
+    redis.call('SADD', k.classes, sc)
+  end
+  redis.call('PUBLISH', channel, #metas / 2)
 end
 return result
