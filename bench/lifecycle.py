@@ -8,7 +8,7 @@ share this machine's cores):
            previous one in the same call (`begin: true`, `end: [...]`), i.e. 2 HTTP calls per lifecycle
   batch    producers insert 500 per call (`POST /v1/work:batch`); servers select up to 250 and end them in the
            next select
-  latency  an open-loop producer at half the single-request peak (after a second of warm-up); servers
+  latency  an open-loop producer at half the single-request peak, or at --latency-rate (after a second of warm-up); servers
            long-poll; insert -> select
            latency measured from just before the insert is sent to the moment a server has the request
   rq       the same lifecycles through RQ (enqueue; SimpleWorker processes; JSON serializer) on the service's Redis
@@ -180,7 +180,7 @@ def percentile(samples: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
-async def main_async(service: Service, seconds: float) -> dict[str, float]:
+async def main_async(service: Service, seconds: float, latency_rate: float | None) -> dict[str, float]:
     qm, server = await setup(service.url)
     status, body = await qm.post("/v1/connections", QM)
     assert status == 201, body
@@ -191,12 +191,13 @@ async def main_async(service: Service, seconds: float) -> dict[str, float]:
     print(f"single: {single:,.0f} lifecycles/s", flush=True)
     batch = await run_phase(qm, server, qm_token, producers=2, servers=4, batch=250, seconds=seconds)
     print(f"batch:  {batch:,.0f} lifecycles/s", flush=True)
-    samples = await latency_phase(qm, server, qm_token, single / 2, seconds)
+    rate = latency_rate or single / 2
+    samples = await latency_phase(qm, server, qm_token, rate, seconds)
     p50, p99 = percentile(samples, 50), percentile(samples, 99)
-    print(f"latency at {single / 2:,.0f}/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms over {len(samples)} requests", flush=True)
+    print(f"latency at {rate:,.0f}/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms over {len(samples)} requests", flush=True)
     await qm.close()
     await server.close()
-    return {"lifecycles_per_s_single": round(single), "lifecycles_per_s_batch": round(batch), "insert_to_select_p50_ms": round(p50, 2), "insert_to_select_p99_ms": round(p99, 2), "latency_rate_per_s": round(single / 2)}
+    return {"lifecycles_per_s_single": round(single), "lifecycles_per_s_batch": round(batch), "insert_to_select_p50_ms": round(p50, 2), "insert_to_select_p99_ms": round(p99, 2), "latency_rate_per_s": round(rate)}
 
 
 def main() -> None:
@@ -204,13 +205,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes of the service")
     parser.add_argument("--rq-jobs", type=int, default=10_000)
+    parser.add_argument("--latency-rate", type=float, help="the latency phase's inserts per second (default: half the single rate)")
     parser.add_argument("--durability", choices=("strict", "fast"), help="WLM_DURABILITY (default: the service's)")
     args = parser.parse_args()
     print(f"machine: {machine()}; service ({args.workers} workers), Redis and load generator share it", flush=True)
     service = Service(workers=args.workers, **({"durability": args.durability} if args.durability else {}))
     try:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:  # the event loop the service runs on too
-            figures = runner.run(main_async(service, args.seconds))
+            figures = runner.run(main_async(service, args.seconds, args.latency_rate))
         rq_rate = rq_phase(service.redis_url, args.rq_jobs, workers=2)
         print(f"rq:     {rq_rate:,.0f} lifecycles/s (2 SimpleWorkers)", flush=True)
     finally:
