@@ -47,6 +47,10 @@ class _Protocol(asyncio.Protocol):
         self.outgoing: list[bytes] = []
         self.transport: asyncio.Transport | None = None
         self.lost = False
+        # Calls written and replies read so far; the watchdog compares them with what they were at its last look.
+        self.sent = self.answered = 0
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._sent_at_watch = self._answered_at_watch = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -66,12 +70,25 @@ class _Protocol(asyncio.Protocol):
         if self.lost or self.transport is None:
             return
         self.transport.write(b"".join(self.outgoing))
+        self.sent += len(self.outgoing)
         self.outgoing.clear()
-        self.loop.call_later(REPLY_TIMEOUT_S, self._expect, self.waiting[-1])
+        if self._watchdog is None:
+            self._watch_again()
 
-    def _expect(self, reply: asyncio.Future[Any]) -> None:
-        if not reply.done() and not self.lost:
-            self._fail(RedisTimeoutError(f"Redis did not answer within {REPLY_TIMEOUT_S:g} s"))
+    def _watch_again(self) -> None:
+        self._sent_at_watch, self._answered_at_watch = self.sent, self.answered
+        self._watchdog = self.loop.call_later(REPLY_TIMEOUT_S, self._watch)
+
+    def _watch(self) -> None:
+        """One timer while calls wait, not one per call: a connection that answered nothing for REPLY_TIMEOUT_S
+        while a call was waiting is given up."""
+        self._watchdog = None
+        if self.lost:
+            return
+        if self.answered == self._answered_at_watch and self._sent_at_watch > self._answered_at_watch:
+            self._fail(RedisTimeoutError(f"Redis answered nothing for {REPLY_TIMEOUT_S:g} s"))
+        elif self.sent > self.answered:
+            self._watch_again()
 
     def data_received(self, data: bytes) -> None:
         self.reader.feed(data)
@@ -87,6 +104,7 @@ class _Protocol(asyncio.Protocol):
                 self._fail(RedisConnectionError("Redis sent a reply to no call"))
                 return
             waiter = self.waiting.popleft()
+            self.answered += 1
             if waiter.done():  # its caller was cancelled
                 continue
             if isinstance(reply, hiredis.ReplyError):
@@ -100,6 +118,8 @@ class _Protocol(asyncio.Protocol):
 
     def _fail(self, error: Exception) -> None:
         self.lost = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         for waiter in self.waiting:
             if not waiter.done():
                 waiter.set_exception(error)
@@ -107,6 +127,11 @@ class _Protocol(asyncio.Protocol):
         self.outgoing.clear()
         if self.transport is not None:
             self.transport.abort()
+
+
+def _retrieved(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 class ScriptPipeline:
@@ -141,16 +166,13 @@ class ScriptPipeline:
         return await protocol.send(command)
 
     async def _connected(self) -> _Protocol:
-        if self._connecting is None or self._connecting.get_loop() is not asyncio.get_running_loop():
-            self._connecting = asyncio.ensure_future(self._connect())
-        try:
-            protocol = await asyncio.shield(self._connecting)
-        except BaseException:
-            if self._connecting.done():
-                self._connecting = None  # the next call tries again
-            raise
-        self._connecting = None
-        return protocol
+        """The connection being opened, or a new one: the calls that find none share one attempt, and a call after
+        an attempt failed makes another."""
+        connecting = self._connecting
+        if connecting is None or connecting.done() or connecting.get_loop() is not asyncio.get_running_loop():
+            connecting = self._connecting = asyncio.ensure_future(self._connect())
+            connecting.add_done_callback(_retrieved)  # its callers may all have been cancelled meanwhile
+        return await asyncio.shield(connecting)
 
     async def _connect(self) -> _Protocol:
         loop = asyncio.get_running_loop()

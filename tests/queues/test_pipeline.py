@@ -10,6 +10,7 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from app.queues import pipeline
 from app.queues.keys import AeKeys
 from app.queues.pipeline import CLIENT_NAME, ScriptPipeline
 from app.queues.store import QueueStore
@@ -83,3 +84,18 @@ def test_only_plain_connections_with_decoded_replies_are_pipelined() -> None:
     assert ScriptPipeline.of(Redis.from_url("redis://127.0.0.1:6379/0")) is None  # bytes replies
     assert ScriptPipeline.of(Redis.from_url("rediss://127.0.0.1:6379/0", decode_responses=True)) is None  # TLS
     assert ScriptPipeline.of(Redis.from_url("redis://127.0.0.1:6379/0?protocol=3", decode_responses=True)) is None
+
+
+async def test_a_connection_that_answers_nothing_is_given_up_and_its_call_goes_redis_py_s_way(
+    store: QueueStore, k: AeKeys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pipeline, "REPLY_TIMEOUT_S", 0.2)
+    await store.insert(k, QUEUE_MANAGER, [request()], CONFIG.backlog_limit)
+    [silent] = await _pipelined_clients(store.redis)
+    # Redis holds every client's commands for 3 s: far longer than the watchdog's 0.2 to 0.4 s.
+    await store.redis.execute_command("CLIENT", "PAUSE", 3000, "ALL")
+    late = request()
+    assert await store.insert(k, QUEUE_MANAGER, [late], CONFIG.backlog_limit) == [late.id]
+    # The call held on the given-up connection never ran: the request is queued once.
+    assert await store.redis.hlen(k.req) == 2
+    assert silent["id"] not in [client["id"] for client in await _pipelined_clients(store.redis)]
