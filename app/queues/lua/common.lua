@@ -116,7 +116,7 @@ local function end_held(k, server, now, tombstone_ms, samples_ms, first, last, r
   local ended_here = {}
   for n, id in ipairs(ids) do
     local i = first + 3 * (n - 1)
-    local meta = not ended_here[id] and raws[n] and cjson.decode(raws[n])
+    local meta = raws[n] and cjson.decode(raws[n])
     if ended_here[id] then
       result[#result + 1] = ALREADY_ENDED
       result[#result + 1] = ended_here[id]

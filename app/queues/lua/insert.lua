@@ -46,23 +46,22 @@ end
 -- commands, not nine each.
 local now = now_ms()
 local seq = redis.call('INCRBY', k.seq, #items)
-local metas, payloads, joining, lists = {}, {}, {}, {}
+-- lists: per queue, in the order first met, the list its new requests join and their ids.
+local metas, payloads, list_of, lists = {}, {}, {}, {}
 for i, item in ipairs(items) do
   if fresh[i] then
     local stamps = '{"seq":' .. (seq - #items + i) .. ',"inserted":' .. string.format('%d', now) .. ','
     append_pair(metas, item.id, stamps .. string.sub(item.meta, 2))
     append_pair(payloads, item.id, item.payload)
     -- Which list of its queue a request joins is decided once per queue: this script only adds to that list.
-    local list = joining[item.queue]
+    local list = list_of[item.queue]
     if list == nil then
       local swept = redis.call('HEXISTS', k.swept, item.queue) == 1 or redis.call('HEXISTS', k.sweeping, item.queue) == 1
-      list = (swept or redis.call('EXISTS', item.rear) == 1) and item.rear or item.front
-      joining[item.queue] = list
-      lists[#lists + 1] = {key = list, ids = {}}
-      joining[list] = lists[#lists].ids
+      list = {key = (swept or redis.call('EXISTS', item.rear) == 1) and item.rear or item.front, ids = {}}
+      list_of[item.queue] = list
+      lists[#lists + 1] = list
     end
-    local ids = joining[list]
-    ids[#ids + 1] = item.id
+    list.ids[#list.ids + 1] = item.id
     if item.idem ~= '' then
       redis.call('SET', item.idem_key, item.id, 'EX', idem_ttl)
     end
