@@ -79,8 +79,8 @@ class RequestQueues(SweptQueues):
 
     async def insert(self, k: AeKeys, queue_manager: int, requests: Sequence[NewRequest], backlog_limit: int) -> list[str]:
         """All or none; returns the ids in order (an earlier id where an idempotency key repeats)."""
-        keys = [k.req, k.payload, k.depth, k.classes, k.seq, k.swept, k.sweeping]
-        args: list[Any] = [k.notify_channel, self.idempotency_ttl_s, backlog_limit]
+        keys = [k.req, k.payload, k.depth, k.classes, k.seq, k.swept, k.sweeping, k.waiters]
+        args: list[Any] = [k.notify_channel, k.wake_prefix, self.idempotency_ttl_s, backlog_limit]
         for request in requests:
             queue = queue_name(request.service_class, request.dependent)
             keys += [k.front(queue), k.rear(queue)]
@@ -90,17 +90,26 @@ class RequestQueues(SweptQueues):
         return [str(v) for v in ids]
 
     async def select(
-        self, k: AeKeys, config: AeConfig, server_id: int, max_items: int, *, begin: bool, ends: Sequence[EndArgs] = ()
+        self,
+        k: AeKeys,
+        config: AeConfig,
+        server_id: int,
+        max_items: int,
+        *,
+        begin: bool,
+        ends: Sequence[EndArgs] = (),
+        waiter: str = "",
     ) -> SelectResult:
         """End `ends` (id, outcome, result JSON), then select (and begin, if `begin`), in one script call. When the
         queue to take from goes on in the database, its next blob comes back and the select is tried again (the ends
-        were applied)."""
+        were applied). A long-polling server's `waiter` is listed for inserts to wake when nothing was selected, and
+        unlisted otherwise (wake in common.lua)."""
         keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.seen, k.records, k.exits, k.done, k.done_exp, k.samples]
-        keys += [k.assign, k.retire, k.swept, k.served, *k.class_queues(list(config.class_order))]
+        keys += [k.assign, k.retire, k.swept, k.served, k.waiters, k.served_at, *k.class_queues(list(config.class_order))]
         script = "select_and_begin" if begin else "select"
         ended: list[EndResult] | None = None
         for _ in range(UNSWEEPS_PER_SELECT + 1):
-            args: list[Any] = [server_id, config.completion_time_ms, max_items, self.tombstone_ms, self.samples_ms, len(ends)]
+            args: list[Any] = [server_id, config.completion_time_ms, max_items, self.tombstone_ms, self.samples_ms, waiter, len(ends)]
             args += _end_args(ends)
             args += config.class_order
             flat = await self.scripts.call(script, keys, args)
@@ -118,6 +127,10 @@ class RequestQueues(SweptQueues):
             return SelectResult(ended, items, status, None)
         assert ended is not None
         return SelectResult(ended, [], ReturnCode.OK, None)
+
+    async def unlist_waiter(self, k: AeKeys, waiter: str) -> None:
+        """A long poll that ends without work takes its waiter off the list inserts wake."""
+        await self.redis.zrem(k.waiters, waiter)
 
     async def begin(self, k: AeKeys, config: AeConfig, request_id: str, server_id: int) -> int:
         """Returns when the request's completion time ends (ms, Redis's clock)."""
@@ -175,8 +188,8 @@ class RequestQueues(SweptQueues):
         one acted)."""
         classes = await self.known_classes(k, config)
         keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.records, k.exits, k.done, k.done_exp, k.seen, k.fence]
-        keys += k.class_lists(classes)
-        args = [config.max_deliveries, self.tombstone_ms, k.notify_channel, epoch]
+        keys += [k.waiters, k.served_at, *k.class_lists(classes)]
+        args = [config.max_deliveries, self.tombstone_ms, k.notify_channel, k.wake_prefix, epoch]
         if server_id is None:
             result = await self.scripts.run("reassign_expired", keys, [*args, batch, *classes])
         else:

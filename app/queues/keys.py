@@ -134,9 +134,24 @@ class AeKeys:
         return f"{self.tag}:done_exp"
 
     @cached_property
+    def waiters(self) -> str:
+        """Long-polling servers waiting for work here: zset `<process>:<waiter>` -> wake rank (common.lua)."""
+        return f"{self.tag}:waiters"
+
+    @cached_property
+    def served_at(self) -> str:
+        """Hash server -> when a select last gave it work (ms): who has waited longest among equals is woken first."""
+        return f"{self.tag}:served_at"
+
+    @cached_property
     def notify_channel(self) -> str:
-        # Channels are not keys; one per environment and node wakes the servers waiting for its work.
+        # Channels are not keys; one per environment and node wakes the servers waiting for its work in every process.
         return f"{self.prefix}:notify:{self.node}:{self.ae}"
+
+    @cached_property
+    def wake_prefix(self) -> str:
+        """Followed by a process's id: the channel that wakes that process's listed waiters (common.lua)."""
+        return wake_prefix(self.prefix)
 
     def queue(self, service_class: str, dependent: bool) -> str:
         """A queue's front list: what selects take from."""
@@ -254,3 +269,13 @@ def key_changes_channel(prefix: str) -> str:
 def durability_probe_key(prefix: str) -> str:
     """Written once at startup where Redis refuses CONFIG: its WAITAOF tells whether the server confirms fsyncs."""
     return f"{prefix}:durability:probe"
+
+
+def notify_channel_pattern(prefix: str) -> str:
+    """Every environment and node's notify channel (AeKeys.notify_channel), which every process hears."""
+    return f"{prefix}:notify:*"
+
+
+def wake_prefix(prefix: str) -> str:
+    """A process's own wake channel is this followed by its id (AeKeys.wake_prefix)."""
+    return f"{prefix}:wake:"

@@ -1,25 +1,42 @@
 """Long-polling selects, woken by inserts, in worker-weight order.
 
 Servers waiting in `POST /v1/work/select` wait here, in this process, on an asyncio event each; one Redis
-pub/sub connection per process carries the insert notifications (a thousand waiting servers need no thousand
-Redis connections). A notification for n new requests of an environment wakes the n best waiters: highest
-worker weight first, overflow servers last, and among equals the one served longest ago (round robin). The
-woken waiter takes its work with the select script, which re-checks capacity atomically; one that finds
-nothing left waits again. Waiters also retry once a second, so a lost notification delays, never strands.
+pub/sub connection per process carries the wake-ups (a thousand waiting servers need no thousand Redis
+connections).
+
+A select that finds nothing lists its waiter in Redis, in the same script call (so no insert can come between the
+look and the listing). An insert of n requests takes the n best listed waiters (highest worker weight first,
+overflow servers last, then the longest waiting) and wakes each through its own process's channel: only the
+processes holding those servers run a select. A woken waiter takes its work with the select script, which re-checks
+capacity atomically; one that finds nothing left is listed again and waits again.
+
+What no listed waiter takes, and what a process is woken for but no longer waits for (its server left, or is
+selecting already), goes to the environment's notify channel, which every process hears: each wakes its best free
+waiters, highest weight first and among equals the one served longest ago. Waiters also retry once a second, so a
+lost wake-up delays, never strands.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
+import secrets
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from app.broadcast import Message, Subscription
+from app.queues.keys import notify_channel_pattern, wake_prefix
+
+log = logging.getLogger(__name__)
 
 POLL_FALLBACK_SECONDS = 1.0
 MAX_REMEMBERED_SERVERS = 100_000
+BACKGROUND_STOP_SECONDS = 2.0
 
 
 @dataclass(eq=False)
@@ -30,6 +47,8 @@ class Waiter:
     weight: int
     overflow: bool
     event: asyncio.Event = field(default_factory=asyncio.Event)
+    name: str = ""  # given by Dispatcher.register: `member` is `<process>:<name>` in Redis's list of waiters
+    member: str = ""
 
 
 def wake_order(waiters: list[Waiter], last_served: dict[int, int]) -> list[Waiter]:
@@ -37,15 +56,32 @@ def wake_order(waiters: list[Waiter], last_served: dict[int, int]) -> list[Waite
     return sorted(waiters, key=lambda w: (w.overflow, -w.weight, last_served.get(w.server_id, -1)))
 
 
+def parse_wake(data: str) -> tuple[list[str], str]:
+    """Pure: a wake-up's waiter names and the notify channel of their environment (as wake in common.lua writes it)."""
+    names, _, channel = data.partition("\n")
+    return names.split(), channel
+
+
 class Dispatcher:
     def __init__(self, redis: Redis, prefix: str) -> None:
-        self.pattern = f"{prefix}:notify:*"
+        self.process = secrets.token_hex(6)
         self.channel_prefix = f"{prefix}:notify:"
+        self._wake_channel = wake_prefix(prefix) + self.process
+        self._redis = redis
         self._waiters: dict[tuple[str, str], list[Waiter]] = {}
+        self._named: dict[str, Waiter] = {}
+        self._names = itertools.count()
         self._last_served: dict[int, int] = {}
         self._serial = itertools.count()
+        self._background: set[asyncio.Task[None]] = set()
         # While it is down, waiters fall back to polling.
-        self._notifications = Subscription(redis, "insert notifications", self._on_notification, patterns=[self.pattern])
+        self._notifications = Subscription(
+            redis,
+            "insert notifications",
+            self._on_message,
+            channels=[self._wake_channel],
+            patterns=[notify_channel_pattern(prefix)],
+        )
         # Set when the process is stopping: waiting selects answer at once, and none waits any more.
         self.draining = False
 
@@ -54,6 +90,8 @@ class Dispatcher:
 
     async def stop(self) -> None:
         await self._notifications.stop()
+        if self._background:
+            await asyncio.wait(self._background, timeout=BACKGROUND_STOP_SECONDS)
 
     def drain(self) -> None:
         self.draining = True
@@ -62,12 +100,18 @@ class Dispatcher:
                 waiter.event.set()
 
     def register(self, waiter: Waiter) -> None:
+        waiter.name = str(next(self._names))
+        waiter.member = f"{self.process}:{waiter.name}"
         self._waiters.setdefault((waiter.node, waiter.ae), []).append(waiter)
+        self._named[waiter.name] = waiter
 
     def unregister(self, waiter: Waiter) -> None:
         waiters = self._waiters.get((waiter.node, waiter.ae))
         if waiters and waiter in waiters:
             waiters.remove(waiter)
+            if not waiters:
+                del self._waiters[(waiter.node, waiter.ae)]
+        self._named.pop(waiter.name, None)
 
     def served(self, server_id: int) -> None:
         self._last_served[server_id] = next(self._serial)
@@ -75,11 +119,53 @@ class Dispatcher:
             for old in sorted(self._last_served, key=self._last_served.__getitem__)[: MAX_REMEMBERED_SERVERS // 2]:
                 del self._last_served[old]
 
-    def notify(self, node: str, ae: str, count: int) -> None:
+    def notify(self, node: str, ae: str, count: int) -> int:
+        """Wakes up to `count` of this process's free waiters for the environment and node; returns how many."""
         waiting = [w for w in self._waiters.get((node, ae), ()) if not w.event.is_set()]
-        for waiter in wake_order(waiting, self._last_served)[:count]:
+        woken = wake_order(waiting, self._last_served)[:count]
+        for waiter in woken:
             waiter.event.set()
+        return len(woken)
 
-    def _on_notification(self, message: Message) -> None:
-        node, _, ae = str(message["channel"])[len(self.channel_prefix) :].partition(":")
-        self.notify(node, ae, int(message["data"]))
+    def in_background(self, work: Coroutine[Any, Any, None], what: str) -> None:
+        """Runs Redis `work` the caller need not wait for; a failure is logged (the fallback poll covers it)."""
+
+        async def run() -> None:
+            try:
+                await work
+            except RedisError as exc:
+                log.warning("could not %s: %s", what, exc)
+
+        task = asyncio.ensure_future(run())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _on_message(self, message: Message) -> None:
+        channel = str(message["channel"])
+        if channel == self._wake_channel:
+            self._on_wake(str(message["data"]))
+        else:
+            node, ae = self._environment_of(channel)
+            self.notify(node, ae, int(message["data"]))
+
+    def _on_wake(self, data: str) -> None:
+        names, channel = parse_wake(data)
+        missed = 0
+        for name in names:
+            waiter = self._named.get(name)
+            if waiter is None or waiter.event.is_set():
+                missed += 1
+            else:
+                waiter.event.set()
+        if missed:
+            node, ae = self._environment_of(channel)
+            missed -= self.notify(node, ae, missed)
+        if missed:
+            self.in_background(self._publish(channel, missed), "pass a wake-up on to every process")
+
+    async def _publish(self, channel: str, count: int) -> None:
+        await self._redis.publish(channel, count)
+
+    def _environment_of(self, channel: str) -> tuple[str, str]:
+        node, _, ae = channel[len(self.channel_prefix) :].partition(":")
+        return node, ae

@@ -87,10 +87,12 @@ class Selection:
         return f"the application environment is {state}"
 
     async def _try_select(
-        self, keys: AeKeys, config: AeConfig, server: ConnInfo, body: SelectIn, ends: list[EndArgs]
+        self, keys: AeKeys, config: AeConfig, server: ConnInfo, body: SelectIn, ends: list[EndArgs], waiter: Waiter | None = None
     ) -> tuple[list[EndResult], list[Selected], bool]:
-        """What was ended, what was selected, and whether the server is surplus (to end: 0C14)."""
-        result = await self.store.select(keys, config, server.id, body.max_items, begin=body.begin, ends=ends)
+        """What was ended, what was selected, and whether the server is surplus (to end: 0C14). A `waiter` is listed
+        for inserts to wake when nothing was selected."""
+        member = waiter.member if waiter is not None else ""
+        result = await self.store.select(keys, config, server.id, body.max_items, begin=body.begin, ends=ends, waiter=member)
         if result.refusal is not None:
             if result.status is ReturnCode.SERVER_SURPLUS:
                 return result.ended, [], True
@@ -103,13 +105,15 @@ class Selection:
     async def _wait_and_select(
         self, keys: AeKeys, config: AeConfig, server: ConnInfo, body: SelectIn, deadline: float, ends: list[EndArgs]
     ) -> tuple[list[EndResult], list[Selected], bool]:
-        """Registered as a waiter before the first attempt (which also ends `ends`), so an insert between the
-        attempt and the wait still wakes it."""
+        """Registered as a waiter before the first attempt (which also ends `ends`); an attempt that finds nothing
+        lists the waiter in Redis in the same script call, so an insert after it wakes this waiter."""
         assert server.worker_weight is not None
         waiter = Waiter(keys.node, keys.ae, server.id, server.worker_weight, server.overflow)
         self.dispatcher.register(waiter)
+        items: list[Selected] = []
+        surplus = False
         try:
-            ended, items, surplus = await self._try_select(keys, config, server, body, ends)
+            ended, items, surplus = await self._try_select(keys, config, server, body, ends, waiter)
             if items or surplus:
                 return ended, items, surplus
             task = asyncio.current_task()
@@ -126,12 +130,14 @@ class Selection:
                 except TimeoutError:
                     pass
                 waiter.event.clear()
-                _, items, surplus = await self._try_select(keys, config, server, body, [])
+                _, items, surplus = await self._try_select(keys, config, server, body, [], waiter)
                 if items or surplus:
                     return ended, items, surplus
             return ended, [], False
         finally:
             self.dispatcher.unregister(waiter)
+            if not items and not surplus:  # (a select that took work or found a surplus unlisted it)
+                self.dispatcher.in_background(self.store.unlist_waiter(keys, waiter.member), "unlist a waiter")
 
 
 def _item_out(keys: AeKeys, config: AeConfig, selected: Selected) -> WorkItemOut:

@@ -28,6 +28,41 @@ local function append_pair(list, a, b)
   list[#list + 1] = b
 end
 
+-- Long-polling servers that found nothing wait listed in KEYS waiters (a sorted set of `<process>:<waiter>`,
+-- best first: non-overflow before overflow, higher worker weight first, then the least recently served: round robin
+-- among equals), so that new work wakes the servers it is for in the process that holds them, and no other process
+-- runs a select for nothing. `served_at`: when the server was last given work (ms; 0 for never).
+local function wake_rank(server, served_at)
+  local rank = (server.overflow and 1001 or 0) + 1000 - (server.weight or 1)
+  return rank + (served_at % 1e9) / 1e9  -- (it wraps every 11 days: a moment's unfairness)
+end
+
+-- Wakes up to `count` servers for new work of `channel`'s environment and node: the best listed waiters, through
+-- their processes' channels (`wake_prefix` .. process). The rest, and the share of a process no longer listening,
+-- go to `channel`, which every process hears (and wakes its best free waiter for).
+local function wake(waiters_key, channel, wake_prefix, count)
+  local listed = redis.call('ZPOPMIN', waiters_key, count)
+  local per_process, processes = {}, {}
+  for i = 1, #listed, 2 do
+    local process, waiter = string.match(listed[i], '^(.+):([^:]+)$')
+    if per_process[process] == nil then
+      per_process[process] = {}
+      processes[#processes + 1] = process
+    end
+    table.insert(per_process[process], waiter)
+  end
+  local unwoken = count - #listed / 2
+  for _, process in ipairs(processes) do
+    local waiters = per_process[process]
+    if redis.call('PUBLISH', wake_prefix .. process, table.concat(waiters, ' ') .. '\n' .. channel) == 0 then
+      unwoken = unwoken + #waiters
+    end
+  end
+  if unwoken > 0 then
+    redis.call('PUBLISH', channel, unwoken)
+  end
+end
+
 local function load_meta(req_key, id)
   local raw = redis.call('HGET', req_key, id)
   if not raw then return nil end
@@ -160,16 +195,30 @@ end
 local function select_work(begin_now)
   local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], leases = KEYS[4], inflight = KEYS[5], servers = KEYS[6],
     seen = KEYS[7], records = KEYS[8], exits = KEYS[9], done = KEYS[10], done_exp = KEYS[11], samples = KEYS[12],
-    assign = KEYS[13], retire = KEYS[14], swept = KEYS[15], served = KEYS[16]}
-  local FIRST_LIST = 17
+    assign = KEYS[13], retire = KEYS[14], swept = KEYS[15], served = KEYS[16], waiters = KEYS[17], served_at = KEYS[18]}
+  local FIRST_LIST = 19
   local now, server, lease_ms, max_items = now_ms(), ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-  local ends = tonumber(ARGV[6])
-  local first_class = 7 + 3 * ends
+  local waiter, ends = ARGV[6], tonumber(ARGV[7])
+  local first_class = 8 + 3 * ends
 
   local result = {OK, ends}
-  end_held(k, server, now, tonumber(ARGV[4]), tonumber(ARGV[5]), 7, first_class - 1, result)
+  end_held(k, server, now, tonumber(ARGV[4]), tonumber(ARGV[5]), 8, first_class - 1, result)
+
+  -- A long-polling server's waiter (ARGV 6; '' when the server does not wait) is listed when it is to wait for
+  -- work (nothing selected, or an overflow server not needed yet), and unlisted otherwise.
+  local me
+  local function listing(waits)
+    if waiter == '' then return end
+    if waits then
+      local served_at = tonumber(redis.call('HGET', k.served_at, server) or '0')
+      redis.call('ZADD', k.waiters, 'NX', wake_rank(me, served_at), waiter)
+    else
+      redis.call('ZREM', k.waiters, waiter)
+    end
+  end
 
   local function refuse(status, ...)
+    listing(status == OVERFLOW_NOT_NEEDED)
     result[1] = status
     for _, value in ipairs({...}) do result[#result + 1] = value end
     return result
@@ -179,7 +228,7 @@ local function select_work(begin_now)
   if not raw then return refuse(SERVER_NOT_REGISTERED) end
   redis.call('HSET', k.seen, server, now)  -- a selecting server is alive
   if redis.call('SISMEMBER', k.retire, server) == 1 then return refuse(SERVER_SURPLUS) end
-  local me = cjson.decode(raw)
+  me = cjson.decode(raw)
   local inflight = tonumber(redis.call('HGET', k.inflight, server) or '0')
   if inflight >= me.tasks then return refuse(WORKER_TASKS_EXHAUSTED, inflight, me.tasks) end
 
@@ -269,7 +318,9 @@ local function select_work(begin_now)
   if blocked and got == 0 then return refuse(FRONT_SWEPT, blocked) end
   if got > 0 then
     redis.call('HINCRBY', k.inflight, server, got)
+    redis.call('HSET', k.served_at, server, now)
   end
+  listing(got == 0)
   return result
 end
 
@@ -277,10 +328,11 @@ end
 -- (and held by `holder`, unless nil) go to the front of their class queue, or are abandoned once delivered max
 -- deliveries times. KEYS and ARGV as those scripts describe them. Returns {OK, requeued, abandoned, ids of abandoned...}.
 local function give_back(k, ids, holder, now)
-  local max_deliveries, tombstone_ms, channel = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+  local max_deliveries, tombstone_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
+  local channel, wake_prefix = ARGV[3], ARGV[4]
   local lists = {}
-  for i = 6, #ARGV do
-    local base = 12 + 2 * (i - 6)
+  for i = 7, #ARGV do
+    local base = 14 + 2 * (i - 7)
     lists[ARGV[i]] = {KEYS[base + 1], KEYS[base + 2]}
   end
 
@@ -317,7 +369,7 @@ local function give_back(k, ids, holder, now)
     end
   end
   if requeued > 0 then
-    redis.call('PUBLISH', channel, requeued)
+    wake(k.waiters, channel, wake_prefix, requeued)
   end
   table.insert(result, 1, abandoned)
   table.insert(result, 1, requeued)

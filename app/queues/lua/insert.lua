@@ -1,17 +1,17 @@
 -- Queue requests (IWM4QIN), all or none.
--- KEYS: req, payload, depth, classes, seq, swept, sweeping, then per item: its queue's front and rear lists, its
---       idempotency key (a dummy key of the same slot when the item has none)
--- ARGV: notify channel, idempotency ttl s, backlog limit, then per item: id, class, meta (JSON without `seq` and
---       `inserted`, which are added here), payload (JSON), idempotency key ('' for none), queue name
+-- KEYS: req, payload, depth, classes, seq, swept, sweeping, waiters, then per item: its queue's front and rear
+--       lists, its idempotency key (a dummy key of the same slot when the item has none)
+-- ARGV: notify channel, wake prefix, idempotency ttl s, backlog limit, then per item: id, class, meta (JSON without
+--       `seq` and `inserted`, which are added here), payload (JSON), idempotency key ('' for none), queue name
 -- A queue that is swept, being swept, or still has a rear list takes new requests at its rear (app/sweeper).
 -- Returns {OK, id...} in item order (an id of an earlier insert for a repeated idempotency key),
 -- or {BACKLOG_LIMIT, class, depth, limit} when a class queue would pass its backlog limit (nothing written).
 local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], classes = KEYS[4], seq = KEYS[5], swept = KEYS[6],
-  sweeping = KEYS[7]}
-local FIRST_ITEM_KEY = 8
-local channel, idem_ttl, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+  sweeping = KEYS[7], waiters = KEYS[8]}
+local FIRST_ITEM_KEY = 9
+local channel, wake_prefix, idem_ttl, limit = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local items = {}
-for i = 4, #ARGV, 6 do
+for i = 5, #ARGV, 6 do
   local key = FIRST_ITEM_KEY + 3 * #items
   items[#items + 1] = {id = ARGV[i], sc = ARGV[i + 1], meta = ARGV[i + 2], payload = ARGV[i + 3], idem = ARGV[i + 4],
     queue = ARGV[i + 5], front = KEYS[key], rear = KEYS[key + 1], idem_key = KEYS[key + 2]}
@@ -77,6 +77,6 @@ if #metas > 0 then
     redis.call('HINCRBY', k.depth, sc, added)
     redis.call('SADD', k.classes, sc)
   end
-  redis.call('PUBLISH', channel, #metas / 2)
+  wake(k.waiters, channel, wake_prefix, #metas / 2)
 end
 return result
