@@ -13,6 +13,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -37,6 +38,42 @@ def listeners_on(port: int) -> int:
                 local, state = row.split()[1], row.split()[3]
                 count += state == "0A" and int(local.rsplit(":", 1)[1], 16) == port
     return count
+
+
+def process_tree(root: int) -> list[int]:
+    """`root` and its descendants (Linux: /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    tree, pending = [], [root]
+    while pending:
+        pid = pending.pop()
+        tree.append(pid)
+        pending.extend(children.get(pid, []))
+    return tree
+
+
+@dataclass(frozen=True)
+class CpuSeconds:
+    """CPU seconds (user + system) a service's processes used so far: Redis's, and the rest's (workers, supervisor,
+    records writer)."""
+
+    service: float
+    redis: float
+
+    def __sub__(self, other: CpuSeconds) -> CpuSeconds:
+        return CpuSeconds(self.service - other.service, self.redis - other.redis)
+
+    def per(self, count: int) -> CpuSeconds:
+        """Milliseconds per one of `count` (lifecycles, requests)."""
+        return CpuSeconds(1000 * self.service / max(count, 1), 1000 * self.redis / max(count, 1))
+
+    def __str__(self) -> str:
+        return f"service {self.service:.3f}, Redis {self.redis:.3f}"
 
 
 def free_port() -> int:
@@ -101,6 +138,24 @@ class Service:
             self.process.kill()
         self.process.wait()
         self.log.close()
+
+    def cpu_seconds(self) -> CpuSeconds:
+        """What the service's processes used so far (Linux: /proc), read before and after a phase: CPU per lifecycle
+        varies far less with this machine's hour than lifecycles per second do."""
+        ticks = os.sysconf("SC_CLK_TCK")
+        service = redis = 0.0
+        for pid in process_tree(self.process.pid):
+            try:
+                head, tail = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)
+            except OSError:
+                continue
+            fields = tail.split()
+            used = (int(fields[11]) + int(fields[12])) / ticks
+            if head.split("(", 1)[1] == "redis-server":
+                redis += used
+            else:
+                service += used
+        return CpuSeconds(service, redis)
 
     @property
     def redis_url(self) -> str:

@@ -31,7 +31,7 @@ from rq import Queue
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _http import HttpClient  # noqa: E402
-from _service import ADMIN_KEY, ROOT, RQ_SERIALIZER, Service, machine, rq_workers  # noqa: E402
+from _service import ADMIN_KEY, ROOT, RQ_SERIALIZER, CpuSeconds, Service, machine, rq_workers  # noqa: E402
 
 POLICY = (ROOT / "examples" / "policy.yaml").read_text().replace("backlog_limit: 100000", "backlog_limit: 10000000").replace("max: 8,", "max: 64,")
 ONLINE = {"userid": "ATM01"}
@@ -57,8 +57,11 @@ async def connect_server(server: HttpClient, tasks: int) -> str:
     return body["token"]
 
 
-async def run_phase(qm: HttpClient, server: HttpClient, qm_token: str, *, producers: int, servers: int, batch: int, seconds: float) -> float:
-    """Lifecycles ended per second while producers and servers run flat out for `seconds`."""
+async def run_phase(
+    qm: HttpClient, server: HttpClient, qm_token: str, *, producers: int, servers: int, batch: int, seconds: float, service: Service | None = None
+) -> tuple[float, CpuSeconds | None]:
+    """Lifecycles ended per second while producers and servers run flat out for `seconds`, and the CPU the
+    `service` used per lifecycle meanwhile (ms)."""
     stop = asyncio.Event()
     ended = inserted = 0
     # Producers stay this far ahead of the servers: a steady state, not a backlog growing for the run.
@@ -100,15 +103,17 @@ async def run_phase(qm: HttpClient, server: HttpClient, qm_token: str, *, produc
 
     tasks = [asyncio.create_task(produce()) for _ in range(producers)] + [asyncio.create_task(serve(t)) for t in tokens]
     await asyncio.sleep(WARM_UP_SECONDS)
-    start_count, started = ended, time.perf_counter()
+    start_count, started, cpu_before = ended, time.perf_counter(), service and service.cpu_seconds()
     await asyncio.sleep(seconds)
-    rate = (ended - start_count) / (time.perf_counter() - started)
+    lifecycles = ended - start_count
+    rate = lifecycles / (time.perf_counter() - started)
+    cpu_ms = service and cpu_before and (service.cpu_seconds() - cpu_before).per(lifecycles)
     stop.set()
     await asyncio.gather(*tasks)
     await drain(server, batch)
     for token in tokens:
         await server.request("DELETE", f"/v1/connections/{token}")
-    return rate
+    return rate, cpu_ms
 
 
 async def drain(server: HttpClient, batch: int) -> None:
@@ -124,8 +129,9 @@ async def drain(server: HttpClient, batch: int) -> None:
     await server.request("DELETE", f"/v1/connections/{token}")
 
 
-async def latency_phase(qm: HttpClient, server: HttpClient, qm_token: str, rate: float, seconds: float) -> list[float]:
-    """Insert -> select latencies (ms) of an open-loop producer at `rate` per second."""
+async def latency_phase(qm: HttpClient, server: HttpClient, qm_token: str, rate: float, seconds: float, service: Service) -> tuple[list[float], CpuSeconds]:
+    """Insert -> select latencies (ms) of an open-loop producer at `rate` per second, and the CPU the `service` used
+    per request (ms) from the first insert to the last select."""
     samples: list[float] = []
     stop = asyncio.Event()
     tokens = [await connect_server(server, 1) for _ in range(8)]
@@ -147,6 +153,7 @@ async def latency_phase(qm: HttpClient, server: HttpClient, qm_token: str, rate:
 
     servers = [asyncio.create_task(serve(t)) for t in tokens]
     inserts = []
+    cpu_before = service.cpu_seconds()
     # The first second warms up (new servers' first calls, connections opened): steady state is what is measured.
     interval, next_at = 1 / rate, time.perf_counter()
     measured_from, deadline = next_at + WARM_UP_SECONDS, next_at + WARM_UP_SECONDS + seconds
@@ -158,7 +165,7 @@ async def latency_phase(qm: HttpClient, server: HttpClient, qm_token: str, rate:
     await asyncio.sleep(1.5)
     stop.set()
     await asyncio.gather(*servers)
-    return samples
+    return samples, (service.cpu_seconds() - cpu_before).per(len(inserts))
 
 
 def rq_phase(redis_url: str, jobs: int, workers: int) -> float:
@@ -187,17 +194,31 @@ async def main_async(service: Service, seconds: float, latency_rate: float | Non
     qm_token = body["token"]
     # The load generator's own collector pauses would show up as the service's latency.
     gc.freeze()
-    single = await run_phase(qm, server, qm_token, producers=8, servers=16, batch=1, seconds=seconds)
-    print(f"single: {single:,.0f} lifecycles/s", flush=True)
-    batch = await run_phase(qm, server, qm_token, producers=2, servers=4, batch=250, seconds=seconds)
-    print(f"batch:  {batch:,.0f} lifecycles/s", flush=True)
+    single, single_cpu = await run_phase(qm, server, qm_token, producers=8, servers=16, batch=1, seconds=seconds, service=service)
+    assert single_cpu is not None
+    print(f"single: {single:,.0f} lifecycles/s; CPU per lifecycle {single_cpu}", flush=True)
+    batch, batch_cpu = await run_phase(qm, server, qm_token, producers=2, servers=4, batch=250, seconds=seconds, service=service)
+    assert batch_cpu is not None
+    print(f"batch:  {batch:,.0f} lifecycles/s; CPU per lifecycle {batch_cpu}", flush=True)
     rate = latency_rate or single / 2
-    samples = await latency_phase(qm, server, qm_token, rate, seconds)
+    samples, latency_cpu = await latency_phase(qm, server, qm_token, rate, seconds, service)
     p50, p99 = percentile(samples, 50), percentile(samples, 99)
-    print(f"latency at {rate:,.0f}/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms over {len(samples)} requests", flush=True)
+    print(f"latency at {rate:,.0f}/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms over {len(samples)} requests; CPU per request {latency_cpu}", flush=True)
     await qm.close()
     await server.close()
-    return {"lifecycles_per_s_single": round(single), "lifecycles_per_s_batch": round(batch), "insert_to_select_p50_ms": round(p50, 2), "insert_to_select_p99_ms": round(p99, 2), "latency_rate_per_s": round(rate)}
+    return {
+        "lifecycles_per_s_single": round(single),
+        "lifecycles_per_s_batch": round(batch),
+        "insert_to_select_p50_ms": round(p50, 2),
+        "insert_to_select_p99_ms": round(p99, 2),
+        "latency_rate_per_s": round(rate),
+        "service_cpu_ms_single": round(single_cpu.service, 4),
+        "redis_cpu_ms_single": round(single_cpu.redis, 4),
+        "service_cpu_ms_batch": round(batch_cpu.service, 4),
+        "redis_cpu_ms_batch": round(batch_cpu.redis, 4),
+        "service_cpu_ms_latency": round(latency_cpu.service, 4),
+        "redis_cpu_ms_latency": round(latency_cpu.redis, 4),
+    }
 
 
 def main() -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import os
 import json
 import re
 import shutil
@@ -120,54 +119,21 @@ async def commands_per_lifecycle(service: Service, qm: HttpClient, server: HttpC
     return {"all": round(sum(per.values()), 2), **shown}
 
 
-def _process_tree(root: int) -> list[int]:
-    """`root` and its descendants (Linux: /proc)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    tree, pending = [], [root]
-    while pending:
-        pid = pending.pop()
-        tree.append(pid)
-        pending.extend(children.get(pid, []))
-    return tree
-
-
-def _cpu_seconds(pids: list[int]) -> dict[str, float]:
-    """CPU seconds (user + system) used so far, by command name (`redis-server`, `python` ...)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    used: Counter[str] = Counter()
-    for pid in pids:
-        try:
-            head, tail = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)
-        except OSError:
-            continue
-        fields = tail.split()
-        used[head.split("(", 1)[1]] += (int(fields[11]) + int(fields[12])) / ticks
-    return dict(used)
-
-
 async def cpu_per_lifecycle(service: Service, qm: HttpClient, server: HttpClient, qm_token: str, seconds: float) -> dict[str, float]:
     """CPU milliseconds per lifecycle of the service (its processes but Redis), Redis and this load generator, over
     a single-request phase without py-spy."""
-    pids = _process_tree(service.process.pid)
-    before, generator_before, started = _cpu_seconds(pids), time.process_time(), time.monotonic()
-    rate = await run_phase(qm, server, qm_token, producers=8, servers=16, batch=1, seconds=seconds)
-    after, generator = _cpu_seconds(pids), time.process_time() - generator_before
-    lifecycles = rate * seconds  # run_phase's warm-up second and drain are in the CPU too: a few percent high
-    redis_s = after.get("redis-server", 0) - before.get("redis-server", 0)
-    service_s = sum(after.values()) - sum(before.values()) - redis_s
+    generator_before, started = time.process_time(), time.monotonic()
+    rate, cpu_ms = await run_phase(qm, server, qm_token, producers=8, servers=16, batch=1, seconds=seconds, service=service)
+    generator = time.process_time() - generator_before
+    assert cpu_ms is not None
+    lifecycles = rate * seconds  # the generator's CPU includes run_phase's warm-up second and drain: a few percent high
     wall = time.monotonic() - started
     return {
         "lifecycles_per_s": round(rate),
-        "service_ms": round(1000 * service_s / lifecycles, 3),
-        "redis_ms": round(1000 * redis_s / lifecycles, 3),
+        "service_ms": round(cpu_ms.service, 3),
+        "redis_ms": round(cpu_ms.redis, 3),
         "load_generator_ms": round(1000 * generator / lifecycles, 3),
-        "cores_busy": round((service_s + redis_s + generator) / wall, 2),
+        "cores_busy": round((cpu_ms.service + cpu_ms.redis) * rate / 1000 + generator / wall, 2),
     }
 
 
@@ -185,7 +151,7 @@ async def load(service: Service, seconds: float, profile: Path, py_spy: str, lif
         "--output", str(profile), "--duration", str(int(seconds)),
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )
-    rate = await run_phase(qm, server, qm_token, producers=8, servers=16, batch=1, seconds=seconds - 1)
+    rate, _ = await run_phase(qm, server, qm_token, producers=8, servers=16, batch=1, seconds=seconds - 1)
     _, errors = await recorder.communicate()
     if recorder.returncode != 0 or not profile.exists():
         raise RuntimeError(f"py-spy failed ({recorder.returncode}): {errors.decode(errors='replace')[-2000:]}")
