@@ -12,7 +12,9 @@ share this machine's cores):
            long-poll; insert -> select
            latency measured from just before the insert is sent to the moment a server has the request
   rq       the same lifecycles through RQ (enqueue; SimpleWorker processes; JSON serializer) on the service's Redis
-The last line printed is one JSON object with the headline figures.
+Each phase also reports the CPU the service's processes and its Redis used per lifecycle (ms, from /proc): it moves
+far less with this machine's hour than the rates do. The last line printed is one JSON object with the headline
+figures.
 """
 
 from __future__ import annotations
