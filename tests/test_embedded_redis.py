@@ -19,8 +19,8 @@ def test_starts_with_aof_and_noeviction_and_stops(tmp_path):
     try:
         client = redis.Redis.from_url(url, decode_responses=True)
         client.set("k", "v")
-        config = client.config_get("appendonly") | client.config_get("maxmemory-policy")
-        assert config == {"appendonly": "yes", "maxmemory-policy": "noeviction"}
+        config = client.config_get("appendonly") | client.config_get("maxmemory-policy") | client.config_get("auto-aof-rewrite-min-size")
+        assert config == {"appendonly": "yes", "maxmemory-policy": "noeviction", "auto-aof-rewrite-min-size": str(512 * 1024 * 1024)}
         assert client.config_get("dir")["dir"] == str((tmp_path / "redis").resolve())
         # A second user of the same data directory shares the running server instead of starting another.
         assert EmbeddedRedis(tmp_path).start() == url
