@@ -40,6 +40,7 @@ from app.queues.advisories import AdvisoryReader
 from app.queues.durability import durability_at_start
 from app.queues.keys import durability_probe_key
 from app.queues.store import QueueStore
+from app.queues.topology import refuse_unsupported
 from app.reports.router import dashboard_assets, dashboard_router
 from app.reports.router import router as reports_router
 from app.routing.router import router as routing_router
@@ -106,6 +107,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     queues: QueueStore | None = None
     launching: Duties | None = None
     try:
+        await refuse_unsupported(redis)
         durability = await durability_at_start(redis, settings.durability, durability_probe_key(settings.redis_prefix))
         head = head_revision()
         if await current_revision(engine) != head:

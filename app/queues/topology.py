@@ -1,0 +1,28 @@
+"""What kind of Redis the service was pointed at.
+
+The service runs on one Redis server (with replicas, if the operator keeps them). A Redis Cluster is refused at
+start, loudly, until it is supported (issue 24): a client of one node answered for the keys of that node's slots
+only, so the service looked ready while every insert of another node's slots failed with MOVED."""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+
+class UnsupportedRedis(RuntimeError):
+    pass
+
+
+async def refuse_unsupported(redis: Redis) -> None:
+    """Raises UnsupportedRedis when `redis` is a node of a Redis Cluster."""
+    try:
+        info = await redis.info("cluster")
+    except ResponseError:  # INFO renamed or denied (some managed services): nothing to tell by
+        return
+    if int(info.get("cluster_enabled", 0)):
+        raise UnsupportedRedis(
+            "WLM_REDIS_URL names a node of a Redis Cluster, which this version does not support yet: point it at a "
+            "standalone Redis server (replicas are fine). Every queue's keys share one hash tag already; the client, "
+            "the notifications and the durability checks are not cluster-aware."
+        )
