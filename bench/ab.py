@@ -85,6 +85,11 @@ def compare(a_runs: list[dict[str, object]], b_runs: list[dict[str, object]]) ->
     return figures
 
 
+def _shown(value: float) -> str:
+    """Two decimals, or three significant digits for what is below 1 (CPU milliseconds per lifecycle)."""
+    return f"{value:,.2f}" if abs(value) >= 1 else f"{value:.3g}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("bench", help="a benchmark of bench/, by name (lifecycle, goals, ...)")
@@ -112,7 +117,7 @@ def main() -> None:
     print(f"\n{'figure':<28} {a:>12} {b:>12}   {b} / {a} (least-greatest)")
     for name, figure in figures.items():
         spread = f"{figure['ratio_median']:.3f} ({figure['ratio_min']:.3f}-{figure['ratio_max']:.3f})" if "ratio_median" in figure else "-"
-        print(f"{name:<28} {figure['a_median']:>12,.2f} {figure['b_median']:>12,.2f}   {spread}")
+        print(f"{name:<28} {_shown(figure['a_median']):>12} {_shown(figure['b_median']):>12}   {spread}")
     print(json.dumps({"bench": args.bench, "a": a, "b": b, "pairs": args.pairs, "arguments": arguments, "figures": figures}))
 
 
