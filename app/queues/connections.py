@@ -33,8 +33,12 @@ class ConnectionRecords(StoreBase):
         await self.redis.delete(connection_key(self.prefix, token_hash))
 
     async def unregister_server(self, k: AeKeys, server_id: int) -> None:
-        """A server of an environment that left the policy: nothing it held can be requeued there, so it just goes."""
-        await self.redis.hdel(k.servers, str(server_id))
+        """A server of an environment that left the policy: nothing it held can be requeued there, so it just goes,
+        with what the environment kept about it."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key in (k.servers, k.seen, k.inflight, k.served_at):
+                pipe.hdel(key, str(server_id))
+            await pipe.execute()
 
     async def note_departed(self, record: Mapping[str, Any], purge_again_after_ms: int) -> None:
         """A queue manager that disconnected, due for its second purge `purge_again_after_ms` from now (Redis's clock)."""

@@ -11,9 +11,11 @@ processes holding those servers run a select. A woken waiter takes its work with
 capacity atomically; one that finds nothing left is listed again and waits again.
 
 What no listed waiter takes, and what a process is woken for but no longer waits for (its server left, or is
-selecting already), goes to the environment's notify channel, which every process hears: each wakes its best free
-waiters, highest weight first and among equals the one served longest ago. Waiters also retry once a second, so a
-lost wake-up delays, never strands.
+selecting already), goes to another free waiter of the process or to the environment's notify channel, which every
+process hears: each wakes its best free waiters, highest weight first and among equals the one served longest ago.
+So does a wake-up its waiter leaves without using (its select was refused, or its poll ended as it came). After the
+subscription was down, every waiter selects once. Waiters also retry once a second, so a lost wake-up delays,
+never strands.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ class Waiter:
     event: asyncio.Event = field(default_factory=asyncio.Event)
     name: str = ""  # given by Dispatcher.register: `member` is `<process>:<name>` in Redis's list of waiters
     member: str = ""
+    # A wake-up meant for this waiter alone (an insert took it off the list) that no select has used yet: one that
+    # leaves unused, passes it on (Dispatcher.pass_on), or the work would wait for another's once-a-second retry.
+    owes_wake: bool = False
 
 
 def wake_order(waiters: list[Waiter], last_served: dict[int, int]) -> list[Waiter]:
@@ -74,13 +79,16 @@ class Dispatcher:
         self._last_served: dict[int, int] = {}
         self._serial = itertools.count()
         self._background: set[asyncio.Task[None]] = set()
-        # While it is down, waiters fall back to polling.
+        self._stopping = False
+        # While it is down, waiters fall back to polling; wake-ups published meanwhile are lost, so every waiter
+        # selects once when it is back (and the first time it is confirmed).
         self._notifications = Subscription(
             redis,
             "insert notifications",
             self._on_message,
             channels=[self._wake_channel],
             patterns=[notify_channel_pattern(prefix)],
+            on_subscribed=self._wake_all,
         )
         # Set when the process is stopping: waiting selects answer at once, and none waits any more.
         self.draining = False
@@ -89,12 +97,18 @@ class Dispatcher:
         self._notifications.start()
 
     async def stop(self) -> None:
+        self._stopping = True
         await self._notifications.stop()
         if self._background:
-            await asyncio.wait(self._background, timeout=BACKGROUND_STOP_SECONDS)
+            _, late = await asyncio.wait(self._background, timeout=BACKGROUND_STOP_SECONDS)
+            for task in late:
+                task.cancel()
 
     def drain(self) -> None:
         self.draining = True
+        self._wake_all()
+
+    def _wake_all(self) -> None:
         for waiters in self._waiters.values():
             for waiter in waiters:
                 waiter.event.set()
@@ -119,13 +133,24 @@ class Dispatcher:
             for old in sorted(self._last_served, key=self._last_served.__getitem__)[: MAX_REMEMBERED_SERVERS // 2]:
                 del self._last_served[old]
 
-    def notify(self, node: str, ae: str, count: int) -> int:
-        """Wakes up to `count` of this process's free waiters for the environment and node; returns how many."""
+    def notify(self, node: str, ae: str, count: int, *, owed: bool = False) -> int:
+        """Wakes up to `count` of this process's free waiters for the environment and node; returns how many.
+        `owed`: the wake-ups were meant for one waiter each (not heard by every process), so each must be used or
+        passed on."""
         waiting = [w for w in self._waiters.get((node, ae), ()) if not w.event.is_set()]
         woken = wake_order(waiting, self._last_served)[:count]
         for waiter in woken:
+            waiter.owes_wake = waiter.owes_wake or owed
             waiter.event.set()
         return len(woken)
+
+    def pass_on(self, waiter: Waiter) -> None:
+        """A waiter leaves owing a wake-up (its select ended, was refused, or the poll's time was up as it came):
+        another free waiter here takes it, or every process hears it."""
+        waiter.owes_wake = False
+        if self.draining or not self.notify(waiter.node, waiter.ae, 1, owed=True):
+            channel = f"{self.channel_prefix}{waiter.node}:{waiter.ae}"
+            self.in_background(self._publish(channel, 1), "pass a wake-up on to every process")
 
     def in_background(self, work: Coroutine[Any, Any, None], what: str) -> None:
         """Runs Redis `work` the caller need not wait for; a failure is logged (the fallback poll covers it)."""
@@ -136,6 +161,9 @@ class Dispatcher:
             except RedisError as exc:
                 log.warning("could not %s: %s", what, exc)
 
+        if self._stopping:  # Redis is about to close
+            work.close()
+            return
         task = asyncio.ensure_future(run())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
@@ -156,10 +184,11 @@ class Dispatcher:
             if waiter is None or waiter.event.is_set():
                 missed += 1
             else:
+                waiter.owes_wake = True
                 waiter.event.set()
         if missed:
             node, ae = self._environment_of(channel)
-            missed -= self.notify(node, ae, missed)
+            missed -= self.notify(node, ae, missed, owed=True)
         if missed:
             self.in_background(self._publish(channel, missed), "pass a wake-up on to every process")
 

@@ -130,12 +130,23 @@ class Selection:
                 except TimeoutError:
                     pass
                 waiter.event.clear()
-                _, items, surplus = await self._try_select(keys, config, server, body, [], waiter)
+                # The wake-up this select answers, if one was meant for this waiter alone: used once the select
+                # looked (finding nothing means another took the work); still owed if it was refused or cut short.
+                answering, waiter.owes_wake = waiter.owes_wake, False
+                try:
+                    _, items, surplus = await self._try_select(keys, config, server, body, [], waiter)
+                except BaseException:
+                    waiter.owes_wake = waiter.owes_wake or answering
+                    raise
+                if surplus:
+                    waiter.owes_wake = waiter.owes_wake or answering
                 if items or surplus:
                     return ended, items, surplus
             return ended, [], False
         finally:
             self.dispatcher.unregister(waiter)
+            if waiter.owes_wake:
+                self.dispatcher.pass_on(waiter)
             if not items and not surplus:  # (a select that took work or found a surplus unlisted it)
                 self.dispatcher.in_background(self.store.unlist_waiter(keys, waiter.member), "unlist a waiter")
 

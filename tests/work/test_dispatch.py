@@ -4,6 +4,7 @@ wake in app/queues/lua/common.lua), with two replicas on one Redis where it take
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -167,8 +168,7 @@ async def test_a_wake_up_for_a_waiter_that_left_wakes_another_here_or_goes_to_ev
     here.dispatcher._on_wake(f"departed\n{channel}")  # its waiter left: another free one here takes its place
     assert mine.event.is_set() and not theirs.event.is_set()
     here.dispatcher._on_wake(f"departed\n{channel}")  # none free here: every process hears it
-    await eventually(theirs.event.is_set, what="the other process's waiter woken")
-    assert channel in here.heard and channel in there.heard
+    await eventually(lambda: theirs.event.is_set() and channel in here.heard and channel in there.heard, what="every process heard it")
     here.dispatcher.unregister(mine)
     there.dispatcher.unregister(theirs)
 
@@ -176,7 +176,7 @@ async def test_a_wake_up_for_a_waiter_that_left_wakes_another_here_or_goes_to_ev
 async def test_a_long_poll_is_listed_while_it_waits_and_unlisted_when_it_ends(app: FastAPI, world: World, redis_admin: Redis, monkeypatch: pytest.MonkeyPatch) -> None:
     here = _Watched(app.state.wlm.dispatcher, monkeypatch)
     server = await world.server()
-    empty = asyncio.create_task(world.select(server, expect=204, wait_seconds=0.5))
+    empty = asyncio.create_task(world.select(server, expect=204, wait_seconds=3))
     await _waiting(here, redis_admin, app, 1)
     await empty
 
@@ -189,3 +189,22 @@ async def test_a_long_poll_is_listed_while_it_waits_and_unlisted_when_it_ends(ap
     await world.insert({"n": 1})
     assert (await asyncio.wait_for(served, 10)).status_code == 200
     assert await redis_admin.zcard(_waiters_key(app)) == 0  # the wake-up took it off the list
+
+
+async def test_a_wake_up_its_server_cannot_use_goes_to_the_next_waiter(app: FastAPI, world: World, redis_admin: Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The insert wakes the heavier server, which the manager has just found surplus: its select is refused
+    (terminate, 0C14), and the wake-up passes to the other waiting server instead of waiting for its retry."""
+    here = _Watched(app.state.wlm.dispatcher, monkeypatch)
+    heavy, light = await world.server(weight=5), await world.server(weight=1)
+    heavy_poll = asyncio.create_task(world.select(heavy, wait_seconds=20))
+    light_poll = asyncio.create_task(world.select(light, wait_seconds=20))
+    await _waiting(here, redis_admin, app, 2)
+    keys = app.state.wlm.queues.keys("LOCAL", "PAYROLL")
+    registered = await redis_admin.hgetall(keys.servers)
+    (heavy_id,) = [server_id for server_id, value in registered.items() if json.loads(value)["weight"] == 5]
+    await redis_admin.sadd(keys.retire, heavy_id)
+    await world.insert({"n": 1})
+    retired = await asyncio.wait_for(heavy_poll, 10)
+    assert retired.json()["terminate"] is True and retired.json()["items"] == []
+    served = await asyncio.wait_for(light_poll, 10)
+    assert served.status_code == 200 and served.json()["items"][0]["payload"] == {"n": 1}
