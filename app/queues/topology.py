@@ -6,8 +6,14 @@ only, so the service looked ready while every insert of another node's slots fai
 
 from __future__ import annotations
 
+import logging
+
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
+
+from app.errors import UNAVAILABLE
+
+log = logging.getLogger(__name__)
 
 
 class UnsupportedRedis(RuntimeError):
@@ -15,10 +21,14 @@ class UnsupportedRedis(RuntimeError):
 
 
 async def refuse_unsupported(redis: Redis) -> None:
-    """Raises UnsupportedRedis when `redis` is a node of a Redis Cluster."""
+    """Raises UnsupportedRedis when `redis` is a node of a Redis Cluster. A Redis that does not answer yet is let
+    through (readiness says it is down, as before): its kind is checked at the next start."""
     try:
         info = await redis.info("cluster")
     except ResponseError:  # INFO renamed or denied (some managed services): nothing to tell by
+        return
+    except UNAVAILABLE as exc:
+        log.warning("Redis does not answer (%s): whether it is a Redis Cluster is not known until the next start", exc)
         return
     if int(info.get("cluster_enabled", 0)):
         raise UnsupportedRedis(
