@@ -105,11 +105,12 @@ async def run_phase(
 
     tasks = [asyncio.create_task(produce()) for _ in range(producers)] + [asyncio.create_task(serve(t)) for t in tokens]
     await asyncio.sleep(WARM_UP_SECONDS)
-    start_count, started, cpu_before = ended, time.perf_counter(), service and service.cpu_seconds()
+    start_count, started = ended, time.perf_counter()
+    cpu_before = service.cpu_seconds() if service else None
     await asyncio.sleep(seconds)
     lifecycles = ended - start_count
     rate = lifecycles / (time.perf_counter() - started)
-    cpu_ms = service and cpu_before and (service.cpu_seconds() - cpu_before).per(lifecycles)
+    cpu_ms = (service.cpu_seconds() - cpu_before).per(lifecycles) if service and cpu_before else None
     stop.set()
     await asyncio.gather(*tasks)
     await drain(server, batch)

@@ -15,6 +15,7 @@ import httpx
 import psycopg
 import pytest
 from fastapi import FastAPI
+from redis.asyncio import Redis
 
 from app.config import Settings
 from app.embedded_redis import EmbeddedRedis
@@ -90,7 +91,7 @@ class ExitReceiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 failing = receiver.fail_first > 0
                 if failing:
@@ -161,6 +162,27 @@ async def app(settings: Settings) -> AsyncIterator[FastAPI]:
 async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     async with client_of(app) as http:
         yield http
+
+
+@pytest.fixture
+async def other_app(settings: Settings) -> AsyncIterator[FastAPI]:
+    """A second replica (another process, as far as pub/sub goes): another app on the same Redis and database."""
+    async with running_app(settings) as replica:
+        yield replica
+
+
+@pytest.fixture
+async def other(other_app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    async with client_of(other_app) as http:
+        yield http
+
+
+@pytest.fixture
+async def redis_admin(redis_url: str) -> AsyncIterator[Redis]:
+    """A client of the tests' Redis, to look at and set what the service keeps there."""
+    client = Redis.from_url(redis_url, decode_responses=True)
+    yield client
+    await client.aclose()
 
 
 def bearer(key: str) -> dict[str, str]:

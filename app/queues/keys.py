@@ -145,8 +145,7 @@ class AeKeys:
 
     @cached_property
     def notify_channel(self) -> str:
-        # Channels are not keys; one per environment and node wakes the servers waiting for its work in every process.
-        return f"{self.prefix}:notify:{self.node}:{self.ae}"
+        return notify_channel(self.prefix, self.node, self.ae)
 
     @cached_property
     def wake_prefix(self) -> str:
@@ -269,6 +268,17 @@ def key_changes_channel(prefix: str) -> str:
 def durability_probe_key(prefix: str) -> str:
     """Written once at startup where Redis refuses CONFIG: its WAITAOF tells whether the server confirms fsyncs."""
     return f"{prefix}:durability:probe"
+
+
+def notify_channel(prefix: str, node: str, ae: str) -> str:
+    # Channels are not keys; one per environment and node wakes the servers waiting for its work in every process.
+    return f"{prefix}:notify:{node}:{ae}"
+
+
+def notify_channel_place(prefix: str, channel: str) -> tuple[str, str]:
+    """The node and environment of a notify channel (notify_channel's inverse: a node name has no `:`)."""
+    node, _, ae = channel.removeprefix(f"{prefix}:notify:").partition(":")
+    return node, ae
 
 
 def notify_channel_pattern(prefix: str) -> str:

@@ -6,7 +6,7 @@ connections).
 
 A select that finds nothing lists its waiter in Redis, in the same script call (so no insert can come between the
 look and the listing). An insert of n requests takes the n best listed waiters (highest worker weight first,
-overflow servers last, then the longest waiting) and wakes each through its own process's channel: only the
+overflow servers last, then the least recently served) and wakes each through its own process's channel: only the
 processes holding those servers run a select. A woken waiter takes its work with the select script, which re-checks
 capacity atomically; one that finds nothing left is listed again and waits again.
 
@@ -32,7 +32,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from app.broadcast import Message, Subscription
-from app.queues.keys import notify_channel_pattern, wake_prefix
+from app.queues.keys import notify_channel, notify_channel_pattern, notify_channel_place, wake_prefix
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def parse_wake(data: str) -> tuple[list[str], str]:
 class Dispatcher:
     def __init__(self, redis: Redis, prefix: str) -> None:
         self.process = secrets.token_hex(6)
-        self.channel_prefix = f"{prefix}:notify:"
+        self.prefix = prefix
         self._wake_channel = wake_prefix(prefix) + self.process
         self._redis = redis
         self._waiters: dict[tuple[str, str], list[Waiter]] = {}
@@ -149,7 +149,7 @@ class Dispatcher:
         another free waiter here takes it, or every process hears it."""
         waiter.owes_wake = False
         if self.draining or not self.notify(waiter.node, waiter.ae, 1, owed=True):
-            channel = f"{self.channel_prefix}{waiter.node}:{waiter.ae}"
+            channel = notify_channel(self.prefix, waiter.node, waiter.ae)
             self.in_background(self._publish(channel, 1), "pass a wake-up on to every process")
 
     def in_background(self, work: Coroutine[Any, Any, None], what: str) -> None:
@@ -173,7 +173,7 @@ class Dispatcher:
         if channel == self._wake_channel:
             self._on_wake(str(message["data"]))
         else:
-            node, ae = self._environment_of(channel)
+            node, ae = notify_channel_place(self.prefix, channel)
             self.notify(node, ae, int(message["data"]))
 
     def _on_wake(self, data: str) -> None:
@@ -187,14 +187,10 @@ class Dispatcher:
                 waiter.owes_wake = True
                 waiter.event.set()
         if missed:
-            node, ae = self._environment_of(channel)
+            node, ae = notify_channel_place(self.prefix, channel)
             missed -= self.notify(node, ae, missed, owed=True)
         if missed:
             self.in_background(self._publish(channel, missed), "pass a wake-up on to every process")
 
     async def _publish(self, channel: str, count: int) -> None:
         await self._redis.publish(channel, count)
-
-    def _environment_of(self, channel: str) -> tuple[str, str]:
-        node, _, ae = channel[len(self.channel_prefix) :].partition(":")
-        return node, ae

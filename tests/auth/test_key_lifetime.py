@@ -5,7 +5,6 @@ changes can explain a refusal."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -18,7 +17,7 @@ from app.auth import service
 from app.auth.service import hash_key
 from app.config import Settings
 from app.queues.keys import key_changes_channel
-from tests.conftest import ADMIN, bearer, client_of, make_key, running_app
+from tests.conftest import ADMIN, bearer, make_key
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.asyncio
@@ -29,26 +28,6 @@ CACHE_SECONDS = 300.0
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
     return settings.model_copy(update={"auth_cache_seconds": CACHE_SECONDS})
-
-
-@pytest.fixture
-async def other_app(settings: Settings) -> AsyncIterator[FastAPI]:
-    """A second replica: another app on the same Redis and database."""
-    async with running_app(settings) as replica:
-        yield replica
-
-
-@pytest.fixture
-async def other(other_app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    async with client_of(other_app) as http:
-        yield http
-
-
-@pytest.fixture
-async def redis_admin(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url, decode_responses=True)
-    yield client
-    await client.aclose()
 
 
 async def both_listening(redis_admin: Redis, settings: Settings) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -16,7 +15,6 @@ from redis.asyncio import Redis
 from app.config import Settings
 from app.work import select as select_module
 from app.work.dispatch import Dispatcher, Waiter, parse_wake
-from tests.conftest import client_of, running_app
 from tests.waiting import eventually
 from tests.work.conftest import World
 
@@ -65,26 +63,6 @@ class _Watched:
 
     def woken(self) -> list[Waiter]:
         return [w for w in self.waiters if isinstance(w.event, _CountedEvent) and w.event.sets]
-
-
-@pytest.fixture
-async def other_app(settings: Settings) -> AsyncIterator[FastAPI]:
-    """A second replica (another process, as far as waking goes): another app on the same Redis and database."""
-    async with running_app(settings) as replica:
-        yield replica
-
-
-@pytest.fixture
-async def other(other_app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    async with client_of(other_app) as http:
-        yield http
-
-
-@pytest.fixture
-async def redis_admin(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url, decode_responses=True)
-    yield client
-    await client.aclose()
 
 
 @pytest.fixture(autouse=True)
