@@ -10,9 +10,10 @@ overflow servers last, then the least recently served) and wakes each through it
 processes holding those servers run a select. A woken waiter takes its work with the select script, which re-checks
 capacity atomically; one that finds nothing left is listed again and waits again.
 
-What no listed waiter takes, and what a process is woken for but no longer waits for (its server left, or is
-selecting already), goes to another free waiter of the process or to the environment's notify channel, which every
-process hears: each wakes its best free waiters, highest weight first and among equals the one served longest ago.
+Work beyond the listed waiters wakes nobody (every waiting server is listed). What a process is woken for but no
+longer waits for (its server left, or is selecting already) goes to another free waiter of the process or to the
+environment's notify channel, which every process hears: each wakes its best free waiters, highest weight first and
+among equals the one served longest ago.
 So does a wake-up its waiter leaves without using (its select was refused, or its poll ended as it came). After the
 subscription was down, every waiter selects once. Waiters also retry once a second, so a lost wake-up delays,
 never strands.

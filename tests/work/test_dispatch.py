@@ -16,7 +16,7 @@ from app.config import Settings
 from app.work import select as select_module
 from app.work.dispatch import Dispatcher, Waiter, parse_wake
 from tests.waiting import eventually
-from tests.work.conftest import World
+from tests.work.conftest import ONLINE, World
 
 NO_FALLBACK_POLL = 60.0  # a waiter woken here was woken by a wake-up, not by its once-a-second retry
 
@@ -117,6 +117,28 @@ async def test_an_insert_wakes_the_best_waiter_only_in_its_own_process(
     second = await asyncio.wait_for(light_poll, 10)
     assert second.status_code == 200 and second.json()["items"][0]["payload"] == {"n": 2}
     assert len(there.woken()) == 1  # the other process was not woken for it
+
+
+async def test_work_beyond_the_listed_waiters_wakes_nobody(
+    app: FastAPI, other_app: FastAPI, world: World, redis_admin: Redis, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a backlog no server waits, so an insert publishes nothing; with one listed waiter, a batch of three
+    wakes that one, and no process hears of the other two."""
+    here, there = _Watched(app.state.wlm.dispatcher, monkeypatch), _Watched(other_app.state.wlm.dispatcher, monkeypatch)
+    await world.insert({"n": 1})
+    await _heard_everything_before(redis_admin, settings, here, there)
+    assert here.heard == there.heard == [f"{settings.redis_prefix}:notify:NOWHERE:0"]
+
+    server = await world.server(tasks=2)
+    await world.select(server, begin=True)  # the backlog's request
+    poll = asyncio.create_task(world.select(server, wait_seconds=20, max_items=1))
+    await _waiting(here, redis_admin, app, 1)
+    batch = {"connect_token": world.qm_token, "application_environment": "PAYROLL", "items": [{"classification": ONLINE, "payload": {"n": n}} for n in range(3)]}
+    assert (await world.client.post("/v1/work:batch", headers=world.qm, json=batch)).status_code == 201
+    assert (await asyncio.wait_for(poll, 10)).status_code == 200
+    await _heard_everything_before(redis_admin, settings, here, there)
+    assert [c for c in here.heard + there.heard if ":notify:" in c and "NOWHERE" not in c] == []
+    assert len(here.woken()) == 1 and there.woken() == []
 
 
 async def test_a_listed_waiter_of_a_process_gone_passes_its_wake_up_to_every_process(

@@ -38,8 +38,10 @@ local function wake_rank(server, served_at)
 end
 
 -- Wakes up to `count` servers for new work of `channel`'s environment and node: the best listed waiters, through
--- their processes' channels (`wake_prefix` .. process). The rest, and the share of a process no longer listening,
--- go to `channel`, which every process hears (and wakes its best free waiter for).
+-- their processes' channels (`wake_prefix` .. process). The share of a process no longer listening goes to `channel`,
+-- which every process hears (and wakes its best free waiter for). Work beyond the listed waiters wakes nobody: a
+-- long poll that found nothing is listed by the same script call, so every server waiting for work is listed (a
+-- server busy at capacity, or selecting now, takes its next work when it next selects).
 local function wake(waiters_key, channel, wake_prefix, count)
   local listed = redis.call('ZPOPMIN', waiters_key, count)
   local per_process, processes = {}, {}
@@ -51,7 +53,7 @@ local function wake(waiters_key, channel, wake_prefix, count)
     end
     table.insert(per_process[process], waiter)
   end
-  local unwoken = count - #listed / 2
+  local unwoken = 0
   for _, process in ipairs(processes) do
     local waiters = per_process[process]
     if redis.call('PUBLISH', wake_prefix .. process, table.concat(waiters, ' ') .. '\n' .. channel) == 0 then
