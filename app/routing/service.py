@@ -15,7 +15,7 @@ starts it).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -177,6 +177,19 @@ class _EnvironmentRouting:
     candidates: list[Candidate]
     fingerprint: tuple[Any, ...]
     sequence: SequenceState
+    _sole_decisions: dict[LocalQueueManager, Decision] = field(default_factory=dict)
+
+    def decision(self, local: LocalQueueManager) -> tuple[Decision, list[Candidate]]:
+        """The algorithm's choice as the sequence stands, and the candidates it chose among. An environment on one
+        node (the common case, and every insert's) needs the steps worked out once per local queue manager: the
+        sequence decides nothing among one (no step leaves none, and the least recently used of one is that one)."""
+        candidates = with_sequence(self.candidates, self.sequence)
+        if len(candidates) != 1:
+            return choose(candidates, local), candidates
+        decision = self._sole_decisions.get(local)
+        if decision is None:
+            decision = self._sole_decisions[local] = choose(candidates, local)
+        return decision, candidates
 
 
 _NO_ACTIVITY: Mapping[str, NodeActivity] = MappingProxyType({})
@@ -246,16 +259,14 @@ class Router:
         """The decision for a hypothetical request, changing nothing."""
         local = await self._local(policy, queue_manager_node)
         environment = await self._environment(policy, ae)
-        candidates = with_sequence(environment.candidates, environment.sequence)
-        return choose(candidates, local), candidates
+        return environment.decision(local)
 
     async def route(self, policy: ActivePolicy, ae: str, queue_manager_node: str | None, count: int = 1) -> str:
         """The node for `count` requests inserted together (one decision, like MQ's bind on open). The choice and
         the sequence's step are made together, with no wait between, so concurrent inserts take turns."""
         local = await self._local(policy, queue_manager_node)
         environment = await self._environment(policy, ae)
-        candidates = with_sequence(environment.candidates, environment.sequence)
-        decision = choose(candidates, local)
+        decision, candidates = environment.decision(local)
         if decision.chosen is None:
             raise Conflict(f"{ae}: {decision.reason}", code="put_inhibited", application_environment=ae)
         weight = next(c.weight for c in candidates if c.node == decision.chosen)

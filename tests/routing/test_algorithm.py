@@ -296,3 +296,17 @@ def test_after_choice_counts_a_batch_as_its_requests() -> None:
     state = after_choice(SequenceState({}, {}), "A", 20, count=5)
     assert state.factors == {"A": 250.0}
     assert state.numbers == {"A": 1}
+
+
+@pytest.mark.parametrize("put_enabled", [True, False])
+@pytest.mark.parametrize("local", [LocalQueueManager(), LocalQueueManager("A"), LocalQueueManager("A", UseQueue.ANY, 1)])
+@pytest.mark.parametrize("link", list(LinkState))
+@pytest.mark.parametrize("suspended", [True, False])
+def test_one_candidates_decision_does_not_depend_on_the_sequence(put_enabled: bool, local: LocalQueueManager, link: LinkState, suspended: bool) -> None:
+    """What lets the router work out an environment on one node once (Router's sole decisions): any sequence
+    state gives the same decision, trace and all."""
+    sole = replace(linked(A, link), put_enabled=put_enabled, suspended=suspended)
+    states = [SequenceState({}, {}), SequenceState({"A": 5000.0}, {"A": 7}, 7), after_choice(SequenceState({}, {}), "A", 3, 40)]
+    decisions = {choose(with_sequence([sole], state), local) for state in states}
+    assert len(decisions) == 1
+    assert decisions.pop().chosen == ("A" if put_enabled else None)

@@ -15,6 +15,7 @@ from tests.conftest import EXAMPLE_POLICY, install_policy, make_key
 from tests.work.conftest import QM, World
 
 NODES = ("EAST", "WEST", "NORTH")
+EXAMPLE_POLICY_JSON = json.dumps(yaml.safe_load(EXAMPLE_POLICY))
 
 
 def multi_node_policy(weights: tuple[int, ...] = (50, 50, 50), **instances: Any) -> str:
@@ -154,6 +155,19 @@ async def test_no_put_enabled_instance_is_a_conflict_and_suspended_nodes_come_la
     assert refused["error"]["code"] == "put_inhibited"
     listed = (await client.get("/v1/routing/nodes", headers=op)).json()["items"]
     assert [(n["node"], n["suspended"]) for n in listed] == [("EAST", True), ("WEST", False), ("NORTH", True)]
+
+
+async def test_an_environment_on_one_node_follows_its_put_enabled_as_it_changes(client: httpx.AsyncClient) -> None:
+    """The router works out a one-node environment's choice once (Router's sole decisions): an operator's change
+    still takes effect at the next insert, both ways."""
+    world = await world_on(client, EXAMPLE_POLICY_JSON)
+    op = await operator(client)
+    assert (await world.insert())["node"] == "LOCAL"
+    instance = "/v1/routing/application-environments/PAYROLL/instances/LOCAL"
+    assert (await client.patch(instance, headers=op, json={"put_enabled": False})).status_code == 200
+    assert (await world.insert(expect=409))["error"]["code"] == "put_inhibited"
+    assert (await client.patch(instance, headers=op, json={"put_enabled": True})).status_code == 200
+    assert (await world.insert())["node"] == "LOCAL"
 
 
 async def test_bad_routing_input_is_a_clear_4xx(client: httpx.AsyncClient) -> None:
