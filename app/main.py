@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import Redis
 
 from app.audit.router import router as audit_router
 from app.auth.router import router as auth_router
@@ -40,7 +40,7 @@ from app.queues.advisories import AdvisoryReader
 from app.queues.durability import durability_at_start
 from app.queues.keys import durability_probe_key
 from app.queues.store import QueueStore
-from app.queues.topology import refuse_unsupported
+from app.queues.topology import connect, is_cluster
 from app.reports.router import dashboard_assets, dashboard_router
 from app.reports.router import router as reports_router
 from app.routing.router import router as routing_router
@@ -85,29 +85,23 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         embedded = EmbeddedRedis(settings.data_dir, settings.durability)
         redis_url = embedded.start()
     engine = create_engine(settings.resolved_database_url)
-    pool = BlockingConnectionPool.from_url(
-        redis_url, max_connections=settings.redis_max_connections, timeout=10, decode_responses=True, health_check_interval=30
-    )
-    redis = Redis(connection_pool=pool)
-    # The event streams, and the key cache's subscription: a stream's read blocks up to KEEPALIVE_SECONDS, beyond the
-    # client's default socket timeout (5 s since redis-py 8), which would break every idle stream.
-    events_pool = BlockingConnectionPool.from_url(
-        redis_url,
-        max_connections=settings.events_max_subscribers + 1,
-        timeout=10,
-        socket_timeout=2 * KEEPALIVE_SECONDS,
-        decode_responses=True,
-        health_check_interval=30,
-    )
-    events_redis = Redis(connection_pool=events_pool)
-    dispatcher = Dispatcher(redis, settings.redis_prefix)
+    redis: Redis | None = None
+    events_redis: Redis | None = None
+    dispatcher: Dispatcher | None = None
     shutdown = ShutdownNotice()
-    shutdown.on_notice(dispatcher.drain)
     member: SchedulerMember | None = None
     queues: QueueStore | None = None
     launching: Duties | None = None
     try:
-        await refuse_unsupported(redis)
+        cluster = await is_cluster(redis_url)
+        redis = await connect(redis_url, cluster, max_connections=settings.redis_max_connections)
+        # The event streams, and the key cache's subscription: a stream's read blocks up to KEEPALIVE_SECONDS, beyond
+        # the client's default socket timeout (5 s since redis-py 8), which would break every idle stream.
+        events_redis = await connect(
+            redis_url, cluster, max_connections=settings.events_max_subscribers + 1, socket_timeout=2 * KEEPALIVE_SECONDS
+        )
+        dispatcher = Dispatcher(redis, settings.redis_prefix)
+        shutdown.on_notice(dispatcher.drain)
         durability = await durability_at_start(redis, settings.durability, durability_probe_key(settings.redis_prefix))
         head = head_revision()
         if await current_revision(engine) != head:
@@ -168,11 +162,13 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             await launching.stop()
         if member is not None:
             await member.stop()
-        await dispatcher.stop()
+        if dispatcher is not None:
+            await dispatcher.stop()
         if queues is not None:
             await queues.aclose()
-        await redis.aclose()
-        await events_redis.aclose()
+        for client in (redis, events_redis):
+            if client is not None:
+                await client.aclose()
         await engine.dispose()
         if embedded is not None:
             await asyncio.to_thread(embedded.stop)

@@ -21,6 +21,7 @@ from app.config import Settings
 from app.embedded_redis import EmbeddedRedis
 from app.main import create_app
 from app.migrate import upgrade
+from app.queues.topology import connect, is_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_POLICY = (ROOT / "examples" / "policy.yaml").read_bytes()
@@ -179,8 +180,9 @@ async def other(other_app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 
 @pytest.fixture
 async def redis_admin(redis_url: str) -> AsyncIterator[Redis]:
-    """A client of the tests' Redis, to look at and set what the service keeps there."""
-    client = Redis.from_url(redis_url, decode_responses=True)
+    """A client of the tests' Redis, to look at and set what the service keeps there (a cluster client where the
+    tests run on a Redis Cluster)."""
+    client = await connect(redis_url, await is_cluster(redis_url), max_connections=20)
     yield client
     await client.aclose()
 

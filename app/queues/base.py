@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
 from app.queues.durability import Durability
 from app.queues.keys import AeKeys
@@ -55,9 +55,12 @@ class StoreBase:
     def keys(self, node: str, ae: str) -> AeKeys:
         return AeKeys(self.prefix, node, ae)
 
-    async def clock_ms(self) -> int:
+    async def clock_ms(self, near: str | None = None) -> int:
         """Now by Redis's clock, the one every script stamps with: instants compared with what the scripts wrote
-        (leases, heartbeats, tombstones, due times) are taken here, never from this process's clock."""
+        (leases, heartbeats, tombstones, due times) are taken here, never from this process's clock. On a Redis
+        Cluster each node has its clock: `near`, a key, names the node whose stamps the instant is compared with."""
+        if near is not None and isinstance(self.redis, RedisCluster):
+            return redis_time_ms(await self.redis.time(target_nodes=self.redis.get_node_from_key(near)))
         return redis_time_ms(await self.redis.time())
 
     async def aclose(self) -> None:
@@ -65,5 +68,12 @@ class StoreBase:
         await self.scripts.aclose()
 
     async def ping(self) -> None:
-        """Raises unless Redis answers."""
-        await self.redis.ping()
+        """Raises unless Redis answers: on a Redis Cluster, every primary, and the cluster says its state is ok
+        (every slot served)."""
+        if not isinstance(self.redis, RedisCluster):
+            await self.redis.ping()
+            return
+        await self.redis.ping(target_nodes=RedisCluster.PRIMARIES)
+        state = (await self.redis.cluster_info()).get("cluster_state")
+        if state != "ok":
+            raise RuntimeError(f"the Redis Cluster's state is {state}")

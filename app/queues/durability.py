@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Literal, TypeVar
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import ResponseError
 
 from app.errors import UNAVAILABLE, ServiceUnavailable
@@ -25,9 +25,10 @@ T = TypeVar("T")
 
 # How long an insert waits for its fsync before it is answered 503 (a healthy disk takes milliseconds).
 WAITAOF_TIMEOUT_MS = 5_000
+FAST_INSTEAD = "set WLM_DURABILITY=fast to answer once Redis has the work in memory"
 HOW_TO_FIX = (
     "run that Redis with `appendonly yes`, `appendfsync always` and `no-appendfsync-on-rewrite no` (CONFIG SET, and "
-    "in its configuration file), or set WLM_DURABILITY=fast to answer once Redis has the work in memory"
+    f"in its configuration file), or {FAST_INSTEAD}"
 )
 
 
@@ -75,16 +76,26 @@ async def durability_of(redis: Redis, mode: Literal["strict", "fast"], probe_key
     to `probe_key` followed by WAITAOF tells whether the server confirms fsyncs."""
     if mode == "fast":
         return Durability()
-    try:
-        config = await redis.config_get("append*") | await redis.config_get("no-appendfsync-on-rewrite")
-    except ResponseError:
-        return await _probed(redis, probe_key)
-    settings = (config.get("appendonly"), config.get("appendfsync"), config.get("no-appendfsync-on-rewrite"))
-    if settings != ("yes", "always", "no"):
-        raise NotDurable(
-            f"WLM_DURABILITY=strict answers an insert only once it is on disk, but Redis runs with appendonly "
-            f"{settings[0]}, appendfsync {settings[1]} and no-appendfsync-on-rewrite {settings[2]}: {HOW_TO_FIX}"
-        )
+    # On a Redis Cluster, every primary: each holds the queues of its slots.
+    nodes = redis.get_primaries() if isinstance(redis, RedisCluster) else [None]
+    for node in nodes:
+        where = {} if node is None else {"target_nodes": node}
+        try:
+            config = await redis.config_get("append*", **where) | await redis.config_get("no-appendfsync-on-rewrite", **where)
+        except ResponseError:
+            if node is not None:
+                raise NotDurable(
+                    "WLM_DURABILITY=strict, but a Redis Cluster node refuses CONFIG GET, so whether it fsyncs before it "
+                    f"replies cannot be checked: allow CONFIG GET, or {FAST_INSTEAD}"
+                ) from None
+            return await _probed(redis, probe_key)
+        settings = (config.get("appendonly"), config.get("appendfsync"), config.get("no-appendfsync-on-rewrite"))
+        if settings != ("yes", "always", "no"):
+            server = "Redis" if node is None else f"the Redis Cluster node {node.name}"
+            raise NotDurable(
+                f"WLM_DURABILITY=strict answers an insert only once it is on disk, but {server} runs with appendonly "
+                f"{settings[0]}, appendfsync {settings[1]} and no-appendfsync-on-rewrite {settings[2]}: {HOW_TO_FIX}"
+            )
     return Durability()
 
 

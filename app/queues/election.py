@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from app.queues.base import StoreBase, redis_time_ms
+from app.queues.base import StoreBase
 from app.queues.keys import scheduler_keys
 
 
@@ -43,14 +43,13 @@ class SchedulerElection(StoreBase):
         return _election(await self.scripts.call("resign", list(scheduler_keys(self.prefix)), [member]))
 
     async def election_status(self) -> tuple[dict[str, str], list[Member]]:
-        """The holder's hash and the members, as stored (Redis's time for their ages), in one round trip."""
+        """The holder's hash and the members, as stored (Redis's time for their ages)."""
         members_key, holder_key = scheduler_keys(self.prefix)
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.hgetall(holder_key)
             pipe.hgetall(members_key)
-            pipe.time()
-            holder, members, time = await pipe.execute()
-        now_ms = redis_time_ms(time)
+            holder, members = await pipe.execute()
+        now_ms = await self.clock_ms(near=members_key)
         listed = []
         for name, raw in members.items():
             member = json.loads(raw)

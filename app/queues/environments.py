@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from app.queues.base import AeConfig, StoreBase, redis_time_ms
+from app.queues.base import AeConfig, StoreBase
 from app.queues.keys import AeKeys, retired_key, server_limits_key
 
 
@@ -76,11 +76,8 @@ class Environments(StoreBase):
 
     async def silent_servers(self, k: AeKeys, silent_ms: int) -> list[int]:
         """Servers registered here that neither selected nor heartbeat for `silent_ms`."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hgetall(k.seen)
-            pipe.time()
-            seen, now = await pipe.execute()
-        limit = redis_time_ms(now) - silent_ms
+        seen = await self.redis.hgetall(k.seen)
+        limit = await self.clock_ms(near=k.seen) - silent_ms
         return [int(sid) for sid, at in seen.items() if int(at) < limit]
 
     async def classes_in_use(self, k: AeKeys) -> set[str]:

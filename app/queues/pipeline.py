@@ -6,8 +6,9 @@ redis-py's connection pool (a connection taken and given back per call) and its 
 write); see docs/benchmarks.md. A pipelined connection has none of these, and a call cancelled while it waits
 costs nothing: its reply is read and dropped in turn, where a pooled connection would have to be closed.
 
-Only plain connections are pipelined (TCP or a Unix socket, RESP2, replies decoded, a password if any): for TLS,
-credential providers or RESP3, `ScriptPipeline.of` gives None and the calls go through redis-py.
+Only plain connections to one Redis server are pipelined (TCP or a Unix socket, RESP2, replies decoded, a password if
+any): for TLS, credential providers, RESP3 or a Redis Cluster, `ScriptPipeline.of` gives None and the calls go
+through redis-py.
 """
 
 from __future__ import annotations
@@ -144,6 +145,8 @@ class ScriptPipeline:
 
     @classmethod
     def of(cls, redis: Redis) -> ScriptPipeline | None:
+        if not isinstance(redis, Redis):  # a Redis Cluster: each call goes to its keys' node, redis-py's way
+            return None
         pool = redis.connection_pool
         kwargs = pool.connection_kwargs
         plain = pool.connection_class in (Connection, UnixDomainSocketConnection)

@@ -1,14 +1,24 @@
-"""What kind of Redis the service was pointed at.
+"""What kind of Redis the service was pointed at, and the client that fits it.
 
-The service runs on one Redis server (with replicas, if the operator keeps them). A Redis Cluster is refused at
-start, loudly, until it is supported (issue 24): a client of one node answered for the keys of that node's slots
-only, so the service looked ready while every insert of another node's slots failed with MOVED."""
+WLM_REDIS_URL names a standalone Redis server or any node of a Redis Cluster: the service asks the server (INFO
+cluster) and builds a cluster client for a cluster, which finds every node and sends each command to the node of
+its keys' slot. Every script's keys share one hash tag (app/queues/keys.py), so every script runs on one node.
+
+Pub/sub stays classic on a cluster: a PUBLISH reaches the subscribers of every node (the cluster bus carries it),
+so a process subscribes on one node and hears everything. What a cluster changes there is PUBLISH's answer, which
+counts the publishing node's subscribers only: a wake-up for a process subscribed elsewhere looks unheard and also
+goes to the environment's channel (app/work/dispatch.py), one extra select per process, never a lost wake-up.
+"""
 
 from __future__ import annotations
 
 import logging
+import random
+from typing import Any
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
+from redis.asyncio.client import PubSub
+from redis.asyncio.connection import parse_url
 from redis.exceptions import ResponseError
 
 from app.errors import UNAVAILABLE
@@ -16,23 +26,52 @@ from app.errors import UNAVAILABLE
 log = logging.getLogger(__name__)
 
 
-class UnsupportedRedis(RuntimeError):
-    pass
-
-
-async def refuse_unsupported(redis: Redis) -> None:
-    """Raises UnsupportedRedis when `redis` is a node of a Redis Cluster. A Redis that does not answer yet is let
-    through (readiness says it is down, as before): its kind is checked at the next start."""
+async def is_cluster(url: str) -> bool:
+    """Whether `url` names a node of a Redis Cluster. A Redis that does not answer yet is taken for a standalone
+    server, with a warning (readiness says it is down, as it always did): its kind is asked again at the next start."""
+    probe = Redis.from_url(url, decode_responses=True, socket_timeout=5, socket_connect_timeout=5)
     try:
-        info = await redis.info("cluster")
+        info = await probe.info("cluster")
     except ResponseError:  # INFO renamed or denied (some managed services): nothing to tell by
-        return
+        return False
     except UNAVAILABLE as exc:
-        log.warning("Redis does not answer (%s): whether it is a Redis Cluster is not known until the next start", exc)
-        return
-    if int(info.get("cluster_enabled", 0)):
-        raise UnsupportedRedis(
-            "WLM_REDIS_URL names a node of a Redis Cluster, which this version does not support yet: point it at a "
-            "standalone Redis server (replicas are fine). Every queue's keys share one hash tag already; the client, "
-            "the notifications and the durability checks are not cluster-aware."
-        )
+        log.warning("Redis does not answer (%s): it is taken for a standalone server until the next start", exc)
+        return False
+    finally:
+        await probe.aclose()
+    return bool(int(info.get("cluster_enabled", 0)))
+
+
+class ClusterClient(RedisCluster):
+    """A Redis Cluster client whose pub/sub connections go to one primary, chosen when each subscribes: a
+    subscription that lost its node subscribes again on another (see the module's note)."""
+
+    def __init__(self, *args: Any, node_options: dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._node_options = node_options
+        self._node_clients: dict[str, Redis] = {}
+
+    def pubsub(self, **kwargs: Any) -> PubSub:  # type: ignore[override]
+        node = random.choice(self.get_primaries())
+        client = self._node_clients.get(node.name)
+        if client is None:
+            client = self._node_clients[node.name] = Redis(host=node.host, port=node.port, **self._node_options)
+        return client.pubsub(**kwargs)
+
+    async def aclose(self) -> None:  # type: ignore[override]
+        for client in self._node_clients.values():
+            await client.aclose()
+        await super().aclose()
+
+
+async def connect(url: str, cluster: bool, *, max_connections: int, **options: Any) -> Redis:
+    """A client of the Redis at `url` with replies decoded: a pool of at most `max_connections` (per node on a
+    cluster) that callers wait on when it is exhausted (a cluster's pool refuses instead)."""
+    options = {"decode_responses": True, "health_check_interval": 30, **options}
+    if not cluster:
+        return Redis(connection_pool=BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=10, **options))
+    parsed = parse_url(url)
+    node_options = {name: parsed[name] for name in ("username", "password") if parsed.get(name)} | options
+    client = ClusterClient.from_url(url, max_connections=max_connections, node_options=node_options, **options)
+    await client.initialize()  # the nodes known now: a subscription picks among them
+    return client  # type: ignore[return-value]

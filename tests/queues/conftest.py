@@ -9,13 +9,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from redis.asyncio import Redis
 
 from app.queues.base import AeConfig
 from app.queues.hot_path import NewRequest
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
 from app.queues.swept_blobs import SweptEntry
+from app.queues.topology import connect, is_cluster
 
 CONFIG = AeConfig(class_order=("ONLINE", "BATCH"), completion_time_ms=30_000, backlog_limit=5, max_deliveries=2)
 TOMBSTONE_MS = 60_000
@@ -63,7 +63,7 @@ def blobs() -> MemoryBlobs:
 
 @pytest.fixture
 async def store(redis_url: str, blobs: MemoryBlobs) -> AsyncIterator[QueueStore]:
-    redis = Redis.from_url(redis_url, decode_responses=True)
+    redis = await connect(redis_url, await is_cluster(redis_url), max_connections=50)
     prefix = f"q{uuid.uuid4().hex[:10]}"
     store = QueueStore(redis, prefix, idempotency_ttl_s=60, tombstone_ms=TOMBSTONE_MS, samples_ms=60_000, blobs=blobs)
     yield store

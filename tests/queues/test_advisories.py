@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from app.queues.advisories import AdvisoryReader
 from app.queues.store import QueueStore
+from tests.redis_cluster import on_one_server_and_a_cluster  # noqa: F401 - the module runs on both
 
 
 async def test_advisories_read_back_in_order_after_a_position(store: QueueStore) -> None:

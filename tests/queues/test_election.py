@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from app.queues.store import QueueStore
+from tests.redis_cluster import on_one_server_and_a_cluster  # noqa: F401 - the module runs on both
 
 ACTIVATION_MS = 60_000
 INFO = json.dumps({"host": "h", "pid": 1})

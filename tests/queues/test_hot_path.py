@@ -12,6 +12,7 @@ from app.queues.hot_path import Reassigned
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
 from tests.queues.conftest import CONFIG, OTHER_QUEUE_MANAGER, OTHER_SERVER, QUEUE_MANAGER, SERVER, meta_of, request
+from tests.redis_cluster import on_one_server_and_a_cluster  # noqa: F401 - the module runs on both
 
 
 async def queued(store: QueueStore, k: AeKeys, count: int = 1, service_class: str = "ONLINE") -> list[str]:

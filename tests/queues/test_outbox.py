@@ -8,6 +8,7 @@ import json
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
 from tests.queues.conftest import CONFIG, QUEUE_MANAGER, SERVER, request
+from tests.redis_cluster import on_one_server_and_a_cluster  # noqa: F401 - the module runs on both
 
 
 async def ended(store: QueueStore, k: AeKeys, count: int, *, exit_url: str = "") -> list[str]:

@@ -14,6 +14,7 @@ from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
 from app.queues.sweep import PendingSweep
 from tests.queues.conftest import CONFIG, OTHER_QUEUE_MANAGER, QUEUE_MANAGER, SERVER, MemoryBlobs, meta_of, request
+from tests.redis_cluster import on_one_server_and_a_cluster  # noqa: F401 - the module runs on both
 
 QUEUE = "ONLINE:ind"
 

@@ -1,24 +1,49 @@
-"""Pointed at a Redis Cluster, the service refuses to start and says why, rather than answering ready and then
-failing inserts with MOVED (app/queues/topology.py), on a real 3-master cluster the test starts."""
+"""The service on a real 3-master Redis Cluster the test starts (app/queues/topology.py): a URL naming any node is
+all it takes; two replicas, each given another node, queue work over the three masters, wake each other's long
+polls, elect one scheduler and write every record, with no traceback in the log."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack
 
+import httpx
 import pytest
 import redis
+from fastapi import FastAPI
+from redis.crc import key_slot
 
 from app.config import Settings
-from app.queues.topology import UnsupportedRedis
-from tests.conftest import running_app
-from tests.redis_cluster import redis_cluster
+from app.queues.durability import NotDurable
+from app.queues.keys import AeKeys
+from app.queues.topology import ClusterClient, is_cluster
+from app.work import select as select_module
+from tests.conftest import client_of, running_app
+from tests.redis_cluster import SLOTS, redis_cluster
+from tests.routing.test_router import NODES, multi_node_policy, server_on, world_on
+from tests.waiting import eventually
 
 
 @pytest.fixture(scope="module")
 def cluster_urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
     with redis_cluster(tmp_path_factory.mktemp("cluster")) as urls:
         yield urls
+
+
+def _master_of(key: str, masters: int = 3) -> int:
+    """Which master holds `key`: the test's cluster gives each an equal run of slots, in order."""
+    return min(key_slot(key.encode()) // (SLOTS // masters), masters - 1)
+
+
+def _prefix_over_every_master(base: str) -> str:
+    """A key prefix (`base` and a number) whose three nodes' queues fall on three different masters."""
+    for n in range(1000):
+        prefix = f"{base}{n}"
+        if len({_master_of(AeKeys(prefix, node, "PAYROLL").tag) for node in NODES}) == 3:
+            return prefix
+    raise AssertionError("no prefix spreads the queues")
 
 
 def test_the_cluster_is_real(cluster_urls: list[str]) -> None:
@@ -38,13 +63,91 @@ def test_the_cluster_is_real(cluster_urls: list[str]) -> None:
             node.close()
 
 
-async def test_the_service_refuses_a_cluster_and_says_why(cluster_urls: list[str], settings: Settings, tmp_path: Path) -> None:
-    for url in cluster_urls:  # whichever node the URL names
-        with pytest.raises(UnsupportedRedis, match="Redis Cluster, which this version does not support yet"):
-            async with running_app(settings.model_copy(update={"redis_url": url})):
+async def test_a_cluster_is_told_from_one_server(cluster_urls: list[str], redis_url: str) -> None:
+    assert [await is_cluster(url) for url in cluster_urls] == [True, True, True]
+    assert await is_cluster(redis_url) is False
+
+
+@pytest.fixture
+async def replicas(cluster_urls: list[str], settings: Settings) -> AsyncIterator[list[tuple[FastAPI, httpx.AsyncClient]]]:
+    """Two replicas on the cluster, the first given the first node's URL, the second the second's."""
+    prefix = _prefix_over_every_master(settings.redis_prefix)  # the test's own: the cluster outlives it
+    async with AsyncExitStack() as stack:
+        started = []
+        for url in cluster_urls[:2]:
+            replica = await stack.enter_async_context(running_app(settings.model_copy(update={"redis_url": url, "redis_prefix": prefix})))
+            started.append((replica, await stack.enter_async_context(client_of(replica))))
+        yield started
+
+
+async def test_two_replicas_serve_the_whole_lifecycle_over_three_masters(
+    replicas: list[tuple[FastAPI, httpx.AsyncClient]], cluster_urls: list[str], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caplog.set_level(logging.WARNING)
+    monkeypatch.setattr(select_module, "POLL_FALLBACK_SECONDS", 60.0)  # a poll answered was woken through pub/sub
+    (first_app, first), (second_app, second) = replicas
+    assert isinstance(first_app.state.wlm.redis, ClusterClient)
+    for client in (first, second):
+        assert (await client.get("/readyz")).status_code == 200
+    world = await world_on(first, multi_node_policy())
+    # A long-polling server per node, each waiting in the second replica: the first replica's inserts wake them.
+    servers = {node: await server_on(world, node) for node in NODES}
+    polls = {
+        node: asyncio.create_task(
+            second.post("/v1/work/select", headers=world.server_key, json={"connect_token": token, "wait_seconds": 20, "begin": True})
+        )
+        for node, token in servers.items()
+    }
+    keys = [AeKeys(first_app.state.wlm.queues.prefix, node, "PAYROLL") for node in NODES]
+    admin = first_app.state.wlm.redis
+
+    async def all_waiting() -> bool:
+        return all([await admin.zcard(k.waiters) == 1 for k in keys])
+
+    await eventually(all_waiting, what="a listed waiter on every node")
+    queued = {node: (await world.insert({"node": node}, node=node))["token"] for node in NODES}
+    for node, poll in polls.items():
+        answer = await asyncio.wait_for(poll, 10)
+        assert answer.status_code == 200, answer.text
+        [item] = answer.json()["items"]
+        assert (item["token"], item["payload"]) == (queued[node], {"node": node})
+        ended = await second.post("/v1/work/select", headers=world.server_key, json={"connect_token": servers[node], "end": [{"token": item["token"]}]})
+        assert ended.status_code in (200, 204), ended.text
+
+    # Each node's queue on its own master: every master holds keys of the service.
+    per_master = [redis.Redis.from_url(url) for url in cluster_urls]
+    try:
+        assert all(node.dbsize() > 0 for node in per_master)
+    finally:
+        for node in per_master:
+            node.close()
+
+    # One scheduler between the two; every record written to the outbox's files (the outbox lists emptied).
+    schedulers = [app.state.wlm.scheduler for app in (first_app, second_app)]
+    await eventually(lambda: sum(member.active for member in schedulers) == 1, what="one scheduler elected")
+
+    async def records_written() -> bool:
+        return all([await admin.llen(k.records) == 0 for k in keys])
+
+    await eventually(records_written, what="the records written")
+    assert [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR] == []
+
+
+async def test_strict_durability_checks_every_primary(cluster_urls: list[str], settings: Settings) -> None:
+    """Strict mode (the tests' default) starts on the cluster, whose nodes fsync before they reply; with one node
+    fsyncing every second, it names that node and does not start."""
+    node = redis.Redis.from_url(cluster_urls[2])
+    node.config_set("appendfsync", "everysec")
+    try:
+        with pytest.raises(NotDurable, match=f"the Redis Cluster node 127.0.0.1:{node.connection_pool.connection_kwargs['port']} runs"):
+            async with running_app(settings.model_copy(update={"redis_url": cluster_urls[0]})):
                 pass
+    finally:
+        node.config_set("appendfsync", "always")
+        node.close()
 
 
 async def test_a_standalone_redis_is_served(settings: Settings) -> None:
     async with running_app(settings) as app:
         assert app.state.wlm.queues is not None
+        assert not isinstance(app.state.wlm.redis, ClusterClient)

@@ -17,6 +17,7 @@ from app.state import AppState
 from app.sweeper.models import SweptBlob, SweptRequest
 from app.sweeper.service import Sweeper
 from tests.conftest import ADMIN
+from tests.redis_cluster import on_one_server_and_a_cluster  # noqa: F401 - the module runs on both
 from tests.waiting import eventually
 from tests.work.conftest import BATCH, ONLINE, World, make_world
 

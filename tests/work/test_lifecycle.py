@@ -13,6 +13,7 @@ from app.connections.departures import purge_departed_again
 from app.queues.keys import departed_key
 from app.work.dispatch import Dispatcher, Waiter
 from tests.conftest import ADMIN
+from tests.redis_cluster import on_one_server_and_a_cluster  # noqa: F401 - the module runs on both
 from tests.waiting import eventually
 from tests.work.conftest import BATCH, ONLINE, make_world, policy_document
 

@@ -14,6 +14,7 @@ from app.work import records
 from app.work.exits import SIGNATURE_HEADER, verify
 from spark_jobs.contract.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER
 from tests.conftest import ADMIN
+from tests.redis_cluster import on_one_server_and_a_cluster  # noqa: F401 - the module runs on both
 from tests.waiting import eventually
 from tests.work.conftest import make_world, policy_document
 
