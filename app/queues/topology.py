@@ -18,10 +18,12 @@ from typing import Any
 
 from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.client import PubSub
+from redis.asyncio.cluster import ClusterNode
 from redis.asyncio.connection import parse_url
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-from app.errors import UNAVAILABLE
+from app.errors import UNAVAILABLE, closed_while_writing
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,16 @@ class ClusterClient(RedisCluster):
         if client is None:
             client = self._node_clients[node.name] = Redis(host=node.host, port=node.port, **self._node_options)
         return client.pubsub(**kwargs)
+
+    async def _execute_command(self, target_node: ClusterNode, *args: Any, **kwargs: Any) -> Any:
+        # A connection closed under a call as its node failed (closed_while_writing) answered a select 500 during a
+        # master's failover: as the lost connection it is, redis-py retries the call on the cluster as it now stands.
+        try:
+            return await super()._execute_command(target_node, *args, **kwargs)
+        except (AttributeError, TypeError, RuntimeError) as exc:
+            if not closed_while_writing(exc):
+                raise
+            raise RedisConnectionError(f"the connection to {target_node.name} was closed while a command was sent on it") from exc
 
     async def aclose(self) -> None:  # type: ignore[override]
         for client in self._node_clients.values():

@@ -24,12 +24,13 @@ from tests.conftest import client_of, running_app
 from tests.redis_cluster import SLOTS, redis_cluster
 from tests.routing.test_router import NODES, multi_node_policy, server_on, world_on
 from tests.waiting import eventually
+from tests.work.conftest import ONLINE, make_world
 
 
 @pytest.fixture(scope="module")
 def cluster_urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
-    with redis_cluster(tmp_path_factory.mktemp("cluster")) as urls:
-        yield urls
+    with redis_cluster(tmp_path_factory.mktemp("cluster")) as cluster:
+        yield cluster.masters
 
 
 def _master_of(key: str, masters: int = 3) -> int:
@@ -151,3 +152,41 @@ async def test_a_standalone_redis_is_served(settings: Settings) -> None:
     async with running_app(settings) as app:
         assert app.state.wlm.queues is not None
         assert not isinstance(app.state.wlm.redis, ClusterClient)
+
+
+async def test_a_killed_master_s_replica_takes_over_and_the_service_serves_on(
+    settings: Settings, tmp_path_factory: pytest.TempPathFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """3 masters with a replica each; the master holding the queue is killed (SIGKILL). Inserts answer 503 while no
+    node serves its slots (never 500), the service finds the promoted replica by itself, readiness comes back, and
+    what was queued (and copied to the replica: WAIT) is served."""
+    caplog.set_level(logging.WARNING)
+    with redis_cluster(tmp_path_factory.mktemp("failover"), replicas=1, node_timeout_ms=1000) as cluster:
+        async with running_app(settings.model_copy(update={"redis_url": cluster.masters[0]})) as app, client_of(app) as client:
+            world = await make_world(client)
+            server = await world.server(tasks=100)
+            queued = [(await world.insert({"n": n}))["token"] for n in range(20)]
+            k = AeKeys(settings.redis_prefix, "LOCAL", "PAYROLL")
+            victim = cluster.masters[_master_of(k.tag)]
+            with redis.Redis.from_url(victim) as master:
+                assert master.execute_command("WAIT", 1, 5000) == 1  # the replica has every write so far
+            cluster.kill(victim)
+
+            answers: list[int] = []
+
+            body = {"connect_token": world.qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": {"n": "after"}}
+
+            async def inserts_again() -> bool:
+                answers.append((await client.post("/v1/work", headers=world.qm, json=body)).status_code)
+                return answers[-1] == 201
+
+            await eventually(inserts_again, 30, what="an insert answered 201 after the failover", interval=0.2)
+            assert set(answers) <= {201, 503}, answers
+            await eventually(lambda: _ready(client), 10, what="ready again")
+            selected = (await world.select(server, max_items=100)).json()["items"]
+            assert set(queued) <= {item["token"] for item in selected}
+    assert [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR] == []
+
+
+async def _ready(client: httpx.AsyncClient) -> bool:
+    return (await client.get("/readyz")).status_code == 200

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from app.errors import UNAVAILABLE, Fenced, unavailable_dependency
+from app.errors import Fenced, unavailable, unavailable_dependency
 from app.repeated_failures import RepeatedFailures
 from app.scheduler.duties.context import DutyContext
 from app.scheduler.duties.exits import ExitDelivery
@@ -95,7 +95,7 @@ class Duties:
                 if isinstance(exc, Fenced):
                     # Deposed while paused: the next heartbeat stops these duties.
                     log.warning("scheduler duty %s refused: a newer scheduler acts (epoch %s > %s)", name, exc.details.get("epoch"), self.context.epoch)
-                elif isinstance(exc, UNAVAILABLE):
+                elif unavailable(exc):
                     # Not the duty's failure: it waits for its store to come back (said once per outage, not per tick).
                     self._outages.failed(f"background duty {name}", f"waiting for the {unavailable_dependency(exc)} to answer")
                 else:
