@@ -87,7 +87,11 @@ class Service:
     same across `kill()` and `start()`, so a restarted replica keeps its data directory (its work records), its
     log (appended to) and its URL."""
 
-    def __init__(self, workers: int = 1, *, directory: Path | None = None, port: int | None = None, **settings: str) -> None:
+    def __init__(
+        self, workers: int = 1, *, directory: Path | None = None, port: int | None = None, redis_processes: tuple[int, ...] = (), **settings: str
+    ) -> None:
+        """`redis_processes`: the pids of a Redis the service is given (WLM_REDIS_URL), whose CPU counts as its Redis's."""
+        self.redis_processes = redis_processes
         self.dir = directory or Path(tempfile.mkdtemp(prefix="wlm-bench-"))
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
@@ -144,7 +148,7 @@ class Service:
         varies far less with this machine's hour than lifecycles per second do."""
         ticks = os.sysconf("SC_CLK_TCK")
         service = redis = 0.0
-        for pid in process_tree(self.process.pid):
+        for pid in [*process_tree(self.process.pid), *self.redis_processes]:
             try:
                 head, tail = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)
             except OSError:

@@ -13,7 +13,8 @@ share this machine's cores):
            latency measured from just before the insert is sent to the moment a server has the request
   rq       the same lifecycles through RQ (enqueue; SimpleWorker processes; JSON serializer) on the service's Redis
 Each phase also reports the CPU the service's processes and its Redis used per lifecycle (ms, from /proc): it moves
-far less with this machine's hour than the rates do. The last line printed is one JSON object with the headline
+far less with this machine's hour than the rates do. `--redis-cluster 3` runs the single, batch and latency phases
+again with the service on a 3-master Redis Cluster started here, and reports them beside one Redis's (`cluster_*`). The last line printed is one JSON object with the headline
 figures.
 """
 
@@ -24,6 +25,7 @@ import asyncio
 import gc
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -231,9 +233,11 @@ def main() -> None:
     parser.add_argument("--rq-jobs", type=int, default=10_000)
     parser.add_argument("--latency-rate", type=float, help="the latency phase's inserts per second (default: half the single rate)")
     parser.add_argument("--durability", choices=("strict", "fast"), help="WLM_DURABILITY (default: the service's)")
+    parser.add_argument("--redis-cluster", type=int, metavar="MASTERS", help="run the phases again on a Redis Cluster of this many masters, started here")
     args = parser.parse_args()
     print(f"machine: {machine()}; service ({args.workers} workers), Redis and load generator share it", flush=True)
-    service = Service(workers=args.workers, **({"durability": args.durability} if args.durability else {}))
+    durability = {"durability": args.durability} if args.durability else {}
+    service = Service(workers=args.workers, **durability)
     try:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:  # the event loop the service runs on too
             figures = runner.run(main_async(service, args.seconds, args.latency_rate))
@@ -242,7 +246,31 @@ def main() -> None:
     finally:
         service.stop()
     figures |= {"durability": args.durability or "default", "rq_lifecycles_per_s": round(rq_rate), "single_vs_rq": round(figures["lifecycles_per_s_single"] / rq_rate, 2), "batch_vs_rq": round(figures["lifecycles_per_s_batch"] / rq_rate, 2)}
+    if args.redis_cluster:
+        on_cluster = cluster_phases(args.redis_cluster, args, durability)
+        figures |= {f"cluster_{name}": value for name, value in on_cluster.items()}
+        figures["cluster_vs_one_single"] = round(on_cluster["lifecycles_per_s_single"] / figures["lifecycles_per_s_single"], 3)
+        figures["cluster_vs_one_batch"] = round(on_cluster["lifecycles_per_s_batch"] / figures["lifecycles_per_s_batch"], 3)
     print(json.dumps(figures))
+
+
+def cluster_phases(masters: int, args: argparse.Namespace, durability: dict[str, str]) -> dict[str, float]:
+    """The same phases with the service on a Redis Cluster of `masters` (its nodes fsync as the service's Redis would
+    in the same mode; their CPU counts as Redis's). One environment's queues live on one master, so on this machine
+    the figure is the cost per lifecycle of the cluster client, not the cluster's capacity."""
+    sys.path.insert(0, str(ROOT))
+    from tests.redis_cluster import redis_cluster
+
+    print(f"on a Redis Cluster of {masters} masters:", flush=True)
+    appendfsync = "everysec" if args.durability == "fast" else "always"
+    with tempfile.TemporaryDirectory(prefix="wlm-bench-cluster-") as scratch, redis_cluster(Path(scratch), masters, appendfsync=appendfsync) as cluster:
+        pids = tuple(process.pid for process in cluster.processes.values())
+        service = Service(workers=args.workers, redis_url=cluster.masters[0], redis_processes=pids, **durability)
+        try:
+            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                return runner.run(main_async(service, args.seconds, args.latency_rate))
+        finally:
+            service.stop()
 
 
 if __name__ == "__main__":
