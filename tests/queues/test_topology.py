@@ -8,6 +8,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack
+from pathlib import Path
 
 import httpx
 import pytest
@@ -20,7 +21,8 @@ from app.queues.durability import NotDurable
 from app.queues.keys import AeKeys
 from app.queues.topology import ClusterClient, is_cluster
 from app.work import select as select_module
-from tests.conftest import client_of, running_app
+from tests.conftest import ADMIN_KEY, client_of, running_app
+from tests.processes import ServiceProcess
 from tests.redis_cluster import SLOTS, redis_cluster
 from tests.routing.test_router import NODES, multi_node_policy, server_on, world_on
 from tests.waiting import eventually
@@ -190,3 +192,25 @@ async def test_a_killed_master_s_replica_takes_over_and_the_service_serves_on(
 
 async def _ready(client: httpx.AsyncClient) -> bool:
     return (await client.get("/readyz")).status_code == 200
+
+
+async def test_wlm_serve_on_a_cluster_serves_the_lifecycle_and_logs_no_traceback(cluster_urls: list[str], tmp_path: Path) -> None:
+    """The README's way: `wlm serve` (two workers) with WLM_REDIS_URL naming one node of the cluster; a lifecycle
+    over HTTP and the CLI against it; then SIGTERM, and a log without a traceback."""
+    service = ServiceProcess(tmp_path, redis_url=cluster_urls[1], bootstrap_admin_key=ADMIN_KEY, workers="2")
+    service.start()
+    try:
+        async with httpx.AsyncClient(base_url=service.url, timeout=30) as http:
+            world = await make_world(http)
+            server = await world.server()
+            poll = asyncio.create_task(world.select(server, wait_seconds=20, begin=True))
+            queued = await world.insert({"n": 1})
+            [item] = (await asyncio.wait_for(poll, 25)).json()["items"]
+            assert item["token"] == queued["token"]
+            await world.end(server, item["token"])
+        assert "PAYROLL" in service.wlm("policy", "show", "--key", ADMIN_KEY).stdout
+        assert service.stop() == 0
+    finally:
+        service.kill()
+    log = service.log_path.read_text()
+    assert "Traceback" not in log and "ERROR" not in log, log
