@@ -16,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
+from redis.exceptions import ClusterDownError, SlotNotCoveredError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import OperationalError
@@ -254,7 +255,8 @@ _HTTP_CODES = {
 
 # A dependency down, restarting or saturated: nothing was half-written (every queue change is one script, every
 # database change one transaction), and a retry after it is back succeeds.
-UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, OperationalError, SQLAlchemyTimeoutError)
+# On a Redis Cluster, a failed master's slots answer CLUSTERDOWN until its replica takes over.
+UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, ClusterDownError, SlotNotCoveredError, OperationalError, SQLAlchemyTimeoutError)
 
 
 # Beneath redis-py's write: asyncio's stream and transports, or uvloop's.
@@ -279,8 +281,8 @@ def unavailable(exc: BaseException) -> bool:
 
 
 def unavailable_dependency(exc: BaseException) -> str:
-    """'redis' or 'database': which one an unavailable error is of."""
-    return "redis" if isinstance(exc, RedisConnectionError | RedisTimeoutError) or closed_while_writing(exc) else "database"
+    """'redis' or 'database': which one an unavailable error (`unavailable`) is of."""
+    return "database" if isinstance(exc, OperationalError | SQLAlchemyTimeoutError) else "redis"
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -305,8 +307,8 @@ def install_error_handlers(app: FastAPI) -> None:
         error = ServiceUnavailable(f"the {which} is unavailable; retry shortly", code=f"{which}_unavailable")
         return error_response(error, {"Retry-After": "1"})
 
-    for unavailable in UNAVAILABLE:
-        app.add_exception_handler(unavailable, _unavailable)
+    for error_class in UNAVAILABLE:
+        app.add_exception_handler(error_class, _unavailable)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

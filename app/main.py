@@ -40,7 +40,7 @@ from app.queues.advisories import AdvisoryReader
 from app.queues.durability import durability_at_start
 from app.queues.keys import durability_probe_key
 from app.queues.store import QueueStore
-from app.queues.topology import connect, is_cluster
+from app.queues.topology import connect, disconnect, is_cluster
 from app.reports.router import dashboard_assets, dashboard_router
 from app.reports.router import router as reports_router
 from app.routing.router import router as routing_router
@@ -168,7 +168,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             await queues.aclose()
         for client in (redis, events_redis):
             if client is not None:
-                await client.aclose()
+                await disconnect(client)
         await engine.dispose()
         if embedded is not None:
             await asyncio.to_thread(embedded.stop)

@@ -21,7 +21,7 @@ from app.config import Settings
 from app.embedded_redis import EmbeddedRedis
 from app.main import create_app
 from app.migrate import upgrade
-from app.queues.topology import connect, is_cluster
+from app.queues.topology import connect, disconnect, is_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_POLICY = (ROOT / "examples" / "policy.yaml").read_bytes()
@@ -184,7 +184,7 @@ async def redis_admin(redis_url: str) -> AsyncIterator[Redis]:
     tests run on a Redis Cluster)."""
     client = await connect(redis_url, await is_cluster(redis_url), max_connections=20)
     yield client
-    await client.aclose()
+    await disconnect(client)
 
 
 def bearer(key: str) -> dict[str, str]:

@@ -16,10 +16,9 @@ import logging
 import random
 from typing import Any
 
-from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
+from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis, RedisCluster
 from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import ClusterNode
-from redis.asyncio.connection import parse_url
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
@@ -46,44 +45,57 @@ async def is_cluster(url: str) -> bool:
 
 class ClusterClient(RedisCluster):
     """A Redis Cluster client whose pub/sub connections go to one primary, chosen when each subscribes: a
-    subscription that lost its node subscribes again on another (see the module's note)."""
+    subscription that lost its node subscribes again on another (see the module's note). The primaries' clients
+    it opens for that live until `disconnect`: redis-py calls `aclose` itself to reset the cluster's topology (on
+    CLUSTERDOWN, after MOVED), which must not end the subscriptions."""
 
-    def __init__(self, *args: Any, node_options: dict[str, Any], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._node_options = node_options
         self._node_clients: dict[str, Redis] = {}
 
     def pubsub(self, **kwargs: Any) -> PubSub:  # type: ignore[override]
         node = random.choice(self.get_primaries())
         client = self._node_clients.get(node.name)
         if client is None:
-            client = self._node_clients[node.name] = Redis(host=node.host, port=node.port, **self._node_options)
+            # The node's own connection settings: the URL's credentials, TLS and timeouts, for this node.
+            pool = ConnectionPool(connection_class=node.connection_class, **node.connection_kwargs)
+            client = self._node_clients[node.name] = Redis.from_pool(pool)  # closing the client closes its pool
         return client.pubsub(**kwargs)
 
     async def _execute_command(self, target_node: ClusterNode, *args: Any, **kwargs: Any) -> Any:
         # A connection closed under a call as its node failed (closed_while_writing) answered a select 500 during a
-        # master's failover: as the lost connection it is, redis-py retries the call on the cluster as it now stands.
+        # master's failover: as the lost connection it is, marked as redis-py marks one, the call is retried on the
+        # cluster's topology read again.
         try:
             return await super()._execute_command(target_node, *args, **kwargs)
         except (AttributeError, TypeError, RuntimeError) as exc:
             if not closed_while_writing(exc):
                 raise
-            raise RedisConnectionError(f"the connection to {target_node.name} was closed while a command was sent on it") from exc
+            self._initialize = True
+            lost = RedisConnectionError(f"the connection to {target_node.name} was closed while a command was sent on it")
+            lost.last_failed_node_name = target_node.name  # type: ignore[attr-defined]
+            raise lost from exc
 
-    async def aclose(self) -> None:  # type: ignore[override]
-        for client in self._node_clients.values():
+    async def close_node_clients(self) -> None:
+        clients, self._node_clients = list(self._node_clients.values()), {}
+        for client in clients:
             await client.aclose()
-        await super().aclose()
+
+
+async def disconnect(client: Redis) -> None:
+    """Closes a client `connect` made, with what it opened of its own."""
+    if isinstance(client, ClusterClient):
+        await client.close_node_clients()
+    await client.aclose()
 
 
 async def connect(url: str, cluster: bool, *, max_connections: int, **options: Any) -> Redis:
     """A client of the Redis at `url` with replies decoded: a pool of at most `max_connections` (per node on a
-    cluster) that callers wait on when it is exhausted (a cluster's pool refuses instead)."""
+    cluster) that callers wait on when it is exhausted (a cluster's refuses at once: 503, redis unavailable).
+    Closed with `disconnect`."""
     options = {"decode_responses": True, "health_check_interval": 30, **options}
     if not cluster:
         return Redis(connection_pool=BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=10, **options))
-    parsed = parse_url(url)
-    node_options = {name: parsed[name] for name in ("username", "password") if parsed.get(name)} | options
-    client = ClusterClient.from_url(url, max_connections=max_connections, node_options=node_options, **options)
+    client = ClusterClient.from_url(url, max_connections=max_connections, **options)
     await client.initialize()  # the nodes known now: a subscription picks among them
     return client  # type: ignore[return-value]

@@ -15,7 +15,7 @@ from app.queues.hot_path import NewRequest
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
 from app.queues.swept_blobs import SweptEntry
-from app.queues.topology import connect, is_cluster
+from app.queues.topology import connect, disconnect, is_cluster
 
 CONFIG = AeConfig(class_order=("ONLINE", "BATCH"), completion_time_ms=30_000, backlog_limit=5, max_deliveries=2)
 TOMBSTONE_MS = 60_000
@@ -68,7 +68,7 @@ async def store(redis_url: str, blobs: MemoryBlobs) -> AsyncIterator[QueueStore]
     store = QueueStore(redis, prefix, idempotency_ttl_s=60, tombstone_ms=TOMBSTONE_MS, samples_ms=60_000, blobs=blobs)
     yield store
     await store.aclose()
-    await redis.aclose()
+    await disconnect(redis)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from redis.crc import key_slot
 from app.config import Settings
 from app.queues.durability import NotDurable
 from app.queues.keys import AeKeys
-from app.queues.topology import ClusterClient, is_cluster
+from app.queues.topology import ClusterClient, connect, disconnect, is_cluster
 from app.work import select as select_module
 from tests.conftest import ADMIN_KEY, client_of, running_app
 from tests.processes import ServiceProcess
@@ -69,6 +69,37 @@ def test_the_cluster_is_real(cluster_urls: list[str]) -> None:
 async def test_a_cluster_is_told_from_one_server(cluster_urls: list[str], redis_url: str) -> None:
     assert [await is_cluster(url) for url in cluster_urls] == [True, True, True]
     assert await is_cluster(redis_url) is False
+
+
+async def test_subscriptions_outlive_the_cluster_client_s_own_resets(cluster_urls: list[str]) -> None:
+    """redis-py closes a cluster client (`aclose`) to read the topology again, on CLUSTERDOWN and after MOVED: a
+    subscription on one of its primaries hears on, until `disconnect`."""
+    client = await connect(cluster_urls[0], True, max_connections=10)
+    masters = [redis.Redis.from_url(url, decode_responses=True) for url in cluster_urls]
+
+    def subscribers() -> set[str]:
+        return {f"{url} {c['id']}" for url, node in zip(cluster_urls, masters, strict=True) for c in node.client_list(_type="pubsub")}
+
+    try:
+        async with client.pubsub() as pubsub:
+            await pubsub.subscribe("wlmtest:channel")
+            subscribed = subscribers()
+            assert len(subscribed) == 1
+            await client.aclose()  # as redis-py resets the topology
+            assert subscribers() == subscribed  # the subscription's connection was not closed
+            await client.publish("wlmtest:channel", "heard")  # the client opens again by itself
+
+            async def heard() -> bool:
+                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1)
+                return message is not None and message["data"] == "heard"
+
+            await eventually(heard, what="the message heard after the reset")
+        await disconnect(client)
+        await eventually(lambda: subscribers() == set(), what="the subscription's connection closed by disconnect")
+    finally:
+        await disconnect(client)
+        for node in masters:
+            node.close()
 
 
 @pytest.fixture

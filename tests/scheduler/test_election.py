@@ -20,7 +20,7 @@ from app.errors import Conflict
 from app.queues.base import AeConfig
 from app.queues.keys import events_key
 from app.queues.store import QueueStore
-from app.queues.topology import connect, is_cluster
+from app.queues.topology import connect, disconnect, is_cluster
 from app.scheduler.service import SchedulerMember, scheduler_status
 from tests.conftest import ADMIN_KEY, bearer
 from tests.redis_cluster import on_one_server_and_a_cluster  # noqa: F401 - the module runs on both
@@ -51,7 +51,7 @@ class Replica:
 async def redis(redis_url: str) -> AsyncIterator[Redis]:
     client = await connect(redis_url, await is_cluster(redis_url), max_connections=20)
     yield client
-    await client.aclose()
+    await disconnect(client)
 
 
 @pytest.fixture
