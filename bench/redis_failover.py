@@ -12,7 +12,8 @@ holding the PAYROLL queues is killed with SIGKILL; its replica takes over once t
 is left.
 
 Reported per mode: the longest pause in inserts answered 201 and in requests selected (the outage the kill
-caused), the seconds from the kill to `/readyz` answering 200 again, the inserts refused or unanswered meanwhile,
+caused), the seconds from the kill to `/readyz` answering 200 again (once it has said not ready), the inserts
+refused meanwhile by status (or unanswered),
 the inserts answered 201 whose request no server ever received (lost), and the requests a server received twice
 (an end the outage refused lets the lease expire, and the request is delivered again: at least once). The service,
 the six Redis nodes and this load generator share the machine's cores. The last line is one JSON object of the
@@ -29,6 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -54,7 +56,7 @@ class Load:
         self.url, self.qm_key, self.server_key = url, qm_key, server_key
         self.accepted: dict[str, float] = {}  # token: when its 201 came
         self.received: list[tuple[str, float]] = []  # (token, when a server got it)
-        self.refused = 0
+        self.refused: Counter[str] = Counter()  # inserts not answered 201: by status, or "unanswered"
         self.stopping = asyncio.Event()
         self.last_receipt = time.monotonic()
 
@@ -74,12 +76,12 @@ class Load:
                 try:
                     response = await client.post("/v1/work", json=body)
                 except httpx.TransportError:
-                    self.refused += 1
+                    self.refused["unanswered"] += 1
                     continue
                 if response.status_code == 201:
                     self.accepted[response.json()["token"]] = time.monotonic()
                 else:
-                    self.refused += 1
+                    self.refused[str(response.status_code)] += 1
 
     async def serve(self) -> None:
         async with self.client(self.server_key) as client:
@@ -115,15 +117,20 @@ def master_of(tag: str) -> int:
 
 
 async def ready_again(url: str, since: float) -> float:
+    """Seconds from `since` (the kill) until `/readyz` answers 200 again, once it has noticed the dead master."""
     async with httpx.AsyncClient(timeout=2) as client:
-        await asyncio.sleep(0.5)  # readiness notices the dead master first
-        while True:
+
+        async def ready() -> bool:
             try:
-                if (await client.get(f"{url}/readyz")).status_code == 200:
-                    return time.monotonic() - since
+                return (await client.get(f"{url}/readyz")).status_code == 200
             except httpx.TransportError:
-                pass
+                return False
+
+        while await ready():
             await asyncio.sleep(0.05)
+        while not await ready():
+            await asyncio.sleep(0.05)
+        return time.monotonic() - since
 
 
 async def run(service: Service, kill, load_seconds: float, rate: float) -> dict:
@@ -136,7 +143,7 @@ async def run(service: Service, kill, load_seconds: float, rate: float) -> dict:
     await asyncio.sleep(load_seconds)
     kill()
     killed_at = time.monotonic()
-    refused_before = load.refused
+    refused_before = load.refused.copy()
     ready = asyncio.create_task(ready_again(service.url, killed_at))
     await asyncio.sleep(load_seconds)
     load.stopping.set()
@@ -148,7 +155,7 @@ async def run(service: Service, kill, load_seconds: float, rate: float) -> dict:
         "insert_outage_s": outage(load.accepted.values(), killed_at),
         "select_outage_s": outage((at for _, at in load.received), killed_at),
         "ready_again_s": round(ready_s, 2),
-        "refused_after_kill": load.refused - refused_before,
+        "refused_after_kill": dict(load.refused - refused_before),
         "accepted": len(load.accepted),
         "lost": len(set(load.accepted) - set(received)),
         "received_twice": len(received) - len(set(received)),
