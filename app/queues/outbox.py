@@ -38,7 +38,7 @@ class Outbox(StoreBase):
     async def settle_exit(self, k: AeKeys, entry: str, retry: str | None, delay_ms: int) -> None:
         """Delivered or given up (retry None), else replaced by its next attempt `delay_ms` from now, in one
         transaction."""
-        due_ms = await self.clock_ms() + delay_ms if retry is not None else 0
+        due_ms = await self.clock_ms(near=k.exits) + delay_ms if retry is not None else 0
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.zrem(k.exits, entry)
             if retry is not None:
@@ -47,7 +47,7 @@ class Outbox(StoreBase):
 
     async def forget_tombstones(self, k: AeKeys, page: int = 1000) -> None:
         """Every expired tombstone, a page per transaction, so cleaning keeps up with any rate of ends."""
-        now = await self.clock_ms()
+        now = await self.clock_ms(near=k.done_exp)
         while expired := await self.redis.zrangebyscore(k.done_exp, "-inf", now, start=0, num=page):
             async with self.redis.pipeline(transaction=True) as pipe:
                 pipe.hdel(k.done, *expired)

@@ -36,7 +36,7 @@ UNJUDGED = RepeatedFailures(log)
 async def evaluate_environment(store: QueueStore, policy: ActivePolicy, keys: AeKeys, window_s: float) -> list[PeriodPerformance]:
     """Judge every service class period of one environment on one node and publish the result. A class period with
     nothing ended in the window has an unknown PI (None), except discretionary work (always 0.81)."""
-    now = await store.clock_ms()
+    now = await store.clock_ms(near=keys.samples)
     samples_by_period: dict[tuple[str, int], list[tuple[float, float, float]]] = defaultdict(list)
     invalid = 0
     for sample in await store.samples(keys, now - int(window_s * 1000)):
