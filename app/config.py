@@ -29,6 +29,9 @@ class Settings(BaseSettings):
     # Redis has it in memory; with appendfsync everysec a host crash loses up to the last second of accepted work.
     # The embedded Redis and docker-compose follow this setting.
     durability: Literal["strict", "fast"] = "strict"
+    # Strict mode on a Redis master with a replica online: an insert is answered once a replica has it too (WAIT),
+    # so the replica promoted when the master dies has it; 503 not_durable if none confirms within this long.
+    replica_wait_ms: int = Field(default=2_000, ge=1)
     # Prefix of every Redis key, so several deployments can share one Redis.
     redis_prefix: str = "wlm"
     # Connections per process; more concurrent requests wait for one rather than opening more.

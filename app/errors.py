@@ -16,7 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
-from redis.exceptions import ClusterDownError, SlotNotCoveredError
+from redis.exceptions import ClusterDownError, ReadOnlyError, ResponseError, SlotNotCoveredError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import OperationalError
@@ -255,8 +255,17 @@ _HTTP_CODES = {
 
 # A dependency down, restarting or saturated: nothing was half-written (every queue change is one script, every
 # database change one transaction), and a retry after it is back succeeds.
-# On a Redis Cluster, a failed master's slots answer CLUSTERDOWN until its replica takes over.
-UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, ClusterDownError, SlotNotCoveredError, OperationalError, SQLAlchemyTimeoutError)
+# On a Redis Cluster, a failed master's slots answer CLUSTERDOWN until its replica takes over; a master demoted to a
+# replica by a failover answers writes READONLY.
+UNAVAILABLE = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    ClusterDownError,
+    SlotNotCoveredError,
+    ReadOnlyError,
+    OperationalError,
+    SQLAlchemyTimeoutError,
+)
 
 
 # Beneath redis-py's write: asyncio's stream and transports, or uvloop's.
@@ -276,8 +285,13 @@ def closed_while_writing(exc: BaseException) -> bool:
 
 
 def unavailable(exc: BaseException) -> bool:
-    """Whether `exc` is a dependency down, restarting or saturated (see UNAVAILABLE)."""
-    return isinstance(exc, UNAVAILABLE) or closed_while_writing(exc)
+    """Whether `exc` is a dependency down, restarting or saturated (see UNAVAILABLE): also a Redis master refusing
+    writes while it has fewer replicas than its `min-replicas-to-write` (NOREPLICAS, which redis-py has no class for)."""
+    return isinstance(exc, UNAVAILABLE) or closed_while_writing(exc) or _too_few_replicas(exc)
+
+
+def _too_few_replicas(exc: BaseException) -> bool:
+    return type(exc) is ResponseError and str(exc).startswith("NOREPLICAS")
 
 
 def unavailable_dependency(exc: BaseException) -> str:
@@ -312,7 +326,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        if closed_while_writing(exc):
+        if unavailable(exc):  # those the handlers by class cannot tell (see `unavailable`)
             return await _unavailable(request, exc)
         log.exception("unhandled error")
         error = AppError("internal error; see the service log", code="internal")

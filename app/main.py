@@ -102,7 +102,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         )
         dispatcher = Dispatcher(redis, settings.redis_prefix)
         shutdown.on_notice(dispatcher.drain)
-        durability = await durability_at_start(redis, settings.durability, durability_probe_key(settings.redis_prefix))
+        durability = await durability_at_start(
+            redis, settings.durability, durability_probe_key(settings.redis_prefix), settings.replica_wait_ms
+        )
         head = head_revision()
         if await current_revision(engine) != head:
             raise RuntimeError("the database schema is not up to date: run `wlm db upgrade` (make run does)")

@@ -14,8 +14,10 @@ share this machine's cores):
   rq       the same lifecycles through RQ (enqueue; SimpleWorker processes; JSON serializer) on the service's Redis
 Each phase also reports the CPU the service's processes and its Redis used per lifecycle (ms, from /proc): it moves
 far less with this machine's hour than the rates do. `--redis-cluster 3` runs the single, batch and latency phases
-again with the service on a 3-master Redis Cluster started here, and reports them beside one Redis's (`cluster_*`). The last line printed is one JSON object with the headline
-figures.
+again with the service on a 3-master Redis Cluster started here, and reports them beside one Redis's (`cluster_*`).
+`--redis-replica` runs them again on a Redis started here with a replica of it (`replica_*`): in strict mode each
+insert then waits until the replica has it (WAIT); the replica's CPU is not counted as Redis's. The last line
+printed is one JSON object with the headline figures.
 """
 
 from __future__ import annotations
@@ -234,6 +236,7 @@ def main() -> None:
     parser.add_argument("--latency-rate", type=float, help="the latency phase's inserts per second (default: half the single rate)")
     parser.add_argument("--durability", choices=("strict", "fast"), help="WLM_DURABILITY (default: the service's)")
     parser.add_argument("--redis-cluster", type=int, metavar="MASTERS", help="run the phases again on a Redis Cluster of this many masters, started here")
+    parser.add_argument("--redis-replica", action="store_true", help="run the phases again on a Redis with a replica, started here")
     args = parser.parse_args()
     print(f"machine: {machine()}; service ({args.workers} workers), Redis and load generator share it", flush=True)
     durability = {"durability": args.durability} if args.durability else {}
@@ -251,7 +254,36 @@ def main() -> None:
         figures |= {f"cluster_{name}": value for name, value in on_cluster.items()}
         figures["cluster_vs_one_single"] = round(on_cluster["lifecycles_per_s_single"] / figures["lifecycles_per_s_single"], 3)
         figures["cluster_vs_one_batch"] = round(on_cluster["lifecycles_per_s_batch"] / figures["lifecycles_per_s_batch"], 3)
+    if args.redis_replica:
+        replicated = replica_phases(args, durability)
+        figures |= {f"replica_{name}": value for name, value in replicated.items()}
+        figures["replica_vs_one_single"] = round(replicated["lifecycles_per_s_single"] / figures["lifecycles_per_s_single"], 3)
+        figures["replica_vs_one_batch"] = round(replicated["lifecycles_per_s_batch"] / figures["lifecycles_per_s_batch"], 3)
     print(json.dumps(figures))
+
+
+def replica_phases(args: argparse.Namespace, durability: dict[str, str]) -> dict[str, float]:
+    """The same phases with the service on a Redis (fsyncing as the service's own would in the same mode) that has a
+    replica, attached before the service starts."""
+    sys.path.insert(0, str(ROOT))
+    from app.embedded_redis import EmbeddedRedis
+    from tests.redis_cluster import replica_of
+
+    print("on a Redis with a replica:", flush=True)
+    with tempfile.TemporaryDirectory(prefix="wlm-bench-replica-") as scratch:
+        master = EmbeddedRedis(Path(scratch) / "master", args.durability or "strict")
+        url = master.start()
+        try:
+            with replica_of(Path(scratch) / "replica", url):
+                assert master.process is not None
+                service = Service(workers=args.workers, redis_url=url, redis_processes=(master.process.pid,), **durability)
+                try:
+                    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                        return runner.run(main_async(service, args.seconds, args.latency_rate))
+                finally:
+                    service.stop()
+        finally:
+            master.stop()
 
 
 def cluster_phases(masters: int, args: argparse.Namespace, durability: dict[str, str]) -> dict[str, float]:

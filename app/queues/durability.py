@@ -6,18 +6,25 @@ refuses to start on one that fsyncs every second: a host crash would lose up to 
 CONFIG is refused (managed Redis), a server with WAITAOF (Redis 7.2 and later) is asked after each insert to confirm
 its fsync; one without it cannot be checked, and a warning says so. The check is made once per process: a Redis
 reconfigured later is not noticed until the service restarts.
+
+A master's disk does not outlive the master: where it has replicas, one of them is promoted when it dies, with only
+what it had received. So in strict mode an insert on a master with a replica online is answered once one replica
+has it too (WAIT, on the connection that wrote it). A master with none answers on its own disk alone (Redis's
+`min-replicas-to-write` refuses its writes instead, where that is wanted: 503).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from redis.asyncio import Redis, RedisCluster
-from redis.exceptions import ResponseError
+from redis.exceptions import MovedError, ResponseError
 
-from app.errors import UNAVAILABLE, ServiceUnavailable
+from app.errors import UNAVAILABLE, ServiceUnavailable, unavailable
+from app.queues.topology import ClusterClient
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +32,10 @@ T = TypeVar("T")
 
 # How long an insert waits for its fsync before it is answered 503 (a healthy disk takes milliseconds).
 WAITAOF_TIMEOUT_MS = 5_000
+# How often a master's replicas are counted again (INFO replication): one read per second per node and process.
+REPLICAS_READ_EVERY_S = 1.0
+# Redirects (MOVED) an insert on a Redis Cluster follows to its slot's master before it is answered 503.
+REDIRECTS = 2
 FAST_INSTEAD = "set WLM_DURABILITY=fast to answer once Redis has the work in memory"
 HOW_TO_FIX = (
     "run that Redis with `appendonly yes`, `appendfsync always` and `no-appendfsync-on-rewrite no` (CONFIG SET, and "
@@ -37,23 +48,100 @@ class NotDurable(RuntimeError):
 
 
 class Durability:
-    """How this process has an insert on disk before it answers: nothing to do (the server fsyncs before it
-    replies, or fast mode), or WAITAOF."""
+    """How this process has an insert durable before it answers: nothing to do (the server fsyncs before it replies,
+    or fast mode), WAITAOF, and in strict mode WAIT for a replica where the master has one (`replicas`)."""
 
-    def __init__(self, waitaof: bool = False) -> None:
+    def __init__(self, waitaof: bool = False, replicas: Replicas | None = None) -> None:
         self.waitaof = waitaof
+        self.replicas = replicas
 
-    async def write(self, redis: Redis, write: Callable[[Redis], Awaitable[T]]) -> T:
-        """`write(client)`, returned once it is on disk. WAITAOF waits for the writes of the connection it is sent
-        on, so the write and the WAITAOF share one. The writes confirmed this way must always write something, even
-        when they change nothing (the insert script's sequence number does): a replay of an insert whose WAITAOF
-        failed then waits for the first insert's fsync too, as the AOF is written in order."""
-        if not self.waitaof:
+    async def write(self, redis: Redis, key: str, write: Callable[[Redis], Awaitable[T]]) -> T:
+        """`write(client)` of `key`'s queue, returned once it is durable. WAITAOF and WAIT wait for the writes of the
+        connection they are sent on, so the write and they share one (on a cluster, one to `key`'s master). The
+        writes confirmed this way must always write something, even when they change nothing (the insert script's
+        sequence number does): a replay of an insert whose confirmation failed then waits for the first insert's
+        too, as the AOF and the replication stream are written in order."""
+        if not self.waitaof and self.replicas is None:
             return await write(redis)
-        async with redis.client() as connection:
-            result = await write(connection)
-            await confirm(connection)
-        return result
+        for _ in range(REDIRECTS + 1):
+            try:
+                return await self._write(redis, key, write)
+            except MovedError as redirect:  # the write was not made: only `key`'s master's own client sees one
+                if not isinstance(redis, ClusterClient):
+                    raise
+                await redis.moved(redirect)
+        raise ServiceUnavailable(
+            f"the Redis Cluster slot of this queue moved more than {REDIRECTS} times; send it again with the same idempotency_key",
+            code="redis_unavailable",
+        )
+
+    async def _write(self, redis: Redis, key: str, write: Callable[[Redis], Awaitable[T]]) -> T:
+        cluster = isinstance(redis, ClusterClient)
+        try:
+            master = await redis.master_of(key) if cluster else redis  # type: ignore[attr-defined]
+            replicas = 0 if self.replicas is None else await self.replicas.online(master)
+            if not (self.waitaof or replicas):
+                return await write(redis)
+            async with master.client() as connection:
+                result = await write(connection)
+                if self.waitaof:
+                    await confirm(connection)
+                if replicas:
+                    await self.replicas.confirm(master, connection)  # type: ignore[union-attr]
+            return result
+        except Exception as exc:
+            if cluster and unavailable(exc):
+                redis.lost()  # type: ignore[attr-defined]
+            raise
+
+
+class Replicas:
+    """Strict mode on masters with replicas: how many each has online, read again at most once a second (the
+    inserts meanwhile go on with the last count), and the WAIT for one of them after an insert."""
+
+    def __init__(self, timeout_ms: int) -> None:
+        self.timeout_ms = timeout_ms
+        self._online: dict[str, tuple[int, float]] = {}  # by master: replicas online, and when to read again
+
+    async def online(self, master: Redis) -> int:
+        name = _name(master)
+        known = self._online.get(name)
+        now = time.monotonic()
+        if known is not None and now < known[1]:
+            return known[0]
+        if known is not None:
+            self._online[name] = (known[0], now + REPLICAS_READ_EVERY_S)
+        info = await master.info("replication")
+        count = sum(1 for field, value in info.items() if field.startswith("slave") and _online(value))
+        self._online[name] = (count, time.monotonic() + REPLICAS_READ_EVERY_S)
+        if known is None or (count == 0) != (known[0] == 0):
+            if count:
+                log.info("Redis %s has %d replica(s) online: a strict insert is answered once one has it", name, count)
+            else:
+                report = log.info if known is None else log.warning
+                report("Redis %s has no replica online: a strict insert is answered on its disk alone", name)
+        return count
+
+    async def confirm(self, master: Redis, connection: Redis) -> None:
+        """Wait until a replica has this connection's writes."""
+        if int(await connection.execute_command("WAIT", 1, self.timeout_ms)) < 1:
+            name = _name(master)
+            self._online[name] = (self._online[name][0], 0.0)  # counted again at the next insert: the replica may be gone
+            raise ServiceUnavailable(
+                f"the work is queued, but no replica of its Redis confirmed it within {self.timeout_ms} ms; send it again "
+                "with the same idempotency_key",
+                code="not_durable",
+            )
+
+
+def _name(client: Redis) -> str:
+    address = client.connection_pool.connection_kwargs
+    return str(address.get("path") or f"{address.get('host')}:{address.get('port')}")
+
+
+def _online(replica: Any) -> bool:
+    """An INFO replication `slaveN` entry (ip, port, state, offset, lag) of a replica copying its master."""
+    return isinstance(replica, dict) and replica.get("state") == "online"
 
 
 async def confirm(connection: Redis) -> None:
@@ -67,13 +155,14 @@ async def confirm(connection: Redis) -> None:
         )
 
 
-async def durability_of(redis: Redis, mode: Literal["strict", "fast"], probe_key: str) -> Durability:
+async def durability_of(redis: Redis, mode: Literal["strict", "fast"], probe_key: str, replica_wait_ms: int) -> Durability:
     """How this Redis makes inserts durable in `mode`; NotDurable when strict mode cannot be had on it.
 
     Its configuration decides where it can be read: `appendfsync always` (and no pause of fsyncs during rewrites)
     is on disk before each reply, and nothing else is strict, WAITAOF included (with everysec, some servers confirm
     an fsync they have not done: redis/redis#13793; with no, never). Where CONFIG is refused (managed Redis), a write
-    to `probe_key` followed by WAITAOF tells whether the server confirms fsyncs."""
+    to `probe_key` followed by WAITAOF tells whether the server confirms fsyncs. A strict insert on a master with a
+    replica online waits up to `replica_wait_ms` for one to have it."""
     if mode == "fast":
         return Durability()
     # On a Redis Cluster, every primary: each holds the queues of its slots.
@@ -88,7 +177,7 @@ async def durability_of(redis: Redis, mode: Literal["strict", "fast"], probe_key
                     "WLM_DURABILITY=strict, but a Redis Cluster node refuses CONFIG GET, so whether it fsyncs before it "
                     f"replies cannot be checked: allow CONFIG GET, or {FAST_INSTEAD}"
                 ) from None
-            return await _probed(redis, probe_key)
+            return await _probed(redis, probe_key, replica_wait_ms)
         settings = (config.get("appendonly"), config.get("appendfsync"), config.get("no-appendfsync-on-rewrite"))
         if settings != ("yes", "always", "no"):
             server = "Redis" if node is None else f"the Redis Cluster node {node.name}"
@@ -96,10 +185,10 @@ async def durability_of(redis: Redis, mode: Literal["strict", "fast"], probe_key
                 f"WLM_DURABILITY=strict answers an insert only once it is on disk, but {server} runs with appendonly "
                 f"{settings[0]}, appendfsync {settings[1]} and no-appendfsync-on-rewrite {settings[2]}: {HOW_TO_FIX}"
             )
-    return Durability()
+    return Durability(replicas=Replicas(replica_wait_ms))
 
 
-async def _probed(redis: Redis, probe_key: str) -> Durability:
+async def _probed(redis: Redis, probe_key: str, replica_wait_ms: int) -> Durability:
     async with redis.client() as connection:
         await connection.incr(probe_key)
         try:
@@ -109,35 +198,35 @@ async def _probed(redis: Redis, probe_key: str) -> Durability:
                 "WLM_DURABILITY=strict, but Redis refuses CONFIG GET and has no WAITAOF: whether an insert is on disk "
                 "before it is answered cannot be verified (it is if Redis runs with appendonly yes and appendfsync always)"
             )
-            return Durability()
+            return Durability(replicas=Replicas(replica_wait_ms))
         except ServiceUnavailable as exc:
             raise NotDurable(f"WLM_DURABILITY=strict, but Redis does not confirm that writes reach its disk (WAITAOF): {HOW_TO_FIX}") from exc
-    return Durability(waitaof=True)
+    return Durability(waitaof=True, replicas=Replicas(replica_wait_ms))
 
 
 class DeferredDurability(Durability):
     """Strict mode where Redis did not answer at startup (the service starts, not ready, and waits for it): the Redis
     is checked at the first insert instead, which is refused (503 not_durable) while it cannot be strict."""
 
-    def __init__(self, mode: Literal["strict", "fast"], probe_key: str) -> None:
+    def __init__(self, mode: Literal["strict", "fast"], probe_key: str, replica_wait_ms: int) -> None:
         super().__init__()
-        self.mode, self.probe_key = mode, probe_key
+        self.mode, self.probe_key, self.replica_wait_ms = mode, probe_key, replica_wait_ms
         self._checked: Durability | None = None
 
-    async def write(self, redis: Redis, write: Callable[[Redis], Awaitable[T]]) -> T:
+    async def write(self, redis: Redis, key: str, write: Callable[[Redis], Awaitable[T]]) -> T:
         if self._checked is None:
             try:
-                self._checked = await durability_of(redis, self.mode, self.probe_key)
+                self._checked = await durability_of(redis, self.mode, self.probe_key, self.replica_wait_ms)
             except NotDurable as exc:
                 log.error("%s", exc)
                 raise ServiceUnavailable(str(exc), code="not_durable") from exc
-        return await self._checked.write(redis, write)
+        return await self._checked.write(redis, key, write)
 
 
-async def durability_at_start(redis: Redis, mode: Literal["strict", "fast"], probe_key: str) -> Durability:
+async def durability_at_start(redis: Redis, mode: Literal["strict", "fast"], probe_key: str, replica_wait_ms: int) -> Durability:
     """`durability_of` now, or at the first insert if Redis does not answer yet."""
     try:
-        return await durability_of(redis, mode, probe_key)
+        return await durability_of(redis, mode, probe_key, replica_wait_ms)
     except UNAVAILABLE as exc:
         log.warning("Redis does not answer (%s): its durability is checked at the first insert", exc)
-        return DeferredDurability(mode, probe_key)
+        return DeferredDurability(mode, probe_key, replica_wait_ms)

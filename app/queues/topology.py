@@ -16,11 +16,11 @@ import logging
 import random
 from typing import Any
 
-from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis, RedisCluster
+from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import ClusterNode
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
+from redis.exceptions import MovedError, ResponseError
 
 from app.errors import UNAVAILABLE, closed_while_writing
 
@@ -46,21 +46,41 @@ async def is_cluster(url: str) -> bool:
 class ClusterClient(RedisCluster):
     """A Redis Cluster client whose pub/sub connections go to one primary, chosen when each subscribes: a
     subscription that lost its node subscribes again on another (see the module's note). The primaries' clients
-    it opens for that live until `disconnect`: redis-py calls `aclose` itself to reset the cluster's topology (on
-    CLUSTERDOWN, after MOVED), which must not end the subscriptions."""
+    it opens for that (and for `master_of`) live until `disconnect`: redis-py calls `aclose` itself to reset the
+    cluster's topology (on CLUSTERDOWN, after MOVED), which must not end the subscriptions."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._node_clients: dict[str, Redis] = {}
 
     def pubsub(self, **kwargs: Any) -> PubSub:  # type: ignore[override]
-        node = random.choice(self.get_primaries())
+        return self._client_of(random.choice(self.get_primaries())).pubsub(**kwargs)
+
+    async def master_of(self, key: str) -> Redis:
+        """A plain client of the master of `key`'s slot, for calls that must share one connection (WAIT after the
+        write it waits for). A call on it that is redirected (MOVED) or loses its node tells `moved` or `lost`."""
+        if self._initialize:
+            await self.initialize()
+        return self._client_of(self.get_node_from_key(key))
+
+    async def moved(self, redirect: MovedError) -> None:
+        """The slot cache learns where a redirected slot lives now, as redis-py's own calls teach it."""
+        await self.nodes_manager.move_slot(redirect)
+
+    def lost(self) -> None:
+        """A node did not answer: the topology is read again before the next call, as after redis-py's own calls."""
+        self._initialize = True
+
+    def _client_of(self, node: ClusterNode) -> Redis:
         client = self._node_clients.get(node.name)
         if client is None:
-            # The node's own connection settings: the URL's credentials, TLS and timeouts, for this node.
-            pool = ConnectionPool(connection_class=node.connection_class, **node.connection_kwargs)
+            # The node's own connection settings: the URL's credentials, TLS and timeouts, for this node; as many
+            # connections as the cluster client's own per node, waited for as `connect`'s are.
+            pool = BlockingConnectionPool(
+                connection_class=node.connection_class, max_connections=node.max_connections, timeout=10, **node.connection_kwargs
+            )
             client = self._node_clients[node.name] = Redis.from_pool(pool)  # closing the client closes its pool
-        return client.pubsub(**kwargs)
+        return client
 
     async def _execute_command(self, target_node: ClusterNode, *args: Any, **kwargs: Any) -> Any:
         # A connection closed under a call as its node failed (closed_while_writing) answered a select 500 during a
@@ -71,7 +91,7 @@ class ClusterClient(RedisCluster):
         except (AttributeError, TypeError, RuntimeError) as exc:
             if not closed_while_writing(exc):
                 raise
-            self._initialize = True
+            self.lost()
             lost = RedisConnectionError(f"the connection to {target_node.name} was closed while a command was sent on it")
             lost.last_failed_node_name = target_node.name  # type: ignore[attr-defined]
             raise lost from exc

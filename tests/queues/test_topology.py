@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -192,18 +193,25 @@ async def test_a_killed_master_s_replica_takes_over_and_the_service_serves_on(
 ) -> None:
     """3 masters with a replica each; the master holding the queue is killed (SIGKILL). Inserts answer 503 while no
     node serves its slots (never 500), the service finds the promoted replica by itself, readiness comes back, and
-    what was queued (and copied to the replica: WAIT) is served."""
+    every insert answered 201 before the kill is served: strict mode answered each once the replica had it (with
+    the replica stopped, an insert is answered 503 not_durable)."""
     caplog.set_level(logging.WARNING)
     with redis_cluster(tmp_path_factory.mktemp("failover"), replicas=1, node_timeout_ms=1000) as cluster:
-        async with running_app(settings.model_copy(update={"redis_url": cluster.masters[0]})) as app, client_of(app) as client:
+        update = {"redis_url": cluster.masters[0], "replica_wait_ms": 300}
+        async with running_app(settings.model_copy(update=update)) as app, client_of(app) as client:
             world = await make_world(client)
             server = await world.server(tasks=100)
-            queued = [(await world.insert({"n": n}))["token"] for n in range(20)]
             k = AeKeys(settings.redis_prefix, "LOCAL", "PAYROLL")
             victim = cluster.masters[_master_of(k.tag)]
-            with redis.Redis.from_url(victim) as master:
-                assert master.execute_command("WAIT", 1, 5000) == 1  # the replica has every write so far
-            cluster.kill(victim)
+            replica = cluster.processes[int(cluster.replicas[_master_of(k.tag)].rsplit(":", 1)[1].split("/")[0])]
+            replica.send_signal(signal.SIGSTOP)
+            try:
+                refused = await world.insert({"n": "unconfirmed"}, expect=503)
+                assert refused["error"]["code"] == "not_durable"
+            finally:
+                replica.send_signal(signal.SIGCONT)
+            queued = [(await world.insert({"n": n}))["token"] for n in range(20)]
+            cluster.kill(victim)  # at once: each 201 above was answered once the replica had its insert (WAIT)
 
             answers: list[int] = []
 
