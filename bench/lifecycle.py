@@ -16,7 +16,7 @@ Each phase also reports the CPU the service's processes and its Redis used per l
 far less with this machine's hour than the rates do. `--redis-cluster 3` runs the single, batch and latency phases
 again with the service on a 3-master Redis Cluster started here, and reports them beside one Redis's (`cluster_*`).
 `--redis-replica` runs them again on a Redis started here with a replica of it (`replica_*`): in strict mode each
-insert then waits until the replica has it (WAIT); the replica's CPU is not counted as Redis's. The last line
+insert then waits until the replica has it (WAIT); the replica's CPU counts as Redis's. The last line
 printed is one JSON object with the headline figures.
 """
 
@@ -274,9 +274,10 @@ def replica_phases(args: argparse.Namespace, durability: dict[str, str]) -> dict
         master = EmbeddedRedis(Path(scratch) / "master", args.durability or "strict")
         url = master.start()
         try:
-            with replica_of(Path(scratch) / "replica", url):
+            with replica_of(Path(scratch) / "replica", url) as replica:
                 assert master.process is not None
-                service = Service(workers=args.workers, redis_url=url, redis_processes=(master.process.pid,), **durability)
+                pids = (master.process.pid, replica.process.pid)
+                service = Service(workers=args.workers, redis_url=url, redis_processes=pids, **durability)
                 try:
                     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
                         return runner.run(main_async(service, args.seconds, args.latency_rate))

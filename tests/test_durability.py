@@ -156,6 +156,13 @@ async def test_an_insert_and_its_waitaof_go_on_one_connection(tmp_path, monkeypa
     assert len(confirmed_on) == 1 and inserted_on == confirmed_on
 
 
+class WrittenScripts:
+    """The scripts, as far as a durability that has nothing to confirm calls them."""
+
+    async def run(self, name: str, keys: list[str], args: list[Any]) -> list[Any]:
+        return ["written"]
+
+
 async def test_a_redis_that_does_not_answer_at_start_is_checked_at_the_first_insert(redis_url):
     """The service starts without Redis (not ready, /readyz says why); strict mode is then checked when work comes."""
     unreachable = Redis.from_url("redis://127.0.0.1:1/0", decode_responses=True)
@@ -164,11 +171,11 @@ async def test_a_redis_that_does_not_answer_at_start_is_checked_at_the_first_ins
     assert isinstance(deferred, durability.DeferredDurability)
     refusing = OlderRedis(STRICT_CONFIG | {"appendfsync": "everysec"})
     with pytest.raises(ServiceUnavailable, match="appendfsync everysec") as refused:
-        await deferred.write(refusing, "key", lambda client: asyncio.sleep(0, "written"))  # type: ignore[arg-type]
+        await deferred.run(WrittenScripts(), refusing, "insert", ["key"], [])  # type: ignore[arg-type]
     assert refused.value.code == "not_durable"
     accepting = durability.DeferredDurability("strict", PROBE, 1000)
-    written = await accepting.write(OlderRedis(STRICT_CONFIG), "key", lambda client: asyncio.sleep(0, "written"))  # type: ignore[arg-type]
-    assert written == "written"
+    written = await accepting.run(WrittenScripts(), OlderRedis(STRICT_CONFIG), "insert", ["key"], [])  # type: ignore[arg-type]
+    assert written == ["written"]
 
 
 @pytest.fixture
@@ -220,6 +227,26 @@ async def test_a_strict_insert_is_answered_once_a_replica_has_it(settings, repli
 
         await eventually(answered_201, 30, what="an insert answered 201 on the master alone", interval=0.2)
         assert "has no replica online" in caplog.text
+
+
+async def test_an_insert_waiting_for_its_replica_holds_up_no_other_call(settings, replicated):
+    """The WAIT holds its connection until the replica answers: the selects and ends go on meanwhile."""
+    master_url, replica = replicated
+    patient = settings.model_copy(update={"redis_url": master_url, "replica_wait_ms": 30_000})
+    async with running_app(patient) as app, client_of(app) as client:
+        world = await make_world(client)
+        server = await world.server()
+        first = await world.insert({"n": 1})
+        replica.process.send_signal(signal.SIGSTOP)
+        try:
+            waiting = asyncio.create_task(world.insert({"n": 2}))
+            await eventually(lambda: _queued_on(master_url, settings) == 2, 10, what="the second insert queued on the master")
+            selected = (await world.select(server)).json()["items"]
+            assert [item["token"] for item in selected] == [first["token"]] and not waiting.done()
+        finally:
+            replica.process.send_signal(signal.SIGCONT)
+        await asyncio.wait_for(waiting, 30)  # answered 201 once the replica has it
+        assert _queued_on(replica.url, settings) == 2
 
 
 async def test_fast_mode_does_not_wait_for_a_replica(settings, replicated):

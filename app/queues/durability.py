@@ -17,18 +17,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import MovedError, ResponseError
 
 from app.errors import UNAVAILABLE, ServiceUnavailable, unavailable
+from app.queues.scripts import Scripts, checked
 from app.queues.topology import ClusterClient
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 # How long an insert waits for its fsync before it is answered 503 (a healthy disk takes milliseconds).
 WAITAOF_TIMEOUT_MS = 5_000
@@ -55,18 +53,19 @@ class Durability:
         self.waitaof = waitaof
         self.replicas = replicas
 
-    async def write(self, redis: Redis, key: str, write: Callable[[Redis], Awaitable[T]]) -> T:
-        """`write(client)` of `key`'s queue, returned once it is durable. WAITAOF and WAIT wait for the writes of the
-        connection they are sent on, so the write and they share one (on a cluster, one to `key`'s master). The
-        writes confirmed this way must always write something, even when they change nothing (the insert script's
-        sequence number does): a replay of an insert whose confirmation failed then waits for the first insert's
-        too, as the AOF and the replication stream are written in order."""
+    async def run(self, scripts: Scripts, redis: Redis, name: str, keys: list[str], args: list[Any]) -> list[Any]:
+        """Script `name`, a write of one queue (its keys share one hash tag), run as `Scripts.run` does and returned
+        once it is durable. WAITAOF and WAIT wait for the writes of the connection they are sent on, so the script
+        and they share one (on a cluster, one to the keys' master). The scripts confirmed this way must always write
+        something, even when they change nothing (the insert script's sequence number does): a replay of an insert
+        whose confirmation failed then waits for the first insert's too, as the AOF and the replication stream are
+        written in order."""
         if not self.waitaof and self.replicas is None:
-            return await write(redis)
+            return await scripts.run(name, keys, args)
         for _ in range(REDIRECTS + 1):
             try:
-                return await self._write(redis, key, write)
-            except MovedError as redirect:  # the write was not made: only `key`'s master's own client sees one
+                return await self._run(scripts, redis, name, keys, args)
+            except MovedError as redirect:  # the write was not made: only the keys' master's own client sees one
                 if not isinstance(redis, ClusterClient):
                     raise
                 await redis.moved(redirect)
@@ -75,19 +74,25 @@ class Durability:
             code="redis_unavailable",
         )
 
-    async def _write(self, redis: Redis, key: str, write: Callable[[Redis], Awaitable[T]]) -> T:
+    async def _run(self, scripts: Scripts, redis: Redis, name: str, keys: list[str], args: list[Any]) -> list[Any]:
         cluster = isinstance(redis, ClusterClient)
         try:
-            master = await redis.master_of(key) if cluster else redis  # type: ignore[attr-defined]
-            replicas = 0 if self.replicas is None else await self.replicas.online(master)
-            if not (self.waitaof or replicas):
-                return await write(redis)
+            master = await redis.master_of(keys[0]) if cluster else redis  # type: ignore[attr-defined]
+            replicas = self.replicas if self.replicas is not None and await self.replicas.online(master) else None
+            if not self.waitaof and replicas is None:
+                return await scripts.run(name, keys, args)
+            if not self.waitaof:
+                pipelined = await scripts.call_and_wait(name, keys, args, replicas.timeout_ms)  # type: ignore[union-attr]
+                if pipelined is not None:
+                    result = checked(pipelined[0])
+                    replicas.confirm(master, pipelined[1])  # type: ignore[union-attr]
+                    return result
             async with master.client() as connection:
-                result = await write(connection)
+                result = await scripts.run(name, keys, args, connection)
                 if self.waitaof:
                     await confirm(connection)
-                if replicas:
-                    await self.replicas.confirm(master, connection)  # type: ignore[union-attr]
+                if replicas is not None:
+                    replicas.confirm(master, int(await connection.execute_command("WAIT", 1, replicas.timeout_ms)))
             return result
         except Exception as exc:
             if cluster and unavailable(exc):
@@ -97,7 +102,7 @@ class Durability:
 
 class Replicas:
     """Strict mode on masters with replicas: how many each has online, read again at most once a second (the
-    inserts meanwhile go on with the last count), and the WAIT for one of them after an insert."""
+    inserts meanwhile go on with the last count), and what a WAIT for one of them after an insert answered."""
 
     def __init__(self, timeout_ms: int) -> None:
         self.timeout_ms = timeout_ms
@@ -122,9 +127,9 @@ class Replicas:
                 report("Redis %s has no replica online: a strict insert is answered on its disk alone", name)
         return count
 
-    async def confirm(self, master: Redis, connection: Redis) -> None:
-        """Wait until a replica has this connection's writes."""
-        if int(await connection.execute_command("WAIT", 1, self.timeout_ms)) < 1:
+    def confirm(self, master: Redis, replicas: int) -> None:
+        """`replicas`: what WAIT for one replica answered after the insert; none is 503 (the insert stays queued)."""
+        if replicas < 1:
             name = _name(master)
             self._online[name] = (self._online[name][0], 0.0)  # counted again at the next insert: the replica may be gone
             raise ServiceUnavailable(
@@ -213,14 +218,14 @@ class DeferredDurability(Durability):
         self.mode, self.probe_key, self.replica_wait_ms = mode, probe_key, replica_wait_ms
         self._checked: Durability | None = None
 
-    async def write(self, redis: Redis, key: str, write: Callable[[Redis], Awaitable[T]]) -> T:
+    async def run(self, scripts: Scripts, redis: Redis, name: str, keys: list[str], args: list[Any]) -> list[Any]:
         if self._checked is None:
             try:
                 self._checked = await durability_of(redis, self.mode, self.probe_key, self.replica_wait_ms)
             except NotDurable as exc:
                 log.error("%s", exc)
                 raise ServiceUnavailable(str(exc), code="not_durable") from exc
-        return await self._checked.write(redis, key, write)
+        return await self._checked.run(scripts, redis, name, keys, args)
 
 
 async def durability_at_start(redis: Redis, mode: Literal["strict", "fast"], probe_key: str, replica_wait_ms: int) -> Durability:

@@ -86,7 +86,7 @@ class RequestQueues(SweptQueues):
             keys += [k.front(queue), k.rear(queue)]
             keys.append(k.idempotency(queue_manager, request.idempotency_key) if request.idempotency_key else k.no_idempotency)
             args += [request.id, request.service_class, orjson.dumps(request.meta), request.payload, request.idempotency_key or "", queue]
-        ids = await self.durability.write(self.redis, k.req, lambda client: self.scripts.run("insert", keys, args, client))
+        ids = await self.durability.run(self.scripts, self.redis, "insert", keys, args)
         return [str(v) for v in ids]
 
     async def select(

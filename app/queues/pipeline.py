@@ -168,6 +168,18 @@ class ScriptPipeline:
             protocol = await self._connected()
         return await protocol.send(command)
 
+    async def call_pair(self, first: bytes, second: bytes) -> tuple[Any, Any]:
+        """The replies to `first` and `second`, sent in one write in that order (a WAIT after the write it waits
+        for); an error reply to either is raised, the first's first."""
+        protocol = self._protocol
+        if protocol is None or protocol.lost or protocol.loop is not asyncio.get_running_loop():
+            protocol = await self._connected()
+        replies = await asyncio.gather(protocol.send(first), protocol.send(second), return_exceptions=True)
+        for reply in replies:
+            if isinstance(reply, BaseException):
+                raise reply
+        return replies[0], replies[1]
+
     async def _connected(self) -> _Protocol:
         """The connection being opened, or a new one: the calls that find none share one attempt, and a call after
         an attempt failed makes another."""

@@ -15,7 +15,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from app.errors import lua_error
 from app.queues.codes import ReturnCode, lua_prelude
-from app.queues.pipeline import ScriptPipeline, bulk
+from app.queues.pipeline import ScriptPipeline, bulk, pack
 
 LUA_DIR = Path(__file__).parent / "lua"
 # One script per state transition.
@@ -53,6 +53,9 @@ class Scripts:
             name: redis.register_script(shared + "\n" + (LUA_DIR / f"{name}.lua").read_text()) for name in SCRIPT_NAMES
         }
         self._pipeline = ScriptPipeline.of(redis)
+        # Writes a replica must confirm, each followed by its WAIT: a WAIT holds its connection until a replica
+        # answers, which must not hold the other scripts' calls behind it.
+        self._confirmed = ScriptPipeline.of(redis)
         self._evalsha = {name: b"$7\r\nEVALSHA\r\n" + bulk(script.sha.encode()) for name, script in self._scripts.items()}
 
     async def call(self, name: str, keys: list[str], args: list[Any], client: Redis | None = None) -> list[Any]:
@@ -82,17 +85,38 @@ class Scripts:
         except (NoScriptError, RedisConnectionError, RedisTimeoutError):
             return None
 
+    async def call_and_wait(self, name: str, keys: list[str], args: list[Any], wait_ms: int) -> tuple[list[Any], int] | None:
+        """`call`, then WAIT for one replica (up to `wait_ms`) on the same pipelined connection, in one write: what
+        the script returned, and how many replicas have it. None where `_send` would give None: the caller then
+        sends both on one connection of redis-py's."""
+        if self._confirmed is None:
+            return None
+        try:
+            packed = _pack(self._evalsha[name], keys, args)
+        except TypeError:
+            return None
+        try:
+            reply, replicas = await self._confirmed.call_pair(packed, pack(b"WAIT", b"1", b"%d" % wait_ms))
+        except (NoScriptError, RedisConnectionError, RedisTimeoutError):
+            return None
+        return list(reply), int(replicas)
+
     async def aclose(self) -> None:
-        if self._pipeline is not None:
-            await self._pipeline.aclose()
+        for pipeline in (self._pipeline, self._confirmed):
+            if pipeline is not None:
+                await pipeline.aclose()
 
     async def run(self, name: str, keys: list[str], args: list[Any], client: Redis | None = None) -> list[Any]:
         """Run a script; a return code other than OK is raised as the AppError mapped to it in app.errors."""
-        result = await self.call(name, keys, args, client)
-        code = int(result[0])
-        if code != ReturnCode.OK:
-            raise lua_error(code, result[1:])
-        return list(result[1:])
+        return checked(await self.call(name, keys, args, client))
+
+
+def checked(result: list[Any]) -> list[Any]:
+    """What a script returned after its return code, which is raised as its AppError (app.errors) unless OK."""
+    code = int(result[0])
+    if code != ReturnCode.OK:
+        raise lua_error(code, result[1:])
+    return list(result[1:])
 
 
 def _encoded(value: Any) -> bytes:
