@@ -11,6 +11,9 @@ holding the PAYROLL queues is killed with SIGKILL; its replica takes over once t
 `--node-timeout-ms` (Redis's `cluster-node-timeout`). The load goes on as long again, then the servers take what
 is left.
 
+In strict mode an insert is answered 201 once the master's replica has it too (WAIT): none answered should be lost.
+In fast mode, replication is asynchronous.
+
 Reported per mode: the longest pause in inserts answered 201 and in requests selected (the outage the kill
 caused), the seconds from the kill to `/readyz` answering 200 again (once it has said not ready), the inserts
 refused meanwhile by status (or unanswered),

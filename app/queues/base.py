@@ -11,6 +11,7 @@ from app.queues.durability import Durability
 from app.queues.keys import AeKeys
 from app.queues.scripts import Scripts
 from app.queues.swept_blobs import SweptBlobStore
+from app.queues.topology import cluster_enabled
 
 
 def redis_time_ms(time: tuple[int, int]) -> int:
@@ -51,6 +52,7 @@ class StoreBase:
         self.idempotency_ttl_s = idempotency_ttl_s
         self.tombstone_ms = tombstone_ms
         self.samples_ms = samples_ms  # how long ended requests are kept as samples for goal evaluation
+        self._standalone_seen = False  # a single server's kind is asked until it has answered once (`ping`)
 
     def keys(self, node: str, ae: str) -> AeKeys:
         return AeKeys(self.prefix, node, ae)
@@ -69,9 +71,17 @@ class StoreBase:
 
     async def ping(self) -> None:
         """Raises unless Redis answers: on a Redis Cluster, every primary, and the cluster says its state is ok
-        (every slot served)."""
+        (every slot served). A client of one server is not ready on a cluster node (one that did not answer when
+        the service started, and was taken for a single server): most of its queues' keys would answer MOVED."""
         if not isinstance(self.redis, RedisCluster):
             await self.redis.ping()
+            if not self._standalone_seen:
+                if await cluster_enabled(self.redis):
+                    raise RuntimeError(
+                        "WLM_REDIS_URL names a Redis Cluster node, which did not answer when the service started and "
+                        "was taken for a single server: restart the service"
+                    )
+                self._standalone_seen = True
             return
         await self.redis.ping(target_nodes=RedisCluster.PRIMARIES)
         state = (await self.redis.cluster_info()).get("cluster_state")

@@ -29,17 +29,25 @@ log = logging.getLogger(__name__)
 
 async def is_cluster(url: str) -> bool:
     """Whether `url` names a node of a Redis Cluster. A Redis that does not answer yet is taken for a standalone
-    server, with a warning (readiness says it is down, as it always did): its kind is asked again at the next start."""
+    server, with a warning: its kind is asked again at the next start, and until then readiness says so if it
+    turns out to be a cluster node (`cluster_enabled`)."""
     probe = Redis.from_url(url, decode_responses=True, socket_timeout=5, socket_connect_timeout=5)
     try:
-        info = await probe.info("cluster")
-    except ResponseError:  # INFO renamed or denied (some managed services): nothing to tell by
-        return False
+        return await cluster_enabled(probe)
     except UNAVAILABLE as exc:
         log.warning("Redis does not answer (%s): it is taken for a standalone server until the next start", exc)
         return False
     finally:
         await probe.aclose()
+
+
+async def cluster_enabled(client: Redis) -> bool:
+    """Whether the server `client` talks to is a Redis Cluster node (INFO cluster). One whose INFO is renamed or
+    denied (some managed services) is taken for a standalone server: there is nothing to tell by."""
+    try:
+        info = await client.info("cluster")
+    except ResponseError:
+        return False
     return bool(int(info.get("cluster_enabled", 0)))
 
 

@@ -20,6 +20,7 @@ from redis.crc import key_slot
 from app.config import Settings
 from app.queues.durability import NotDurable
 from app.queues.keys import AeKeys
+from app.queues.store import QueueStore
 from app.queues.topology import ClusterClient, connect, disconnect, is_cluster
 from app.work import select as select_module
 from tests.conftest import ADMIN_KEY, client_of, running_app
@@ -253,3 +254,16 @@ async def test_wlm_serve_on_a_cluster_serves_the_lifecycle_and_logs_no_traceback
         service.kill()
     log = service.log_path.read_text()
     assert "Traceback" not in log and "ERROR" not in log, log
+
+
+async def test_a_cluster_node_taken_for_a_single_server_is_not_ready(cluster_urls: list[str]) -> None:
+    """A cluster that did not answer at start is run with a single server's client until the next start: readiness
+    says so, rather than passing while most keys answer MOVED."""
+    single = await connect(cluster_urls[0], False, max_connections=4)
+    store = QueueStore(single, "wlmtest", idempotency_ttl_s=60, tombstone_ms=1000, samples_ms=1000)
+    try:
+        with pytest.raises(RuntimeError, match="names a Redis Cluster node"):
+            await store.ping()
+    finally:
+        await store.aclose()
+        await disconnect(single)
