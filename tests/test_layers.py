@@ -37,8 +37,20 @@ INFRASTRUCTURE = frozenset(LAYERS[0])
 LAYER_OF = {package: level for level, packages in enumerate(LAYERS) for package in packages}
 
 
+def _parsed(path: Path) -> ast.Module:
+    """`path`'s syntax tree. CPython 3.11 counts the AST constructor's depth per interpreter, not per thread, so a
+    parse racing another thread's (a traceback formatted elsewhere parses its line) can fail with a spurious
+    SystemError (python/cpython#106905): it is parsed again."""
+    for _ in range(2):
+        try:
+            return ast.parse(path.read_text(), filename=str(path))
+        except SystemError:
+            continue
+    return ast.parse(path.read_text(), filename=str(path))
+
+
 def _imports(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = _parsed(path)
     names: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

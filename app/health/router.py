@@ -5,6 +5,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app.deps import StateDep
+from app.health.metrics import queue_metrics
 from app.health.service import readiness
 
 router = APIRouter(tags=["health"])
@@ -25,5 +26,6 @@ async def readyz(state: StateDep) -> JSONResponse:
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
-async def metrics() -> Response:
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+async def metrics(state: StateDep) -> Response:
+    """This process's counters, and the queues' state read from Redis now (app/health/metrics.py)."""
+    return Response(generate_latest() + await queue_metrics(state.queues, await state.policies.current()), media_type=CONTENT_TYPE_LATEST)

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from app.queues.base import AeConfig, StoreBase
-from app.queues.keys import AeKeys, retired_key, server_limits_key
+from app.queues.keys import AeKeys, queue_name, retired_key, server_limits_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +34,16 @@ class Snapshot:
     depths: dict[str, int]  # requests queued per service class
     performance: list[str]  # the latest goal evaluation's class periods (JSON each)
     start_error: str | None  # JSON
+
+
+@dataclass(frozen=True, slots=True)
+class Oldest:
+    """Per service class, when the oldest request it has queued in memory was inserted (None: none), and which
+    classes have older requests in the database (swept), as of `now_ms` on the queue node's clock."""
+
+    now_ms: int
+    inserted_ms: dict[str, int | None]
+    swept: set[str]
 
 
 class Environments(StoreBase):
@@ -73,6 +83,15 @@ class Environments(StoreBase):
             in_flight = sum(int(count) for count in held)
             snapshots.append(Snapshot(int(servers), in_flight, {sc: int(n) for sc, n in depths.items()}, list(performance.values()), start_error))
         return snapshots, replies[5 * len(places) :]
+
+    async def oldest_queued(self, k: AeKeys, service_classes: Sequence[str]) -> Oldest:
+        """When the oldest request queued in memory of each class was inserted, by the queue node's clock."""
+        names = [queue_name(sc, dependent) for sc in service_classes for dependent in (True, False)]
+        flat = await self.scripts.run("oldest", [k.req, k.swept, *k.class_queues(list(service_classes))], names)
+        now, rest = int(flat[0]), flat[1:]
+        inserted = {sc: (None if rest[2 * i] is None else int(rest[2 * i])) for i, sc in enumerate(service_classes)}
+        swept = {sc for i, sc in enumerate(service_classes) if int(rest[2 * i + 1])}
+        return Oldest(now, inserted, swept)
 
     async def silent_servers(self, k: AeKeys, silent_ms: int) -> list[int]:
         """Servers registered here that neither selected nor heartbeat for `silent_ms`."""

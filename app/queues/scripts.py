@@ -42,6 +42,7 @@ SCRIPT_NAMES = (
     "unsweep",
     "take_served",
     "delete_swept",
+    "oldest",
 )
 
 

@@ -11,8 +11,6 @@ import logging
 from collections import defaultdict
 from datetime import UTC, datetime
 
-from prometheus_client import Gauge
-
 from app.errors import NotFound
 from app.policy.active import ActivePolicy, period_number
 from app.policy.goals import evaluate
@@ -20,12 +18,6 @@ from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
 from app.repeated_failures import RepeatedFailures
 from app.servers.schemas import PeriodPerformance, ServiceClassPerformance
-
-_LABELS = ["application_environment", "node", "service_class", "period"]
-PI = Gauge("wlm_service_class_performance_index", "Performance index of a service class period (<= 1: goal met)", _LABELS)
-ENDED_RATE = Gauge("wlm_service_class_ended_per_second", "Requests ended per second over the evaluation window", _LABELS)
-AVG_RESPONSE = Gauge("wlm_service_class_avg_response_seconds", "Average response time (insert to end) over the window", _LABELS)
-VELOCITY = Gauge("wlm_service_class_velocity", "Execution velocity: 100 x execution / (execution + queue delay)", _LABELS)
 
 log = logging.getLogger(__name__)
 # Samples and class periods that cannot be judged: each environment and class period is judged on its own, so one of
@@ -99,16 +91,8 @@ async def evaluate_environment(store: QueueStore, policy: ActivePolicy, keys: Ae
 
 
 async def _publish(store: QueueStore, keys: AeKeys, results: list[PeriodPerformance]) -> None:
+    # Read back by every replica: DISPLAY, the performance API and /metrics (app/health/metrics.py).
     await store.publish_performance(keys, {f"{r.service_class}:{r.period}": r.model_dump_json() for r in results})
-    for r in results:
-        labels = (r.application_environment, r.node, r.service_class, str(r.period))
-        ENDED_RATE.labels(*labels).set(r.ended_per_second)
-        if r.performance_index is not None:
-            PI.labels(*labels).set(r.performance_index)
-        if r.avg_response_ms is not None:
-            AVG_RESPONSE.labels(*labels).set(r.avg_response_ms / 1000)
-        if r.velocity is not None:
-            VELOCITY.labels(*labels).set(r.velocity)
 
 
 async def latest_performance(store: QueueStore, keys: AeKeys) -> list[PeriodPerformance]:

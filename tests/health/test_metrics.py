@@ -1,0 +1,121 @@
+"""/metrics serves the queues' state read from Redis at scrape time (app/health/metrics.py): every replica answers
+alike, the oldest queued request's age is its own (not a deleted or selected one's), and the goal evaluation's
+gauges come from what the scheduler published, not from the process that computed them."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+from redis.asyncio import Redis
+
+from app.config import Settings
+from app.health.metrics import families
+from app.queues.environments import Oldest, Snapshot
+from app.queues.keys import AeKeys, parse_token
+from app.servers.schemas import PeriodPerformance
+from tests.work.conftest import BATCH, make_world
+
+QUEUE_FAMILIES = ("wlm_queue_depth", "wlm_queue_oldest_age_seconds", "wlm_queue_swept", "wlm_requests_in_flight", "wlm_servers_registered")
+
+
+async def _scrape(client: httpx.AsyncClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Each sample of /metrics by name and labels."""
+    response = await client.get("/metrics")
+    assert response.status_code == 200
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+
+
+def _queue(sc: str) -> tuple[tuple[str, str], ...]:
+    return (("application_environment", "PAYROLL"), ("node", "LOCAL"), ("service_class", sc))
+
+
+async def _inserted_ms(redis: Redis, k: AeKeys, token: str) -> int:
+    parsed = parse_token(token)
+    assert parsed is not None
+    return int(json.loads(await redis.hget(k.req, parsed[2]))["inserted"])  # type: ignore[arg-type]
+
+
+def _redis_ms(time: tuple[int, int]) -> int:
+    return int(time[0]) * 1000 + int(time[1]) // 1000
+
+
+async def test_every_replica_serves_the_queues_alike(client, other, settings: Settings, redis_admin: Redis) -> None:
+    world = await make_world(client)
+    server = await world.server(tasks=5)
+    k = AeKeys(settings.redis_prefix, "LOCAL", "PAYROLL")
+    first = await world.insert({"n": 1})
+    second = await world.insert({"n": 2})
+    await world.insert({"n": 3}, classification=BATCH)
+    await world.insert({"n": 4})
+
+    before = _redis_ms(await redis_admin.time())
+    a = await _scrape(client)
+    b = await _scrape(other)
+    after = _redis_ms(await redis_admin.time())
+    assert a[("wlm_queue_depth", _queue("ONLINE"))] == b[("wlm_queue_depth", _queue("ONLINE"))] == 3
+    assert a[("wlm_queue_depth", _queue("BATCH"))] == b[("wlm_queue_depth", _queue("BATCH"))] == 1
+    for name, labels in a:
+        if name in QUEUE_FAMILIES and name != "wlm_queue_oldest_age_seconds":
+            assert a[(name, labels)] == b[(name, labels)], (name, labels)
+    # The age is the first request's, read by Redis's clock at each scrape: the second replica scraped later.
+    inserted = await _inserted_ms(redis_admin, k, first["token"])
+    age_a, age_b = a[("wlm_queue_oldest_age_seconds", _queue("ONLINE"))], b[("wlm_queue_oldest_age_seconds", _queue("ONLINE"))]
+    assert (before - inserted) / 1000 <= age_a <= age_b <= (after - inserted) / 1000
+
+    # The first deleted, the second selected: the oldest queued is now the fourth.
+    deleted = await client.delete(f"/v1/work/{first['token']}", headers=world.qm, params={"connect_token": world.qm_token})
+    assert deleted.status_code in (200, 204), deleted.text
+    selected = (await world.select(server, max_items=1)).json()["items"]
+    assert [item["token"] for item in selected] == [second["token"]]
+    before = _redis_ms(await redis_admin.time())
+    c = await _scrape(other)
+    fourth = await _inserted_ms(redis_admin, k, (await world.insert({"n": 5}))["token"])  # after the scrape: not the oldest
+    assert c[("wlm_queue_depth", _queue("ONLINE"))] == 1
+    assert c[("wlm_requests_in_flight", (("application_environment", "PAYROLL"), ("node", "LOCAL")))] == 1
+    assert c[("wlm_servers_registered", (("application_environment", "PAYROLL"), ("node", "LOCAL")))] == 1
+    assert c[("wlm_queue_oldest_age_seconds", _queue("ONLINE"))] > 0 and fourth >= before
+    assert c[("wlm_queue_oldest_age_seconds", _queue("ONLINE"))] <= (before - inserted) / 1000
+
+
+async def test_goal_evaluation_is_served_by_every_replica(client, other, app, settings: Settings) -> None:
+    await make_world(client)
+    k = AeKeys(settings.redis_prefix, "LOCAL", "PAYROLL")
+    period = PeriodPerformance.model_validate(_period(performance_index=1.25))
+    await app.state.wlm.queues.publish_performance(k, {"ONLINE:1": period.model_dump_json()})  # as the scheduler does
+    labels = (*_queue("ONLINE"), ("period", "1"))
+    for replica in (client, other):
+        scraped = await _scrape(replica)
+        assert scraped[("wlm_service_class_performance_index", tuple(sorted(labels)))] == 1.25
+        assert scraped[("wlm_service_class_avg_response_seconds", tuple(sorted(labels)))] == 0.2
+
+
+def _period(**overrides: object) -> dict[str, object]:
+    unknown = ("p50_response_ms", "p90_response_ms", "p99_response_ms", "avg_queue_ms", "avg_execution_ms", "velocity",
+               "distribution", "goal_met", "goal_met_share")  # fmt: skip
+    return {
+        "service_class": "ONLINE", "period": 1, "application_environment": "PAYROLL", "node": "LOCAL", "importance": 1,
+        "goal": {"kind": "percentile"}, "window_seconds": 60.0, "evaluated_at": datetime.now(UTC), "ended": 10,
+        "ended_per_second": 0.5, "avg_response_ms": 200.0, "performance_index": None, "queued": 0,
+        **dict.fromkeys(unknown), **overrides,
+    }  # fmt: skip
+
+
+def test_families_of_an_empty_queue_and_a_swept_one() -> None:
+    snapshot = Snapshot(servers=2, in_flight=1, depths={"ONLINE": 0, "BATCH": 7}, performance=[], start_error=None)
+    oldest = Oldest(now_ms=10_000, inserted_ms={"ONLINE": None, "BATCH": 4_000}, swept={"BATCH"})
+    samples = {
+        (sample.name, sample.labels.get("service_class")): sample.value
+        for family in families([("PAYROLL", "LOCAL")], [snapshot], [oldest])
+        for sample in family.samples
+    }
+    assert samples[("wlm_queue_oldest_age_seconds", "ONLINE")] == 0 and samples[("wlm_queue_depth", "ONLINE")] == 0
+    assert samples[("wlm_queue_oldest_age_seconds", "BATCH")] == 6.0 and samples[("wlm_queue_depth", "BATCH")] == 7
+    assert samples[("wlm_queue_swept", "BATCH")] == 1 and samples[("wlm_queue_swept", "ONLINE")] == 0
+    assert samples[("wlm_requests_in_flight", None)] == 1 and samples[("wlm_servers_registered", None)] == 2
