@@ -3,8 +3,9 @@ queues' state and the latest goal evaluation, read from Redis at scrape time, so
 
 Per application environment, node and service class: requests queued, and the age of the oldest of them in memory
 (by the queue node's clock; a class whose queue's front was swept to the database has older requests there, as
-`wlm_queue_swept` says); per environment and node: requests held by servers and servers registered; per service
-class period: the performance index, ended rate, average response and velocity of the latest evaluation.
+`wlm_queue_swept` says) and the servers the manager's latest decision wants; per environment and node: requests
+held by servers and servers registered; per service class period: the performance index, ended rate, average
+response and velocity of the latest evaluation.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ def families(places: Sequence[tuple[str, str]], snapshots: Sequence[Snapshot], o
     swept = GaugeMetricFamily("wlm_queue_swept", "1 when older requests of the class are in the database (swept)", labels=QUEUE)
     held = GaugeMetricFamily("wlm_requests_in_flight", "Requests selected or begun by servers, not yet ended", labels=PLACE)
     servers = GaugeMetricFamily("wlm_servers_registered", "Servers registered with the environment on the node", labels=PLACE)
+    desired = GaugeMetricFamily("wlm_servers_desired", "Servers the manager's latest decision wants for a class", labels=QUEUE)
     pi = GaugeMetricFamily("wlm_service_class_performance_index", "Performance index (<= 1: goal met)", labels=PERIOD)
     rate = GaugeMetricFamily("wlm_service_class_ended_per_second", "Requests ended per second over the window", labels=PERIOD)
     response = GaugeMetricFamily("wlm_service_class_avg_response_seconds", "Average response (insert to end)", labels=PERIOD)
@@ -61,6 +63,8 @@ def families(places: Sequence[tuple[str, str]], snapshots: Sequence[Snapshot], o
     for (ae, node), snapshot, ages in zip(places, snapshots, oldest, strict=True):
         held.add_metric([ae, node], snapshot.in_flight)
         servers.add_metric([ae, node], snapshot.servers)
+        for sc, count in snapshot.desired.items():
+            desired.add_metric([ae, node, sc], count)
         for sc, inserted in ages.inserted_ms.items():
             depth.add_metric([ae, node, sc], snapshot.depths.get(sc, 0))
             age.add_metric([ae, node, sc], 0 if inserted is None else max(0, ages.now_ms - inserted) / 1000)
@@ -75,4 +79,4 @@ def families(places: Sequence[tuple[str, str]], snapshots: Sequence[Snapshot], o
                 response.add_metric(labels, period.avg_response_ms / 1000)
             if period.velocity is not None:
                 velocity.add_metric(labels, period.velocity)
-    return [depth, age, swept, held, servers, pi, rate, response, velocity]
+    return [depth, age, swept, held, servers, desired, pi, rate, response, velocity]

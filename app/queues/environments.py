@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import orjson
 
 from app.queues.base import AeConfig, StoreBase
 from app.queues.keys import AeKeys, queue_name, retired_key, server_limits_key
+from app.queues.performance import DESIRED_TOTAL
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,7 @@ class Snapshot:
     depths: dict[str, int]  # requests queued per service class
     performance: list[str]  # the latest goal evaluation's class periods (JSON each)
     start_error: str | None  # JSON
+    desired: dict[str, int] = field(default_factory=dict)  # the manager's latest servers wanted per service class
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,15 +76,24 @@ class Environments(StoreBase):
                 pipe.hgetall(k.depth)
                 pipe.hgetall(k.performance)
                 pipe.get(k.start_error)
+                pipe.hgetall(k.desired)
             for ae in limits_of:
                 pipe.get(server_limits_key(self.prefix, ae))
             replies = await pipe.execute() if places or limits_of else []
         snapshots = []
         for index in range(len(places)):
-            servers, held, depths, performance, start_error = replies[5 * index : 5 * index + 5]
-            in_flight = sum(int(count) for count in held)
-            snapshots.append(Snapshot(int(servers), in_flight, {sc: int(n) for sc, n in depths.items()}, list(performance.values()), start_error))
-        return snapshots, replies[5 * len(places) :]
+            servers, held, depths, performance, start_error, desired = replies[6 * index : 6 * index + 6]
+            snapshots.append(
+                Snapshot(
+                    int(servers),
+                    sum(int(count) for count in held),
+                    {sc: int(n) for sc, n in depths.items()},
+                    list(performance.values()),
+                    start_error,
+                    {sc: int(n) for sc, n in desired.items() if sc != DESIRED_TOTAL},
+                )
+            )
+        return snapshots, replies[6 * len(places) :]
 
     async def oldest_queued(self, k: AeKeys, service_classes: Sequence[str]) -> Oldest:
         """When the oldest request queued in memory of each class was inserted, by the queue node's clock."""

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from prometheus_client import Gauge
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.audit.service import record
@@ -39,9 +38,6 @@ from app.servers.schemas import (
     ServerLimitsOut,
     ServerLimitsOverride,
 )
-
-DESIRED = Gauge("wlm_servers_desired", "Servers the manager wants for a service class", ["application_environment", "node", "service_class"])
-CONNECTED = Gauge("wlm_servers_connected", "Servers connected (overflow servers not counted)", ["application_environment", "node"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +80,7 @@ async def manage_environment(
     over_max = max(0, len(managed) - limits.max) if limits.max is not None else 0
     retired = assignment.surplus if ae.start_command and launching else assignment.surplus[:over_max]
     desired = {a.name: a.servers for a in allocation.values()}
-    await store.publish_decision(keys, assignment.homes, retired, desired)
-    for name, count in desired.items():
-        DESIRED.labels(keys.ae, keys.node, name).set(count)
-    CONNECTED.labels(keys.ae, keys.node).set(len(managed))
+    await store.publish_decision(keys, assignment.homes, retired, desired)  # read back by /metrics, as by autoscalers
     return ServerDecision(desired, len(managed), retired)
 
 

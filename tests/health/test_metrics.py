@@ -53,7 +53,7 @@ async def test_every_replica_serves_the_queues_alike(client, other, settings: Se
     first = await world.insert({"n": 1})
     second = await world.insert({"n": 2})
     await world.insert({"n": 3}, classification=BATCH)
-    await world.insert({"n": 4})
+    fourth = await world.insert({"n": 4})
 
     before = _redis_ms(await redis_admin.time())
     a = await _scrape(client)
@@ -69,31 +69,35 @@ async def test_every_replica_serves_the_queues_alike(client, other, settings: Se
     age_a, age_b = a[("wlm_queue_oldest_age_seconds", _queue("ONLINE"))], b[("wlm_queue_oldest_age_seconds", _queue("ONLINE"))]
     assert (before - inserted) / 1000 <= age_a <= age_b <= (after - inserted) / 1000
 
-    # The first deleted, the second selected: the oldest queued is now the fourth.
+    # The first deleted, the second selected, a fifth queued: the oldest queued is now the fourth.
     deleted = await client.delete(f"/v1/work/{first['token']}", headers=world.qm, params={"connect_token": world.qm_token})
     assert deleted.status_code in (200, 204), deleted.text
     selected = (await world.select(server, max_items=1)).json()["items"]
     assert [item["token"] for item in selected] == [second["token"]]
+    await world.insert({"n": 5})
     before = _redis_ms(await redis_admin.time())
     c = await _scrape(other)
-    fourth = await _inserted_ms(redis_admin, k, (await world.insert({"n": 5}))["token"])  # after the scrape: not the oldest
-    assert c[("wlm_queue_depth", _queue("ONLINE"))] == 1
-    assert c[("wlm_requests_in_flight", (("application_environment", "PAYROLL"), ("node", "LOCAL")))] == 1
-    assert c[("wlm_servers_registered", (("application_environment", "PAYROLL"), ("node", "LOCAL")))] == 1
-    assert c[("wlm_queue_oldest_age_seconds", _queue("ONLINE"))] > 0 and fourth >= before
-    assert c[("wlm_queue_oldest_age_seconds", _queue("ONLINE"))] <= (before - inserted) / 1000
+    after = _redis_ms(await redis_admin.time())
+    place = (("application_environment", "PAYROLL"), ("node", "LOCAL"))
+    assert c[("wlm_queue_depth", _queue("ONLINE"))] == 2
+    assert c[("wlm_requests_in_flight", place)] == 1 and c[("wlm_servers_registered", place)] == 1
+    inserted = await _inserted_ms(redis_admin, k, fourth["token"])
+    assert (before - inserted) / 1000 <= c[("wlm_queue_oldest_age_seconds", _queue("ONLINE"))] <= (after - inserted) / 1000
 
 
-async def test_goal_evaluation_is_served_by_every_replica(client, other, app, settings: Settings) -> None:
+async def test_goal_evaluation_and_server_decisions_are_served_by_every_replica(client, other, app, settings: Settings) -> None:
     await make_world(client)
     k = AeKeys(settings.redis_prefix, "LOCAL", "PAYROLL")
     period = PeriodPerformance.model_validate(_period(performance_index=1.25))
-    await app.state.wlm.queues.publish_performance(k, {"ONLINE:1": period.model_dump_json()})  # as the scheduler does
-    labels = (*_queue("ONLINE"), ("period", "1"))
+    queues = app.state.wlm.queues  # published as the scheduler publishes them
+    await queues.publish_performance(k, {"ONLINE:1": period.model_dump_json()})
+    await queues.publish_decision(k, {}, [], {"ONLINE": 3, "BATCH": 1})
+    labels = tuple(sorted((*_queue("ONLINE"), ("period", "1"))))
     for replica in (client, other):
         scraped = await _scrape(replica)
-        assert scraped[("wlm_service_class_performance_index", tuple(sorted(labels)))] == 1.25
-        assert scraped[("wlm_service_class_avg_response_seconds", tuple(sorted(labels)))] == 0.2
+        assert scraped[("wlm_service_class_performance_index", labels)] == 1.25
+        assert scraped[("wlm_service_class_avg_response_seconds", labels)] == 0.2
+        assert scraped[("wlm_servers_desired", _queue("ONLINE"))] == 3 and scraped[("wlm_servers_desired", _queue("BATCH"))] == 1
 
 
 def _period(**overrides: object) -> dict[str, object]:
