@@ -30,8 +30,9 @@ class Settings(BaseSettings):
     # The embedded Redis and docker-compose follow this setting.
     durability: Literal["strict", "fast"] = "strict"
     # Strict mode on a Redis master with a replica online: an insert is answered once a replica has it too (WAIT),
-    # so the replica promoted when the master dies has it; 503 not_durable if none confirms within this long.
-    replica_wait_ms: int = Field(default=2_000, ge=1)
+    # so the replica promoted when the master dies has it; 503 not_durable if none confirms within this long. At
+    # most 4 s: a Redis call unanswered for 5 s is taken for a lost connection.
+    replica_wait_ms: int = Field(default=2_000, ge=1, le=4_000)
     # Prefix of every Redis key, so several deployments can share one Redis.
     redis_prefix: str = "wlm"
     # Connections per process; more concurrent requests wait for one rather than opening more.

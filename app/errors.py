@@ -285,12 +285,13 @@ def closed_while_writing(exc: BaseException) -> bool:
 
 
 def unavailable(exc: BaseException) -> bool:
-    """Whether `exc` is a dependency down, restarting or saturated (see UNAVAILABLE): also a Redis master refusing
-    writes while it has fewer replicas than its `min-replicas-to-write` (NOREPLICAS, which redis-py has no class for)."""
-    return isinstance(exc, UNAVAILABLE) or closed_while_writing(exc) or _too_few_replicas(exc)
+    """Whether `exc` is a dependency down, restarting or saturated (see UNAVAILABLE)."""
+    return isinstance(exc, UNAVAILABLE) or closed_while_writing(exc) or too_few_replicas(exc)
 
 
-def _too_few_replicas(exc: BaseException) -> bool:
+def too_few_replicas(exc: BaseException) -> bool:
+    """A Redis master refusing writes while it has fewer replicas than its `min-replicas-to-write` (NOREPLICAS,
+    which redis-py has no class for): an outage until its replicas are back."""
     return type(exc) is ResponseError and str(exc).startswith("NOREPLICAS")
 
 
@@ -324,9 +325,15 @@ def install_error_handlers(app: FastAPI) -> None:
     for error_class in UNAVAILABLE:
         app.add_exception_handler(error_class, _unavailable)
 
+    @app.exception_handler(ResponseError)
+    async def _redis_refused(request: Request, exc: ResponseError) -> JSONResponse:
+        if too_few_replicas(exc):
+            return await _unavailable(request, exc)
+        return await _unexpected(request, exc)
+
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        if unavailable(exc):  # those the handlers by class cannot tell (see `unavailable`)
+        if closed_while_writing(exc):
             return await _unavailable(request, exc)
         log.exception("unhandled error")
         error = AppError("internal error; see the service log", code="internal")

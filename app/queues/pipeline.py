@@ -46,6 +46,8 @@ class _Protocol(asyncio.Protocol):
         self.reader = hiredis.Reader(encoding="utf-8")
         self.waiting: deque[asyncio.Future[Any]] = deque()  # one per call sent or to send, in order
         self.outgoing: list[bytes] = []
+        # This turn's confirmation (`send_confirmed`): one command sent after every call of the turn, and its reply.
+        self.confirmation: tuple[bytes, asyncio.Future[Any]] | None = None
         self.transport: asyncio.Transport | None = None
         self.lost = False
         # Calls written and replies read so far; the watchdog compares them with what they were at its last look.
@@ -67,9 +69,25 @@ class _Protocol(asyncio.Protocol):
             self.loop.call_soon(self._flush)
         return reply
 
+    def send_confirmed(self, command: bytes, confirmation: bytes) -> tuple[asyncio.Future[Any], asyncio.Future[Any]]:
+        """`send(command)`, and the reply to `confirmation`, sent once after every call of this turn (a WAIT, which
+        confirms every write before it on the connection): the calls of one turn share it, and shield it from
+        their cancellation."""
+        reply = self.send(command)
+        if self.confirmation is None:
+            confirmed = self.loop.create_future()
+            confirmed.add_done_callback(_retrieved)  # its callers may all have been cancelled
+            self.confirmation = (confirmation, confirmed)
+        return reply, self.confirmation[1]
+
     def _flush(self) -> None:
         if self.lost or self.transport is None:
             return
+        if self.confirmation is not None:
+            command, reply = self.confirmation
+            self.confirmation = None
+            self.outgoing.append(command)
+            self.waiting.append(reply)
         self.transport.write(b"".join(self.outgoing))
         self.sent += len(self.outgoing)
         self.outgoing.clear()
@@ -124,15 +142,18 @@ class _Protocol(asyncio.Protocol):
         for waiter in self.waiting:
             if not waiter.done():
                 waiter.set_exception(error)
+        if self.confirmation is not None and not self.confirmation[1].done():
+            self.confirmation[1].set_exception(error)
+        self.confirmation = None
         self.waiting.clear()
         self.outgoing.clear()
         if self.transport is not None:
             self.transport.abort()
 
 
-def _retrieved(task: asyncio.Task[Any]) -> None:
-    if not task.cancelled():
-        task.exception()
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 class ScriptPipeline:
@@ -168,17 +189,16 @@ class ScriptPipeline:
             protocol = await self._connected()
         return await protocol.send(command)
 
-    async def call_pair(self, first: bytes, second: bytes) -> tuple[Any, Any]:
-        """The replies to `first` and `second`, sent in one write in that order (a WAIT after the write it waits
-        for); an error reply to either is raised, the first's first."""
+    async def call_confirmed(self, command: bytes, confirmation: bytes) -> tuple[Any, Any]:
+        """The reply to `command` and to `confirmation`, sent after it and after every other call of this turn (see
+        `_Protocol.send_confirmed`), each as `call` gives it or as the exception it raised: a caller must know
+        whether `command` ran when its confirmation failed."""
         protocol = self._protocol
         if protocol is None or protocol.lost or protocol.loop is not asyncio.get_running_loop():
             protocol = await self._connected()
-        replies = await asyncio.gather(protocol.send(first), protocol.send(second), return_exceptions=True)
-        for reply in replies:
-            if isinstance(reply, BaseException):
-                raise reply
-        return replies[0], replies[1]
+        reply, confirmed = protocol.send_confirmed(command, confirmation)
+        results = await asyncio.gather(reply, asyncio.shield(confirmed), return_exceptions=True)
+        return results[0], results[1]
 
     async def _connected(self) -> _Protocol:
         """The connection being opened, or a new one: the calls that find none share one attempt, and a call after

@@ -87,20 +87,23 @@ class Scripts:
             return None
 
     async def call_and_wait(self, name: str, keys: list[str], args: list[Any], wait_ms: int) -> tuple[list[Any], int] | None:
-        """`call`, then WAIT for one replica (up to `wait_ms`) on the same pipelined connection, in one write: what
-        the script returned, and how many replicas have it. None where `_send` would give None: the caller then
-        sends both on one connection of redis-py's."""
+        """`call` on a pipelined connection of its own, followed by a WAIT for one replica (up to `wait_ms`) that the
+        calls of one turn share: what the script returned, and how many replicas have it (0 when the WAIT failed:
+        the script ran, and must not run again). None where `_send` would give None and the script did not run: the
+        caller then sends both on one connection of redis-py's. A lost connection before the script's reply is
+        raised: whether it ran is unknown, and a resend with the same idempotency key settles it."""
         if self._confirmed is None:
             return None
         try:
             packed = _pack(self._evalsha[name], keys, args)
         except TypeError:
             return None
-        try:
-            reply, replicas = await self._confirmed.call_pair(packed, pack(b"WAIT", b"1", b"%d" % wait_ms))
-        except (NoScriptError, RedisConnectionError, RedisTimeoutError):
+        reply, replicas = await self._confirmed.call_confirmed(packed, pack(b"WAIT", b"1", b"%d" % wait_ms))
+        if isinstance(reply, NoScriptError):
             return None
-        return list(reply), int(replicas)
+        if isinstance(reply, BaseException):
+            raise reply
+        return list(reply), 0 if isinstance(replicas, BaseException) else int(replicas)
 
     async def aclose(self) -> None:
         for pipeline in (self._pipeline, self._confirmed):

@@ -105,3 +105,20 @@ async def test_a_connection_that_answers_nothing_is_given_up_and_its_call_goes_r
     # The call held on the given-up connection never ran: the request is queued once.
     assert await store.redis.hlen(k.req) == 2
     assert silent["id"] not in [client["id"] for client in await _pipelined_clients(store.redis)]
+
+
+async def test_confirmed_calls_of_one_turn_share_one_wait_after_them_all(store: QueueStore, k: AeKeys) -> None:
+    """A WAIT holds its connection until it is answered, so the inserts a replica must confirm go out with one WAIT
+    after all of them per turn (it confirms every write before it): one WAIT each would run them one at a time.
+    Each caller gets its own script's reply and the WAIT's (0 here: this Redis has no replica, and waits 50 ms)."""
+    await store.scripts.run("oldest", [k.req, k.swept], [])  # the script loaded
+    await store.scripts.call_and_wait("oldest", [k.req, k.swept], [], 50)  # the connection opened
+    before = await _waits(store.redis)
+    replies = await asyncio.gather(*(store.scripts.call_and_wait("oldest", [k.req, k.swept], [], 50) for _ in range(5)))
+    assert all(reply is not None and reply[0][0] == 0 and reply[1] == 0 for reply in replies), replies
+    assert await _waits(store.redis) == before + 1
+
+
+async def _waits(redis: Redis) -> int:
+    """The WAITs this Redis has run."""
+    return int((await redis.info("commandstats")).get("cmdstat_wait", {}).get("calls", 0))

@@ -198,7 +198,7 @@ async def test_a_killed_master_s_replica_takes_over_and_the_service_serves_on(
     the replica stopped, an insert is answered 503 not_durable)."""
     caplog.set_level(logging.WARNING)
     with redis_cluster(tmp_path_factory.mktemp("failover"), replicas=1, node_timeout_ms=1000) as cluster:
-        update = {"redis_url": cluster.masters[0], "replica_wait_ms": 300}
+        update = {"redis_url": cluster.masters[0], "replica_wait_ms": 1000}
         async with running_app(settings.model_copy(update=update)) as app, client_of(app) as client:
             world = await make_world(client)
             server = await world.server(tasks=100)
@@ -211,7 +211,7 @@ async def test_a_killed_master_s_replica_takes_over_and_the_service_serves_on(
                 assert refused["error"]["code"] == "not_durable"
             finally:
                 replica.send_signal(signal.SIGCONT)
-            queued = [(await world.insert({"n": n}))["token"] for n in range(20)]
+            queued = [(await world.insert_until_accepted({"n": n}, idempotency_key=str(n)))["token"] for n in range(20)]
             cluster.kill(victim)  # at once: each 201 above was answered once the replica had its insert (WAIT)
 
             answers: list[int] = []

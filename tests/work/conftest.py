@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from tests.conftest import EXAMPLE_POLICY, install_policy, make_key
+from tests.waiting import eventually
 
 QM = {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BANK1"}
 ONLINE = {"userid": "ATM01"}  # classifies to ONLINE (importance 1)
@@ -45,6 +46,20 @@ class World:
         response = await self.client.post("/v1/work", headers=self.qm, json=body)
         assert response.status_code == expect, response.text
         return response.json()  # type: ignore[no-any-return]
+
+    async def insert_until_accepted(self, payload: Any = None, **extra: Any) -> dict[str, Any]:
+        """An insert answered 201, sent again (with the same idempotency key, if any) while it is answered 503: as a
+        queue manager does while the service waits for Redis or its replica."""
+        body = {"connect_token": self.qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": payload, **extra}
+        answers: list[httpx.Response] = []
+
+        async def accepted() -> bool:
+            answers.append(await self.client.post("/v1/work", headers=self.qm, json=body))
+            assert answers[-1].status_code in (201, 503), answers[-1].text
+            return answers[-1].status_code == 201
+
+        await eventually(accepted, 30, what="an insert answered 201", interval=0.2)
+        return answers[-1].json()  # type: ignore[no-any-return]
 
     async def select(self, token: str, expect: int | None = 200, **extra: Any) -> httpx.Response:
         response = await self.client.post("/v1/work/select", headers=self.server_key, json={"connect_token": token, **extra})
