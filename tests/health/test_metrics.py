@@ -5,7 +5,9 @@ gauges come from what the scheduler published, not from the process that compute
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
+from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -123,3 +125,24 @@ def test_families_of_an_empty_queue_and_a_swept_one() -> None:
     assert samples[("wlm_queue_oldest_age_seconds", "BATCH")] == 6.0 and samples[("wlm_queue_depth", "BATCH")] == 7
     assert samples[("wlm_queue_swept", "BATCH")] == 1 and samples[("wlm_queue_swept", "ONLINE")] == 0
     assert samples[("wlm_requests_in_flight", None)] == 1 and samples[("wlm_servers_registered", None)] == 2
+
+
+async def test_every_metric_the_grafana_dashboard_queries_is_served(client, app, settings: Settings) -> None:
+    """deploy/grafana/wlm-dashboard.json: each metric its panels and variables query is on /metrics once there is
+    work, a server, an evaluation and a decision (a misspelt or dropped metric would leave a panel empty)."""
+    dashboard = json.loads((Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "wlm-dashboard.json").read_text())
+    queries = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    queries += [variable["definition"] for variable in dashboard["templating"]["list"] if variable["type"] == "query"]
+    wanted = {name for query in queries for name in re.findall(r"\bwlm_[a-z_]+", query)}
+    assert len(wanted) >= 10 and all(panel["datasource"]["uid"] == "${datasource}" for panel in dashboard["panels"])
+
+    world = await make_world(client)
+    await world.server()
+    await world.insert({"n": 1})
+    k = AeKeys(settings.redis_prefix, "LOCAL", "PAYROLL")
+    queues = app.state.wlm.queues
+    evaluated = PeriodPerformance.model_validate(_period(performance_index=0.8, velocity=50.0))
+    await queues.publish_performance(k, {"ONLINE:1": evaluated.model_dump_json()})
+    await queues.publish_decision(k, {}, [], {"ONLINE": 1})
+    served = {name for name, _ in await _scrape(client)}
+    assert wanted <= served, wanted - served
