@@ -1,0 +1,136 @@
+"""What a Prometheus scrape of /metrics costs with many queues: the queues' figures are read from Redis at each
+scrape (app/health/metrics.py), so every replica answers alike.
+
+    .venv/bin/python bench/metrics_scrape.py [--environments 3334] [--scrapes 20]
+
+It starts the real service (`wlm serve`, 2 workers, embedded Redis), installs the example policy with
+`--environments` application environments on one node (3 service classes each: 3 × 3,334 ≈ 10,000 class
+queues), queues one request in every class queue, and scrapes /metrics `--scrapes` times in a row. Beside it, in
+the same run, the peer: raw Redis, the same Redis read by redis-py with nothing else (one pipelined HGETALL of every
+environment's depth hash), the least any scrape of those depths could cost.
+
+Reported: the scrape's wall time (median and worst), the CPU the service and its Redis used per scrape, the
+exposition's size, the raw read's time and the ratio. The service, its Redis and this load generator share the
+machine's cores. The last line is one JSON object of the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from app.queues.keys import AeKeys
+from bench._service import Service, admin_setup, example_policy, machine
+
+PREFIX = "wlm"  # the service's default WLM_REDIS_PREFIX
+NODE = "LOCAL"  # the policy's only node
+CLASSES = {"ONLINE": {"userid": "ATM01"}, "BATCH": {"userid": "BOB"}, "REPORTS": {"transaction_class": "RPT1"}}
+CONCURRENCY = 16
+
+
+def policy_of(environments: int) -> dict:
+    document = example_policy()
+    [template] = document["application_environments"]
+    document["application_environments"] = [{**template, "name": _name(n)} for n in range(environments)]
+    return document
+
+
+def _name(n: int) -> str:
+    return f"AE{n:05d}"
+
+
+async def fill(url: str, qm_key: str, environments: int) -> None:
+    """One request in each class queue of each environment: a batch of three per environment."""
+    headers = {"Authorization": f"Bearer {qm_key}"}
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as client:
+        connection = await client.post("/v1/connections", json={"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BENCH"})
+        connection.raise_for_status()
+        token = connection.json()["token"]
+        items = [{"classification": classification, "payload": {"sc": sc}} for sc, classification in CLASSES.items()]
+        pending = iter(range(environments))
+
+        async def producer() -> None:
+            for n in pending:
+                answer = await client.post("/v1/work:batch", json={"connect_token": token, "application_environment": _name(n), "items": items})
+                answer.raise_for_status()
+
+        await asyncio.gather(*(producer() for _ in range(CONCURRENCY)))
+
+
+def scrape(url: str, times: int, service: Service) -> dict[str, float]:
+    walls: list[float] = []
+    size = 0
+    with httpx.Client(base_url=url, timeout=120) as client:
+        text = client.get("/metrics").text  # warm: the scripts loaded, the policy cached
+        assert f'wlm_queue_depth{{application_environment="{_name(0)}",node="{NODE}",service_class="ONLINE"}} 1.0' in text, text[-2000:]
+        before = service.cpu_seconds()
+        for _ in range(times):
+            started = time.perf_counter()
+            response = client.get("/metrics")
+            walls.append(time.perf_counter() - started)
+            response.raise_for_status()
+            size = len(response.content)
+        used = (service.cpu_seconds() - before).per(times)
+    return {
+        "scrape_ms_median": round(1000 * statistics.median(walls), 1),
+        "scrape_ms_max": round(1000 * max(walls), 1),
+        "service_cpu_ms_per_scrape": round(used.service, 1),
+        "redis_cpu_ms_per_scrape": round(used.redis, 1),
+        "exposition_bytes": size,
+    }
+
+
+def raw_depths(redis_url: str, environments: int, times: int) -> float:
+    """The peer: every environment's depth hash in one pipeline, the median of `times` reads (ms)."""
+    walls = []
+    with redis.Redis.from_url(redis_url, decode_responses=True) as client:
+        for _ in range(times):
+            started = time.perf_counter()
+            pipe = client.pipeline(transaction=False)
+            for n in range(environments):
+                pipe.hgetall(AeKeys(PREFIX, NODE, _name(n)).depth)
+            depths = pipe.execute()
+            walls.append(time.perf_counter() - started)
+            assert depths[0] == {"ONLINE": "1", "BATCH": "1", "REPORTS": "1"}, depths[0]
+    return 1000 * statistics.median(walls)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--environments", type=int, default=3334, help="application environments, 3 class queues each")
+    parser.add_argument("--scrapes", type=int, default=20)
+    args = parser.parse_args()
+    print(f"machine: {machine()}; the service (2 workers), its Redis and this load generator share the cores", flush=True)
+    service = Service(workers=2, max_policy_bytes="8388608")
+    try:
+        qm_key, _ = asyncio.run(admin_setup(service.url, policy_of(args.environments)))
+        started = time.perf_counter()
+        asyncio.run(fill(service.url, qm_key, args.environments))
+        print(f"queued {3 * args.environments:,} requests in {time.perf_counter() - started:.1f} s", flush=True)
+        figures = scrape(service.url, args.scrapes, service)
+        print(f"scrape: {figures}", flush=True)
+        raw_ms = raw_depths(service.redis_url, args.environments, args.scrapes)
+        print(f"raw Redis: every depth hash in one pipeline, {raw_ms:.1f} ms", flush=True)
+    finally:
+        service.stop()
+    figures |= {
+        "environments": args.environments,
+        "class_queues": 3 * args.environments,
+        "raw_redis_depths_ms": round(raw_ms, 1),
+        "scrape_vs_raw_redis": round(figures["scrape_ms_median"] / raw_ms, 1),
+    }
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
