@@ -63,6 +63,8 @@ def _assert_clean(response, context):
         assert set(body) == {"error"} and body["error"]["code"] and body["error"]["message"], (context, body)
 
 
+# About 28,000 requests: on this 2-core machine 60-115 s depending on the hour, beyond the suite's 120 s hang guard.
+@pytest.mark.timeout(600)
 async def test_no_operation_answers_500(client):
     await install_policy(client)
     spec = (await client.get("/openapi.json")).json()
