@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import orjson
@@ -35,15 +35,21 @@ class Snapshot:
     depths: dict[str, int]  # requests queued per service class
     performance: list[str]  # the latest goal evaluation's class periods (JSON each)
     start_error: str | None  # JSON
-    desired: dict[str, int] = field(default_factory=dict)  # the manager's latest servers wanted per service class
 
 
 @dataclass(frozen=True, slots=True)
-class Oldest:
-    """Per service class, when the oldest request it has queued in memory was inserted (None: none), and which
-    classes have older requests in the database (swept), as of `now_ms` on the queue node's clock."""
+class QueueFigures:
+    """What /metrics shows of an environment on one node, as of `now_ms` on its queue node's clock: servers
+    registered, requests held, the latest decision's servers wanted and the latest evaluation (JSON per class
+    period); per service class, requests queued, when the oldest queued in memory was inserted (None: none), and
+    whether older requests are in the database (swept)."""
 
     now_ms: int
+    servers: int
+    in_flight: int
+    desired: dict[str, int]
+    performance: list[str]
+    depths: dict[str, int]
     inserted_ms: dict[str, int | None]
     swept: set[str]
 
@@ -76,33 +82,31 @@ class Environments(StoreBase):
                 pipe.hgetall(k.depth)
                 pipe.hgetall(k.performance)
                 pipe.get(k.start_error)
-                pipe.hgetall(k.desired)
             for ae in limits_of:
                 pipe.get(server_limits_key(self.prefix, ae))
             replies = await pipe.execute() if places or limits_of else []
         snapshots = []
         for index in range(len(places)):
-            servers, held, depths, performance, start_error, desired = replies[6 * index : 6 * index + 6]
-            snapshots.append(
-                Snapshot(
-                    int(servers),
-                    sum(int(count) for count in held),
-                    {sc: int(n) for sc, n in depths.items()},
-                    list(performance.values()),
-                    start_error,
-                    {sc: int(n) for sc, n in desired.items() if sc != DESIRED_TOTAL},
-                )
-            )
-        return snapshots, replies[6 * len(places) :]
+            servers, held, depths, performance, start_error = replies[5 * index : 5 * index + 5]
+            in_flight = sum(int(count) for count in held)
+            snapshots.append(Snapshot(int(servers), in_flight, {sc: int(n) for sc, n in depths.items()}, list(performance.values()), start_error))
+        return snapshots, replies[5 * len(places) :]
 
-    async def oldest_queued(self, k: AeKeys, service_classes: Sequence[str]) -> Oldest:
-        """When the oldest request queued in memory of each class was inserted, by the queue node's clock."""
+    async def queue_figures(self, k: AeKeys, service_classes: Sequence[str]) -> QueueFigures:
+        """One environment on one node, in one script call (the calls of one turn share a write)."""
         names = [queue_name(sc, dependent) for sc in service_classes for dependent in (True, False)]
-        flat = await self.scripts.run("oldest", [k.req, k.swept, *k.class_queues(list(service_classes))], names)
-        now, rest = int(flat[0]), flat[1:]
-        inserted = {sc: (None if rest[2 * i] is None else int(rest[2 * i])) for i, sc in enumerate(service_classes)}
-        swept = {sc for i, sc in enumerate(service_classes) if int(rest[2 * i + 1])}
-        return Oldest(now, inserted, swept)
+        keys = [k.req, k.swept, k.servers, k.inflight, k.depth, k.desired, k.performance, *k.class_queues(list(service_classes))]
+        now, servers, held, depths, desired, performance, *oldest = await self.scripts.run("queue_figures", keys, names)
+        return QueueFigures(
+            now_ms=int(now),
+            servers=int(servers),
+            in_flight=int(held),
+            desired={sc: int(n) for sc, n in zip(desired[::2], desired[1::2], strict=True) if sc != DESIRED_TOTAL},
+            performance=list(performance),
+            depths={sc: int(n) for sc, n in zip(depths[::2], depths[1::2], strict=True)},
+            inserted_ms={sc: None if oldest[2 * i] is None else int(oldest[2 * i]) for i, sc in enumerate(service_classes)},
+            swept={sc for i, sc in enumerate(service_classes) if int(oldest[2 * i + 1])},
+        )
 
     async def silent_servers(self, k: AeKeys, silent_ms: int) -> list[int]:
         """Servers registered here that neither selected nor heartbeat for `silent_ms`."""

@@ -42,7 +42,7 @@ SCRIPT_NAMES = (
     "unsweep",
     "take_served",
     "delete_swept",
-    "oldest",
+    "queue_figures",
 )
 
 

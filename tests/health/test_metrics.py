@@ -14,8 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 
 from app.config import Settings
-from app.health.metrics import families
-from app.queues.environments import Oldest, Snapshot
+from app.health.metrics import exposition
+from app.queues.environments import QueueFigures
 from app.queues.keys import AeKeys, parse_token
 from app.servers.schemas import PeriodPerformance
 from tests.work.conftest import BATCH, make_world
@@ -113,18 +113,25 @@ def _period(**overrides: object) -> dict[str, object]:
     }  # fmt: skip
 
 
-def test_families_of_an_empty_queue_and_a_swept_one() -> None:
-    snapshot = Snapshot(servers=2, in_flight=1, depths={"ONLINE": 0, "BATCH": 7}, performance=[], start_error=None)
-    oldest = Oldest(now_ms=10_000, inserted_ms={"ONLINE": None, "BATCH": 4_000}, swept={"BATCH"})
+def test_the_exposition_of_an_empty_queue_a_swept_one_and_an_odd_name() -> None:
+    figures = QueueFigures(
+        now_ms=10_000, servers=2, in_flight=1, desired={"BATCH": 3}, performance=[], depths={"ONLINE": 0, "BATCH": 7},
+        inserted_ms={"ONLINE": None, "BATCH": 4_000}, swept={"BATCH"},
+    )  # fmt: skip
     samples = {
         (sample.name, sample.labels.get("service_class")): sample.value
-        for family in families([("PAYROLL", "LOCAL")], [snapshot], [oldest])
+        for family in text_string_to_metric_families(exposition([("PAYROLL", "LOCAL")], [figures]))
         for sample in family.samples
     }
     assert samples[("wlm_queue_oldest_age_seconds", "ONLINE")] == 0 and samples[("wlm_queue_depth", "ONLINE")] == 0
     assert samples[("wlm_queue_oldest_age_seconds", "BATCH")] == 6.0 and samples[("wlm_queue_depth", "BATCH")] == 7
     assert samples[("wlm_queue_swept", "BATCH")] == 1 and samples[("wlm_queue_swept", "ONLINE")] == 0
     assert samples[("wlm_requests_in_flight", None)] == 1 and samples[("wlm_servers_registered", None)] == 2
+    assert samples[("wlm_servers_desired", "BATCH")] == 3
+    odd = 'A"B\\C'
+    parsed = text_string_to_metric_families(exposition([(odd, "N")], [figures]))
+    [family] = [f for f in parsed if f.name == "wlm_requests_in_flight"]
+    assert family.samples[0].labels["application_environment"] == odd  # escaped as the text format asks
 
 
 async def test_every_metric_the_grafana_dashboard_queries_is_served(client, app, settings: Settings) -> None:
