@@ -11,12 +11,21 @@ response and velocity of the latest evaluation.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 
+import orjson
+
+from app.errors import unavailable
 from app.policy.active import ActivePolicy
 from app.queues.environments import QueueFigures
 from app.queues.store import QueueStore
-from app.servers.schemas import PeriodPerformance
+
+log = logging.getLogger(__name__)
+
+UP = "wlm_queue_metrics_up"
+# A scrape that cannot read Redis within this long serves the process's own counters without the queues' figures.
+READ_TIMEOUT_S = 3.0
 
 # Each family's help, in the order they are written. Labels: application_environment and node; service_class for
 # a queue's figures and the servers wanted; with period for a class period's figures.
@@ -36,12 +45,24 @@ FAMILIES = {
 
 async def queue_metrics(queues: QueueStore, policy: ActivePolicy | None) -> bytes:
     """The exposition text of the queues' metrics under `policy` (nothing without one): a script call per
-    environment and node, those of one turn sharing a write to Redis."""
+    environment and node, those of one turn sharing a write to Redis. While Redis does not answer (within
+    READ_TIMEOUT_S), only `wlm_queue_metrics_up 0`: the process's own counters are still served beside it."""
     if policy is None:
         return b""
     places = [(ae, node) for ae in sorted(policy.application_environments) for node in policy.nodes if policy.hosts(ae, node)]
-    figures = await asyncio.gather(*(queues.queue_figures(queues.keys(node, ae), policy.class_order) for ae, node in places))
-    return exposition(places, figures).encode()
+    try:
+        async with asyncio.timeout(READ_TIMEOUT_S):
+            figures = await asyncio.gather(*(queues.queue_figures(queues.keys(node, ae), policy.class_order) for ae, node in places))
+    except Exception as exc:
+        if not (isinstance(exc, TimeoutError) or unavailable(exc)):
+            raise
+        log.warning("the queues' metrics are not served: Redis does not answer (%s)", exc or "timed out")
+        return _up(0).encode()
+    return (_up(1) + exposition(places, figures)).encode()
+
+
+def _up(value: int) -> str:
+    return f"# HELP {UP} 1 when the queues' figures below were read from Redis\n# TYPE {UP} gauge\n{UP} {value}\n"
 
 
 def exposition(places: Sequence[tuple[str, str]], figures: Sequence[QueueFigures]) -> str:
@@ -62,15 +83,18 @@ def exposition(places: Sequence[tuple[str, str]], figures: Sequence[QueueFigures
             samples["wlm_queue_oldest_age_seconds"].append(f"{queue} {age}")
             samples["wlm_queue_swept"].append(f"{queue} {int(sc in place_figures.swept)}")
         for raw in place_figures.performance:
-            period = PeriodPerformance.model_validate_json(raw)
-            labels = f'{{{place},service_class="{_escaped(period.service_class)}",period="{period.period}"}}'
-            samples["wlm_service_class_ended_per_second"].append(f"{labels} {period.ended_per_second!r}")
+            # Only the fields shown, each if there: an evaluation written by another version of the service (a
+            # rolling upgrade) must not fail the scrape.
+            period = orjson.loads(raw)
+            labels = f'{{{place},service_class="{_escaped(str(period.get("service_class")))}",period="{period.get("period")}"}}'
+            average = period.get("avg_response_ms")
             for name, value in (
-                ("wlm_service_class_performance_index", period.performance_index),
-                ("wlm_service_class_avg_response_seconds", None if period.avg_response_ms is None else period.avg_response_ms / 1000),
-                ("wlm_service_class_velocity", period.velocity),
+                ("wlm_service_class_ended_per_second", period.get("ended_per_second")),
+                ("wlm_service_class_performance_index", period.get("performance_index")),
+                ("wlm_service_class_avg_response_seconds", None if average is None else average / 1000),
+                ("wlm_service_class_velocity", period.get("velocity")),
             ):
-                if value is not None:
+                if isinstance(value, int | float):
                     samples[name].append(f"{labels} {value!r}")
     lines = []
     for name, text in FAMILIES.items():

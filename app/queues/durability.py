@@ -94,15 +94,22 @@ class Durability:
             if not self.waitaof:
                 pipelined = await scripts.call_and_wait(name, keys, args, replicas.timeout_ms)  # type: ignore[union-attr]
                 if pipelined is not None:
-                    result = checked(pipelined[0])
-                    replicas.confirm(master, pipelined[1])  # type: ignore[union-attr]
+                    confirmed = replicas.observe(master, pipelined[1])  # type: ignore[union-attr]
+                    result = checked(pipelined[0])  # a refusal (429 backlog limit) is answered as such
+                    if not confirmed:
+                        raise replicas.unconfirmed()  # type: ignore[union-attr]
                     return result
             async with master.client() as connection:
-                result = await scripts.run(name, keys, args, connection)
+                reply = await scripts.call(name, keys, args, connection)
                 if self.waitaof:
                     await confirm(connection)
+                confirmed = True
                 if replicas is not None:
-                    replicas.confirm(master, int(await connection.execute_command("WAIT", 1, replicas.timeout_ms)))
+                    acknowledged = int(await connection.execute_command("WAIT", 1, replicas.timeout_ms))
+                    confirmed = replicas.observe(master, acknowledged)
+            result = checked(reply)
+            if not confirmed:
+                raise replicas.unconfirmed()  # type: ignore[union-attr]
             return result
         except Exception as exc:
             if cluster and unavailable(exc):
@@ -162,15 +169,20 @@ class Replicas:
             )
         self._refusing[name] = now + self.timeout_ms / 1000 + UNCONFIRMED_REFUSAL_S  # the others wait for this one
 
-    def confirm(self, master: Redis, replicas: int) -> None:
-        """`replicas`: what WAIT for one replica answered after the insert; none is 503 (the insert stays queued)."""
+    def observe(self, master: Redis, replicas: int) -> bool:
+        """Whether a replica confirmed an insert (`replicas`: what WAIT for one answered). None did: the master's
+        inserts are refused for a second (the later deadline kept, so a second try is not let through while the
+        first is out), and its replicas counted again."""
         name = _name(master)
         if replicas >= 1:
             self._refusing.pop(name, None)
-            return
-        self._refusing[name] = time.monotonic() + UNCONFIRMED_REFUSAL_S
+            return True
+        self._refusing[name] = max(self._refusing.get(name, 0.0), time.monotonic() + UNCONFIRMED_REFUSAL_S)
         self._online[name] = (self._online[name][0], 0.0)  # counted again at the next insert: the replica may be gone
-        raise ServiceUnavailable(
+        return False
+
+    def unconfirmed(self) -> ServiceUnavailable:
+        return ServiceUnavailable(
             f"the work is queued, but no replica of its Redis confirmed it within {self.timeout_ms} ms; send it again "
             "with the same idempotency_key",
             code="not_durable",

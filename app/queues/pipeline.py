@@ -46,8 +46,10 @@ class _Protocol(asyncio.Protocol):
         self.reader = hiredis.Reader(encoding="utf-8")
         self.waiting: deque[asyncio.Future[Any]] = deque()  # one per call sent or to send, in order
         self.outgoing: list[bytes] = []
-        # This turn's confirmation (`send_confirmed`): one command sent after every call of the turn, and its reply.
+        # The confirmation of the calls `send_confirmed` wrote since the last one (a command and its reply), and the
+        # one written and not yet answered: at most one is out at a time (see `send_confirmed`).
         self.confirmation: tuple[bytes, asyncio.Future[Any]] | None = None
+        self.confirming: asyncio.Future[Any] | None = None
         self.transport: asyncio.Transport | None = None
         self.lost = False
         # Calls written and replies read so far; the watchdog compares them with what they were at its last look.
@@ -70,9 +72,11 @@ class _Protocol(asyncio.Protocol):
         return reply
 
     def send_confirmed(self, command: bytes, confirmation: bytes) -> tuple[asyncio.Future[Any], asyncio.Future[Any]]:
-        """`send(command)`, and the reply to `confirmation`, sent once after every call of this turn (a WAIT, which
-        confirms every write before it on the connection): the calls of one turn share it, and shield it from
-        their cancellation."""
+        """`send(command)`, and the reply to `confirmation` (a WAIT, which confirms every write before it on the
+        connection), written after every call of this turn; the calls that share it must shield it from their
+        cancellation. Redis runs nothing after a WAIT on its connection until the WAIT is answered, so while one is
+        out the calls written meanwhile share the next, written when it is answered: one WAIT after another, never
+        a queue of them (a stalled replica would hold each for its whole timeout)."""
         reply = self.send(command)
         if self.confirmation is None:
             confirmed = self.loop.create_future()
@@ -80,14 +84,22 @@ class _Protocol(asyncio.Protocol):
             self.confirmation = (confirmation, confirmed)
         return reply, self.confirmation[1]
 
+    def _confirmed(self, _: asyncio.Future[Any]) -> None:
+        self.confirming = None
+        if self.confirmation is not None and not self.lost and not self.outgoing:
+            self.loop.call_soon(self._flush)  # the next confirmation, with or without calls of its own
+
     def _flush(self) -> None:
         if self.lost or self.transport is None:
             return
-        if self.confirmation is not None:
+        if self.confirmation is not None and self.confirming is None:
             command, reply = self.confirmation
-            self.confirmation = None
+            self.confirmation, self.confirming = None, reply
+            reply.add_done_callback(self._confirmed)
             self.outgoing.append(command)
             self.waiting.append(reply)
+        if not self.outgoing:
+            return
         self.transport.write(b"".join(self.outgoing))
         self.sent += len(self.outgoing)
         self.outgoing.clear()
@@ -144,7 +156,7 @@ class _Protocol(asyncio.Protocol):
                 waiter.set_exception(error)
         if self.confirmation is not None and not self.confirmation[1].done():
             self.confirmation[1].set_exception(error)
-        self.confirmation = None
+        self.confirmation = self.confirming = None
         self.waiting.clear()
         self.outgoing.clear()
         if self.transport is not None:

@@ -14,10 +14,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 
 from app.config import Settings
+from app.embedded_redis import EmbeddedRedis
 from app.health.metrics import exposition
 from app.queues.environments import QueueFigures
 from app.queues.keys import AeKeys, parse_token
 from app.servers.schemas import PeriodPerformance
+from tests.conftest import client_of, running_app
 from tests.work.conftest import BATCH, make_world
 
 QUEUE_FAMILIES = ("wlm_queue_depth", "wlm_queue_oldest_age_seconds", "wlm_queue_swept", "wlm_requests_in_flight", "wlm_servers_registered")
@@ -153,3 +155,21 @@ async def test_every_metric_the_grafana_dashboard_queries_is_served(client, app,
     await queues.publish_decision(k, {}, [], {"ONLINE": 1})
     served = {name for name, _ in await _scrape(client)}
     assert wanted <= served, wanted - served
+
+
+async def test_without_redis_the_process_counters_are_still_served(settings: Settings, tmp_path) -> None:
+    """A scrape while Redis is down: the queues' figures cannot be read (`wlm_queue_metrics_up 0`), but the
+    process's own counters, the ones that show the outage, are served."""
+    server = EmbeddedRedis(tmp_path / "redis")
+    url = server.start()
+    try:
+        async with running_app(settings.model_copy(update={"redis_url": url})) as application, client_of(application) as client:
+            await make_world(client)
+            up = await _scrape(client)
+            assert up[("wlm_queue_metrics_up", ())] == 1 and ("wlm_queue_depth", _queue("ONLINE")) in up
+            server.stop()
+            down = await _scrape(client)
+            assert down[("wlm_queue_metrics_up", ())] == 0 and not any(name == "wlm_queue_depth" for name, _ in down)
+            assert any(name == "wlm_http_requests_total" for name, _ in down)
+    finally:
+        server.stop()

@@ -111,10 +111,11 @@ async def test_confirmed_calls_of_one_turn_share_one_wait_after_them_all(store: 
     """A WAIT holds its connection until it is answered, so the inserts a replica must confirm go out with one WAIT
     after all of them per turn (it confirms every write before it): one WAIT each would run them one at a time.
     Each caller gets its own script's reply and the WAIT's (0 here: this Redis has no replica, and waits 50 ms)."""
-    await store.scripts.run("oldest", [k.req, k.swept], [])  # the script loaded
-    await store.scripts.call_and_wait("oldest", [k.req, k.swept], [], 50)  # the connection opened
+    figures = [k.req, k.swept, k.servers, k.inflight, k.depth, k.desired, k.performance]
+    await store.scripts.run("queue_figures", figures, [])  # the script loaded
+    await store.scripts.call_and_wait("queue_figures", figures, [], 50)  # the connection opened
     before = await _waits(store.redis)
-    replies = await asyncio.gather(*(store.scripts.call_and_wait("oldest", [k.req, k.swept], [], 50) for _ in range(5)))
+    replies = await asyncio.gather(*(store.scripts.call_and_wait("queue_figures", figures, [], 50) for _ in range(5)))
     assert all(reply is not None and reply[0][0] == 0 and reply[1] == 0 for reply in replies), replies
     assert await _waits(store.redis) == before + 1
 
@@ -122,3 +123,24 @@ async def test_confirmed_calls_of_one_turn_share_one_wait_after_them_all(store: 
 async def _waits(redis: Redis) -> int:
     """The WAITs this Redis has run."""
     return int((await redis.info("commandstats")).get("cmdstat_wait", {}).get("calls", 0))
+
+
+async def test_while_a_wait_is_out_the_calls_written_meanwhile_share_the_next(store: QueueStore, k: AeKeys) -> None:
+    """Redis runs nothing after a WAIT on its connection until the WAIT is answered: with a WAIT per turn, a stalled
+    replica would hold each queued turn for the whole timeout in turn. Calls of later turns, written while a WAIT
+    is out, share one WAIT written once it is answered."""
+    figures = [k.req, k.swept, k.servers, k.inflight, k.depth, k.desired, k.performance]
+    await store.scripts.run("queue_figures", figures, [])  # the script loaded
+    await store.scripts.call_and_wait("queue_figures", figures, [], 50)  # the connection opened
+    before = await _waits(store.redis)
+    first = asyncio.ensure_future(store.scripts.call_and_wait("queue_figures", figures, [], 300))  # no replica: 300 ms
+    confirmed = store.scripts._confirmed
+    assert confirmed is not None
+    await eventually(lambda: confirmed._protocol is not None and confirmed._protocol.confirming is not None, what="the first WAIT out")
+    later = []
+    for _ in range(3):  # three turns while it is out
+        later.append(asyncio.ensure_future(store.scripts.call_and_wait("queue_figures", figures, [], 300)))
+        await asyncio.sleep(0)
+    replies = await asyncio.gather(first, *later)
+    assert all(reply is not None and reply[1] == 0 for reply in replies)
+    assert await _waits(store.redis) == before + 2
