@@ -91,6 +91,8 @@ class Settings(BaseSettings):
     idempotency_ttl_seconds: int = Field(default=86_400, ge=1)
     # How long an ended request's id is remembered, so a late end is told "already ended" rather than "unknown".
     tombstone_seconds: int = Field(default=3_600, ge=1)
+    # How long a dead letter (a request abandoned after its last delivery, or failed for good) is kept to retry.
+    dead_letter_days: float = Field(default=7, gt=0, le=365)
     # Background duties: lease expiry, work record flushing, exit delivery.
     lease_check_seconds: float = Field(default=0.5, gt=0)
     records_flush_seconds: float = Field(default=1.0, gt=0)

@@ -151,6 +151,7 @@ _LUA_ERRORS: dict[ReturnCode, tuple[type[AppError], str, str, tuple[str, ...]]] 
     ReturnCode.SERVER_SURPLUS: (
         Conflict, "server_surplus", "the server is not needed any more: end what it holds, disconnect and stop (0C14)", ()
     ),
+    ReturnCode.UNKNOWN_DEAD_LETTER: (NotFound, "unknown_dead_letter", "no such dead letter (retried, discarded or expired)", ()),
     ReturnCode.FENCED: (
         Fenced, "fenced", "a newer scheduler has acted on this queue: this process is no longer the scheduler", ("epoch",)
     ),
@@ -163,6 +164,7 @@ _LUA_ERRORS: dict[ReturnCode, tuple[type[AppError], str, str, tuple[str, ...]]] 
     ReturnCode.SWEEP_ABORTED: (
         Conflict, "sweep_aborted", "the sweep raced with a select, delete or change of a request it was moving", ()
     ),
+    ReturnCode.DEAD_LETTER_MOVED: (Conflict, "dead_letter_moved", "the dead letter is in another queue (asked again)", ("queue",)),
 }
 _STATES = {"q": "queued", "s": "selected", "b": "begun"}
 

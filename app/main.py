@@ -21,6 +21,7 @@ from app.connections.queue_managers import ConnectedQueueManagers
 from app.connections.router import router as connections_router
 from app.connections.service import ConnectionCache
 from app.db import create_engine, session_factory
+from app.dead_letters.router import router as dead_letters_router
 from app.embedded_redis import EmbeddedRedis
 from app.errors import install_error_handlers
 from app.events.router import router as events_router
@@ -118,6 +119,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             idempotency_ttl_s=settings.idempotency_ttl_seconds,
             tombstone_ms=settings.tombstone_seconds * 1000,
             samples_ms=int(settings.goal_window_seconds * 1000),
+            dead_letter_ms=int(settings.dead_letter_days * 86_400_000),
             blobs=SweptBlobs(sessions),
             durability=durability,
         )
@@ -208,7 +210,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(MetricsMiddleware)
     for router in (
         health_router, policy_router, environments_router, connections_router, work_router, servers_router, operator_router, reports_router,
-        routing_router, scheduler_router, events_router, sweeper_router, auth_router, audit_router,
+        routing_router, scheduler_router, events_router, sweeper_router, auth_router, audit_router, dead_letters_router,
     ):
         app.include_router(router)
     app.include_router(dashboard_router)

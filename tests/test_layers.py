@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("routing",),
     ("sweeper",),
     ("work",),
+    ("dead_letters",),
     # The elected scheduler's duties orchestrate every domain over the assembled process state.
     ("scheduler", "state"),
     # Composition: the app, its dependencies, the command line, the OpenAPI document, the examples.

@@ -25,6 +25,13 @@ Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 # An end that can no longer apply: the request already ended, or it went to another server (lease expired,
 # or this server's connection was replaced); the service delivers it again or has its outcome already.
 STALE_END = frozenset({"already_ended", "not_holder", "unknown_work"})
+# The longest error text an end carries (the service's limit).
+ERROR_TEXT_CHARS = 2_048
+
+
+class DeadLetter(Exception):
+    """Raised by a handler for a request that must not be tried again: it ends failed and is kept in its
+    environment's dead letters, with this exception's text, for an operator to look at, retry or discard."""
 
 
 class Server(Connection):
@@ -107,7 +114,7 @@ class Server(Connection):
             await self._end(end)
 
     async def _end(self, end: dict[str, Any]) -> None:
-        body = {"connect_token": self.token, "outcome": end["outcome"], "result": end.get("result")}
+        body = {"connect_token": self.token, **{name: value for name, value in end.items() if name != "token"}}
         try:
             await retrying(lambda: self._call("POST", f"/v1/work/{end['token']}/end", json=body))
         except WlmError as exc:
@@ -179,9 +186,10 @@ async def _wait(event: asyncio.Event, seconds: float) -> bool:
 async def _run(handler: Handler, item: dict[str, Any]) -> dict[str, Any]:
     try:
         return {"token": item["token"], "outcome": "completed", "result": await handler(item)}
-    except Exception:
+    except Exception as exc:
         log.exception("the handler failed on %s", item["token"])
-        return {"token": item["token"], "outcome": "failed"}
+        error = f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_CHARS]
+        return {"token": item["token"], "outcome": "failed", "error": error, "dead_letter": isinstance(exc, DeadLetter)}
 
 
 async def _stop_on_error(task: Awaitable[None], stopping: asyncio.Event) -> None:

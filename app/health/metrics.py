@@ -4,7 +4,7 @@ queues' state and the latest goal evaluation, read from Redis at scrape time, so
 Per application environment, node and service class: requests queued, and the age of the oldest of them in memory
 (by the queue node's clock; a class whose queue's front was swept to the database has older requests there, as
 `wlm_queue_swept` says) and the servers the manager's latest decision wants; per environment and node: requests
-held by servers and servers registered; per service class period: the performance index, ended rate, average
+held by servers, servers registered and dead letters kept; per service class period: the performance index, ended rate, average
 response and velocity of the latest evaluation.
 """
 
@@ -35,6 +35,7 @@ FAMILIES = {
     "wlm_queue_swept": "1 when older requests of the class are in the database (swept)",
     "wlm_requests_in_flight": "Requests selected or begun by servers, not yet ended",
     "wlm_servers_registered": "Servers registered with the environment on the node",
+    "wlm_dead_letters": "Dead letters kept (abandoned after their last delivery, or failed for good)",
     "wlm_servers_desired": "Servers the manager's latest decision wants for a class",
     "wlm_service_class_performance_index": "Performance index (<= 1: goal met)",
     "wlm_service_class_ended_per_second": "Requests ended per second over the window",
@@ -74,6 +75,7 @@ def exposition(places: Sequence[tuple[str, str]], figures: Sequence[QueueFigures
         place = f'application_environment="{_escaped(ae)}",node="{_escaped(node)}"'
         samples["wlm_requests_in_flight"].append(f"{{{place}}} {place_figures.in_flight}")
         samples["wlm_servers_registered"].append(f"{{{place}}} {place_figures.servers}")
+        samples["wlm_dead_letters"].append(f"{{{place}}} {place_figures.dead_letters}")
         for sc, count in place_figures.desired.items():
             samples["wlm_servers_desired"].append(f'{{{place},service_class="{_escaped(sc)}"}} {count}')
         for sc, inserted in place_figures.inserted_ms.items():

@@ -39,6 +39,7 @@ class StoreBase:
         idempotency_ttl_s: int,
         tombstone_ms: int,
         samples_ms: int,
+        dead_letter_ms: int = 7 * 86_400_000,
         blobs: SweptBlobStore | None = None,
         durability: Durability | None = None,
     ) -> None:
@@ -52,6 +53,7 @@ class StoreBase:
         self.idempotency_ttl_s = idempotency_ttl_s
         self.tombstone_ms = tombstone_ms
         self.samples_ms = samples_ms  # how long ended requests are kept as samples for goal evaluation
+        self.dead_letter_ms = dead_letter_ms  # how long a dead letter is kept (lua/common.lua dead_letter)
         self._standalone_seen = False  # a single server's kind is asked until it has answered once (`ping`)
 
     def keys(self, node: str, ae: str) -> AeKeys:

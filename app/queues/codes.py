@@ -21,6 +21,9 @@ class ReturnCode(IntEnum):
     BACKLOG_LIMIT = -10
     SERVER_SURPLUS = -11
     FENCED = -12
+    UNKNOWN_DEAD_LETTER = -17
+    # The dead letter's queue is not the one its caller read (app/queues/dead_letters.py asks again).
+    DEAD_LETTER_MOVED = -18
     # The slow queue sweeper's (app/sweeper): handled inside the queue store, never answered to a client.
     FRONT_SWEPT = -13
     BLOB_RESTORED = -14

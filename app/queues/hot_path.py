@@ -61,11 +61,22 @@ class Reassigned:
     abandoned: list[str]
 
 
-EndArgs = tuple[str, str, str | None]  # request id, outcome, result (JSON text)
+@dataclass(frozen=True, slots=True)
+class EndArgs:
+    request_id: str
+    outcome: str
+    result: str | None = None  # JSON text
+    error: str | None = None  # the server's last error text, kept with a dead letter
+    dead_letter: bool = False  # a failed request goes to the dead letters
 
 
 def _end_args(ends: Sequence[EndArgs]) -> list[str]:
-    return [value for request_id, outcome, result in ends for value in (request_id, outcome, result or "")]
+    """Per end, the five values end_held (lua/common.lua) reads."""
+    return [
+        value
+        for end in ends
+        for value in (end.request_id, end.outcome, end.result or "", end.error or "", "1" if end.dead_letter else "")
+    ]
 
 
 def _end_results(flat: Sequence[Any]) -> list[EndResult]:
@@ -100,16 +111,18 @@ class RequestQueues(SweptQueues):
         ends: Sequence[EndArgs] = (),
         waiter: str = "",
     ) -> SelectResult:
-        """End `ends` (id, outcome, result JSON), then select (and begin, if `begin`), in one script call. When the
-        queue to take from goes on in the database, its next blob comes back and the select is tried again (the ends
-        were applied). A long-polling server's `waiter` is listed for inserts to wake when nothing was selected, and
-        unlisted otherwise (wake in common.lua)."""
+        """End `ends`, then select (and begin, if `begin`), in one script call. When the queue to take from goes on
+        in the database, its next blob comes back and the select is tried again (the ends were applied). A
+        long-polling server's `waiter` is listed for inserts to wake when nothing was selected, and unlisted
+        otherwise (wake in common.lua)."""
         keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.seen, k.records, k.exits, k.done, k.done_exp, k.samples]
-        keys += [k.assign, k.retire, k.swept, k.served, k.waiters, k.served_at, *k.class_queues(list(config.class_order))]
+        keys += [k.assign, k.retire, k.swept, k.served, k.waiters, k.served_at, k.dead, k.dead_at, *k.class_queues(list(config.class_order))]
         script = "select_and_begin" if begin else "select"
         ended: list[EndResult] | None = None
         for _ in range(UNSWEEPS_PER_SELECT + 1):
-            args: list[Any] = [server_id, config.completion_time_ms, max_items, self.tombstone_ms, self.samples_ms, waiter, len(ends)]
+            args: list[Any] = [
+                server_id, config.completion_time_ms, max_items, self.tombstone_ms, self.samples_ms, self.dead_letter_ms, waiter, len(ends)
+            ]
             args += _end_args(ends)
             args += config.class_order
             flat = await self.scripts.call(script, keys, args)
@@ -143,9 +156,9 @@ class RequestQueues(SweptQueues):
         return int(result[0])
 
     async def end(self, k: AeKeys, server_id: int, ends: Sequence[EndArgs]) -> list[EndResult]:
-        """End (id, outcome, result JSON) requests of one server; each succeeds or fails on its own."""
-        keys = [k.req, k.payload, k.leases, k.inflight, k.records, k.exits, k.done, k.done_exp, k.samples]
-        args = [server_id, self.tombstone_ms, self.samples_ms, *_end_args(ends)]
+        """End requests of one server; each succeeds or fails on its own."""
+        keys = [k.req, k.payload, k.leases, k.inflight, k.records, k.exits, k.done, k.done_exp, k.samples, k.dead, k.dead_at]
+        args = [server_id, self.tombstone_ms, self.samples_ms, self.dead_letter_ms, *_end_args(ends)]
         return _end_results(await self.scripts.run("end", keys, args))
 
     async def delete(self, k: AeKeys, request_id: str, queue_manager: int) -> dict[str, Any]:
@@ -188,12 +201,12 @@ class RequestQueues(SweptQueues):
         one acted)."""
         classes = await self.known_classes(k, config)
         keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.records, k.exits, k.done, k.done_exp, k.seen, k.fence]
-        keys += [k.waiters, k.served_at, *k.class_lists(classes)]
+        keys += [k.waiters, k.served_at, k.dead, k.dead_at, *k.class_lists(classes)]
         args = [config.max_deliveries, self.tombstone_ms, k.notify_channel, k.wake_prefix, epoch]
         if server_id is None:
-            result = await self.scripts.run("reassign_expired", keys, [*args, batch, *classes])
+            result = await self.scripts.run("reassign_expired", keys, [*args, batch, self.dead_letter_ms, *classes])
         else:
-            result = await self.scripts.run("reassign_server", keys, [*args, server_id, *classes])
+            result = await self.scripts.run("reassign_server", keys, [*args, server_id, self.dead_letter_ms, *classes])
         return Reassigned(int(result[0]), [str(v) for v in result[2:]])
 
     async def known_classes(self, k: AeKeys, config: AeConfig) -> list[str]:

@@ -134,6 +134,16 @@ class AeKeys:
         return f"{self.tag}:done_exp"
 
     @cached_property
+    def dead(self) -> str:
+        """Dead letters: hash request id -> JSON {meta, payload, reason} (dead_letter in lua/common.lua)."""
+        return f"{self.tag}:dead"
+
+    @cached_property
+    def dead_at(self) -> str:
+        """Dead letters by when they died: zset request id -> ms (Redis's clock)."""
+        return f"{self.tag}:dead_at"
+
+    @cached_property
     def waiters(self) -> str:
         """Long-polling servers waiting for work here: zset `<process>:<waiter>` -> wake rank (common.lua)."""
         return f"{self.tag}:waiters"

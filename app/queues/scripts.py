@@ -43,6 +43,8 @@ SCRIPT_NAMES = (
     "take_served",
     "delete_swept",
     "queue_figures",
+    "dead_retry",
+    "dead_discard",
 )
 
 

@@ -17,9 +17,9 @@ from app.queues.hot_path import EndArgs, EndResult
 from app.queues.keys import AeKeys, parse_token
 from app.queues.store import QueueStore
 from app.work.calls import Connections, json_bytes
-from app.work.schemas import EndedOut, EndErrorOut
+from app.work.schemas import EndedOut, EndErrorOut, EndIn
 
-EndRequestArgs = tuple[str, str, Any]  # work token, outcome, result (any JSON value)
+EndRequestArgs = tuple[str, EndIn]  # work token, how it ended
 # Each end's error where it is refused before reaching the queues (None for the others).
 PreparedOutcomes = list[EndedOut | AppError | None]
 
@@ -41,9 +41,9 @@ class Ending:
         lease_ends_ms = await self.store.begin(keys, config, request_id, server.id)
         return token, datetime.fromtimestamp(lease_ends_ms / 1000, UTC)
 
-    async def end(self, principal: PrincipalInfo, token: str, connect_token: str, outcome: str, result: Any) -> EndedOut:
+    async def end(self, principal: PrincipalInfo, token: str, connect_token: str, end: EndIn) -> EndedOut:
         server = await self.connections.of(principal, connect_token, "server")
-        (ended,) = await self.end_many(server, [(token, outcome, result)])
+        (ended,) = await self.end_many(server, [(token, end)])
         if isinstance(ended, AppError):
             raise ended
         return ended
@@ -57,7 +57,7 @@ class Ending:
         await self.store.delete(self.store.keys(node, ae), request_id, qm.id)
 
     async def end_many(self, server: ConnInfo, ends: list[EndRequestArgs]) -> list[EndedOut | AppError]:
-        """End (token, outcome, result) requests in one script call; each ends, or fails with its own error."""
+        """End requests in one script call; each ends, or fails with its own error."""
         outcomes, valid = self.prepare(server, ends)
         done: list[EndResult] = []
         if valid:
@@ -70,10 +70,10 @@ class Ending:
         with their index."""
         outcomes: PreparedOutcomes = [None] * len(ends)
         valid: list[tuple[int, EndArgs]] = []
-        for i, (token, outcome, result) in enumerate(ends):
+        for i, (token, end) in enumerate(ends):
             try:
                 _, request_id = self._held_keys(server, token)
-                valid.append((i, (request_id, outcome, self._result_text(result))))
+                valid.append((i, EndArgs(request_id, end.outcome, self._result_text(end.result), end.error, end.dead_letter)))
             except AppError as exc:
                 outcomes[i] = exc
         return outcomes, valid

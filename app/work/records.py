@@ -3,7 +3,8 @@
 The scripts that end a request append its record to the environment's outbox list in the same atomic step;
 the flusher writes a batch to a new Parquet file (written to a temporary name, fsynced, renamed, directory
 fsynced) and only then drops the batch from the outbox. A crash in between writes the batch again: records
-are at least once, and readers drop duplicates by `token`. The files' schema and footers are the report job's
+are at least once, and readers drop duplicates by `token` and `life` (a retried dead letter lives again under its
+token). The files' schema and footers are the report job's
 contract too (spark_jobs/contract/records.py); docs/work-records.md describes them.
 
 Turning a batch into Parquet is CPU work in Python; in a thread of a service process it would hold the
@@ -102,6 +103,7 @@ def _record(meta: dict[str, Any], periods: PeriodTable) -> tuple[Any, ...]:
         (selected if selected is not None else ended) - inserted,
         None if selected is None else ended - selected,
         meta.get("result"),
+        meta.get("life", 1),
     )
 
 
@@ -162,16 +164,18 @@ def _fsync(path: Path) -> None:
 
 
 def read(root: Path) -> pa.Table:
-    """Every record under `root`, duplicates (by token) dropped: what a downstream reader does."""
+    """Every record under `root`, duplicates (by token and life) dropped: what a downstream reader does."""
     files = sorted(root.glob("date=*/*.parquet"))
     if not files:
         return SCHEMA.empty_table()
     table = pa.concat_tables(pq.read_table(f, schema=SCHEMA) for f in files)
-    seen: set[str] = set()
+    seen: set[tuple[str, int]] = set()
     keep = []
+    lives = table.column("life").to_pylist()
     for i, token in enumerate(table.column("token").to_pylist()):
-        if token not in seen:
-            seen.add(token)
+        copy_of = (token, lives[i] or 1)
+        if copy_of not in seen:
+            seen.add(copy_of)
             keep.append(i)
     return table.take(keep)
 

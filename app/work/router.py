@@ -79,7 +79,7 @@ async def begin(token: str, body: TokenOnly, call: ServerWork) -> BegunOut:
 
 @router.post("/v1/work/{token}/end", response_model=EndedOut, summary="IWM4STEN: end a request")
 async def end(token: str, body: EndRequest, call: ServerWork) -> Response:
-    return _json(await call.work.ending.end(call.principal, token, body.connect_token, body.outcome, body.result))
+    return _json(await call.work.ending.end(call.principal, token, body.connect_token, body))
 
 
 @router.delete("/v1/work/{token}", response_model=DeletedOut, summary="IWM4QDE: delete a request still queued")

@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, Field, StringConstraints, model_validator
 
 from app.schemas import JsonDocument, Name, StrictModel
 
@@ -18,6 +18,7 @@ Attributes = dict[Annotated[str, StringConstraints(max_length=64)], Annotated[st
 # tokens, names, a userid and key (under 1 KiB) and a classification (17 qualifiers of 64 + 256 characters: under
 # 6 KiB, or three times that escaped).
 WIRE_PAYLOAD_FACTOR = 3
+ERROR_TEXT_CHARS = 2_048
 WORK_FIELDS_BYTES = 24_576
 
 
@@ -86,6 +87,16 @@ class EndIn(StrictModel):
     outcome: Literal["completed", "failed"] = "completed"
     # A small result (JSON), kept in this request's work record (`result`).
     result: JsonDocument = None
+    # Why it failed, kept with its dead letter.
+    error: Annotated[str, StringConstraints(max_length=ERROR_TEXT_CHARS)] | None = None
+    # A failed request that should not be tried again goes to its environment's dead letters (GET /v1/dead-letters).
+    dead_letter: bool = False
+
+    @model_validator(mode="after")
+    def _only_failed_dies(self) -> EndIn:
+        if self.dead_letter and self.outcome != "failed":
+            raise ValueError("dead_letter needs outcome 'failed'")
+        return self
 
 
 class EndRequest(EndIn):

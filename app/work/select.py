@@ -23,7 +23,7 @@ from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
 from app.work.calls import Connections
 from app.work.dispatch import POLL_FALLBACK_SECONDS, Dispatcher, Waiter
-from app.work.ending import Ending, settle, split_outcomes
+from app.work.ending import Ending, EndRequestArgs, settle, split_outcomes
 from app.work.schemas import SelectIn, SelectOut, WorkItemOut
 
 # IWM4SSL's return: the server is not needed any more (its environment left the policy, or was quiesced,
@@ -45,7 +45,7 @@ class Selection:
         """Ends what the server asks to end, then work for it, waiting up to `wait_seconds`; None when nothing
         came in time and nothing was ended."""
         server = await self.connections.of(principal, body.connect_token, "server")
-        ends = [(e.token, e.outcome, e.result) for e in body.end]
+        ends: list[EndRequestArgs] = [(e.token, e) for e in body.end]
         assert server.node and server.application_environment
         policy = await self.policies.knowing(server.application_environment)
         config = policy.queue_config(server.application_environment)

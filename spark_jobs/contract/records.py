@@ -32,6 +32,9 @@ SCHEMA = pa.schema(
         ("queue_time_ms", pa.int64()),
         ("execution_time_ms", pa.int64()),
         ("result", pa.string()),
+        # 1 for a request's first life; each retry of its dead letter lives again under the same token, counted up.
+        # Null in files written before it was added: read as 1.
+        ("life", pa.int32()),
     ]
 )
 

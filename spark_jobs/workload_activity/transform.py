@@ -74,6 +74,7 @@ RECORD_COLUMNS = (
     "response_time_ms",
     "queue_time_ms",
     "execution_time_ms",
+    "life",
 )
 GOAL_COLUMNS = ("goal_type", "goal_ms", "goal_percentile", "goal_velocity", "importance")
 GROUP = (*GROUP_KEYS, *GOAL_COLUMNS)
@@ -250,7 +251,8 @@ def _narrow(rows: DataFrame, report_date: date, interval_minutes: int) -> DataFr
         # An ended request of a response time goal always has a bucket (report_figures tells the other goals by that).
         f"IF({ended} AND goal_type IN ({_sql_list(RESPONSE_TIME_GOALS)}), {bucket_index('response_time_ms', 'goal_ms')}, NULL) AS bucket",
         f"IF({ended}, {response_bin('response_time_ms')}, NULL) AS bin",
-        "xxhash64(token) AS token_fingerprint",
+        # One copy per life: a retried dead letter lives again under its token (a file older than `life` has none).
+        "xxhash64(token, coalesce(life, 1)) AS token_fingerprint",
         "outcome_code AS outcome",
         f"IF({ended}, response_time_ms, NULL) AS response_ms",
         f"IF({ended}, queue_time_ms, NULL) AS queue_ms",

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from fastapi import FastAPI
 
-from app.client import QueueManager, Server, WlmError
+from app.client import DeadLetter, QueueManager, Server, WlmError
 from tests.conftest import ADMIN, EXAMPLE_POLICY, install_policy, make_key
 
 pytestmark = pytest.mark.asyncio
@@ -120,25 +120,31 @@ async def test_four_workers_handle_each_request_once(setup):
 
 async def test_a_failing_handler_ends_its_request_as_failed(setup):
     async with await setup.queue_manager() as qm:
-        good = await qm.insert("PAYROLL", {"fail": False}, classification=ONLINE)
-        bad = await qm.insert("PAYROLL", {"fail": True}, classification=ONLINE)
+        good = await qm.insert("PAYROLL", {"fail": None}, classification=ONLINE)
+        bad = await qm.insert("PAYROLL", {"fail": "boom"}, classification=ONLINE)
+        dead = await qm.insert("PAYROLL", {"fail": "dead"}, classification=ONLINE)
         stop = asyncio.Event()
         handled = []
 
         async def handler(item: dict[str, Any]) -> None:
             handled.append(item["token"])
-            if len(handled) == 2:
+            if len(handled) == 3:
                 stop.set()
-            if item["payload"]["fail"]:
+            if item["payload"]["fail"] == "boom":
                 raise RuntimeError("boom")
+            if item["payload"]["fail"] == "dead":
+                raise DeadLetter("no such account")
 
         transport = RecordingTransport(setup.app)
         server = await setup.server(transport=transport)
         await asyncio.wait_for(server.serve(handler, wait_seconds=1, stop_event=stop), TIMEOUT)
 
-        assert handled == [good["token"], bad["token"]]
-        assert transport.ends() == {good["token"]: "completed", bad["token"]: "failed"}
+        assert handled == [good["token"], bad["token"], dead["token"]]
+        assert transport.ends() == {good["token"]: "completed", bad["token"]: "failed", dead["token"]: "failed"}
         await setup.nothing_left()
+        # Only the one raised as a DeadLetter is kept, with its error text.
+        kept = (await setup.client.get("/v1/dead-letters", headers=ADMIN)).json()["items"]
+        assert [(d["token"], d["error"]) for d in kept] == [(dead["token"], "DeadLetter: no such account")]
 
 
 async def test_serve_reconnects_when_its_connection_is_closed_while_waiting(setup):

@@ -117,7 +117,7 @@ def _period(**overrides: object) -> dict[str, object]:
 
 def test_the_exposition_of_an_empty_queue_a_swept_one_and_an_odd_name() -> None:
     figures = QueueFigures(
-        now_ms=10_000, servers=2, in_flight=1, desired={"BATCH": 3}, performance=[], depths={"ONLINE": 0, "BATCH": 7},
+        now_ms=10_000, servers=2, in_flight=1, dead_letters=4, desired={"BATCH": 3}, performance=[], depths={"ONLINE": 0, "BATCH": 7},
         inserted_ms={"ONLINE": None, "BATCH": 4_000}, swept={"BATCH"},
     )  # fmt: skip
     samples = {
@@ -129,7 +129,7 @@ def test_the_exposition_of_an_empty_queue_a_swept_one_and_an_odd_name() -> None:
     assert samples[("wlm_queue_oldest_age_seconds", "BATCH")] == 6.0 and samples[("wlm_queue_depth", "BATCH")] == 7
     assert samples[("wlm_queue_swept", "BATCH")] == 1 and samples[("wlm_queue_swept", "ONLINE")] == 0
     assert samples[("wlm_requests_in_flight", None)] == 1 and samples[("wlm_servers_registered", None)] == 2
-    assert samples[("wlm_servers_desired", "BATCH")] == 3
+    assert samples[("wlm_servers_desired", "BATCH")] == 3 and samples[("wlm_dead_letters", None)] == 4
     odd = 'A"B\\C'
     parsed = text_string_to_metric_families(exposition([(odd, "N")], [figures]))
     [family] = [f for f in parsed if f.name == "wlm_requests_in_flight"]

@@ -13,7 +13,7 @@ import pytest
 from redis.asyncio import Redis
 
 from app.queues.base import AeConfig
-from app.queues.hot_path import NewRequest
+from app.queues.hot_path import EndArgs, NewRequest
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
 
@@ -94,7 +94,7 @@ async def test_a_requests_life_is_stamped_by_redis_whatever_the_callers_clock(st
 
     set_clock(+5)
     before = await redis_now(store)
-    (ended,) = await store.end(k, SERVER, [(request_id, "completed", None)])
+    (ended,) = await store.end(k, SERVER, [EndArgs(request_id, "completed", None)])
     after = await redis_now(store)
     record = ended.record
     assert before <= record["ended"] <= after
@@ -119,7 +119,7 @@ async def test_a_caller_whose_clock_runs_ahead_neither_expires_leases_nor_takes_
     assert (await meta_of(store, k, item.id))["state"] == "b"
 
     await store.forget_tombstones(k)
-    (ended,) = await store.end(k, SERVER, [(item.id, "completed", None)])
+    (ended,) = await store.end(k, SERVER, [EndArgs(item.id, "completed", None)])
     assert ended.code == 0
     await store.forget_tombstones(k)
     assert await store.redis.hget(k.done, item.id) == "completed"  # kept its hour, by Redis's clock

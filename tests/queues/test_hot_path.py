@@ -8,7 +8,7 @@ import pytest
 
 from app.errors import AppError, Conflict, Fenced, NotFound, TooManyRequests
 from app.queues.codes import ReturnCode
-from app.queues.hot_path import Reassigned
+from app.queues.hot_path import EndArgs, Reassigned
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
 from tests.queues.conftest import CONFIG, OTHER_QUEUE_MANAGER, OTHER_SERVER, QUEUE_MANAGER, SERVER, meta_of, request
@@ -103,7 +103,7 @@ async def test_select_tells_a_surplus_server_to_end_after_ending_what_it_asked(s
     request_id = await held(store, k)
     await store.retire_servers(k, [SERVER])
     await queued(store, k)
-    result = await store.select(k, CONFIG, SERVER, 1, begin=False, ends=[(request_id, "completed", None)])
+    result = await store.select(k, CONFIG, SERVER, 1, begin=False, ends=[EndArgs(request_id, "completed", None)])
     assert result.status is ReturnCode.SERVER_SURPLUS and result.items == []
     expect(result.refusal, Conflict, "server_surplus")
     assert [end.code for end in result.ended] == [ReturnCode.OK]
@@ -129,7 +129,7 @@ async def test_begin_refuses_what_it_cannot_begin(store, k):
     with pytest.raises(Conflict) as not_holder:
         await store.begin(k, CONFIG, request_id, OTHER_SERVER)
     expect(not_holder.value, Conflict, "not_holder")
-    await store.end(k, SERVER, [(request_id, "completed", None)])
+    await store.end(k, SERVER, [EndArgs(request_id, "completed", None)])
     with pytest.raises(Conflict) as ended:
         await store.begin(k, CONFIG, request_id, SERVER)
     expect(ended.value, Conflict, "already_ended", outcome="completed")
@@ -145,7 +145,7 @@ async def test_extend_renews_every_lease_of_the_server(store, k):
 
 async def test_end_judges_each_request_on_its_own(store, k):
     mine, theirs = await held(store, k), await held(store, k, OTHER_SERVER)
-    ends = [(mine, "completed", '{"ok": true}'), (theirs, "completed", None), ("no-such-request", "completed", None), (mine, "failed", None)]
+    ends = [EndArgs(mine, "completed", '{"ok": true}'), EndArgs(theirs, "completed", None), EndArgs("no-such-request", "completed", None), EndArgs(mine, "failed", None)]
     results = await store.end(k, SERVER, ends)
     assert [r.code for r in results] == [ReturnCode.OK, ReturnCode.NOT_HOLDER, ReturnCode.UNKNOWN_WORK, ReturnCode.ALREADY_ENDED]
     assert results[0].record["outcome"] == "completed" and results[0].record["result"] == '{"ok": true}'

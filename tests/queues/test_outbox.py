@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from app.queues.hot_path import EndArgs
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
 from tests.queues.conftest import CONFIG, QUEUE_MANAGER, SERVER, request
@@ -53,6 +54,6 @@ async def test_ends_are_samples_for_goal_evaluation(store, k):
     await store.register_server(k, SERVER, worker_tasks=1, worker_weight=1, overflow=False)
     await store.insert(k, QUEUE_MANAGER, [request()], CONFIG.backlog_limit)
     (item,) = (await store.select(k, CONFIG, SERVER, 1, begin=False)).items
-    await store.end(k, SERVER, [(item.id, "completed", None)])
+    await store.end(k, SERVER, [EndArgs(item.id, "completed", None)])
     (sample,) = await store.samples(k, 0)
     assert sample.service_class == "ONLINE" and sample.response_ms == sample.queue_ms + sample.execution_ms

@@ -10,6 +10,7 @@ from redis.asyncio import Redis
 from redis.asyncio.connection import Connection
 
 from app.queues.codes import ReturnCode
+from app.queues.hot_path import EndArgs
 from app.queues.keys import AeKeys
 from app.queues.pipeline import bulk
 from app.queues.scripts import _pack
@@ -63,7 +64,7 @@ async def test_a_batch_costs_redis_a_few_commands_not_several_per_request(store:
     selected = await store.select(k, CONFIG, SERVER, BATCH, begin=True)
     runs.append(await _commands_run(store.redis))
     await store.redis.config_resetstat()
-    ended = await store.select(k, CONFIG, SERVER, 1, begin=True, ends=[(item.id, "completed", None) for item in selected.items])
+    ended = await store.select(k, CONFIG, SERVER, 1, begin=True, ends=[EndArgs(item.id, "completed", None) for item in selected.items])
     runs.append(await _commands_run(store.redis))
     assert len(selected.items) == BATCH and [r.code for r in ended.ended] == [ReturnCode.OK] * BATCH
     assert all(run < 60 for run in runs), runs
@@ -74,7 +75,7 @@ async def test_a_request_ended_twice_in_one_call_is_ended_once(store: QueueStore
     await store.register_server(k, SERVER, worker_tasks=1, worker_weight=1, overflow=False)
     await store.insert(k, QUEUE_MANAGER, [request()], 10)
     [item] = (await store.select(k, CONFIG, SERVER, 1, begin=True)).items
-    result = await store.select(k, CONFIG, SERVER, 1, begin=True, ends=[(item.id, "completed", None), (item.id, "failed", None)])
+    result = await store.select(k, CONFIG, SERVER, 1, begin=True, ends=[EndArgs(item.id, "completed", None), EndArgs(item.id, "failed", None)])
     assert [(r.code, r.value if r.code is not ReturnCode.OK else r.record["outcome"]) for r in result.ended] == [
         (ReturnCode.OK, "completed"),
         (ReturnCode.ALREADY_ENDED, "completed"),

@@ -58,7 +58,7 @@ def test_outbox_entries_become_records_column_by_column() -> None:
     ended = {"id": "a1", "node": "EAST", "ae": "PAYROLL", "sc": "ONLINE", "rc": "ATMA", "policy": 3, "qm": 7, "subsystem_type": "CB",
              "subsystem_name": "CICSA", "server": "12", "userid": "ATM01", "dep": 0, "outcome": "completed", "deliveries": 2,
              "inserted": 1_764_000_000_000, "selected": 1_764_000_000_040, "begun": 1_764_000_000_050, "ended": 1_764_000_000_400,
-             "result": "ok"}  # fmt: skip
+             "result": "ok", "life": 2}  # fmt: skip
     deleted = {"id": "b2", "node": "EAST", "ae": "PAYROLL", "sc": "BATCH", "policy": 3, "qm": 7, "outcome": "deleted",
                "inserted": 1_764_000_000_000, "ended": 1_764_000_000_900}  # fmt: skip
     periods = {3: {"ONLINE": [300, None]}}  # ONLINE's first period ends at 300 ms of response; BATCH has none listed
@@ -72,11 +72,12 @@ def test_outbox_entries_become_records_column_by_column() -> None:
          "report_class": "ATMA", "policy_version": 3, "queue_manager_id": 7, "subsystem_type": "CB", "subsystem_name": "CICSA",
          "server_id": 12, "userid": "ATM01", "enclave": None, "dependent": False, "outcome": "completed", "deliveries": 2,
          "inserted_at": at(1_764_000_000_000), "selected_at": at(1_764_000_000_040), "begun_at": at(1_764_000_000_050),
-         "ended_at": at(1_764_000_000_400), "response_time_ms": 400, "queue_time_ms": 40, "execution_time_ms": 360, "result": "ok"},
+         "ended_at": at(1_764_000_000_400), "response_time_ms": 400, "queue_time_ms": 40, "execution_time_ms": 360, "result": "ok",
+         "life": 2},
         {"token": "EAST~PAYROLL~b2", "application_environment": "PAYROLL", "node": "EAST", "service_class": "BATCH", "period": 1,
          "report_class": None, "policy_version": 3, "queue_manager_id": 7, "subsystem_type": None, "subsystem_name": None,
          "server_id": None, "userid": None, "enclave": None, "dependent": False, "outcome": "deleted", "deliveries": 0,
          "inserted_at": at(1_764_000_000_000), "selected_at": None, "begun_at": None, "ended_at": at(1_764_000_000_900),
-         "response_time_ms": 900, "queue_time_ms": 900, "execution_time_ms": None, "result": None},
+         "response_time_ms": 900, "queue_time_ms": 900, "execution_time_ms": None, "result": None, "life": 1},
     ]  # fmt: skip
     assert outbox_table([], periods).num_rows == 0

@@ -105,6 +105,22 @@ local function finish(k, id, meta, outcome, now, tombstone_ms, later)
   return record
 end
 
+-- Dead letters (app/queues/dead_letters.py): a request abandoned after its last delivery, or ended `failed` by a
+-- server that asked for it, is kept with its payload (JSON text, as inserted) under its id in the hash KEYS dead,
+-- and by when in the zset dead_at, for an operator to look at, retry or discard. Each one written drops up to
+-- DEAD_TRIM of those older than `keep_ms`, so the set stays bounded by a week's dead letters and no duty is needed.
+local DEAD_TRIM = 100
+local function dead_letter(k, id, meta, payload, reason, now, keep_ms)
+  local letter = {meta = meta, payload = payload or 'null', reason = reason}
+  redis.call('HSET', k.dead, id, cjson.encode(letter))
+  redis.call('ZADD', k.dead_at, now, id)
+  local old = redis.call('ZRANGEBYSCORE', k.dead_at, '-inf', now - keep_ms, 'LIMIT', 0, DEAD_TRIM)
+  if #old > 0 then
+    redis.call('HDEL', k.dead, unpack(old))
+    redis.call('ZREM', k.dead_at, unpack(old))
+  end
+end
+
 local function ending_later()
   return {records = {}, gone = {}, done = {}, expiry = {}, leases = {}, samples = {}}
 end
@@ -138,21 +154,23 @@ local function missing(k, id)
 end
 
 -- A server ends requests it holds (IWM4STEN), each judged on its own: one that can no longer be ended (its lease
--- expired and it went to another server, or it already ended) does not stop the others. The ends are ARGV triples
--- (id, outcome, result JSON or '') from index `first` to `last`; per request, a code and a value are appended to
--- `result`: OK and the work record, UNKNOWN_WORK and '', ALREADY_ENDED and the outcome, NOT_HOLDER and ''.
+-- expired and it went to another server, or it already ended) does not stop the others. The ends are ARGV runs of
+-- END_ARITY (id, outcome, result JSON or '', error text or '', '1' to dead-letter a failed request or '') from index
+-- `first` to `last`; per request, a code and a value are appended to `result`: OK and the work record, UNKNOWN_WORK
+-- and '', ALREADY_ENDED and the outcome, NOT_HOLDER and ''.
 -- Each end is also a sample for goal evaluation: 'class|response ms|queue ms|execution ms|id' in the zset
 -- k.samples, scored by its end; samples older than `samples_ms`, and all but the newest MAX_SAMPLES, are dropped
 -- here, so the set stays bounded whether or not anyone evaluates it (and an evaluation reads at most that many).
--- k needs req, payload, leases, inflight, records, exits, done, done_exp, samples.
-local function end_held(k, server, now, tombstone_ms, samples_ms, first, last, result)
+-- k needs req, payload, leases, inflight, records, exits, done, done_exp, samples, dead, dead_at.
+local END_ARITY = 5
+local function end_held(k, server, now, tombstone_ms, samples_ms, dead_keep_ms, first, last, result)
   local ended, later, ids = 0, ending_later(), {}
-  for i = first, last, 3 do ids[#ids + 1] = ARGV[i] end
+  for i = first, last, END_ARITY do ids[#ids + 1] = ARGV[i] end
   local raws = #ids > 0 and redis.call('HMGET', k.req, unpack(ids)) or {}
   -- Requests ended by this call (read before it ended any): an id given twice is told the second time that it ended.
   local ended_here = {}
   for n, id in ipairs(ids) do
-    local i = first + 3 * (n - 1)
+    local i = first + END_ARITY * (n - 1)
     local meta = raws[n] and cjson.decode(raws[n])
     if ended_here[id] then
       result[#result + 1] = ALREADY_ENDED
@@ -165,11 +183,16 @@ local function end_held(k, server, now, tombstone_ms, samples_ms, first, last, r
       result[#result + 1] = NOT_HOLDER
       result[#result + 1] = ''
     else
+      local outcome = ARGV[i + 1]
       later.leases[#later.leases + 1] = id
       if ARGV[i + 2] ~= '' then meta.result = ARGV[i + 2] end
+      if ARGV[i + 3] ~= '' then meta.error = ARGV[i + 3] end
       result[#result + 1] = OK
-      result[#result + 1] = finish(k, id, meta, ARGV[i + 1], now, tombstone_ms, later)
-      ended_here[id] = ARGV[i + 1]
+      result[#result + 1] = finish(k, id, meta, outcome, now, tombstone_ms, later)
+      if ARGV[i + 4] == '1' and outcome == 'failed' then
+        dead_letter(k, id, meta, redis.call('HGET', k.payload, id), 'failed', now, dead_keep_ms)
+      end
+      ended_here[id] = outcome
       local selected = meta.selected or now
       append_pair(later.samples, now, table.concat({meta.sc, now - meta.inserted, selected - meta.inserted, now - selected, id}, '|'))
       ended = ended + 1
@@ -197,14 +220,15 @@ end
 local function select_work(begin_now)
   local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], leases = KEYS[4], inflight = KEYS[5], servers = KEYS[6],
     seen = KEYS[7], records = KEYS[8], exits = KEYS[9], done = KEYS[10], done_exp = KEYS[11], samples = KEYS[12],
-    assign = KEYS[13], retire = KEYS[14], swept = KEYS[15], served = KEYS[16], waiters = KEYS[17], served_at = KEYS[18]}
-  local FIRST_LIST = 19
+    assign = KEYS[13], retire = KEYS[14], swept = KEYS[15], served = KEYS[16], waiters = KEYS[17], served_at = KEYS[18],
+    dead = KEYS[19], dead_at = KEYS[20]}
+  local FIRST_LIST = 21
   local now, server, lease_ms, max_items = now_ms(), ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-  local waiter, ends = ARGV[6], tonumber(ARGV[7])
-  local first_class = 8 + 3 * ends
+  local waiter, ends = ARGV[7], tonumber(ARGV[8])
+  local first_class = 9 + END_ARITY * ends
 
   local result = {OK, ends}
-  end_held(k, server, now, tonumber(ARGV[4]), tonumber(ARGV[5]), 8, first_class - 1, result)
+  end_held(k, server, now, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), 9, first_class - 1, result)
 
   -- A long-polling server's waiter (ARGV 6; '' when the server does not wait) is listed when it is to wait for
   -- work (nothing selected, or an overflow server not needed yet), and unlisted otherwise.
@@ -328,13 +352,13 @@ end
 
 -- Give held requests back (reassign_expired.lua, reassign_server.lua): of `ids`, those of a class the call knows
 -- (and held by `holder`, unless nil) go to the front of their class queue, or are abandoned once delivered max
--- deliveries times. KEYS and ARGV as those scripts describe them. Returns {OK, requeued, abandoned, ids of abandoned...}.
+-- deliveries times (and dead-lettered). KEYS and ARGV as those scripts describe them. Returns {OK, requeued, abandoned, ids of abandoned...}.
 local function give_back(k, ids, holder, now)
   local max_deliveries, tombstone_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
-  local channel, wake_prefix = ARGV[3], ARGV[4]
+  local channel, wake_prefix, dead_keep_ms = ARGV[3], ARGV[4], tonumber(ARGV[7])
   local lists = {}
-  for i = 7, #ARGV do
-    local base = 14 + 2 * (i - 7)
+  for i = 8, #ARGV do
+    local base = 16 + 2 * (i - 8)
     lists[ARGV[i]] = {KEYS[base + 1], KEYS[base + 2]}
   end
 
@@ -356,7 +380,9 @@ local function give_back(k, ids, holder, now)
     redis.call('ZREM', k.leases, id)
     redis.call('HINCRBY', k.inflight, meta.server, -1)
     if meta.deliveries >= max_deliveries then
+      local payload = redis.call('HGET', k.payload, id)
       finish(k, id, meta, 'abandoned', now, tombstone_ms)
+      dead_letter(k, id, meta, payload, 'max_deliveries', now, dead_keep_ms)
       abandoned = abandoned + 1
       result[#result + 1] = id
     else
@@ -417,3 +443,4 @@ local function own_sweep_mark(k, queue, token)
   if mark and string.sub(mark, 1, #token + 1) == token .. '|' then return mark end
   return nil
 end
+

@@ -4,19 +4,19 @@
 -- skips them), else of its rear, which joins the front when the front runs out; dependent and independent queues
 -- both count. A queue whose front is in the database (swept) has older requests there: its oldest in memory is
 -- returned, and `swept` says so.
--- KEYS: req, swept, servers, inflight, depth, desired, performance, then per class: dependent front, dependent rear,
+-- KEYS: req, swept, servers, inflight, depth, desired, performance, dead_at, then per class: dependent front, dependent rear,
 --       independent front, independent rear
 -- ARGV: per class, its dependent and independent queue names (as `swept` names them)
--- Returns {OK, now, servers registered, requests held, depth (HGETALL), desired (HGETALL), performance (HVALS),
--- then per class: inserted ms of its oldest (false: none queued in memory), swept (1 or 0)}.
+-- Returns {OK, now, servers registered, requests held, dead letters, depth (HGETALL), desired (HGETALL),
+-- performance (HVALS), then per class: inserted ms of its oldest (false: none queued in memory), swept (1 or 0)}.
 local SCAN = 32  -- entries looked at per list: beyond them, a run of deleted entries is taken for an empty list
 local k = {req = KEYS[1], swept = KEYS[2], servers = KEYS[3], inflight = KEYS[4], depth = KEYS[5], desired = KEYS[6],
-  performance = KEYS[7]}
-local FIRST_LIST = 8
+  performance = KEYS[7], dead_at = KEYS[8]}
+local FIRST_LIST = 9
 
 local held = 0
 for _, count in ipairs(redis.call('HVALS', k.inflight)) do held = held + tonumber(count) end
-local result = {OK, now_ms(), redis.call('HLEN', k.servers), held, redis.call('HGETALL', k.depth),
+local result = {OK, now_ms(), redis.call('HLEN', k.servers), held, redis.call('ZCARD', k.dead_at), redis.call('HGETALL', k.depth),
   redis.call('HGETALL', k.desired), redis.call('HVALS', k.performance)}
 
 local function first_live(list)

@@ -1,13 +1,13 @@
 -- Give back everything a server holds when it disconnects or dies, and unregister it: each request goes to the
 -- front of its class queue, or is abandoned once it has been delivered max deliveries times (give_back in common.lua).
 -- KEYS: req, payload, depth, leases, inflight, servers, records, exits, done, done_exp, seen, fence, waiters,
---       served_at, then per class (in ARGV order): dependent list, independent list
+--       served_at, dead, dead_at, then per class (in ARGV order): dependent list, independent list
 -- ARGV: max deliveries, tombstone ms, notify channel, wake prefix, scheduler epoch (0: not a scheduler's duty, not
---       fenced), server id, class names...
+--       fenced), server id, dead letters' keep ms, class names...
 -- Returns {OK, requeued, abandoned, ids of abandoned...}, or {FENCED, epoch} when a newer scheduler already acted here.
 local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], leases = KEYS[4], inflight = KEYS[5], servers = KEYS[6],
   records = KEYS[7], exits = KEYS[8], done = KEYS[9], done_exp = KEYS[10], seen = KEYS[11], fence = KEYS[12],
-  waiters = KEYS[13], served_at = KEYS[14]}
+  waiters = KEYS[13], served_at = KEYS[14], dead = KEYS[15], dead_at = KEYS[16]}
 local now, server = now_ms(), ARGV[6]
 local newer = fenced_by(k.fence, tonumber(ARGV[5]))
 if newer then return {FENCED, newer} end

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from app.schemas import Name, StrictModel
+
+Reason = Literal["max_deliveries", "failed"]
+
+
+class DeadLetterFilter(StrictModel):
+    """Which dead letters: every field given must match (none given matches every dead letter, which a bulk
+    retry or discard takes only with `all`)."""
+
+    application_environment: Name | None = None
+    node: Name | None = None
+    service_class: Name | None = None
+    reason: Reason | None = None
+    since: datetime | None = Field(default=None, description="died at or after")
+    until: datetime | None = Field(default=None, description="died at or before")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> DeadLetterFilter:
+        if self.since is not None and self.until is not None and self.since > self.until:
+            raise ValueError("since is after until")
+        return self
+
+    def narrows(self) -> bool:
+        return any(getattr(self, name) is not None for name in DeadLetterFilter.model_fields)
+
+
+class DeadLetterQuery(DeadLetterFilter):
+    limit: int = Field(default=100, ge=1, le=500)
+    cursor: str | None = Field(default=None, max_length=400, description="next_cursor of the page before")
+
+
+class RetryIn(StrictModel):
+    position: Literal["front", "back"] = Field(default="back", description="queued ahead of its class's work, or behind it")
+
+
+class BulkIn(DeadLetterFilter):
+    all: bool = Field(default=False, description="must be true to act on every dead letter (no filter given)")
+
+    @model_validator(mode="after")
+    def _deliberate(self) -> BulkIn:
+        if not self.all and not self.narrows():
+            raise ValueError("give a filter, or all: true to act on every dead letter")
+        return self
+
+
+class BulkRetryIn(BulkIn, RetryIn):
+    pass
+
+
+class DeadLetterOut(BaseModel):
+    token: str
+    application_environment: str
+    node: str
+    service_class: str
+    report_class: str | None
+    dependent: bool
+    reason: Reason
+    deliveries: int
+    last_server_id: int | None
+    error: str | None = Field(description="the error text its server sent with its last end, if any")
+    userid: str | None
+    queue_manager_id: int
+    life: int = Field(description="1 for a request's first life; each retry lives again under the same token")
+    inserted_at: datetime = Field(description="when this life was queued")
+    first_inserted_at: datetime = Field(description="when its first life was queued")
+    selected_at: datetime | None
+    died_at: datetime
+    payload: Any = Field(default=None, description="in GET /v1/dead-letters/{token} only")
+
+
+class DeadLetterList(BaseModel):
+    items: list[DeadLetterOut]
+    next_cursor: str | None = Field(description="pass as `cursor` for the next page; null when there is none")
+
+
+class RetriedOut(BaseModel):
+    token: str
+    service_class: str
+    position: Literal["front", "back"]
+    life: int
+
+
+class BulkOut(BaseModel):
+    matched: int = Field(description="dead letters that matched the filter")
+    done: int = Field(description="of them, retried or discarded by this call (the others were by another meanwhile)")
+    tokens: list[str]

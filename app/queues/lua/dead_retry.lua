@@ -1,0 +1,51 @@
+-- An operator queues a dead letter again (app/queues/dead_letters.py): the request lives again under its id (so
+-- under its token), with its payload, no deliveries and its life counted up; its tombstone goes, so its queue
+-- manager and servers see it queued. The dead letter goes in the same step: a second retry, however close behind,
+-- finds nothing and queues nothing.
+-- KEYS: req, payload, depth, classes, seq, swept, sweeping, waiters, done, done_exp, dead, dead_at, then the front and
+--       rear lists of the dead letter's queue
+-- ARGV: request id, its queue name (as its meta's class and dependence give it), 'front' or 'back', notify channel,
+--       wake prefix
+-- Returns {OK, the request's metadata (JSON)}, {UNKNOWN_DEAD_LETTER}, or {DEAD_LETTER_MOVED, its queue name} when
+-- the lists passed are not its queue's.
+local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], classes = KEYS[4], seq = KEYS[5], swept = KEYS[6],
+  sweeping = KEYS[7], waiters = KEYS[8], done = KEYS[9], done_exp = KEYS[10], dead = KEYS[11], dead_at = KEYS[12]}
+local front, rear = KEYS[13], KEYS[14]
+local id, queue, position = ARGV[1], ARGV[2], ARGV[3]
+
+local raw = redis.call('HGET', k.dead, id)
+if not raw then return {UNKNOWN_DEAD_LETTER} end
+local letter = cjson.decode(raw)
+local meta = letter.meta
+local its_queue = meta.sc .. ':' .. (meta.dep and 'dep' or 'ind')
+if its_queue ~= queue then return {DEAD_LETTER_MOVED, its_queue} end
+
+local now = now_ms()
+meta.life = (meta.life or 1) + 1
+meta.first_inserted = meta.first_inserted or meta.inserted
+meta.inserted = now
+meta.seq = redis.call('INCR', k.seq)
+meta.state = 'q'
+meta.deliveries = 0
+for _, field in ipairs({'server', 'selected', 'begun', 'ended', 'outcome', 'result', 'error', 'id'}) do
+  meta[field] = nil
+end
+local encoded = cjson.encode(meta)
+redis.call('HSET', k.req, id, encoded)
+redis.call('HSET', k.payload, id, letter.payload)
+redis.call('HDEL', k.done, id)
+redis.call('ZREM', k.done_exp, id)
+redis.call('HDEL', k.dead, id)
+redis.call('ZREM', k.dead_at, id)
+if position == 'front' then
+  -- Ahead of everything, as a request given back is (give_back in common.lua).
+  redis.call('LPUSH', front, id)
+else
+  -- Behind everything, as a new request is (insert.lua): a swept queue takes it at its rear.
+  local swept = redis.call('HEXISTS', k.swept, queue) == 1 or redis.call('HEXISTS', k.sweeping, queue) == 1
+  redis.call('RPUSH', (swept or redis.call('EXISTS', rear) == 1) and rear or front, id)
+end
+redis.call('HINCRBY', k.depth, meta.sc, 1)
+redis.call('SADD', k.classes, meta.sc)
+wake(k.waiters, ARGV[4], ARGV[5], 1)
+return {OK, encoded}
