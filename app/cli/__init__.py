@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from app.cli import dead
 from app.cli.client import cmd_demo, cmd_display, cmd_events, cmd_keys, cmd_policy, cmd_route, cmd_vary
 from app.cli.db import cmd_db
 from app.cli.errors import CliError
@@ -95,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     events.add_argument("--subject", default=">", help="a subject pattern: * one element, > the rest (default: all)")
     events.add_argument("--since", help="replay from after this event id (0: every one kept)")
     events.set_defaults(func=cmd_events)
+
+    dead.add_parser(sub, remote)
 
     demo = sub.add_parser(
         "demo",

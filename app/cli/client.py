@@ -1,5 +1,5 @@
 """The `wlm` commands that talk to a running service as an admin, over its HTTP API: policy, keys, vary, display,
-route, events, demo."""
+route, events, demo (and dead, in dead.py, over the client and calls made here)."""
 
 from __future__ import annotations
 
@@ -33,11 +33,11 @@ def _api_key(args: argparse.Namespace) -> str:
     return str(key)
 
 
-def _client(args: argparse.Namespace) -> httpx.Client:
+def client_of(args: argparse.Namespace) -> httpx.Client:
     return httpx.Client(base_url=_service_url(args), headers={"Authorization": f"Bearer {_api_key(args)}"}, timeout=30)
 
 
-def _call(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
+def call(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
     try:
         response = client.request(method, path, **kwargs)
     except httpx.HTTPError as exc:
@@ -59,45 +59,45 @@ def _call_result(response: httpx.Response) -> Any:
 
 
 def cmd_policy(args: argparse.Namespace) -> None:
-    with _client(args) as client:
+    with client_of(args) as client:
         if args.action == "install":
             path = Path(args.file)
             if not path.exists():
                 raise CliError(f"no such file: {path}")
             media = "application/json" if path.suffix.lower() == ".json" else "application/yaml"
-            result = _call(client, "PUT", "/v1/policy", content=path.read_bytes(), headers={"Content-Type": media}, params={"dry_run": args.dry_run})
+            result = call(client, "PUT", "/v1/policy", content=path.read_bytes(), headers={"Content-Type": media}, params={"dry_run": args.dry_run})
             verb = "valid (dry run)" if args.dry_run else "installed and active" if result["changed"] else "unchanged: already active"
             print(f"policy {result['name']} version {result['version']}: {verb}")
         elif args.action == "show":
             response = client.get("/v1/policy", headers={"Accept": "application/yaml"})
             if response.status_code >= 400:
-                _call(client, "GET", "/v1/policy")
+                call(client, "GET", "/v1/policy")
             print(response.text, end="")
         elif args.action == "versions":
-            for item in _call(client, "GET", "/v1/policy/versions")["items"]:
+            for item in call(client, "GET", "/v1/policy/versions")["items"]:
                 print(f"{item['version']:>5}  {item['name']:<12} {item['installed_at']}  by {item['installed_by']}")
 
 
 def cmd_keys(args: argparse.Namespace) -> None:
-    with _client(args) as client:
+    with client_of(args) as client:
         if args.action == "create":
             existing = client.get(f"/v1/principals/{args.principal}")
             if existing.status_code == 404:
                 if not args.role:
                     raise CliError(f"principal {args.principal} does not exist yet: give its --role")
-                _call(client, "POST", "/v1/principals", json={"name": args.principal, "roles": args.role, "permits": args.permit or []})
+                call(client, "POST", "/v1/principals", json={"name": args.principal, "roles": args.role, "permits": args.permit or []})
             elif args.role or args.permit:
                 patch = {k: v for k, v in (("roles", args.role), ("permits", args.permit)) if v}
-                _call(client, "PATCH", f"/v1/principals/{args.principal}", json=patch)
-            created = _call(client, "POST", "/v1/api-keys", json={"principal": args.principal, "description": args.description})
+                call(client, "PATCH", f"/v1/principals/{args.principal}", json=patch)
+            created = call(client, "POST", "/v1/api-keys", json={"principal": args.principal, "description": args.description})
             print(f"key {created['id']} for {created['principal']} (shown once):", file=sys.stderr)
             print(created["key"])
         elif args.action == "list":
-            for item in _call(client, "GET", "/v1/api-keys")["items"]:
+            for item in call(client, "GET", "/v1/api-keys")["items"]:
                 state = "revoked" if item["revoked_at"] else "active"
                 print(f"{item['id']}  {item['principal']:<20} {state:<8} {item['description']}")
         elif args.action == "revoke":
-            _call(client, "DELETE", f"/v1/api-keys/{args.key_id}")
+            call(client, "DELETE", f"/v1/api-keys/{args.key_id}")
             print(f"revoked {args.key_id}")
 
 
@@ -115,8 +115,8 @@ def cmd_vary(args: argparse.Namespace) -> None:
         body = {"command": " ".join(words)}
     else:
         raise CliError('give a command ("VARY WLM,APPLENV=PAYROLL,QUIESCE") or an environment and an action (PAYROLL quiesce)')
-    with _client(args) as client:
-        result = _call(client, "POST", "/v1/operator/commands", json=body)
+    with client_of(args) as client:
+        result = call(client, "POST", "/v1/operator/commands", json=body)
     print(f"{result['command']}: {result['application_environment']} {result['previous_state']} -> {result['state']}")
 
 
@@ -144,8 +144,8 @@ def _display_table(items: list[dict[str, Any]]) -> list[str]:
 
 
 def cmd_display(args: argparse.Namespace) -> None:
-    with _client(args) as client:
-        result = _call(client, "GET", "/v1/application-environments", params={"name": args.pattern})
+    with client_of(args) as client:
+        result = call(client, "GET", "/v1/application-environments", params={"name": args.pattern})
     if not result["items"]:
         print(f"{result['command']}: no application environment matches")
         return
@@ -175,20 +175,20 @@ def _explain_lines(result: dict[str, Any]) -> list[str]:
 
 
 def cmd_route(args: argparse.Namespace) -> None:
-    with _client(args) as client:
+    with client_of(args) as client:
         if args.action == "explain":
             params = {"application_environment": args.application_environment, **({"queue_manager_node": args.origin} if args.origin else {})}
-            print("\n".join(_explain_lines(_call(client, "GET", "/v1/routing/explain", params=params))))
+            print("\n".join(_explain_lines(call(client, "GET", "/v1/routing/explain", params=params))))
             return
         if args.action == "nodes":
-            nodes = _call(client, "GET", "/v1/routing/nodes")["items"]
+            nodes = call(client, "GET", "/v1/routing/nodes")["items"]
         elif getattr(args, "link", None):
-            nodes = [_call(client, "PATCH", f"/v1/routing/nodes/{args.node}/links/{args.link}", json=_link_changes(args))]
+            nodes = [call(client, "PATCH", f"/v1/routing/nodes/{args.node}/links/{args.link}", json=_link_changes(args))]
         else:
             changes = _NODE_ACTIONS.get(args.action) or {name: getattr(args, name) for name in _ALTERABLE if getattr(args, name) is not None}
             if not changes:
                 raise CliError("name what to alter: " + ", ".join(f"--{name.replace('_', '-')}" for name in _ALTERABLE))
-            nodes = [_call(client, "PATCH", f"/v1/routing/nodes/{args.node}", json=changes)]
+            nodes = [call(client, "PATCH", f"/v1/routing/nodes/{args.node}", json=changes)]
     for node in nodes:
         links = node["links"]
         if len(links) == 1:
@@ -212,7 +212,7 @@ def _link_changes(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_events(args: argparse.Namespace) -> None:
     """Follow the advisories (GET /v1/events) and print one line each: time, subject, data."""
     params = {"subject": args.subject, **({"since": args.since} if args.since else {})}
-    with _client(args) as client:
+    with client_of(args) as client:
         try:
             with client.stream("GET", "/v1/events", params=params, timeout=httpx.Timeout(30, read=None)) as response:
                 if response.status_code >= 400:
