@@ -256,3 +256,40 @@ async def test_dashboard_shows_the_launcher_s_last_failed_start_with_the_end_of_
             assert await page.locator('#environments tr[data-environment="PAYROLL"] + tr[data-start-error="PAYROLL"]').count() == 1
     finally:
         service.stop()
+
+
+async def test_dashboard_lists_dead_letters_and_retries_one_with_an_operator_s_key(browser, service, http):
+    response = await http.put("/v1/policy", content=EXAMPLE_POLICY, headers={"Content-Type": "application/yaml"})
+    assert response.status_code == 200, response.text
+    qm = {"Authorization": f"Bearer {await _key(http, 'bank', 'queue_manager')}"}
+    srv = {"Authorization": f"Bearer {await _key(http, 'payroll-servers', 'server', ['CB.*.PAYROLL'])}"}
+    qm_token = (await _post(http, "/v1/connections", {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BANK1"}, qm))["token"]
+    server = {"role": "server", "subsystem_type": "CB", "subsystem_name": "BANK1", "application_environment": "PAYROLL", "worker_tasks": 2}
+    server_token = (await _post(http, "/v1/connections", server, srv))["token"]
+    work = {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": ONLINE_WORK, "payload": {"n": 1}}
+    tokens = [(await _post(http, "/v1/work", work, qm))["token"] for _ in range(2)]
+    await _post(http, "/v1/work/select", {"connect_token": server_token, "max_items": 2}, srv)
+    for token in tokens:
+        await _post(http, f"/v1/work/{token}/end", {"connect_token": server_token, "outcome": "failed", "dead_letter": True, "error": "ledger closed"}, srv)
+
+    page = await browser.new_page(viewport={"width": 1400, "height": 1100})
+    viewer_key, operator_key = await _key(http, "wall-screen", "viewer"), await _key(http, "night-shift", "operator")
+    await page.goto(f"{service.url}/dashboard?refresh=1")
+    await page.fill("#api-key", viewer_key)
+    await page.click("#key-form button[type=submit]")
+    first = page.locator(f'#dead-letters tr[data-token="{tokens[0]}"]')
+    await expect(first.locator("td").nth(3)).to_have_text("ONLINE")
+    await expect(first.locator("td").nth(4)).to_have_text("failed")
+    await expect(first.locator("td").nth(6)).to_have_text("ledger closed")
+    await expect(page.locator("#dead-letters-count")).to_have_text("(2)")
+    # A viewer may look, not act: told why, and the dead letter stays.
+    await first.get_by_role("button", name="Retry").click()
+    await expect(page.locator("#dead-letters-error")).to_contain_text(f"Could not retry {tokens[0]}")
+    await expect(page.locator("#dead-letters tbody tr")).to_have_count(2)
+
+    await page.evaluate(f"sessionStorage.setItem('wlm.apiKey', '{operator_key}')")
+    await first.get_by_role("button", name="Retry").click()
+    await expect(first).to_have_count(0)
+    await page.locator(f'#dead-letters tr[data-token="{tokens[1]}"]').get_by_role("button", name="Discard").click()
+    await expect(page.locator("#dead-letters td.empty")).to_have_text("No dead letters.")
+    await expect(page.locator('#environments tr[data-environment="PAYROLL"] td').nth(5)).to_have_text("1 (ONLINE 1)")

@@ -21,6 +21,8 @@ const PI_CHART_CAP = 5;
 const GOAL_BUCKET_LABEL = "<=100%";
 
 const ADVISORIES_SHOWN = 20;
+// Dead letters listed, oldest first.
+const DEAD_LETTERS_SHOWN = 50;
 
 const $ = (id) => document.getElementById(id);
 let liveTimer = null;
@@ -45,8 +47,10 @@ class ApiError extends Error {
   }
 }
 
-async function api(path) {
-  const response = await fetch(path, { headers: { Authorization: `Bearer ${sessionStorage.getItem(KEY_STORAGE)}`, Accept: "application/json" } });
+async function api(path, { method = "GET", body: sent } = {}) {
+  const headers = { Authorization: `Bearer ${sessionStorage.getItem(KEY_STORAGE)}`, Accept: "application/json" };
+  if (sent !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(path, { method, headers, body: sent === undefined ? undefined : JSON.stringify(sent) });
   const body = await response.json().catch(() => null);
   if (response.status === 401) {
     askForKey("The key was not accepted (unknown, revoked or expired); enter another.");
@@ -306,6 +310,53 @@ async function livePerformance(policy) {
   fill("performance", rows, "No goal evaluation yet (the first comes within seconds of the first ended request).");
 }
 
+// Dead letters, each with its retry and discard (an operator's key: a viewer's is refused, and told so).
+
+function actionButton(label, onClick) {
+  const button = document.createElement("button");
+  button.type = "button";
+  button.textContent = label;
+  button.addEventListener("click", onClick);
+  return button;
+}
+
+async function deadLetterAction(token, verb, request) {
+  try {
+    await api(`/v1/dead-letters/${encodeURIComponent(token)}${request.suffix ?? ""}`, request);
+    $("dead-letters-error").textContent = "";
+  } catch (error) {
+    if (error.status === 401) return;
+    $("dead-letters-error").textContent = `Could not ${verb} ${token}: ${error.message}`;
+  }
+  await refreshLive();
+}
+
+async function liveDeadLetters() {
+  const page = await api(`/v1/dead-letters?limit=${DEAD_LETTERS_SHOWN}`);
+  const rows = page.items.map((d) => {
+    const actions = document.createElement("td");
+    actions.append(
+      actionButton("Retry", () => deadLetterAction(d.token, "retry", { method: "POST", suffix: "/retry", body: { position: "back" } })),
+      actionButton("Discard", () => deadLetterAction(d.token, "discard", { method: "DELETE" })),
+    );
+    return row(
+      [
+        cell(new Date(d.died_at).toLocaleString()),
+        cell(d.token),
+        cell(d.application_environment),
+        cell(d.service_class),
+        cell(d.reason),
+        cell(String(d.deliveries), "number"),
+        cell(d.error ?? "–"),
+        actions,
+      ],
+      { "data-token": d.token },
+    );
+  });
+  fill("dead-letters", rows, "No dead letters.");
+  $("dead-letters-count").textContent = page.next_cursor ? `(the ${DEAD_LETTERS_SHOWN} oldest)` : `(${page.items.length})`;
+}
+
 async function activePolicy() {
   try {
     return await api("/v1/policy");
@@ -320,7 +371,7 @@ async function refreshLive() {
   try {
     const policy = await activePolicy();
     classOrder = policy === null ? [] : policy.definition.service_classes.map((sc) => sc.name.toUpperCase());
-    await Promise.all([liveEnvironments(), livePerformance(policy)]);
+    await Promise.all([liveEnvironments(), livePerformance(policy), liveDeadLetters()]);
     $("live-error").textContent = "";
     $("live-updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (error) {
