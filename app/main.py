@@ -44,6 +44,7 @@ from app.queues.store import QueueStore
 from app.queues.topology import connect, disconnect, is_cluster
 from app.reports.router import dashboard_assets, dashboard_router
 from app.reports.router import router as reports_router
+from app.resource_groups.router import router as resource_groups_router
 from app.routing.router import router as routing_router
 from app.routing.service import Router, RoutingStore
 from app.scheduler.duties.runner import Duties, scheduled_duties
@@ -211,6 +212,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (
         health_router, policy_router, environments_router, connections_router, work_router, servers_router, operator_router, reports_router,
         routing_router, scheduler_router, events_router, sweeper_router, auth_router, audit_router, dead_letters_router,
+        resource_groups_router,
     ):
         app.include_router(router)
     app.include_router(dashboard_router)

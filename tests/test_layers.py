@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("audit", "events"),
     ("auth",),
     ("policy",),
-    ("connections", "reports"),
+    ("connections", "reports", "resource_groups"),
     ("servers",),
     ("operator",),
     ("routing",),

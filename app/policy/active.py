@@ -20,7 +20,7 @@ from app.policy.schemas import (
     Qualifier,
     ServiceDefinition,
 )
-from app.queues.base import AeConfig
+from app.queues.base import AeConfig, GroupCap
 
 # A policy that names no nodes has this one implicit node.
 DEFAULT_NODE = "LOCAL"
@@ -78,6 +78,10 @@ class ActivePolicy:
     class_order: tuple[str, ...]
     # Environments queue managers defined for themselves, in `application_environments` too; not in `definition`.
     dynamic: Mapping[str, DynamicOwner] = field(default_factory=lambda: MappingProxyType({}))
+    resource_groups: Mapping[str, GroupCap] = field(default_factory=lambda: MappingProxyType({}))
+    # Per class of `class_order`: its importance rank, and its resource group (None: none).
+    class_ranks: tuple[int, ...] = ()
+    class_groups: tuple[GroupCap | None, ...] = ()
 
     def classify(self, subsystem_type: str, attributes: Mapping[Qualifier, str]) -> Classification:
         return classify(self.classification, subsystem_type, attributes)
@@ -87,7 +91,7 @@ class ActivePolicy:
         ae = self.application_environments.get(application_environment)
         if ae is None:
             return None
-        return AeConfig(self.class_order, ae.completion_time_ms, ae.backlog_limit, ae.max_deliveries)
+        return AeConfig(self.class_order, ae.completion_time_ms, ae.backlog_limit, ae.max_deliveries, self.class_ranks, self.class_groups)
 
     def hosts(self, application_environment: str, node: str) -> bool:
         ae = self.application_environments.get(application_environment)
@@ -122,9 +126,15 @@ def compile_policy(version: int, definition: ServiceDefinition) -> ActivePolicy:
         else:
             periods = tuple(ServicePeriod(n, p.duration_ms, p.importance, p.goal) for n, p in enumerate(sc.periods, 1))
         classes[sc.name] = ServiceClassSpec(sc.name, sc.description, periods)
+    class_order = tuple(sorted(classes, key=lambda name: (name == SYSOTHER, _importance_rank(classes[name]), name)))
+    groups = {g.name: GroupCap(g.name, g.max_in_flight, g.min_in_flight) for g in definition.resource_groups}
+    group_of = {sc.name: groups[sc.resource_group] for sc in definition.service_classes if sc.resource_group is not None}
     return ActivePolicy(
         version=version,
-        class_order=tuple(sorted(classes, key=lambda name: (name == SYSOTHER, _importance_rank(classes[name]), name))),
+        class_order=class_order,
+        resource_groups=MappingProxyType(groups),
+        class_ranks=tuple(_importance_rank(classes[name]) for name in class_order),
+        class_groups=tuple(group_of.get(name) for name in class_order) if group_of else (),
         definition=definition,
         service_classes=MappingProxyType(classes),
         classification=MappingProxyType({g.subsystem_type: compile_group(g) for g in definition.classification}),

@@ -70,6 +70,25 @@ class ServiceClass(StrictModel):
     importance: Importance | None = None
     goal: Goal | None = None
     periods: list[Period] | None = None
+    # The resource group whose caps its work counts against (with every other class of the group, everywhere).
+    resource_group: Name | None = None
+
+
+InFlight = Annotated[int, Field(strict=True, ge=0, le=1_000_000)]
+
+
+class ResourceGroup(StrictModel):
+    """Caps on the requests its service classes have selected or begun at once, across every environment, node and
+    replica (z/OS WLM's resource groups, counted in requests rather than service units)."""
+
+    name: Name
+    description: Description = ""
+    max_in_flight: Annotated[int, Field(strict=True, ge=1, le=1_000_000)] | None = Field(
+        default=None, description="never more of its requests selected or begun at once"
+    )
+    min_in_flight: InFlight | None = Field(
+        default=None, description="while fewer are, its work is selected before other work of equal or lower importance"
+    )
 
 
 class ReportClass(StrictModel):
@@ -247,6 +266,7 @@ class ServiceDefinition(StrictModel):
     name: Name
     description: Description = ""
     service_classes: list[ServiceClass] = Field(min_length=1)
+    resource_groups: list[ResourceGroup] = Field(default_factory=list)
     report_classes: list[Annotated[ReportClass, BeforeValidator(_report_class_from_name), _OrItsName()]] = Field(default_factory=list)
     classification: list[ClassificationGroup] = Field(default_factory=list)
     application_environments: list[ApplicationEnvironment] = Field(default_factory=list)

@@ -28,14 +28,20 @@ def validate_definition(definition: ServiceDefinition) -> list[Problem]:
     problems: list[Problem] = []
     problems += _duplicates("service_classes", (sc.name for sc in definition.service_classes))
     problems += _duplicates("report_classes", (rc.name for rc in definition.report_classes))
+    problems += _duplicates("resource_groups", (group.name for group in definition.resource_groups))
     problems += _duplicates("classification", (g.subsystem_type for g in definition.classification), "subsystem_type")
     problems += _duplicates("application_environments", (ae.name for ae in definition.application_environments))
     problems += _duplicates("nodes", (node.name for node in definition.nodes))
     for i, node in enumerate(definition.nodes):
         problems += _duplicates(f"nodes[{i}].links", (link.name for link in node.links or ()))
 
+    resource_groups = {group.name for group in definition.resource_groups}
+    for i, group in enumerate(definition.resource_groups):
+        if group.min_in_flight is not None and group.max_in_flight is not None and group.min_in_flight > group.max_in_flight:
+            problems.append(_problem(f"resource_groups[{i}].min_in_flight", f"{group.min_in_flight} is above max_in_flight {group.max_in_flight}"))
     for i, service_class in enumerate(definition.service_classes):
         problems += _service_class_problems(f"service_classes[{i}]", service_class)
+        problems += _reference(f"service_classes[{i}].resource_group", service_class.resource_group, resource_groups, "resource group")
 
     service_classes = {sc.name for sc in definition.service_classes} | {SYSOTHER}
     report_classes = {rc.name for rc in definition.report_classes}

@@ -21,6 +21,15 @@ def redis_time_ms(time: tuple[int, int]) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupCap:
+    """A resource group as the queues hold work to it (app/queues/resource_groups.py)."""
+
+    name: str
+    max_in_flight: int | None
+    min_in_flight: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class AeConfig:
     """What the scripts need to know of an environment's definition (the policy builds it: `queue_config`)."""
 
@@ -28,6 +37,9 @@ class AeConfig:
     completion_time_ms: int
     backlog_limit: int
     max_deliveries: int
+    # Per class of `class_order`: its importance rank (lower: more important), and its resource group (None: none).
+    class_ranks: tuple[int, ...] = ()
+    class_groups: tuple[GroupCap | None, ...] = ()
 
 
 class StoreBase:

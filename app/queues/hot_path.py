@@ -3,17 +3,19 @@ inserted, selected (and begun), begun, extended, ended, deleted, purged and give
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
 
 from app.errors import AppError, lua_error
-from app.queues.base import AeConfig
+from app.queues.base import AeConfig, GroupCap
 from app.queues.codes import ReturnCode
 from app.queues.keys import AeKeys, queue_name
+from app.queues.resource_groups import ResourceGroups, group_by_class, groups_of, member_of, preferred_order
 from app.queues.sweep import SweptQueues
 
 # Each select brings back at most this many blobs before it answers (with what it has, possibly nothing).
@@ -83,7 +85,7 @@ def _end_results(flat: Sequence[Any]) -> list[EndResult]:
     return [EndResult(ReturnCode(int(flat[i])), str(flat[i + 1])) for i in range(0, len(flat), 2)]
 
 
-class RequestQueues(SweptQueues):
+class RequestQueues(SweptQueues, ResourceGroups):
     async def register_server(self, k: AeKeys, server_id: int, worker_tasks: int, worker_weight: int, overflow: bool) -> None:
         value = json.dumps({"tasks": worker_tasks, "weight": worker_weight, "overflow": overflow})
         await self.scripts.run("register", [k.servers, k.seen], [server_id, value])
@@ -114,9 +116,46 @@ class RequestQueues(SweptQueues):
         """End `ends`, then select (and begin, if `begin`), in one script call. When the queue to take from goes on
         in the database, its next blob comes back and the select is tried again (the ends were applied). A
         long-polling server's `waiter` is listed for inserts to wake when nothing was selected, and unlisted
-        otherwise (wake in common.lua)."""
+        otherwise (wake in common.lua). Classes in resource groups take their groups' slots first
+        (resource_groups.py)."""
+        groups = groups_of(config)
+        if not groups:
+            return await self._select(k, config, config.class_order, server_id, max_items, begin=begin, ends=ends, waiter=waiter)
+        ended: list[EndResult] = []
+        if ends:  # ended first, so that the slots they free count for this select
+            ended = await self.end(k, server_id, ends, group_by_class(config))
+        grants = await self.take_slots(groups, max_items, config.completion_time_ms, k.notify_channel)
+        taken: dict[str, list[str]] = {grant.group.name: [] for grant in grants}
+        try:
+            order = preferred_order(config, grants)
+            number = {grant.group.name: n for n, grant in enumerate(grants, 1)}
+            group_of = group_by_class(config)
+            budgets = [number[group_of[sc].name] if sc in group_of else 0 for sc in order] + [grant.granted for grant in grants]
+            result = await self._select(k, config, order, server_id, max_items, begin=begin, waiter=waiter, budgets=budgets)
+            for item in result.items:
+                if (group := group_of.get(item.meta["sc"])) is not None:
+                    taken[group.name].append(member_of(k, item.id, item.meta))
+        finally:
+            await asyncio.gather(*(self.settle_slots(g.group, g.reservation, g.granted, taken[g.group.name]) for g in grants))
+        return replace(result, ended=ended)
+
+    async def _select(
+        self,
+        k: AeKeys,
+        config: AeConfig,
+        class_order: Sequence[str],
+        server_id: int,
+        max_items: int,
+        *,
+        begin: bool,
+        ends: Sequence[EndArgs] = (),
+        waiter: str = "",
+        budgets: Sequence[int] = (),
+    ) -> SelectResult:
+        """`select` in the class order given, with the groups' `budgets` (per class its group's number, then each
+        group's slots) if any."""
         keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.seen, k.records, k.exits, k.done, k.done_exp, k.samples]
-        keys += [k.assign, k.retire, k.swept, k.served, k.waiters, k.served_at, k.dead, k.dead_at, *k.class_queues(list(config.class_order))]
+        keys += [k.assign, k.retire, k.swept, k.served, k.waiters, k.served_at, k.dead, k.dead_at, *k.class_queues(list(class_order))]
         script = "select_and_begin" if begin else "select"
         ended: list[EndResult] | None = None
         for _ in range(UNSWEEPS_PER_SELECT + 1):
@@ -124,7 +163,8 @@ class RequestQueues(SweptQueues):
                 server_id, config.completion_time_ms, max_items, self.tombstone_ms, self.samples_ms, self.dead_letter_ms, waiter, len(ends)
             ]
             args += _end_args(ends)
-            args += config.class_order
+            args += class_order
+            args += budgets
             flat = await self.scripts.call(script, keys, args)
             status, after_ends = ReturnCode(int(flat[0])), 2 + 2 * int(flat[1])
             if ended is None:
@@ -155,11 +195,15 @@ class RequestQueues(SweptQueues):
         result = await self.scripts.run("extend", [k.req, k.leases, k.seen], [server_id, config.completion_time_ms])
         return int(result[0])
 
-    async def end(self, k: AeKeys, server_id: int, ends: Sequence[EndArgs]) -> list[EndResult]:
-        """End requests of one server; each succeeds or fails on its own."""
+    async def end(self, k: AeKeys, server_id: int, ends: Sequence[EndArgs], groups: Mapping[str, GroupCap] | None = None) -> list[EndResult]:
+        """End requests of one server; each succeeds or fails on its own. Those of a class in `groups` (class ->
+        its resource group) free their slots."""
         keys = [k.req, k.payload, k.leases, k.inflight, k.records, k.exits, k.done, k.done_exp, k.samples, k.dead, k.dead_at]
         args = [server_id, self.tombstone_ms, self.samples_ms, self.dead_letter_ms, *_end_args(ends)]
-        return _end_results(await self.scripts.run("end", keys, args))
+        results = _end_results(await self.scripts.run("end", keys, args))
+        if groups:
+            await self.release_ended(k, groups, [result.value for result in results if result.code is ReturnCode.OK])
+        return results
 
     async def delete(self, k: AeKeys, request_id: str, queue_manager: int) -> dict[str, Any]:
         """Delete a queued request, in memory or swept; returns its work record."""

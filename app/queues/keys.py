@@ -230,6 +230,49 @@ def parse_token(token: str) -> tuple[str, str, str] | None:
     return parts[0], parts[1], parts[2]
 
 
+@dataclass(frozen=True)
+class GroupKeys:
+    """A resource group's slots, in a slot of their own (the group spans environments and nodes, so no queue's slot
+    can hold them): app/queues/resource_groups.py."""
+
+    prefix: str
+    group: str
+
+    @cached_property
+    def tag(self) -> str:
+        return f"{{{self.prefix}:rg:{self.group}}}"
+
+    @cached_property
+    def held(self) -> str:
+        """Requests of the group selected or begun: zset `<token>|<life>|<deliveries>` -> when taken (ms)."""
+        return f"{self.tag}:held"
+
+    @cached_property
+    def reserved(self) -> str:
+        """Slots taken for a select under way: zset `<reservation>:<n>` -> until when (ms), when they lapse."""
+        return f"{self.tag}:reserved"
+
+    @cached_property
+    def blocked(self) -> str:
+        """Notify channels of the places whose selects the cap refused: woken when a slot is freed."""
+        return f"{self.tag}:blocked"
+
+    @cached_property
+    def capped(self) -> str:
+        """How long work waited on the cap: hash `since` (ms, while capped) and `total_ms`."""
+        return f"{self.tag}:capped"
+
+    @property
+    def all(self) -> list[str]:
+        return [self.held, self.reserved, self.blocked, self.capped]
+
+
+def group_member(token: str, life: int, deliveries: int) -> str:
+    """A held request in its group: one delivery of one life of it (a request given back and selected again is
+    another member, so a late release of the old one frees nothing of the new)."""
+    return f"{token}|{life}|{deliveries}"
+
+
 def idempotency_route_key(prefix: str, queue_manager: int, ae: str, key: str) -> str:
     """The node a request with this idempotency key was routed to, so a retry goes where the first try went
     (the key itself is kept per node, with the queue)."""

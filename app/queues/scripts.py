@@ -45,6 +45,8 @@ SCRIPT_NAMES = (
     "queue_figures",
     "dead_retry",
     "dead_discard",
+    "group_take",
+    "group_settle",
 )
 
 

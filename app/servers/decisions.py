@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import assert_never
 
 from app.policy.goals import GoalModel
@@ -193,6 +193,22 @@ class ClassDemand:
 def _service_order(demand: ClassDemand) -> tuple[int, float, str]:
     # Most important first, then the worst (highest) PI; the name only makes ties deterministic.
     return demand.rank, -demand.pi_rank, demand.name
+
+
+def within_group_caps(classes: Sequence[ClassDemand], caps: Mapping[str, tuple[str, int]]) -> list[ClassDemand]:
+    """The demands with the classes of each resource group together needing no more servers than its cap keeps
+    busy (`caps`: class -> its group and the most servers the group's max_in_flight keeps busy), shared out in
+    service order: servers beyond would wait on the cap, not serve, so none are started for them. A class left
+    none is owed no first server either."""
+    left = {group: servers for group, servers in caps.values()}
+    capped: dict[str, ClassDemand] = {}
+    for demand in sorted(classes, key=_service_order):
+        if demand.name in caps:
+            group = caps[demand.name][0]
+            servers = min(demand.need, left[group])
+            left[group] -= servers
+            capped[demand.name] = replace(demand, needed_servers=servers, has_queued_work=demand.has_queued_work and servers > 0)
+    return [capped.get(demand.name, demand) for demand in classes]
 
 
 @dataclass(frozen=True, slots=True)

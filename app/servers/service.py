@@ -27,7 +27,7 @@ from app.policy.active import ActivePolicy
 from app.policy.schemas import ServerLimits
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
-from app.servers.decisions import ClassDemand, allocate, assign_servers, servers_for_goal
+from app.servers.decisions import ClassDemand, allocate, assign_servers, servers_for_goal, within_group_caps
 from app.servers.limits import beyond_max, effective_limits
 from app.servers.schemas import (
     NodeScaling,
@@ -74,7 +74,12 @@ async def manage_environment(
         tasks = servers_for_goal(spec.periods[0].goal, rate, service_s).servers if rate > 0 and service_s else 0
         pi = seen.performance_index if seen else None
         demands.append(ClassDemand(name, spec.periods[0].importance, pi, math.ceil(tasks / tasks_per_server), queued > 0))
-    allocation = allocate(demands, limits)
+    caps = {
+        name: (group.name, math.ceil(group.max_in_flight / tasks_per_server))
+        for name, group in zip(policy.class_order, policy.class_groups, strict=False)
+        if group is not None and group.max_in_flight is not None
+    }
+    allocation = allocate(within_group_caps(demands, caps), limits)
     homes = await store.server_homes(keys)
     assignment = assign_servers({sid: homes.get(str(sid)) for sid in managed}, [(a.name, a.servers) for a in allocation.values()])
     over_max = max(0, len(managed) - limits.max) if limits.max is not None else 0

@@ -12,9 +12,11 @@ from app.config import Settings
 from app.connections.service import ConnInfo
 from app.errors import AppError, Conflict, NotFound, PayloadTooLarge, lua_error
 from app.policy.service import PolicyStore
+from app.queues.base import GroupCap
 from app.queues.codes import ReturnCode
 from app.queues.hot_path import EndArgs, EndResult
 from app.queues.keys import AeKeys, parse_token
+from app.queues.resource_groups import group_by_class
 from app.queues.store import QueueStore
 from app.work.calls import Connections, json_bytes
 from app.work.schemas import EndedOut, EndErrorOut, EndIn
@@ -61,9 +63,16 @@ class Ending:
         outcomes, valid = self.prepare(server, ends)
         done: list[EndResult] = []
         if valid:
-            keys = self.store.keys(server.node, server.application_environment)  # type: ignore[arg-type]
-            done = await self.store.end(keys, server.id, [v for _, v in valid])
+            assert server.node and server.application_environment
+            keys = self.store.keys(server.node, server.application_environment)
+            done = await self.store.end(keys, server.id, [v for _, v in valid], await self._groups(server.application_environment))
         return settle(ends, outcomes, valid, done)
+
+    async def _groups(self, ae: str) -> dict[str, GroupCap] | None:
+        """The environment's classes in resource groups (class -> group), whose ends free a slot; None if none."""
+        policy = await self.policies.current()
+        config = policy.queue_config(ae) if policy is not None else None
+        return group_by_class(config) if config is not None and config.class_groups else None
 
     def prepare(self, server: ConnInfo, ends: list[EndRequestArgs]) -> tuple[PreparedOutcomes, list[tuple[int, EndArgs]]]:
         """Each end's error where it is refused before reaching the queues, and the script arguments of the others

@@ -12,9 +12,11 @@ import pytest
 import yaml
 
 from app.errors import ValidationFailed
+from app.policy.active import compile_policy
 from app.policy.schemas import ServiceDefinition
 from app.policy.service import parse_definition
 from app.policy.validation import validate_definition
+from app.queues.base import GroupCap
 
 EXAMPLE_POLICY_PATH = Path(__file__).resolve().parents[2] / "examples" / "policy.yaml"
 
@@ -554,3 +556,28 @@ def test_rules_nested_fifteen_deep_allowed() -> None:
         leaf = {"qualifier": "TN", "value": "X", "rules": [leaf]}
     definition = parse_definition(mutate(lambda d: d["classification"][0].update(rules=[leaf])))
     assert validate_definition(definition) == []
+
+
+def test_resource_groups_are_checked_and_compiled() -> None:
+    def grouped(d: Doc) -> None:
+        d["resource_groups"] = [{"name": "limited", "max_in_flight": 3, "min_in_flight": 1}, {"name": "FLOOR", "min_in_flight": 2}]
+        sc(d)["resource_group"] = "limited"
+
+    definition = parse_definition(mutate(grouped))
+    policy = compile_policy(1, definition)
+    assert policy.resource_groups["LIMITED"] == GroupCap("LIMITED", 3, 1) and set(policy.resource_groups) == {"LIMITED", "FLOOR"}
+    grouped_classes = {sc: g.name for sc, g in zip(policy.class_order, policy.class_groups, strict=True) if g is not None}
+    assert grouped_classes == {sc(mutate(grouped))["name"].upper(): "LIMITED"}
+    assert compile_policy(1, parse_definition(minimal())).class_groups == ()
+
+    def broken(d: Doc) -> None:
+        grouped(d)
+        d["resource_groups"].append({"name": "LIMITED"})  # a second LIMITED
+        d["resource_groups"][1]["max_in_flight"] = 1  # FLOOR's min above its max
+        sc(d, 1)["resource_group"] = "NOPE"
+
+    assert sorted(e["path"] for e in errors_of(mutate(broken))) == [
+        "resource_groups[1].min_in_flight",
+        "resource_groups[2].name",
+        "service_classes[1].resource_group",
+    ]

@@ -27,6 +27,7 @@ from app.servers.decisions import (
     allocate,
     assign_servers,
     servers_for_goal,
+    within_group_caps,
 )
 from tests.goal_builders import DISCRETIONARY, average, percentile, velocity
 
@@ -300,3 +301,19 @@ def test_assign_servers(current, allocation, homes, surplus) -> None:
     assignment = assign_servers(current, allocation)
     assert assignment.homes == homes
     assert assignment.surplus == surplus
+
+
+def test_a_resource_group_s_classes_together_need_no_more_servers_than_its_cap_keeps_busy() -> None:
+    online = ClassDemand("ONLINE", 1, 2.0, needed_servers=4, has_queued_work=True)
+    batch = ClassDemand("BATCH", 3, 1.5, needed_servers=3, has_queued_work=True)
+    reports = ClassDemand("REPORTS", 4, None, needed_servers=0, has_queued_work=True)
+    free = ClassDemand("FREE", 2, 1.0, needed_servers=6, has_queued_work=True)
+    caps = {"ONLINE": ("G", 5), "BATCH": ("G", 5), "REPORTS": ("G", 5)}
+    capped = {d.name: d for d in within_group_caps([batch, reports, online, free], caps)}
+    # In service order: ONLINE's 4, then BATCH's 1 of 3; REPORTS is left none, and no first server for its queue.
+    assert [capped[n].need for n in ("ONLINE", "BATCH", "REPORTS", "FREE")] == [4, 1, 0, 6]
+    assert not capped["REPORTS"].has_queued_work and capped["FREE"] == free
+    assert within_group_caps([online], {}) == [online]
+    # Under a cap, the allocation starts no server the cap would leave idle.
+    allocation = allocate(within_group_caps([online, batch], {"ONLINE": ("G", 2), "BATCH": ("G", 2)}), ServerLimits())
+    assert sum(a.servers for a in allocation.values()) == 2

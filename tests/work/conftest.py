@@ -24,6 +24,16 @@ def policy_document(**ae_changes: Any) -> str:
     return json.dumps(document)
 
 
+def grouped_policy(groups: list[dict[str, Any]], **class_groups: str) -> str:
+    """The example policy with `groups` as its resource groups, and each class named given its group."""
+    document = yaml.safe_load(EXAMPLE_POLICY)
+    document["resource_groups"] = groups
+    for service_class in document["service_classes"]:
+        if service_class["name"] in class_groups:
+            service_class["resource_group"] = class_groups[service_class["name"]]
+    return json.dumps(document)
+
+
 @dataclass
 class World:
     client: httpx.AsyncClient

@@ -272,17 +272,26 @@ local function select_work(begin_now)
   local got = 0
   -- Class positions (0-based) in the order to look at them: the home class, then the others most important first.
   local classes, home = {}, redis.call('HGET', k.assign, server)
-  for i = 0, (#KEYS - FIRST_LIST + 1) / 4 - 1 do
+  local class_count = (#KEYS - FIRST_LIST + 1) / 4
+  for i = 0, class_count - 1 do
     if ARGV[first_class + i] == home then table.insert(classes, 1, i) else classes[#classes + 1] = i end
+  end
+  -- Resource groups (app/queues/resource_groups.py), when the environment's classes are in some: after the class
+  -- names, per class its group's number (0: none), then per group the slots it granted this select.
+  local group_of, slots_left = {}, {}
+  local first_group = first_class + class_count
+  if ARGV[first_group] then
+    for i = 0, class_count - 1 do group_of[i] = tonumber(ARGV[first_group + i]) end
+    for g = 1, #ARGV - first_group - class_count + 1 do slots_left[g] = tonumber(ARGV[first_group + class_count + g - 1]) end
   end
 
   -- Takes up to `want - got` requests from the front of one queue; the rear joins the front when the front is empty
   -- and nothing of the queue is in the database. Returns false when the queue's next requests are in the database.
   -- The requests are popped, read, written and given their payloads a command each for all of them.
-  local function take(class, queue, front, rear)
+  local function take(class, queue, front, rear, limit)
     local blocked, metas, leases, ids, slots = false, {}, {}, {}, {}
-    while got < want do
-      local popped = redis.call('LPOP', front, want - got)
+    while got < limit do
+      local popped = redis.call('LPOP', front, limit - got)
       if not popped then
         if redis.call('HEXISTS', k.swept, queue) == 1 then
           blocked = true
@@ -332,10 +341,16 @@ local function select_work(begin_now)
   for _, position in ipairs(classes) do
     if got >= want or blocked then break end
     local class = ARGV[first_class + position]
+    local group = group_of[position] or 0
+    -- A class whose group granted no slot (at its cap) is passed over for the next eligible work.
+    local limit = group > 0 and math.min(want, got + slots_left[group]) or want
     for part, kind in ipairs({'dep', 'ind'}) do
       local base = FIRST_LIST + 4 * position + 2 * (part - 1)
       local queue = class .. ':' .. kind
-      if not take(class, queue, KEYS[base], KEYS[base + 1]) then
+      local before = got
+      local open = got < limit and take(class, queue, KEYS[base], KEYS[base + 1], limit)
+      if group > 0 then slots_left[group] = slots_left[group] - (got - before) end
+      if got < limit and not open then
         blocked = queue
         break
       end
@@ -444,3 +459,11 @@ local function own_sweep_mark(k, queue, token)
   return nil
 end
 
+-- Resource groups (group_take.lua, group_settle.lua): the time a group's work waited on its cap ends here.
+local function uncapped(capped_key, now)
+  local since = redis.call('HGET', capped_key, 'since')
+  if since then
+    redis.call('HINCRBY', capped_key, 'total_ms', now - tonumber(since))
+    redis.call('HDEL', capped_key, 'since')
+  end
+end

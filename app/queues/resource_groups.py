@@ -1,0 +1,142 @@
+"""Resource groups: caps on the requests a group of service classes has selected or begun at once, across every
+environment, node and replica.
+
+A group's count lives in a slot of its own (GroupKeys), since its classes' queues are in every environment's
+slot: on a Redis Cluster no one script can count the group and select. So a select of an environment whose
+classes are in groups takes the groups' slots first (group_take.lua, each a reservation that lapses), selects
+within them (select_work in lua/common.lua skips a class whose group granted nothing, and takes no more of a
+group than it granted), then settles (group_settle.lua): the slots it used hold its requests until they end,
+and the others are given back. An end frees its request's slot. A request given back (its lease expired, its
+server died) is found by the scheduler's pass over the held requests (`stale_members`), which frees its slot: held
+slots never lapse on their own, since a request's lease is renewed while it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from app.queues.base import AeConfig, GroupCap, StoreBase
+from app.queues.keys import AeKeys, GroupKeys, group_member, parse_token
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    group: GroupCap
+    reservation: str
+    granted: int
+    in_flight: int  # the group's, before this grant
+
+
+@dataclass(frozen=True, slots=True)
+class GroupFigures:
+    in_flight: int  # held and reserved
+    capped_ms: int  # how long its work has waited on the cap, in all (while capped, up to now)
+
+
+def groups_of(config: AeConfig) -> list[GroupCap]:
+    """The distinct groups of an environment's classes, in class order."""
+    return list(dict.fromkeys(group for group in config.class_groups if group is not None))
+
+
+def group_by_class(config: AeConfig) -> dict[str, GroupCap]:
+    return {sc: group for sc, group in zip(config.class_order, config.class_groups, strict=False) if group is not None}
+
+
+def preferred_order(config: AeConfig, grants: Sequence[Grant]) -> list[str]:
+    """The classes in the order a select looks at them (pure): most important first, as the policy orders them,
+    except that a class whose group is under its min_in_flight comes before the other classes of equal importance
+    (and so before every less important one)."""
+    under = {g.group.name for g in grants if g.group.min_in_flight is not None and g.in_flight < g.group.min_in_flight}
+    groups = config.class_groups or (None,) * len(config.class_order)
+    ranked = [
+        (rank, 0 if group is not None and group.name in under else 1, position, sc)
+        for position, (sc, rank, group) in enumerate(zip(config.class_order, config.class_ranks, groups, strict=True))
+    ]
+    return [sc for *_, sc in sorted(ranked)]
+
+
+def member_of(k: AeKeys, request_id: str, meta: Mapping[str, Any]) -> str:
+    """A request's member in its group, from its metadata (as selected, or its work record)."""
+    return group_member(k.token(request_id), int(meta.get("life", 1)), int(meta["deliveries"]))
+
+
+class ResourceGroups(StoreBase):
+    def group_keys(self, name: str) -> GroupKeys:
+        return GroupKeys(self.prefix, name)
+
+    async def take_slots(self, groups: Sequence[GroupCap], want: int, hold_ms: int, channel: str) -> list[Grant]:
+        """Up to `want` slots of each group for one select, reserved for `hold_ms` (the calls of one turn share a
+        write to Redis)."""
+        reservation = uuid.uuid4().hex
+
+        async def take(group: GroupCap) -> Grant:
+            args = [want, group.max_in_flight or 0, reservation, hold_ms, channel]
+            granted, in_flight = await self.scripts.run("group_take", self.group_keys(group.name).all, args)
+            return Grant(group, reservation, int(granted), int(in_flight))
+
+        return list(await asyncio.gather(*(take(group) for group in groups)))
+
+    async def settle_slots(self, group: GroupCap, reservation: str, slots: int, hold: Sequence[str], release: Sequence[str] = ()) -> int:
+        """A reservation's slots settled: `hold` held, the rest given back; `release` freed. Returns the group's
+        count after."""
+        args = [reservation, slots, group.max_in_flight or 0, len(hold), *hold, *release]
+        (count,) = await self.scripts.run("group_settle", self.group_keys(group.name).all, args)
+        return int(count)
+
+    async def release_ended(self, k: AeKeys, groups: Mapping[str, GroupCap], records: Iterable[str]) -> None:
+        """The slots of ended requests (their work records, JSON) freed, in their groups."""
+        freed: dict[GroupCap, list[str]] = {}
+        for raw in records:
+            record = orjson.loads(raw)
+            group = groups.get(record["sc"])
+            if group is not None:
+                freed.setdefault(group, []).append(member_of(k, record["id"], record))
+        await asyncio.gather(*(self.settle_slots(group, "", 0, (), members) for group, members in freed.items()))
+
+    async def held_members(self, name: str) -> list[str]:
+        return list(await self.redis.zrange(self.group_keys(name).held, 0, -1))
+
+    async def stale_members(self, members: Sequence[str]) -> list[str]:
+        """Of a group's held members, those no longer selected or begun in that delivery of that life: ended (an
+        end whose release was lost), given back, or gone with their environment."""
+        by_place: dict[AeKeys, list[tuple[str, str, int, int]]] = {}
+        stale = []
+        for member in members:
+            token, life, deliveries = member.rsplit("|", 2)
+            parsed = parse_token(token)
+            if parsed is None or not life.isdigit() or not deliveries.isdigit():
+                stale.append(member)
+                continue
+            node, ae, request_id = parsed
+            by_place.setdefault(self.keys(node, ae), []).append((member, request_id, int(life), int(deliveries)))
+        for k, held in by_place.items():
+            raws = await self.redis.hmget(k.req, [request_id for _, request_id, _, _ in held])  # type: ignore[misc]
+            for (member, _, life, deliveries), raw in zip(held, raws, strict=True):
+                meta = orjson.loads(raw) if raw is not None else None
+                live = meta is not None and meta.get("state") in ("s", "b")
+                if not live or meta.get("life", 1) != life or meta.get("deliveries") != deliveries:  # type: ignore[union-attr]
+                    stale.append(member)
+        return stale
+
+    async def group_figures(self, groups: Sequence[GroupCap]) -> list[GroupFigures]:
+        """Each group's count and time on its cap, read in one round trip (by Redis's clock)."""
+        now_ms = await self.clock_ms()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for group in groups:
+                keys = self.group_keys(group.name)
+                pipe.zcard(keys.held)
+                pipe.zcount(keys.reserved, now_ms, "+inf")
+                pipe.hmget(keys.capped, ["since", "total_ms"])
+            replies = await pipe.execute() if groups else []
+        figures = []
+        for i in range(len(groups)):
+            held, reserved, (since, total) = replies[3 * i : 3 * i + 3]
+            waiting = now_ms - int(since) if since is not None else 0
+            figures.append(GroupFigures(int(held) + int(reserved), int(total or 0) + max(0, waiting)))
+        return figures
