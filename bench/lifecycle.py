@@ -16,8 +16,10 @@ Each phase also reports the CPU the service's processes and its Redis used per l
 far less with this machine's hour than the rates do. `--redis-cluster 3` runs the single, batch and latency phases
 again with the service on a 3-master Redis Cluster started here, and reports them beside one Redis's (`cluster_*`).
 `--redis-replica` runs them again on a Redis started here with a replica of it (`replica_*`): in strict mode each
-insert then waits until the replica has it (WAIT); the replica's CPU counts as Redis's. The last line
-printed is one JSON object with the headline figures.
+insert then waits until the replica has it (WAIT); the replica's CPU counts as Redis's. `--resource-groups` runs
+them again on a fresh service whose policy puts every service class in a resource group of its own, with a cap no
+phase reaches (`groups_*`): the cost of the groups' slots per lifecycle. The last line printed is one JSON object
+with the headline figures.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from pathlib import Path
 
 import redis
 import uvloop
+import yaml
 from rq import Queue
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -40,14 +43,24 @@ from _http import HttpClient  # noqa: E402
 from _service import ADMIN_KEY, ROOT, RQ_SERIALIZER, CpuSeconds, Service, machine, rq_workers  # noqa: E402
 
 POLICY = (ROOT / "examples" / "policy.yaml").read_text().replace("backlog_limit: 100000", "backlog_limit: 10000000").replace("max: 8,", "max: 64,")
+# Every class in a resource group of its own, capped where no phase comes (the mechanism's cost, not the cap's).
+GROUP_CAP = 1_000_000
 ONLINE = {"userid": "ATM01"}
 WARM_UP_SECONDS = 1.0
 QM = {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BENCH"}
 
 
-async def setup(url: str) -> tuple[HttpClient, HttpClient]:
+def grouped_policy() -> str:
+    document = yaml.safe_load(POLICY)
+    document["resource_groups"] = [{"name": sc["name"], "max_in_flight": GROUP_CAP} for sc in document["service_classes"]]
+    for sc in document["service_classes"]:
+        sc["resource_group"] = sc["name"]
+    return json.dumps(document)
+
+
+async def setup(url: str, policy: str) -> tuple[HttpClient, HttpClient]:
     admin = HttpClient(url, ADMIN_KEY)
-    status, body = await admin.request("PUT", "/v1/policy", POLICY, content_type="application/yaml")
+    status, body = await admin.request("PUT", "/v1/policy", policy, content_type="application/yaml")
     assert status == 200, body
     keys = []
     for name, roles, permits in (("bench-qm", ["queue_manager"], []), ("bench-server", ["server"], ["CB.**"])):
@@ -194,8 +207,8 @@ def percentile(samples: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
-async def main_async(service: Service, seconds: float, latency_rate: float | None) -> dict[str, float]:
-    qm, server = await setup(service.url)
+async def main_async(service: Service, seconds: float, latency_rate: float | None, policy: str = POLICY) -> dict[str, float]:
+    qm, server = await setup(service.url, policy)
     status, body = await qm.post("/v1/connections", QM)
     assert status == 201, body
     qm_token = body["token"]
@@ -237,6 +250,7 @@ def main() -> None:
     parser.add_argument("--durability", choices=("strict", "fast"), help="WLM_DURABILITY (default: the service's)")
     parser.add_argument("--redis-cluster", type=int, metavar="MASTERS", help="run the phases again on a Redis Cluster of this many masters, started here")
     parser.add_argument("--redis-replica", action="store_true", help="run the phases again on a Redis with a replica, started here")
+    parser.add_argument("--resource-groups", action="store_true", help="run the phases again with every class in a resource group")
     args = parser.parse_args()
     print(f"machine: {machine()}; service ({args.workers} workers), Redis and load generator share it", flush=True)
     durability = {"durability": args.durability} if args.durability else {}
@@ -254,12 +268,29 @@ def main() -> None:
         figures |= {f"cluster_{name}": value for name, value in on_cluster.items()}
         figures["cluster_vs_one_single"] = round(on_cluster["lifecycles_per_s_single"] / figures["lifecycles_per_s_single"], 3)
         figures["cluster_vs_one_batch"] = round(on_cluster["lifecycles_per_s_batch"] / figures["lifecycles_per_s_batch"], 3)
+    if args.resource_groups:
+        grouped = grouped_phases(args, durability)
+        figures |= {f"groups_{name}": value for name, value in grouped.items()}
+        for phase in ("single", "batch"):
+            figures[f"groups_vs_none_{phase}"] = round(grouped[f"lifecycles_per_s_{phase}"] / figures[f"lifecycles_per_s_{phase}"], 3)
+            figures[f"groups_vs_none_service_cpu_{phase}"] = round(grouped[f"service_cpu_ms_{phase}"] / figures[f"service_cpu_ms_{phase}"], 3)
     if args.redis_replica:
         replicated = replica_phases(args, durability)
         figures |= {f"replica_{name}": value for name, value in replicated.items()}
         figures["replica_vs_one_single"] = round(replicated["lifecycles_per_s_single"] / figures["lifecycles_per_s_single"], 3)
         figures["replica_vs_one_batch"] = round(replicated["lifecycles_per_s_batch"] / figures["lifecycles_per_s_batch"], 3)
     print(json.dumps(figures))
+
+
+def grouped_phases(args: argparse.Namespace, durability: dict[str, str]) -> dict[str, float]:
+    """The same phases on a fresh service whose every class is in a resource group (`grouped_policy`)."""
+    print("with every class in a resource group:", flush=True)
+    service = Service(workers=args.workers, **durability)
+    try:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(main_async(service, args.seconds, args.latency_rate, grouped_policy()))
+    finally:
+        service.stop()
 
 
 def replica_phases(args: argparse.Namespace, durability: dict[str, str]) -> dict[str, float]:

@@ -121,7 +121,7 @@ def cmd_vary(args: argparse.Namespace) -> None:
 
 
 def _display_table(items: list[dict[str, Any]]) -> list[str]:
-    """Fixed-width columns, as wide as their longest value; the queued requests by class last, most important first."""
+    """The environments, the queued requests by class last, most important first."""
     rows = [
         (
             item["name"],
@@ -133,9 +133,12 @@ def _display_table(items: list[dict[str, Any]]) -> list[str]:
         )
         for item in items
     ]
-    header = ("NAME", "STATE", "SERVERS", "IN-FLIGHT", "QUEUED", "QUEUED BY CLASS")
+    return _columns(("NAME", "STATE", "SERVERS", "IN-FLIGHT", "QUEUED", "QUEUED BY CLASS"), rows, (False, False, True, True, True))
+
+
+def _columns(header: tuple[str, ...], rows: list[tuple[str, ...]], numeric: tuple[bool, ...]) -> list[str]:
+    """Fixed-width columns, as wide as their longest value, the last one as it is."""
     widths = [max(len(row[column]) for row in (header, *rows)) for column in range(len(header) - 1)]
-    numeric = (False, False, True, True, True)
     lines = []
     for row in (header, *rows):
         cells = [cell.rjust(width) if right else cell.ljust(width) for cell, width, right in zip(row[:-1], widths, numeric, strict=True)]
@@ -143,15 +146,36 @@ def _display_table(items: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _groups_table(groups: list[dict[str, Any]]) -> list[str]:
+    """The resource groups: their requests in flight against their caps, and how long their work waited on them."""
+    rows = [
+        (
+            group["name"],
+            str(group["in_flight"]),
+            "-" if group["max_in_flight"] is None else str(group["max_in_flight"]),
+            "-" if group["min_in_flight"] is None else str(group["min_in_flight"]),
+            f"{group['capped_seconds']:.1f}s",
+            " ".join(group["service_classes"]) or "-",
+        )
+        for group in groups
+    ]
+    return _columns(("RESOURCE GROUP", "IN-FLIGHT", "MAX", "MIN", "CAPPED", "CLASSES"), rows, (False, True, True, True, True))
+
+
 def cmd_display(args: argparse.Namespace) -> None:
     with client_of(args) as client:
         result = call(client, "GET", "/v1/application-environments", params={"name": args.pattern})
+        groups = call(client, "GET", "/v1/resource-groups")["items"]
     if not result["items"]:
         print(f"{result['command']}: no application environment matches")
         return
     print(result["command"])
     for line in _display_table(result["items"]):
         print(line)
+    if groups:
+        print()
+        for line in _groups_table(groups):
+            print(line)
 
 
 # `wlm route ACTION NODE`: the change each one-word action makes to the node's routing attributes.

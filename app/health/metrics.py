@@ -5,7 +5,8 @@ Per application environment, node and service class: requests queued, and the ag
 (by the queue node's clock; a class whose queue's front was swept to the database has older requests there, as
 `wlm_queue_swept` says) and the servers the manager's latest decision wants; per environment and node: requests
 held by servers, servers registered and dead letters kept; per service class period: the performance index, ended rate, average
-response and velocity of the latest evaluation.
+response and velocity of the latest evaluation; per resource group: requests in flight, its cap and the time its
+work has waited on the cap.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import orjson
 
 from app.errors import unavailable
 from app.policy.active import ActivePolicy
+from app.queues.base import GroupCap
 from app.queues.environments import QueueFigures
+from app.queues.resource_groups import GroupFigures
 from app.queues.store import QueueStore
 
 log = logging.getLogger(__name__)
@@ -34,6 +37,7 @@ FAMILIES = {
     "wlm_queue_oldest_age_seconds": "Age of the oldest request queued in memory (0: none)",
     "wlm_queue_swept": "1 when older requests of the class are in the database (swept)",
     "wlm_requests_in_flight": "Requests selected or begun by servers, not yet ended",
+    "wlm_service_class_in_flight": "Requests of the class selected or begun by servers, not yet ended",
     "wlm_servers_registered": "Servers registered with the environment on the node",
     "wlm_dead_letters": "Dead letters kept (abandoned after their last delivery, or failed for good)",
     "wlm_servers_desired": "Servers the manager's latest decision wants for a class",
@@ -51,15 +55,17 @@ async def queue_metrics(queues: QueueStore, policy: ActivePolicy | None) -> byte
     if policy is None:
         return b""
     places = [(ae, node) for ae in sorted(policy.application_environments) for node in policy.nodes if policy.hosts(ae, node)]
+    groups = list(policy.resource_groups.values())
     try:
         async with asyncio.timeout(READ_TIMEOUT_S):
             figures = await asyncio.gather(*(queues.queue_figures(queues.keys(node, ae), policy.class_order) for ae, node in places))
+            held = await queues.group_figures(groups) if groups else []
     except Exception as exc:
         if not (isinstance(exc, TimeoutError) or unavailable(exc)):
             raise
         log.warning("the queues' metrics are not served: Redis does not answer (%s)", exc or "timed out")
         return _up(0).encode()
-    return (_up(1) + exposition(places, figures)).encode()
+    return (_up(1) + exposition(places, figures) + group_exposition(groups, held)).encode()
 
 
 def _up(value: int) -> str:
@@ -80,6 +86,7 @@ def exposition(places: Sequence[tuple[str, str]], figures: Sequence[QueueFigures
             samples["wlm_servers_desired"].append(f'{{{place},service_class="{_escaped(sc)}"}} {count}')
         for sc, inserted in place_figures.inserted_ms.items():
             queue = f'{{{place},service_class="{_escaped(sc)}"}}'
+            samples["wlm_service_class_in_flight"].append(f"{queue} {place_figures.in_flight_by_class.get(sc, 0)}")
             age = 0 if inserted is None else max(0, place_figures.now_ms - inserted) / 1000
             samples["wlm_queue_depth"].append(f"{queue} {place_figures.depths.get(sc, 0)}")
             samples["wlm_queue_oldest_age_seconds"].append(f"{queue} {age}")
@@ -101,6 +108,32 @@ def exposition(places: Sequence[tuple[str, str]], figures: Sequence[QueueFigures
     lines = []
     for name, text in FAMILIES.items():
         lines += [f"# HELP {name} {text}", f"# TYPE {name} gauge", *(name + sample for sample in samples[name])]
+    return "\n".join(lines) + "\n"
+
+
+# Per resource group (label resource_group): name -> (type, help).
+GROUP_FAMILIES = {
+    "wlm_resource_group_in_flight": ("gauge", "Requests of the group selected or begun (with slots taken for selects under way)"),
+    "wlm_resource_group_max_in_flight": ("gauge", "The group's cap (absent: none)"),
+    "wlm_resource_group_capped_seconds": ("counter", "How long the group's work has waited on its cap, in all"),
+}
+
+
+def group_exposition(groups: Sequence[GroupCap], figures: Sequence[GroupFigures]) -> str:
+    """The Prometheus text of the resource groups' figures (pure; nothing without groups)."""
+    if not groups:
+        return ""
+    lines = []
+    for name, (kind, text) in GROUP_FAMILIES.items():
+        lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}"]
+        for group, figure in zip(groups, figures, strict=True):
+            label = f'{{resource_group="{_escaped(group.name)}"}}'
+            if name == "wlm_resource_group_in_flight":
+                lines.append(f"{name}{label} {figure.in_flight}")
+            elif name == "wlm_resource_group_max_in_flight" and group.max_in_flight is not None:
+                lines.append(f"{name}{label} {group.max_in_flight}")
+            elif name == "wlm_resource_group_capped_seconds":
+                lines.append(f"{name}_total{label} {figure.capped_ms / 1000}")
     return "\n".join(lines) + "\n"
 
 

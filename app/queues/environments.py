@@ -40,7 +40,7 @@ class Snapshot:
 @dataclass(frozen=True, slots=True)
 class QueueFigures:
     """What /metrics shows of an environment on one node, as of `now_ms` on its queue node's clock: servers
-    registered, requests held, dead letters kept, the latest decision's servers wanted and the latest evaluation
+    registered, requests held (in all and per class), dead letters kept, the latest decision's servers wanted and the latest evaluation
     (JSON per class period); per service class, requests queued, when the oldest queued in memory was inserted (None: none), and
     whether older requests are in the database (swept)."""
 
@@ -48,6 +48,7 @@ class QueueFigures:
     servers: int
     in_flight: int
     dead_letters: int
+    in_flight_by_class: dict[str, int]
     desired: dict[str, int]
     performance: list[str]
     depths: dict[str, int]
@@ -96,14 +97,15 @@ class Environments(StoreBase):
     async def queue_figures(self, k: AeKeys, service_classes: Sequence[str]) -> QueueFigures:
         """One environment on one node, in one script call (the calls of one turn share a write)."""
         names = [queue_name(sc, dependent) for sc in service_classes for dependent in (True, False)]
-        keys = [k.req, k.swept, k.servers, k.inflight, k.depth, k.desired, k.performance, k.dead_at]
+        keys = [k.req, k.swept, k.servers, k.inflight, k.depth, k.desired, k.performance, k.dead_at, k.leases]
         keys += k.class_queues(list(service_classes))
-        now, servers, held, dead, depths, desired, performance, *oldest = await self.scripts.run("queue_figures", keys, names)
+        now, servers, held, dead, depths, desired, performance, by_class, *oldest = await self.scripts.run("queue_figures", keys, names)
         return QueueFigures(
             now_ms=int(now),
             servers=int(servers),
             in_flight=int(held),
             dead_letters=int(dead),
+            in_flight_by_class={sc: int(n) for sc, n in zip(by_class[::2], by_class[1::2], strict=True)},
             desired={sc: int(n) for sc, n in zip(desired[::2], desired[1::2], strict=True) if sc != DESIRED_TOTAL},
             performance=list(performance),
             depths={sc: int(n) for sc, n in zip(depths[::2], depths[1::2], strict=True)},

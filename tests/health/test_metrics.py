@@ -20,7 +20,7 @@ from app.queues.environments import QueueFigures
 from app.queues.keys import AeKeys, parse_token
 from app.servers.schemas import PeriodPerformance
 from tests.conftest import client_of, running_app
-from tests.work.conftest import BATCH, make_world
+from tests.work.conftest import BATCH, grouped_policy, make_world
 
 QUEUE_FAMILIES = ("wlm_queue_depth", "wlm_queue_oldest_age_seconds", "wlm_queue_swept", "wlm_requests_in_flight", "wlm_servers_registered")
 
@@ -89,6 +89,27 @@ async def test_every_replica_serves_the_queues_alike(client, other, settings: Se
     assert (before - inserted) / 1000 <= c[("wlm_queue_oldest_age_seconds", _queue("ONLINE"))] <= (after - inserted) / 1000
 
 
+async def test_resource_groups_and_dead_letters_are_served_alike_by_every_replica(client, other) -> None:
+    world = await make_world(client, grouped_policy([{"name": "LIMITED", "max_in_flight": 1, "min_in_flight": 1}], ONLINE="LIMITED"))
+    holder, refused = await world.server(), await world.server()
+    for n in range(2):
+        await world.insert({"n": n})
+    held = (await world.select(holder)).json()["items"]
+    assert len(held) == 1 and (await world.select(refused, expect=None)).status_code == 204  # the cap refuses it
+    dead = (await world.insert({"n": "dead"}, classification=BATCH))["token"]
+    assert [i["token"] for i in (await world.select(refused)).json()["items"]] == [dead]
+    await world.end(refused, dead, outcome="failed", dead_letter=True)
+
+    a, b = await _scrape(client), await _scrape(other)
+    group, place = (("resource_group", "LIMITED"),), (("application_environment", "PAYROLL"), ("node", "LOCAL"))
+    online = (*place, ("service_class", "ONLINE"))
+    for key in (("wlm_resource_group_in_flight", group), ("wlm_resource_group_max_in_flight", group), ("wlm_dead_letters", place),
+                ("wlm_service_class_in_flight", online)):  # fmt: skip
+        assert a[key] == b[key] == 1, key
+    # The time on the cap is read by Redis's clock at each scrape: the second replica's is as late or later.
+    assert 0 < a[("wlm_resource_group_capped_seconds_total", group)] <= b[("wlm_resource_group_capped_seconds_total", group)]
+
+
 async def test_goal_evaluation_and_server_decisions_are_served_by_every_replica(client, other, app, settings: Settings) -> None:
     await make_world(client)
     k = AeKeys(settings.redis_prefix, "LOCAL", "PAYROLL")
@@ -117,7 +138,7 @@ def _period(**overrides: object) -> dict[str, object]:
 
 def test_the_exposition_of_an_empty_queue_a_swept_one_and_an_odd_name() -> None:
     figures = QueueFigures(
-        now_ms=10_000, servers=2, in_flight=1, dead_letters=4, desired={"BATCH": 3}, performance=[], depths={"ONLINE": 0, "BATCH": 7},
+        now_ms=10_000, servers=2, in_flight=1, dead_letters=4, in_flight_by_class={"BATCH": 1}, desired={"BATCH": 3}, performance=[], depths={"ONLINE": 0, "BATCH": 7},
         inserted_ms={"ONLINE": None, "BATCH": 4_000}, swept={"BATCH"},
     )  # fmt: skip
     samples = {
@@ -130,6 +151,7 @@ def test_the_exposition_of_an_empty_queue_a_swept_one_and_an_odd_name() -> None:
     assert samples[("wlm_queue_swept", "BATCH")] == 1 and samples[("wlm_queue_swept", "ONLINE")] == 0
     assert samples[("wlm_requests_in_flight", None)] == 1 and samples[("wlm_servers_registered", None)] == 2
     assert samples[("wlm_servers_desired", "BATCH")] == 3 and samples[("wlm_dead_letters", None)] == 4
+    assert samples[("wlm_service_class_in_flight", "BATCH")] == 1 and samples[("wlm_service_class_in_flight", "ONLINE")] == 0
     odd = 'A"B\\C'
     parsed = text_string_to_metric_families(exposition([(odd, "N")], [figures]))
     [family] = [f for f in parsed if f.name == "wlm_requests_in_flight"]
@@ -145,7 +167,7 @@ async def test_every_metric_the_grafana_dashboard_queries_is_served(client, app,
     wanted = {name for query in queries for name in re.findall(r"\bwlm_[a-z_]+", query)}
     assert len(wanted) >= 10 and all(panel["datasource"]["uid"] == "${datasource}" for panel in dashboard["panels"])
 
-    world = await make_world(client)
+    world = await make_world(client, grouped_policy([{"name": "LIMITED", "max_in_flight": 5}], ONLINE="LIMITED"))
     await world.server()
     await world.insert({"n": 1})
     k = AeKeys(settings.redis_prefix, "LOCAL", "PAYROLL")

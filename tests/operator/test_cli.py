@@ -7,6 +7,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from tests.processes import ServiceProcess
 
@@ -65,3 +66,19 @@ def test_display_prints_a_table(service):
 
     none = service.wlm("display", "X*")
     assert none.returncode == 0 and none.stdout == "DISPLAY WLM,APPLENV=X*: no application environment matches\n"
+
+
+def test_display_shows_the_resource_groups(service, tmp_path):
+    document = yaml.safe_load((ROOT / "examples" / "policy.yaml").read_text())
+    document["resource_groups"] = [{"name": "LIMITED", "max_in_flight": 4}]
+    document["service_classes"][0]["resource_group"] = "LIMITED"
+    grouped = tmp_path / "grouped.yaml"
+    grouped.write_text(yaml.safe_dump(document))
+    assert service.wlm("policy", "install", str(grouped)).returncode == 0
+    try:
+        lines = service.wlm("display").stdout.splitlines()
+        at = lines.index("")
+        assert lines[at + 1].split() == ["RESOURCE", "GROUP", "IN-FLIGHT", "MAX", "MIN", "CAPPED", "CLASSES"]
+        assert lines[at + 2].split() == ["LIMITED", "0", "4", "-", "0.0s", "ONLINE"]
+    finally:
+        assert service.wlm("policy", "install", str(ROOT / "examples" / "policy.yaml")).returncode == 0

@@ -23,6 +23,7 @@ from spark_jobs.contract.goals import BUCKET_LABELS
 from tests.conftest import ADMIN, ADMIN_KEY, EXAMPLE_POLICY
 from tests.processes import ServiceProcess
 from tests.reports.conftest import DAY, report_row, spread, store_rows
+from tests.work.conftest import grouped_policy
 
 pytestmark = pytest.mark.asyncio
 
@@ -259,7 +260,8 @@ async def test_dashboard_shows_the_launcher_s_last_failed_start_with_the_end_of_
 
 
 async def test_dashboard_lists_dead_letters_and_retries_one_with_an_operator_s_key(browser, service, http):
-    response = await http.put("/v1/policy", content=EXAMPLE_POLICY, headers={"Content-Type": "application/yaml"})
+    grouped = grouped_policy([{"name": "LIMITED", "max_in_flight": 5, "min_in_flight": 1}], ONLINE="LIMITED")
+    response = await http.put("/v1/policy", content=grouped, headers={"Content-Type": "application/json"})
     assert response.status_code == 200, response.text
     qm = {"Authorization": f"Bearer {await _key(http, 'bank', 'queue_manager')}"}
     srv = {"Authorization": f"Bearer {await _key(http, 'payroll-servers', 'server', ['CB.*.PAYROLL'])}"}
@@ -282,6 +284,8 @@ async def test_dashboard_lists_dead_letters_and_retries_one_with_an_operator_s_k
     await expect(first.locator("td").nth(4)).to_have_text("failed")
     await expect(first.locator("td").nth(6)).to_have_text("ledger closed")
     await expect(page.locator("#dead-letters-count")).to_have_text("(2)")
+    group = page.locator('#resource-groups tr[data-resource-group="LIMITED"] td')
+    await expect(group).to_have_text(["LIMITED", "ONLINE", "0", "5", "1", "0.0 s"])
     # A viewer may look, not act: told why, and the dead letter stays.
     await first.get_by_role("button", name="Retry").click()
     await expect(page.locator("#dead-letters-error")).to_contain_text(f"Could not retry {tokens[0]}")

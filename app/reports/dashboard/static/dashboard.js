@@ -310,6 +310,24 @@ async function livePerformance(policy) {
   fill("performance", rows, "No goal evaluation yet (the first comes within seconds of the first ended request).");
 }
 
+async function liveResourceGroups() {
+  const groups = (await api("/v1/resource-groups")).items;
+  const rows = groups.map((g) =>
+    row(
+      [
+        cell(g.name),
+        cell(g.service_classes.join(", ") || "–"),
+        cell(String(g.in_flight), "number"),
+        cell(g.max_in_flight === null ? "–" : String(g.max_in_flight), "number"),
+        cell(g.min_in_flight === null ? "–" : String(g.min_in_flight), "number"),
+        cell(`${number(g.capped_seconds, 1)} s`, "number"),
+      ],
+      { "data-resource-group": g.name },
+    ),
+  );
+  fill("resource-groups", rows, "No resource groups in the active policy.");
+}
+
 // Dead letters, each with its retry and discard (an operator's key: a viewer's is refused, and told so).
 
 function actionButton(label, onClick) {
@@ -371,7 +389,7 @@ async function refreshLive() {
   try {
     const policy = await activePolicy();
     classOrder = policy === null ? [] : policy.definition.service_classes.map((sc) => sc.name.toUpperCase());
-    await Promise.all([liveEnvironments(), livePerformance(policy), liveDeadLetters()]);
+    await Promise.all([liveEnvironments(), livePerformance(policy), liveResourceGroups(), liveDeadLetters()]);
     $("live-error").textContent = "";
     $("live-updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (error) {
