@@ -6,19 +6,20 @@ Per application environment, node and service class: requests queued, and the ag
 `wlm_queue_swept` says) and the servers the manager's latest decision wants; per environment and node: requests
 held by servers, servers registered and dead letters kept; per service class period: the performance index, ended rate, average
 response and velocity of the latest evaluation; per resource group: requests in flight, its cap and the time its
-work has waited on the cap.
+work has waited on the cap; per class period, histograms of response, queue and execution times in the nightly
+report's 14 buckets of its goal (counted by the script that ends each request).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import orjson
 
 from app.errors import unavailable
-from app.policy.active import ActivePolicy
+from app.policy.active import ActivePolicy, period_bounds_ms
 from app.queues.base import GroupCap
 from app.queues.environments import QueueFigures
 from app.queues.resource_groups import GroupFigures
@@ -65,7 +66,8 @@ async def queue_metrics(queues: QueueStore, policy: ActivePolicy | None) -> byte
             raise
         log.warning("the queues' metrics are not served: Redis does not answer (%s)", exc or "timed out")
         return _up(0).encode()
-    return (_up(1) + exposition(places, figures) + group_exposition(groups, held)).encode()
+    text = exposition(places, figures) + histogram_exposition(places, figures, period_bounds_ms(policy)) + group_exposition(groups, held)
+    return (_up(1) + text).encode()
 
 
 def _up(value: int) -> str:
@@ -108,6 +110,45 @@ def exposition(places: Sequence[tuple[str, str]], figures: Sequence[QueueFigures
     lines = []
     for name, text in FAMILIES.items():
         lines += [f"# HELP {name} {text}", f"# TYPE {name} gauge", *(name + sample for sample in samples[name])]
+    return "\n".join(lines) + "\n"
+
+
+# The histograms of ends per class period (lua/common.lua `histograms`), by the kind of time they count.
+HISTOGRAMS = {
+    "r": ("wlm_service_class_response_seconds", "Response times (insert to end) in the 14 report buckets of the period's goal"),
+    "q": ("wlm_service_class_queue_seconds", "Queue times (insert to select) in the 14 report buckets of the period's goal"),
+    "e": ("wlm_service_class_execution_seconds", "Execution times (select to end) in the 14 report buckets of the period's goal"),
+}
+
+
+def histogram_exposition(
+    places: Sequence[tuple[str, str]], figures: Sequence[QueueFigures], bounds: Mapping[str, Sequence[Sequence[float]]]
+) -> str:
+    """The Prometheus histograms of ended requests per class period (pure): cumulative counts at each report bucket's
+    upper bound (`bounds`: per class, per period, in ms; the 14th is +Inf), with their sums in seconds. A class
+    period the policy gives no such bounds (no response time goal, or a class it no longer has) is left out."""
+    samples: dict[str, list[str]] = {name: [] for name, _ in HISTOGRAMS.values()}
+    for (ae, node), place_figures in zip(places, figures, strict=True):
+        counted: dict[tuple[str, str, str], dict[str, int]] = {}
+        for field, count in place_figures.histograms.items():
+            sc, period, kind, bucket = field.rsplit("|", 3)
+            counted.setdefault((sc, period, kind), {})[bucket] = count
+        for (sc, period, kind), buckets in sorted(counted.items()):
+            of_class = bounds.get(sc, ())
+            limits = of_class[int(period) - 1] if period.isdigit() and 0 < int(period) <= len(of_class) else ()
+            if kind not in HISTOGRAMS or not limits:
+                continue
+            name = HISTOGRAMS[kind][0]
+            labels = f'application_environment="{_escaped(ae)}",node="{_escaped(node)}",service_class="{_escaped(sc)}",period="{period}"'
+            total = 0
+            for index, limit in enumerate((*limits, None), 1):
+                total += buckets.get(str(index), 0)
+                le = "+Inf" if limit is None else repr(limit / 1000)
+                samples[name].append(f'{name}_bucket{{{labels},le="{le}"}} {total}')
+            samples[name] += [f"{name}_sum{{{labels}}} {buckets.get('sum', 0) / 1000}", f"{name}_count{{{labels}}} {total}"]
+    lines = []
+    for name, text in HISTOGRAMS.values():
+        lines += [f"# HELP {name} {text}", f"# TYPE {name} histogram", *samples[name]]
     return "\n".join(lines) + "\n"
 
 

@@ -15,12 +15,15 @@ from app.policy.classification import (
 )
 from app.policy.schemas import (
     ApplicationEnvironment,
+    AverageGoal,
     DiscretionaryGoal,
     Goal,
+    PercentileGoal,
     Qualifier,
     ServiceDefinition,
 )
 from app.queues.base import AeConfig, GroupCap
+from spark_jobs.contract.goals import RESPONSE_BUCKET_LIMITS_PCT, TOLERANT_BUCKET_LIMITS_PCT
 
 # A policy that names no nodes has this one implicit node.
 DEFAULT_NODE = "LOCAL"
@@ -98,6 +101,33 @@ class ActivePolicy:
         if ae is None or node not in self.nodes:
             return False
         return ae.nodes is None or node in ae.nodes
+
+
+def bucket_bounds_ms(goal: Goal, *, tolerant: bool = False) -> tuple[float, ...]:
+    """The upper bounds of a goal's 14 report buckets but the last (ms): its response time times each limit (with the
+    nightly report's tolerance for float noise if `tolerant`, as responses are compared with them); none for a goal
+    without a response time."""
+    if not isinstance(goal, AverageGoal | PercentileGoal):
+        return ()
+    limits = TOLERANT_BUCKET_LIMITS_PCT if tolerant else RESPONSE_BUCKET_LIMITS_PCT
+    return tuple(goal.response_time_ms * limit / 100 for limit in limits)
+
+
+def period_bounds_ms(policy: ActivePolicy) -> dict[str, list[tuple[float, ...]]]:
+    """Per service class, per period, its report buckets' upper bounds (ms; none without a response time goal)."""
+    return {name: [bucket_bounds_ms(period.goal) for period in spec.periods] for name, spec in policy.service_classes.items()}
+
+
+def bucket_specs(policy: ActivePolicy) -> dict[str, str]:
+    """Per service class, what the end scripts bucket its requests by (lua/common.lua `histograms`): per period,
+    `<duration ms or ''>|<bound>,<bound>,...`, separated by `;`."""
+    return {
+        name: ";".join(
+            f"{'' if period.duration_ms is None else period.duration_ms}|{','.join(repr(b) for b in bucket_bounds_ms(period.goal, tolerant=True))}"
+            for period in spec.periods
+        )
+        for name, spec in policy.service_classes.items()
+    }
 
 
 def with_dynamic(policy: ActivePolicy, environments: Iterable[tuple[ApplicationEnvironment, DynamicOwner]]) -> ActivePolicy:

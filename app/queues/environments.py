@@ -49,6 +49,7 @@ class QueueFigures:
     in_flight: int
     dead_letters: int
     in_flight_by_class: dict[str, int]
+    histograms: dict[str, int]  # lua/common.lua `histograms`: '<class>|<period>|<r, q or e>|<bucket or sum>' -> count
     desired: dict[str, int]
     performance: list[str]
     depths: dict[str, int]
@@ -97,15 +98,17 @@ class Environments(StoreBase):
     async def queue_figures(self, k: AeKeys, service_classes: Sequence[str]) -> QueueFigures:
         """One environment on one node, in one script call (the calls of one turn share a write)."""
         names = [queue_name(sc, dependent) for sc in service_classes for dependent in (True, False)]
-        keys = [k.req, k.swept, k.servers, k.inflight, k.depth, k.desired, k.performance, k.dead_at, k.leases]
+        keys = [k.req, k.swept, k.servers, k.inflight, k.depth, k.desired, k.performance, k.dead_at, k.leases, k.histograms]
         keys += k.class_queues(list(service_classes))
-        now, servers, held, dead, depths, desired, performance, by_class, *oldest = await self.scripts.run("queue_figures", keys, names)
+        reply = await self.scripts.run("queue_figures", keys, names)
+        now, servers, held, dead, depths, desired, performance, by_class, histograms, *oldest = reply
         return QueueFigures(
             now_ms=int(now),
             servers=int(servers),
             in_flight=int(held),
             dead_letters=int(dead),
             in_flight_by_class={sc: int(n) for sc, n in zip(by_class[::2], by_class[1::2], strict=True)},
+            histograms={field: int(n) for field, n in zip(histograms[::2], histograms[1::2], strict=True)},
             desired={sc: int(n) for sc, n in zip(desired[::2], desired[1::2], strict=True) if sc != DESIRED_TOTAL},
             performance=list(performance),
             depths={sc: int(n) for sc, n in zip(depths[::2], depths[1::2], strict=True)},

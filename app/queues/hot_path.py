@@ -155,7 +155,8 @@ class RequestQueues(SweptQueues, ResourceGroups):
         """`select` in the class order given, with the groups' `budgets` (per class its group's number, then each
         group's slots) if any."""
         keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.seen, k.records, k.exits, k.done, k.done_exp, k.samples]
-        keys += [k.assign, k.retire, k.swept, k.served, k.waiters, k.served_at, k.dead, k.dead_at, *k.class_queues(list(class_order))]
+        keys += [k.assign, k.retire, k.swept, k.served, k.waiters, k.served_at, k.dead, k.dead_at, k.buckets, k.histograms]
+        keys += k.class_queues(list(class_order))
         script = "select_and_begin" if begin else "select"
         ended: list[EndResult] | None = None
         for _ in range(UNSWEEPS_PER_SELECT + 1):
@@ -199,6 +200,7 @@ class RequestQueues(SweptQueues, ResourceGroups):
         """End requests of one server; each succeeds or fails on its own. Those of a class in `groups` (class ->
         its resource group) free their slots."""
         keys = [k.req, k.payload, k.leases, k.inflight, k.records, k.exits, k.done, k.done_exp, k.samples, k.dead, k.dead_at]
+        keys += [k.buckets, k.histograms]
         args = [server_id, self.tombstone_ms, self.samples_ms, self.dead_letter_ms, *_end_args(ends)]
         results = _end_results(await self.scripts.run("end", keys, args))
         if groups:

@@ -134,6 +134,16 @@ class AeKeys:
         return f"{self.tag}:done_exp"
 
     @cached_property
+    def buckets(self) -> str:
+        """Hash class -> its periods' bucket bounds (app.policy.active.bucket_specs); `histograms` counts ends in them:
+        hash `<class>|<period>|<r, q or e>|<bucket 1-14 or sum>` -> count or ms (lua/common.lua `histograms`)."""
+        return f"{self.tag}:buckets"
+
+    @cached_property
+    def histograms(self) -> str:
+        return f"{self.tag}:histograms"
+
+    @cached_property
     def dead(self) -> str:
         """Dead letters: hash request id -> JSON {meta, payload, reason} (dead_letter in lua/common.lua)."""
         return f"{self.tag}:dead"
@@ -254,23 +264,17 @@ class GroupKeys:
 
     @cached_property
     def blocked(self) -> str:
-        """Notify channels of the places whose selects the cap refused: woken when a slot is freed."""
+        """Notify channels of the places whose selects the cap refused (woken when a slot is freed); `capped`: how
+        long work waited on the cap, hash `since` (ms, while capped) and `total_ms`."""
         return f"{self.tag}:blocked"
 
     @cached_property
     def capped(self) -> str:
-        """How long work waited on the cap: hash `since` (ms, while capped) and `total_ms`."""
         return f"{self.tag}:capped"
 
     @property
     def all(self) -> list[str]:
         return [self.held, self.reserved, self.blocked, self.capped]
-
-
-def group_member(token: str, life: int, deliveries: int) -> str:
-    """A held request in its group: one delivery of one life of it (a request given back and selected again is
-    another member, so a late release of the old one frees nothing of the new)."""
-    return f"{token}|{life}|{deliveries}"
 
 
 def idempotency_route_key(prefix: str, queue_manager: int, ae: str, key: str) -> str:

@@ -21,6 +21,14 @@ class ManagerResults(StoreBase):
                 pipe.hset(k.performance, mapping=dict(periods))
             await pipe.execute()
 
+    async def publish_buckets(self, k: AeKeys, specs: Mapping[str, str]) -> None:
+        """Replace what the end scripts count each class's requests in (app.policy.active.bucket_specs) at once."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(k.buckets)
+            if specs:
+                pipe.hset(k.buckets, mapping=dict(specs))
+            await pipe.execute()
+
     async def performance(self, k: AeKeys) -> list[str]:
         """The latest evaluation's class periods (JSON each; none before the first)."""
         return list((await self.redis.hgetall(k.performance)).values())

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from app.queues.base import AeConfig, GroupCap, StoreBase
-from app.queues.keys import AeKeys, GroupKeys, group_member, parse_token
+from app.queues.keys import AeKeys, GroupKeys, parse_token
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +62,10 @@ def preferred_order(config: AeConfig, grants: Sequence[Grant]) -> list[str]:
 
 
 def member_of(k: AeKeys, request_id: str, meta: Mapping[str, Any]) -> str:
-    """A request's member in its group, from its metadata (as selected, or its work record)."""
-    return group_member(k.token(request_id), int(meta.get("life", 1)), int(meta["deliveries"]))
+    """A request's member in its group, from its metadata (as selected, or its work record): one delivery of one life
+    of it, so a request given back and selected again is another member, and a late release of the old one frees
+    nothing of the new."""
+    return f"{k.token(request_id)}|{int(meta.get('life', 1))}|{int(meta['deliveries'])}"
 
 
 class ResourceGroups(StoreBase):

@@ -10,16 +10,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 
 from app.config import Settings
 from app.embedded_redis import EmbeddedRedis
-from app.health.metrics import exposition
+from app.health.metrics import exposition, histogram_exposition
+from app.policy.active import bucket_bounds_ms
+from app.policy.schemas import PercentileGoal
 from app.queues.environments import QueueFigures
 from app.queues.keys import AeKeys, parse_token
 from app.servers.schemas import PeriodPerformance
+from app.work import records
+from spark_jobs.contract.goals import BUCKET_LABELS, RESPONSE_BUCKET_LIMITS_PCT, TOLERANT_BUCKET_LIMITS_PCT
 from tests.conftest import client_of, running_app
+from tests.waiting import eventually
 from tests.work.conftest import BATCH, grouped_policy, make_world
 
 QUEUE_FAMILIES = ("wlm_queue_depth", "wlm_queue_oldest_age_seconds", "wlm_queue_swept", "wlm_requests_in_flight", "wlm_servers_registered")
@@ -138,7 +144,7 @@ def _period(**overrides: object) -> dict[str, object]:
 
 def test_the_exposition_of_an_empty_queue_a_swept_one_and_an_odd_name() -> None:
     figures = QueueFigures(
-        now_ms=10_000, servers=2, in_flight=1, dead_letters=4, in_flight_by_class={"BATCH": 1}, desired={"BATCH": 3}, performance=[], depths={"ONLINE": 0, "BATCH": 7},
+        now_ms=10_000, servers=2, in_flight=1, dead_letters=4, in_flight_by_class={"BATCH": 1}, histograms={}, desired={"BATCH": 3}, performance=[], depths={"ONLINE": 0, "BATCH": 7},
         inserted_ms={"ONLINE": None, "BATCH": 4_000}, swept={"BATCH"},
     )  # fmt: skip
     samples = {
@@ -168,10 +174,14 @@ async def test_every_metric_the_grafana_dashboard_queries_is_served(client, app,
     assert len(wanted) >= 10 and all(panel["datasource"]["uid"] == "${datasource}" for panel in dashboard["panels"])
 
     world = await make_world(client, grouped_policy([{"name": "LIMITED", "max_in_flight": 5}], ONLINE="LIMITED"))
-    await world.server()
-    await world.insert({"n": 1})
     k = AeKeys(settings.redis_prefix, "LOCAL", "PAYROLL")
     queues = app.state.wlm.queues
+    await eventually(lambda: queues.redis.hget(k.buckets, "ONLINE"), what="the buckets published by the scheduler")
+    server = await world.server()
+    ended = await world.insert({"n": 0})
+    await world.select(server)
+    await world.end(server, ended["token"])  # counted in the histograms
+    await world.insert({"n": 1})
     evaluated = PeriodPerformance.model_validate(_period(performance_index=0.8, velocity=50.0))
     await queues.publish_performance(k, {"ONLINE:1": evaluated.model_dump_json()})
     await queues.publish_decision(k, {}, [], {"ONLINE": 1})
@@ -195,3 +205,48 @@ async def test_without_redis_the_process_counters_are_still_served(settings: Set
             assert any(name == "wlm_http_requests_total" for name, _ in down)
     finally:
         server.stop()
+
+
+def test_histograms_are_cumulative_over_the_goal_s_report_buckets() -> None:
+    figures = QueueFigures(
+        now_ms=0, servers=0, in_flight=0, dead_letters=0, in_flight_by_class={}, desired={}, performance=[], depths={},
+        inserted_ms={}, swept=set(),
+        histograms={"ONLINE|1|r|1": 2, "ONLINE|1|r|6": 1, "ONLINE|1|r|14": 1, "ONLINE|1|r|sum": 900, "REPORTS|1|r|3": 5, "GONE|1|r|1": 1},
+    )  # fmt: skip
+    bounds = {"ONLINE": [bucket_bounds_ms(PercentileGoal(type="percentile", percentile=90, response_time_ms=250))], "REPORTS": [()]}
+    text = histogram_exposition([("PAYROLL", "LOCAL")], [figures], bounds)
+    [family] = [f for f in text_string_to_metric_families(text) if f.name == "wlm_service_class_response_seconds"]
+    cumulative = {s.labels["le"]: s.value for s in family.samples if s.name.endswith("_bucket")}
+    assert list(cumulative) == [repr(250 * limit / 100 / 1000) for limit in RESPONSE_BUCKET_LIMITS_PCT] + ["+Inf"]
+    assert list(cumulative.values()) == [2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 4]
+    totals = {s.name: s.value for s in family.samples if not s.name.endswith("_bucket")}
+    assert totals == {"wlm_service_class_response_seconds_count": 4, "wlm_service_class_response_seconds_sum": 0.9}
+    # A velocity goal has no response time buckets, and a class the policy no longer has is left out.
+    assert {s.labels["service_class"] for s in family.samples} == {"ONLINE"}
+
+
+async def test_ends_are_counted_in_the_buckets_the_report_puts_them_in(client, other, app, settings: Settings, redis_admin: Redis) -> None:
+    world = await make_world(client)
+    k = AeKeys(settings.redis_prefix, "LOCAL", "PAYROLL")
+    await eventually(lambda: redis_admin.hget(k.buckets, "ONLINE"), what="the buckets published by the scheduler")
+    server = await world.server(tasks=10)
+    for n in range(6):
+        await world.insert({"n": n})
+    for item in (await world.select(server, max_items=10)).json()["items"]:
+        await world.end(server, item["token"])
+    table = await eventually(lambda: (t := records.read(app.state.wlm.settings.records_dir)).num_rows == 6 and t, what="the records")
+    expected = [0] * len(BUCKET_LABELS)
+    for row in table.to_pylist():
+        within = [i for i, limit in enumerate(TOLERANT_BUCKET_LIMITS_PCT) if row["response_time_ms"] * 100 <= limit * 250]
+        expected[within[0] if within else len(BUCKET_LABELS) - 1] += 1
+    labels = tuple(sorted((*_queue("ONLINE"), ("period", "1"))))
+    for replica in (client, other):
+        scraped = await _scrape(replica)
+        buckets = [
+            v for (name, key), v in scraped.items()
+            if name == "wlm_service_class_response_seconds_bucket" and tuple(label for label in key if label[0] != "le") == labels
+        ]  # fmt: skip
+        assert [int(b - a) for a, b in zip([0.0, *buckets], buckets, strict=False)] == expected
+        total = sum(row["response_time_ms"] for row in table.to_pylist()) / 1000
+        assert scraped[("wlm_service_class_response_seconds_sum", labels)] == pytest.approx(total)
+        assert scraped[("wlm_service_class_execution_seconds_count", labels)] == 6

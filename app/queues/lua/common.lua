@@ -153,6 +153,59 @@ local function missing(k, id)
   return {UNKNOWN_WORK}
 end
 
+-- Histograms (app/health/metrics.py): each ended request counted in its class period's report buckets, for its
+-- response, queue and execution times, with their sums, in the hash k.histograms. A class's periods and bounds are
+-- in k.buckets (app.policy.active.bucket_specs, published by the scheduler); a class with none there, or a period
+-- without a response time goal, is not counted. Returns `count(class, response, queue, execution)` and `write()`,
+-- which makes one HINCRBY per field counted.
+local TIME_KINDS = {'r', 'q', 'e'}
+local function histograms(k)
+  local specs, counts = {}, {}
+  local function spec_of(class)
+    if specs[class] == nil then
+      local raw, spec = redis.call('HGET', k.buckets, class), false
+      if raw then
+        spec = {}
+        for period in string.gmatch(raw, '[^;]+') do
+          local duration, bounds = string.match(period, '^([^|]*)|(.*)$')
+          local parsed = {duration = tonumber(duration), bounds = {}}
+          for bound in string.gmatch(bounds, '[^,]+') do parsed.bounds[#parsed.bounds + 1] = tonumber(bound) end
+          spec[#spec + 1] = parsed
+        end
+      end
+      specs[class] = spec
+    end
+    return specs[class]
+  end
+  local function count(class, response, queue, execution)
+    local spec = spec_of(class)
+    if not spec or #spec == 0 then return end
+    -- The period as app.policy.active.period_number finds it: it moves on when a period's duration is used up.
+    local number, boundary = #spec, 0
+    for i, period in ipairs(spec) do
+      if period.duration == nil then number = i break end
+      boundary = boundary + period.duration
+      if response < boundary then number = i break end
+    end
+    local bounds = spec[number].bounds
+    if #bounds == 0 then return end
+    local values = {response, queue, execution}
+    for n, kind in ipairs(TIME_KINDS) do
+      local value, bucket = values[n], #bounds + 1
+      for i, bound in ipairs(bounds) do
+        if value <= bound then bucket = i break end
+      end
+      local prefix = class .. '|' .. number .. '|' .. kind .. '|'
+      counts[prefix .. bucket] = (counts[prefix .. bucket] or 0) + 1
+      counts[prefix .. 'sum'] = (counts[prefix .. 'sum'] or 0) + value
+    end
+  end
+  local function write()
+    for field, n in pairs(counts) do redis.call('HINCRBY', k.histograms, field, n) end
+  end
+  return count, write
+end
+
 -- A server ends requests it holds (IWM4STEN), each judged on its own: one that can no longer be ended (its lease
 -- expired and it went to another server, or it already ended) does not stop the others. The ends are ARGV runs of
 -- END_ARITY (id, outcome, result JSON or '', error text or '', '1' to dead-letter a failed request or '') from index
@@ -161,10 +214,12 @@ end
 -- Each end is also a sample for goal evaluation: 'class|response ms|queue ms|execution ms|id' in the zset
 -- k.samples, scored by its end; samples older than `samples_ms`, and all but the newest MAX_SAMPLES, are dropped
 -- here, so the set stays bounded whether or not anyone evaluates it (and an evaluation reads at most that many).
--- k needs req, payload, leases, inflight, records, exits, done, done_exp, samples, dead, dead_at.
+-- Each end is counted in its class period's histograms too (`histograms`).
+-- k needs req, payload, leases, inflight, records, exits, done, done_exp, samples, dead, dead_at, buckets, histograms.
 local END_ARITY = 5
 local function end_held(k, server, now, tombstone_ms, samples_ms, dead_keep_ms, first, last, result)
   local ended, later, ids = 0, ending_later(), {}
+  local count, write_histograms = histograms(k)
   for i = first, last, END_ARITY do ids[#ids + 1] = ARGV[i] end
   local raws = #ids > 0 and redis.call('HMGET', k.req, unpack(ids)) or {}
   -- Requests ended by this call (read before it ended any): an id given twice is told the second time that it ended.
@@ -195,10 +250,12 @@ local function end_held(k, server, now, tombstone_ms, samples_ms, dead_keep_ms, 
       ended_here[id] = outcome
       local selected = meta.selected or now
       append_pair(later.samples, now, table.concat({meta.sc, now - meta.inserted, selected - meta.inserted, now - selected, id}, '|'))
+      count(meta.sc, now - meta.inserted, selected - meta.inserted, now - selected)
       ended = ended + 1
     end
   end
   written(k, later)
+  write_histograms()
   if ended > 0 then
     redis.call('HINCRBY', k.inflight, server, -ended)
     redis.call('ZREMRANGEBYSCORE', k.samples, '-inf', now - samples_ms)
@@ -221,8 +278,8 @@ local function select_work(begin_now)
   local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], leases = KEYS[4], inflight = KEYS[5], servers = KEYS[6],
     seen = KEYS[7], records = KEYS[8], exits = KEYS[9], done = KEYS[10], done_exp = KEYS[11], samples = KEYS[12],
     assign = KEYS[13], retire = KEYS[14], swept = KEYS[15], served = KEYS[16], waiters = KEYS[17], served_at = KEYS[18],
-    dead = KEYS[19], dead_at = KEYS[20]}
-  local FIRST_LIST = 21
+    dead = KEYS[19], dead_at = KEYS[20], buckets = KEYS[21], histograms = KEYS[22]}
+  local FIRST_LIST = 23
   local now, server, lease_ms, max_items = now_ms(), ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
   local waiter, ends = ARGV[7], tonumber(ARGV[8])
   local first_class = 9 + END_ARITY * ends

@@ -2,8 +2,8 @@
 -- class first (the one the manager gave it, if any), then the most important class first; dependent before
 -- independent, FIFO within (select_work in common.lua; select_and_begin.lua also begins what it selects).
 -- KEYS: req, payload, depth, leases, inflight, servers, seen, records, exits, done, done_exp, samples, assign,
---       retire, swept, served, waiters, served_at, dead, dead_at, then per class in order: dependent front and rear
---       lists, independent front and rear
+--       retire, swept, served, waiters, served_at, dead, dead_at, buckets, histograms, then per class in order:
+--       dependent front and rear lists, independent front and rear
 -- ARGV: server id, lease ms, max items, tombstone ms, samples ms, dead letters' keep ms, the server's waiter if it
 --       long-polls ('' if not: see wake in common.lua), number of ends, then per end the five values end.lua takes;
 --       then the class names in KEYS order

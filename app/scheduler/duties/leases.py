@@ -11,6 +11,8 @@ from __future__ import annotations
 from prometheus_client import Counter
 
 from app.events.service import subject
+from app.policy.active import bucket_specs
+from app.queues.keys import AeKeys
 from app.scheduler.duties.context import DutyContext
 from app.scheduler.duties.drained import report_drained
 from app.scheduler.duties.groups import free_stale_slots
@@ -24,13 +26,20 @@ ABANDONED = Counter("wlm_work_abandoned_total", "Requests abandoned after their 
 class LeaseExpiry:
     def __init__(self, context: DutyContext) -> None:
         self.context = context
+        # The policy version whose histogram buckets each place has (app.policy.active.bucket_specs): published in
+        # the first pass under a new version, so ends are counted at once (the goals pass publishes them again).
+        self._buckets_of: dict[AeKeys, int] = {}
 
     async def expire_leases(self) -> None:
         context, queues = self.context, self.context.state.queues
         policy = await context.state.policies.current()
         if policy is None:
             return
+        specs = bucket_specs(policy)
         for keys, config in await context.environments():
+            if self._buckets_of.get(keys) != policy.version:
+                await queues.publish_buckets(keys, specs)
+                self._buckets_of[keys] = policy.version
             await close_silent_servers(context, policy, keys)
             result = await queues.reassign(keys, config, epoch=context.epoch)
             if result.requeued:

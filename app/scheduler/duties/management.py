@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 from app.errors import UNAVAILABLE
+from app.policy.active import bucket_specs
 from app.repeated_failures import RepeatedFailures
 from app.scheduler.duties.context import DutyContext
 from app.servers.performance import evaluate_environment
@@ -30,10 +31,12 @@ class GoalManagement:
         if not await state.queues.hold_lease(f"{state.settings.redis_prefix}:manager", self.context.owner, lease_ms):
             return
         window = state.settings.goal_window_seconds
+        specs = bucket_specs(policy)
         for keys, _ in await self.context.environments():
             # Each environment on its own: one that fails is logged once, and the others are still managed.
             where = f"managing {keys.ae} on {keys.node} to its goals"
             try:
+                await state.queues.publish_buckets(keys, specs)  # again, should Redis have lost them
                 judged = await evaluate_environment(state.queues, policy, keys, window)
                 await manage_environment(state.queues, policy, keys, judged, window, launching=state.settings.launcher)
             except UNAVAILABLE:
