@@ -23,7 +23,7 @@ from app.policy.schemas import (
     ServiceDefinition,
 )
 from app.queues.base import AeConfig, GroupCap
-from spark_jobs.contract.goals import RESPONSE_BUCKET_LIMITS_PCT, TOLERANT_BUCKET_LIMITS_PCT
+from spark_jobs.contract.goals import RESPONSE_BUCKET_LIMITS_PCT
 
 # A policy that names no nodes has this one implicit node.
 DEFAULT_NODE = "LOCAL"
@@ -103,14 +103,13 @@ class ActivePolicy:
         return ae.nodes is None or node in ae.nodes
 
 
-def bucket_bounds_ms(goal: Goal, *, tolerant: bool = False) -> tuple[float, ...]:
-    """The upper bounds of a goal's 14 report buckets but the last (ms): its response time times each limit (with the
-    nightly report's tolerance for float noise if `tolerant`, as responses are compared with them); none for a goal
-    without a response time."""
-    if not isinstance(goal, AverageGoal | PercentileGoal):
+def bucket_bounds_ms(goal: Goal) -> tuple[float, ...]:
+    """The upper bounds of a goal's 14 report buckets but the last (ms): its response time times each limit; none for
+    a goal without a response time."""
+    response_time_ms = _response_time_ms(goal)
+    if response_time_ms is None:
         return ()
-    limits = TOLERANT_BUCKET_LIMITS_PCT if tolerant else RESPONSE_BUCKET_LIMITS_PCT
-    return tuple(goal.response_time_ms * limit / 100 for limit in limits)
+    return tuple(response_time_ms * limit / 100 for limit in RESPONSE_BUCKET_LIMITS_PCT)
 
 
 def period_bounds_ms(policy: ActivePolicy) -> dict[str, list[tuple[float, ...]]]:
@@ -120,14 +119,19 @@ def period_bounds_ms(policy: ActivePolicy) -> dict[str, list[tuple[float, ...]]]
 
 def bucket_specs(policy: ActivePolicy) -> dict[str, str]:
     """Per service class, what the end scripts bucket its requests by (lua/common.lua `histograms`): per period,
-    `<duration ms or ''>|<bound>,<bound>,...`, separated by `;`."""
+    `<duration ms or ''>|<goal's response time ms or ''>`, separated by `;`."""
     return {
-        name: ";".join(
-            f"{'' if period.duration_ms is None else period.duration_ms}|{','.join(repr(b) for b in bucket_bounds_ms(period.goal, tolerant=True))}"
-            for period in spec.periods
-        )
+        name: ";".join(f"{_text(period.duration_ms)}|{_text(_response_time_ms(period.goal))}" for period in spec.periods)
         for name, spec in policy.service_classes.items()
     }
+
+
+def _response_time_ms(goal: Goal) -> int | None:
+    return goal.response_time_ms if isinstance(goal, AverageGoal | PercentileGoal) else None
+
+
+def _text(value: int | None) -> str:
+    return "" if value is None else str(value)
 
 
 def with_dynamic(policy: ActivePolicy, environments: Iterable[tuple[ApplicationEnvironment, DynamicOwner]]) -> ActivePolicy:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from spark_jobs.contract.goals import TOLERANT_BUCKET_LIMITS_PCT
+
 
 class ReturnCode(IntEnum):
     """The first value a script returns (or, for each end of a batch, the code before its value)."""
@@ -32,5 +34,7 @@ class ReturnCode(IntEnum):
 
 
 def lua_prelude() -> str:
-    """The codes as Lua locals, prepended to every script."""
-    return "".join(f"local {code.name} = {code.value}\n" for code in ReturnCode)
+    """The codes as Lua locals, prepended to every script, and the report buckets' limits (percent of the goal, with
+    the report's tolerance: spark_jobs/contract/goals.py) that the end scripts count requests in."""
+    codes = "".join(f"local {code.name} = {code.value}\n" for code in ReturnCode)
+    return codes + f"local BUCKET_LIMITS_PCT = {{{', '.join(repr(limit) for limit in TOLERANT_BUCKET_LIMITS_PCT)}}}\n"

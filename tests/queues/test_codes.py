@@ -30,14 +30,14 @@ def test_scripts_name_their_return_codes() -> None:
 
 
 def test_every_upper_case_name_a_script_uses_is_a_code_or_defined_there() -> None:
-    defined = {code.name for code in ReturnCode} | {"KEYS", "ARGV"}
+    defined = set(re.findall(r"local ([A-Z][A-Z_]+) =", lua_prelude())) | {"KEYS", "ARGV"}
     defined |= {name for source in SCRIPTS.values() for name in re.findall(r"local ([A-Z][A-Z_]+)\s*=", source)}
     used = {(script, name) for script, source in SCRIPTS.items() for name in re.findall(r"\b[A-Z][A-Z_]{2,}\b", _code_of(source))}
     assert sorted((script, name) for script, name in used if name not in defined) == []
 
 
 def test_the_prelude_defines_each_code_once() -> None:
-    assert lua_prelude().splitlines() == [f"local {code.name} = {code.value}" for code in ReturnCode]
+    assert lua_prelude().splitlines()[: len(ReturnCode)] == [f"local {code.name} = {code.value}" for code in ReturnCode]
 
 
 def test_every_code_but_ok_maps_to_its_own_error() -> None:

@@ -154,10 +154,11 @@ local function missing(k, id)
 end
 
 -- Histograms (app/health/metrics.py): each ended request counted in its class period's report buckets, for its
--- response, queue and execution times, with their sums, in the hash k.histograms. A class's periods and bounds are
--- in k.buckets (app.policy.active.bucket_specs, published by the scheduler); a class with none there, or a period
--- without a response time goal, is not counted. Returns `count(class, response, queue, execution)` and `write()`,
--- which makes one HINCRBY per field counted.
+-- response, queue and execution times, with their sums, in the hash k.histograms. A class's periods (duration and
+-- goal response time, ms) are in k.buckets (app.policy.active.bucket_specs, published by the scheduler); a time is
+-- in the first bucket whose limit (BUCKET_LIMITS_PCT of the goal, from the prelude) it does not pass, else the 14th.
+-- A class with no spec there, or a period without a response time goal, is not counted. Returns
+-- `count(class, response, queue, execution)` and `write()`, which makes one HINCRBY per field counted.
 local TIME_KINDS = {'r', 'q', 'e'}
 local function histograms(k)
   local specs, counts = {}, {}
@@ -166,11 +167,8 @@ local function histograms(k)
       local raw, spec = redis.call('HGET', k.buckets, class), false
       if raw then
         spec = {}
-        for period in string.gmatch(raw, '[^;]+') do
-          local duration, bounds = string.match(period, '^([^|]*)|(.*)$')
-          local parsed = {duration = tonumber(duration), bounds = {}}
-          for bound in string.gmatch(bounds, '[^,]+') do parsed.bounds[#parsed.bounds + 1] = tonumber(bound) end
-          spec[#spec + 1] = parsed
+        for duration, goal in string.gmatch(raw, '([^|;]*)|([^;]*)') do
+          spec[#spec + 1] = {duration = tonumber(duration), goal = tonumber(goal)}
         end
       end
       specs[class] = spec
@@ -187,17 +185,17 @@ local function histograms(k)
       boundary = boundary + period.duration
       if response < boundary then number = i break end
     end
-    local bounds = spec[number].bounds
-    if #bounds == 0 then return end
+    local goal = spec[number].goal
+    if not goal then return end
     local values = {response, queue, execution}
     for n, kind in ipairs(TIME_KINDS) do
-      local value, bucket = values[n], #bounds + 1
-      for i, bound in ipairs(bounds) do
-        if value <= bound then bucket = i break end
+      local percent, bucket = values[n] * 100 / goal, #BUCKET_LIMITS_PCT + 1
+      for i, limit in ipairs(BUCKET_LIMITS_PCT) do
+        if percent <= limit then bucket = i break end
       end
       local prefix = class .. '|' .. number .. '|' .. kind .. '|'
       counts[prefix .. bucket] = (counts[prefix .. bucket] or 0) + 1
-      counts[prefix .. 'sum'] = (counts[prefix .. 'sum'] or 0) + value
+      counts[prefix .. 'sum'] = (counts[prefix .. 'sum'] or 0) + values[n]
     end
   end
   local function write()
