@@ -14,19 +14,19 @@ DESIRED_TOTAL = "*"
 
 class ManagerResults(StoreBase):
     async def publish_performance(self, k: AeKeys, periods: Mapping[str, str]) -> None:
-        """Replace the latest evaluation at once (a MULTI): 'class:period' -> its judgement (JSON)."""
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(k.performance)
-            if periods:
-                pipe.hset(k.performance, mapping=dict(periods))
-            await pipe.execute()
+        """Replace the latest evaluation at once: 'class:period' -> its judgement (JSON)."""
+        await self._replace_hash(k.performance, periods)
 
     async def publish_buckets(self, k: AeKeys, specs: Mapping[str, str]) -> None:
         """Replace what the end scripts count each class's requests in (app.policy.active.bucket_specs) at once."""
+        await self._replace_hash(k.buckets, specs)
+
+    async def _replace_hash(self, key: str, mapping: Mapping[str, str]) -> None:
+        """A hash's whole content replaced in one MULTI: no reader sees it half written."""
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(k.buckets)
-            if specs:
-                pipe.hset(k.buckets, mapping=dict(specs))
+            pipe.delete(key)
+            if mapping:
+                pipe.hset(key, mapping=dict(mapping))
             await pipe.execute()
 
     async def performance(self, k: AeKeys) -> list[str]:

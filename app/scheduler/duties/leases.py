@@ -35,10 +35,9 @@ class LeaseExpiry:
         policy = await context.state.policies.current()
         if policy is None:
             return
-        specs = bucket_specs(policy)
         for keys, config in await context.environments():
             if self._buckets_of.get(keys) != policy.version:
-                await queues.publish_buckets(keys, specs)
+                await queues.publish_buckets(keys, bucket_specs(policy))
                 self._buckets_of[keys] = policy.version
             await close_silent_servers(context, policy, keys)
             result = await queues.reassign(keys, config, epoch=context.epoch)
