@@ -143,9 +143,7 @@ class EmbeddedRedis:
             "--logfile", "redis.log",
             "--daemonize", "no",
         ]  # fmt: skip
-        self.process = subprocess.Popen(
-            args, cwd=self.dir, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent
-        )
+        self.process = subprocess.Popen(args, cwd=self.dir, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent)
         url = f"redis://127.0.0.1:{port}/0"
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:

@@ -210,8 +210,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, limits=_body_limits(settings), default=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware)
     for router in (
-        health_router, policy_router, environments_router, connections_router, work_router, servers_router, operator_router, reports_router,
-        routing_router, scheduler_router, events_router, sweeper_router, auth_router, audit_router, dead_letters_router,
+        health_router,
+        policy_router,
+        environments_router,
+        connections_router,
+        work_router,
+        servers_router,
+        operator_router,
+        reports_router,
+        routing_router,
+        scheduler_router,
+        events_router,
+        sweeper_router,
+        auth_router,
+        audit_router,
+        dead_letters_router,
         resource_groups_router,
     ):
         app.include_router(router)

@@ -88,7 +88,13 @@ class Service:
     log (appended to) and its URL."""
 
     def __init__(
-        self, workers: int = 1, *, directory: Path | None = None, port: int | None = None, redis_processes: tuple[int, ...] = (), **settings: str
+        self,
+        workers: int = 1,
+        *,
+        directory: Path | None = None,
+        port: int | None = None,
+        redis_processes: tuple[int, ...] = (),
+        **settings: str,
     ) -> None:
         """`redis_processes`: the pids of a Redis the service is given (WLM_REDIS_URL), whose CPU counts as its Redis's."""
         self.redis_processes = redis_processes

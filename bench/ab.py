@@ -46,7 +46,9 @@ class Checkout:
         self.commit = git("rev-parse", "--short", commit)
         self.dir = scratch / self.commit
         git("worktree", "add", "--detach", str(self.dir), self.commit)
-        same = runtime_dependencies((self.dir / "pyproject.toml").read_text()) == runtime_dependencies((ROOT / "pyproject.toml").read_text())
+        same = runtime_dependencies((self.dir / "pyproject.toml").read_text()) == runtime_dependencies(
+            (ROOT / "pyproject.toml").read_text()
+        )
         self.wlm = VENV_WLM if same else self._own_venv()
 
     def _own_venv(self) -> Path:
@@ -80,7 +82,15 @@ def compare(a_runs: list[dict[str, object]], b_runs: list[dict[str, object]]) ->
         figures[name] = {
             "a_median": statistics.median(a),
             "b_median": statistics.median(b),
-            **({"ratio_median": round(statistics.median(ratios), 3), "ratio_min": round(min(ratios), 3), "ratio_max": round(max(ratios), 3)} if ratios else {}),
+            **(
+                {
+                    "ratio_median": round(statistics.median(ratios), 3),
+                    "ratio_min": round(min(ratios), 3),
+                    "ratio_max": round(max(ratios), 3),
+                }
+                if ratios
+                else {}
+            ),
         }
     return figures
 

@@ -172,6 +172,7 @@ if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == SERVER_FLAG:
 import argparse
 import asyncio
 import gc
+import itertools
 import re
 import shutil
 import statistics
@@ -338,7 +339,13 @@ class RedisServer:
         if self.shim is not None:
             env |= {"LD_PRELOAD": str(self.shim), "FSYNC_SHIM_LOG": str(self.fsync_log), "FSYNC_SHIM_DIR": str(self.dir)}
         self.process = subprocess.Popen(
-            args, cwd=self.dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent
+            args,
+            cwd=self.dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
         )
 
     def answers(self) -> bool:
@@ -443,7 +450,9 @@ class Producers:
     refuses the connection, the request unsent, is passed over for the next). `rate`: requests a second in all,
     paced; None: flat out. `batch`: items per insert (1: POST /v1/work)."""
 
-    def __init__(self, urls: list[str], key: str, qm_token: str, *, rate: float | None = None, batch: int = 1, keep_tokens: bool = True) -> None:
+    def __init__(
+        self, urls: list[str], key: str, qm_token: str, *, rate: float | None = None, batch: int = 1, keep_tokens: bool = True
+    ) -> None:
         self.urls, self.qm_token, self.rate, self.batch, self.keep_tokens = urls, qm_token, rate, batch, keep_tokens
         self.clients = {url: HttpClient(url, key) for url in urls}
         self.accepted: dict[str, float] = {}  # token -> when its 201 came (monotonic)
@@ -471,7 +480,15 @@ class Producers:
                 await asyncio.sleep(max(0.0, due - time.monotonic()))
                 due = max(due + interval, time.monotonic() - 1.0)  # after a stall, no burst of more than a second
             if self.batch == 1:
-                path, body = "/v1/work", {"connect_token": self.qm_token, "application_environment": AE, "classification": ONLINE, "payload": {"p": index, "n": n}}
+                path, body = (
+                    "/v1/work",
+                    {
+                        "connect_token": self.qm_token,
+                        "application_environment": AE,
+                        "classification": ONLINE,
+                        "payload": {"p": index, "n": n},
+                    },
+                )
             else:
                 path, body = "/v1/work:batch", {"connect_token": self.qm_token, "application_environment": AE, "items": items}
             first = (index + n) % len(self.urls)
@@ -509,7 +526,15 @@ class ServerProcess:
     def __init__(self, name: str, directory: Path, urls: list[str], key: str, home: int, work_ms: float) -> None:
         self.name = name
         self.log, self.hold = directory / f"{name}.jsonl", directory / f"{name}.hold"
-        config = {"urls": urls, "key": key, "home": home, "work_ms": work_ms, "log": str(self.log), "hold": str(self.hold), "connect": SERVER}
+        config = {
+            "urls": urls,
+            "key": key,
+            "home": home,
+            "work_ms": work_ms,
+            "log": str(self.log),
+            "hold": str(self.hold),
+            "connect": SERVER,
+        }
         with (directory / f"{name}.stderr").open("wb") as stderr:
             self.process = subprocess.Popen(
                 [sys.executable, str(Path(__file__).resolve()), SERVER_FLAG, json.dumps(config)],
@@ -591,7 +616,7 @@ def deliveries(events: list[dict]) -> dict:
     concurrent, after_end = set(), set()
     for token, delivered in gots.items():
         delivered.sort(key=lambda e: e["t"])
-        for earlier, later in zip(delivered, delivered[1:]):
+        for earlier, later in itertools.pairwise(delivered):
             if later["server"] != earlier["server"] and later["t"] < earlier["lease_ts"] - LEASE_TOLERANCE_S:
                 concurrent.add(token)
         if ends.get(token):
@@ -660,7 +685,7 @@ def present_in_redis(client: redis.Redis, tokens: list[str]) -> set[str]:
         for token in chunk:
             node, ae, request_id = parse_token(token)  # type: ignore[misc]
             pipe.hexists(AeKeys(PREFIX, node, ae).req, request_id)
-        found |= {token for token, there in zip(chunk, pipe.execute()) if there}
+        found |= {token for token, there in zip(chunk, pipe.execute(), strict=True) if there}
     return found
 
 
@@ -806,7 +831,10 @@ async def cluster_scenario(args: argparse.Namespace, scratch: Path, cleanup: Cle
         await producers.finish()
     load_s = time.monotonic() - started
     accepted = set(producers.accepted)
-    say(f"load over after {load_s:.1f} s: {len(accepted)} accepted of {producers.attempts} attempts; waiting for every accepted request to end")
+    say(
+        f"load over after {load_s:.1f} s: {len(accepted)} accepted of "
+        f"{producers.attempts} attempts; waiting for every accepted request to end"
+    )
 
     deadline = time.monotonic() + args.drain_seconds
     while True:
@@ -840,7 +868,7 @@ async def cluster_scenario(args: argparse.Namespace, scratch: Path, cleanup: Cle
 
     logs = add_scans([scan_log(log_between(r, 0)) for r in replicas])
     window = events["redis_kill"].get("log_window")
-    outage = add_scans([scan_log(log_between(r, a, b)) for r, (a, b) in zip(replicas, window)]) if window else None
+    outage = add_scans([scan_log(log_between(r, a, b)) for r, (a, b) in zip(replicas, window, strict=True)]) if window else None
     ran_twice = seen["ended_twice"] | seen["concurrent"] | seen["after_end"] | records["completed_twice"]
     figures = {
         "durability": mode,
@@ -914,7 +942,12 @@ async def kill_scheduler(replicas: list[Service]) -> dict:
             status, after = await get_json(survivor.url, "/v1/scheduler")
         except httpx.HTTPError:
             status = 0
-        if status == 200 and isinstance(after, dict) and after.get("holder") not in (None, before["holder"]) and after["epoch"] > before["epoch"]:
+        if (
+            status == 200
+            and isinstance(after, dict)
+            and after.get("holder") not in (None, before["holder"])
+            and after["epoch"] > before["epoch"]
+        ):
             failover_s = time.monotonic() - killed
             break
         await asyncio.sleep(0.05)
@@ -924,7 +957,10 @@ async def kill_scheduler(replicas: list[Service]) -> dict:
     except Exception as exc:
         restarted_s = None
         say(f"the killed replica did not come back: {exc}")
-    say(f"new scheduler {after and after.get('holder')} after {failover_s and round(failover_s, 2)} s; the replica was back after {restarted_s and round(restarted_s, 1)} s")
+    say(
+        f"new scheduler {after and after.get('holder')} after {failover_s and round(failover_s, 2)} "
+        f"s; the replica was back after {restarted_s and round(restarted_s, 1)} s"
+    )
     after = after if isinstance(after, dict) else {}
     return {
         "done": True, "killed": before["holder"], "epoch_before": before["epoch"],
@@ -975,11 +1011,14 @@ async def kill_redis(redis_server: RedisServer, replicas: list[Service], produce
             await asyncio.to_thread(replica.start)
             restarted_replicas.append(replica.dir.name)
     await asyncio.sleep(3)  # the duties' first rounds after the restart belong to the outage
-    say(f"redis back after {restart_s:.1f} s; replicas ready after {ready_s} s; first insert accepted {first and round(first, 2)} s after the restart")
+    say(
+        f"redis back after {restart_s:.1f} s; replicas ready after {ready_s} s; "
+        f"first insert accepted {first and round(first, 2)} s after the restart"
+    )
     return {
         "down_s": round(restarted - killed, 2), "replicas_ready_after_s": ready_s,
         "first_insert_accepted_after_s": first and round(first, 2), "replicas_restarted_by_the_benchmark": restarted_replicas,
-        "log_window": list(zip(before, log_sizes(replicas))),
+        "log_window": list(zip(before, log_sizes(replicas), strict=True)),
     }  # fmt: skip
 
 
@@ -997,14 +1036,18 @@ async def first_insert_after(producers: Producers, restarted: float, timeout: fl
 
 
 async def host_crash(mode: str, args: argparse.Namespace, scratch: Path, shim: Path, cleanup: Cleanup) -> dict:
-    say(f"scenario 2 ({mode}): Redis with appendfsync {APPENDFSYNC[mode]}, one replica, {PRODUCERS} producers flat out for {args.seconds} s")
+    say(
+        f"scenario 2 ({mode}): Redis with appendfsync {APPENDFSYNC[mode]}, one replica, {PRODUCERS} producers flat out for {args.seconds} s"
+    )
     home = scratch / f"crash-{mode}"
     redis_server = RedisServer(home / "redis", APPENDFSYNC[mode], shim=shim)
     cleanup.push(f"redis-server ({mode} crash)", redis_server.stop)
     await redis_server.start()
     with redis_server.client() as client:
         appendfsync = client.config_get("appendfsync").get("appendfsync")
-    service = await asyncio.to_thread(Service, directory=home / "service", redis_url=redis_server.url, durability=mode, sweeper_enabled="false")
+    service = await asyncio.to_thread(
+        Service, directory=home / "service", redis_url=redis_server.url, durability=mode, sweeper_enabled="false"
+    )
     cleanup.push(f"the replica ({mode} crash)", service.stop)
     qm_key, _ = await admin_setup(service.url, policy())
     qm_token = await connect_queue_manager(service.url, qm_key)
@@ -1061,7 +1104,10 @@ async def host_crash(mode: str, args: argparse.Namespace, scratch: Path, shim: P
 
 
 async def insert_cost(args: argparse.Namespace, scratch: Path, cleanup: Cleanup) -> dict:
-    say(f"scenario 3: insert rates, fast and strict interleaved, {args.pairs} pairs of {args.seconds} s phases, single and batches of {BATCH}")
+    say(
+        f"scenario 3: insert rates, fast and strict interleaved, {args.pairs} "
+        f"pairs of {args.seconds} s phases, single and batches of {BATCH}"
+    )
     targets = {}
     for mode in ("fast", "strict"):
         home = scratch / f"cost-{mode}"
@@ -1069,7 +1115,9 @@ async def insert_cost(args: argparse.Namespace, scratch: Path, cleanup: Cleanup)
         redis_server = RedisServer(home / "redis", APPENDFSYNC[mode], rewrites=False)
         cleanup.push(f"redis-server ({mode} cost)", redis_server.stop)
         await redis_server.start()
-        service = await asyncio.to_thread(Service, directory=home / "service", redis_url=redis_server.url, durability=mode, sweeper_enabled="false")
+        service = await asyncio.to_thread(
+            Service, directory=home / "service", redis_url=redis_server.url, durability=mode, sweeper_enabled="false"
+        )
         cleanup.push(f"the replica ({mode} cost)", service.stop)
         qm_key, _ = await admin_setup(service.url, policy())
         targets[mode] = (service, redis_server, qm_key, await connect_queue_manager(service.url, qm_key))
@@ -1098,7 +1146,7 @@ async def insert_cost(args: argparse.Namespace, scratch: Path, cleanup: Cleanup)
         redis_server.stop()
 
     def cost(kind: str) -> tuple[float, list[float]]:
-        pairs = [(f / s - 1) * 100 for f, s in zip(rates[kind]["fast"], rates[kind]["strict"])]
+        pairs = [(f / s - 1) * 100 for f, s in zip(rates[kind]["fast"], rates[kind]["strict"], strict=False)]
         return round(statistics.median(pairs), 1), [round(p, 1) for p in pairs]
 
     single, single_pairs = cost("single")
@@ -1118,7 +1166,9 @@ async def insert_cost(args: argparse.Namespace, scratch: Path, cleanup: Cleanup)
 def commit() -> str:
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "app", "migrations"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "app", "migrations"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
         return head + (" + uncommitted changes in app/" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -1162,7 +1212,11 @@ async def run(args: argparse.Namespace, scratch: Path, cleanup: Cleanup, result:
     if 3 in args.only:
         s3 = await insert_cost(args, scratch, cleanup)
         scenarios["insert_cost"] = s3
-        result |= {"strict_insert_cost_pct": s3["strict_insert_cost_pct"], "strict_batch_cost_pct": s3["strict_batch_cost_pct"], "insert_rates_per_s": s3["rates_per_s"]}
+        result |= {
+            "strict_insert_cost_pct": s3["strict_insert_cost_pct"],
+            "strict_batch_cost_pct": s3["strict_batch_cost_pct"],
+            "insert_rates_per_s": s3["rates_per_s"],
+        }
 
 
 def interrupted(*_: object) -> None:
@@ -1183,7 +1237,9 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=3, help="scenario 3: interleaved pairs (fast then strict, strict then fast, ...)")
     parser.add_argument("--servers", type=int, default=8, help="scenario 1: server processes")
     parser.add_argument("--work-ms", type=float, default=20.0, help="scenario 1: a server's work per request")
-    parser.add_argument("--durability", choices=("strict", "fast"), default="strict", help="scenario 1's mode (appendfsync always / everysec)")
+    parser.add_argument(
+        "--durability", choices=("strict", "fast"), default="strict", help="scenario 1's mode (appendfsync always / everysec)"
+    )
     parser.add_argument("--drain-seconds", type=float, default=90.0, help="scenario 1: how long to wait for every accepted request to end")
     parser.add_argument("--records-seconds", type=float, default=30.0, help="scenario 1: how long to wait for their work records")
     parser.add_argument(

@@ -87,7 +87,12 @@ class Load:
                 await asyncio.sleep(max(0.0, due - time.monotonic()))
                 client = clients[sent % len(clients)]
                 sent += 1
-                body = {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": {"userid": "ATM01"}, "payload": {"n": sent}}
+                body = {
+                    "connect_token": qm_token,
+                    "application_environment": "PAYROLL",
+                    "classification": {"userid": "ATM01"},
+                    "payload": {"n": sent},
+                }
                 try:
                     response = await client.post("/v1/work", json=body)
                 except httpx.TransportError:
@@ -109,7 +114,9 @@ class Load:
         try:
             while not (self.stopping.is_set() and self.drained()):
                 try:
-                    response = await client.post("/v1/work/select", json={"connect_token": token, "wait_seconds": 0.5, "max_items": 4, "begin": True})
+                    response = await client.post(
+                        "/v1/work/select", json={"connect_token": token, "wait_seconds": 0.5, "max_items": 4, "begin": True}
+                    )
                     if response.status_code != 200:
                         continue
                     items = response.json()["items"]
@@ -160,7 +167,11 @@ async def run(cluster: Cluster, load_seconds: float, rate: float, pause: bool) -
             break
         await asyncio.sleep(0.02)
     how = "froze" if pause else "killed"
-    print(f"{how} the scheduler {before['holder']} (epoch {before['epoch']}); {after['holder']} took over (epoch {after['epoch']}) after {failover_s:.2f} s", flush=True)
+    print(
+        f"{how} the scheduler {before['holder']} (epoch {before['epoch']}); "
+        f"{after['holder']} took over (epoch {after['epoch']}) after {failover_s:.2f} s",
+        flush=True,
+    )
     if pause:
         await asyncio.sleep(1.0)
         os.kill(victim.process.pid, signal.SIGCONT)
@@ -182,7 +193,9 @@ def check_records(cluster: Cluster, accepted: set[str]) -> dict[str, int]:
     completions: dict[str, set] = {}
     for table in tables:
         completed = table.filter(pc.equal(table["outcome"], "completed"))
-        for token, ended_at, deliveries in zip(completed["token"].to_pylist(), completed["ended_at"].to_pylist(), completed["deliveries"].to_pylist(), strict=True):
+        for token, ended_at, deliveries in zip(
+            completed["token"].to_pylist(), completed["ended_at"].to_pylist(), completed["deliveries"].to_pylist(), strict=True
+        ):
             completions.setdefault(token, set()).add((ended_at, deliveries))
     return {
         "accepted": len(accepted),
@@ -203,20 +216,26 @@ def check_events(redis_url: str, deposed: str) -> tuple[list[int], bool, bool]:
     one_holder_per_epoch = epochs == list(range(1, len(epochs) + 1))
     # Its first word after waking is that it lost its epoch, before it takes any role again (being the heaviest, it
     # may: with a new epoch, once the holder has handed over).
-    own = [(fields["subject"].split(".")[3], json.loads(fields["data"])) for _, fields in entries if fields["subject"].endswith(f".{deposed}")]
+    own = [
+        (fields["subject"].split(".")[3], json.loads(fields["data"])) for _, fields in entries if fields["subject"].endswith(f".{deposed}")
+    ]
     stood_down = len(own) >= 2 and own[0] == ("ACTIVE", own[0][1]) and own[1][0] == "INACTIVE" and own[1][1]["epoch"] == own[0][1]["epoch"]
     return epochs, one_holder_per_epoch, stood_down
 
 
 def fenced_refusals(cluster: Cluster) -> int:
-    return sum((replica.dir / "service.log").read_text(errors="replace").count("refused: a newer scheduler acts") for replica in cluster.replicas)
+    return sum(
+        (replica.dir / "service.log").read_text(errors="replace").count("refused: a newer scheduler acts") for replica in cluster.replicas
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--load-seconds", type=float, default=6.0, help="load before the kill, and again after it")
     parser.add_argument("--rate", type=float, default=150.0, help="requests inserted per second")
-    parser.add_argument("--pause", action="store_true", help="freeze the scheduler (SIGSTOP) and wake it once replaced, instead of killing it")
+    parser.add_argument(
+        "--pause", action="store_true", help="freeze the scheduler (SIGSTOP) and wake it once replaced, instead of killing it"
+    )
     args = parser.parse_args()
     print(f"machine: {machine()}; three replicas, Redis and this load generator share the cores", flush=True)
     cluster = Cluster(Path(tempfile.mkdtemp(prefix="wlm-failover-")))
@@ -228,8 +247,16 @@ def main() -> None:
         activation = result["after"]["activation_interval_s"]
     finally:
         cluster.stop()
-    print(f"accepted {checked['accepted']:,} requests ({load.refused} refused or unanswered), servers moved replica {load.server_moves} times", flush=True)
-    print(f"records: {checked['missing']} missing, {checked['completed_twice']} completed twice, {checked['redelivered']} delivered again after the kill", flush=True)
+    print(
+        f"accepted {checked['accepted']:,} requests ({load.refused} refused "
+        f"or unanswered), servers moved replica {load.server_moves} times",
+        flush=True,
+    )
+    print(
+        f"records: {checked['missing']} missing, {checked['completed_twice']} "
+        f"completed twice, {checked['redelivered']} delivered again after the kill",
+        flush=True,
+    )
     figures = {
         "failover_s": round(result["failover_s"], 2),
         "activation_interval_s": activation,

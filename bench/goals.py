@@ -55,7 +55,11 @@ def policy(max_servers: int) -> str:
                 {"name": "SLOW", "importance": 3, "goal": {"type": "average", "response_time_ms": GOALS_MS["SLOW"]}},
             ],
             "classification": [
-                {"subsystem_type": "SIM", "default_service_class": "SLOW", "rules": [{"qualifier": "UI", "value": "FAST*", "service_class": "FAST"}]}
+                {
+                    "subsystem_type": "SIM",
+                    "default_service_class": "SLOW",
+                    "rules": [{"qualifier": "UI", "value": "FAST*", "service_class": "FAST"}],
+                }
             ],
             "application_environments": [
                 {
@@ -77,7 +81,12 @@ async def install(admin: HttpClient, max_servers: int) -> None:
 
 async def arrivals(qm: HttpClient, token: str, name: str, stop: asyncio.Event) -> None:
     userid, rate, service_ms = CLASSES[name]
-    body = {"connect_token": token, "application_environment": "SIMAPP", "classification": {"userid": userid}, "payload": {"delay_ms": service_ms}}
+    body = {
+        "connect_token": token,
+        "application_environment": "SIMAPP",
+        "classification": {"userid": userid},
+        "payload": {"delay_ms": service_ms},
+    }
     pending: set[asyncio.Task[object]] = set()
     next_at = time.perf_counter()
     while not stop.is_set():
@@ -162,7 +171,9 @@ def rq_fifo_phase(redis_url: str, workers: int, seconds: float) -> dict[str, flo
         result: dict[str, float | None] = {}
         for name, ids in jobs.items():
             ended = [job for job in Job.fetch_many(ids, connection=connection, serializer=RQ_SERIALIZER) if job and job.ended_at]
-            responses = [(job.ended_at - job.enqueued_at).total_seconds() * 1000 for job in ended if job.ended_at.timestamp() >= window_start]
+            responses = [
+                (job.ended_at - job.enqueued_at).total_seconds() * 1000 for job in ended if job.ended_at.timestamp() >= window_start
+            ]
             result[name] = round(sum(responses) / len(responses) / GOALS_MS[name], 3) if responses else None
             result[f"{name}_queued_at_end"] = len(ids) - len(ended)
     queue.empty()
@@ -183,8 +194,11 @@ def main() -> None:
             figures = runner.run(main_async(service, args.short_seconds, args.ample_seconds))
         # The servers the service launched end with the ample phase's load; the peer gets the machine's cores.
         peer = rq_fifo_phase(service.redis_url, workers=3, seconds=args.short_seconds)
-        print(f"rq fifo, 3 workers: FAST PI {peer['FAST']}  SLOW PI {peer['SLOW']}  (still queued at the end: "
-              f"FAST {peer['FAST_queued_at_end']}, SLOW {peer['SLOW_queued_at_end']})", flush=True)
+        print(
+            f"rq fifo, 3 workers: FAST PI {peer['FAST']}  SLOW PI {peer['SLOW']}  (still queued at the end: "
+            f"FAST {peer['FAST_queued_at_end']}, SLOW {peer['SLOW_queued_at_end']})",
+            flush=True,
+        )
     finally:
         service.stop()
     figures |= {"rq_short_pi_imp1": peer["FAST"], "rq_short_pi_imp3": peer["SLOW"]}

@@ -42,7 +42,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _http import HttpClient  # noqa: E402
 from _service import ADMIN_KEY, ROOT, RQ_SERIALIZER, CpuSeconds, Service, machine, rq_workers  # noqa: E402
 
-POLICY = (ROOT / "examples" / "policy.yaml").read_text().replace("backlog_limit: 100000", "backlog_limit: 10000000").replace("max: 8,", "max: 64,")
+POLICY = (
+    (ROOT / "examples" / "policy.yaml")
+    .read_text()
+    .replace("backlog_limit: 100000", "backlog_limit: 10000000")
+    .replace("max: 8,", "max: 64,")
+)
 # Every class in a resource group of its own, capped where no phase comes (the mechanism's cost, not the cap's).
 GROUP_CAP = 1_000_000
 ONLINE = {"userid": "ATM01"}
@@ -71,13 +76,24 @@ async def setup(url: str, policy: str) -> tuple[HttpClient, HttpClient]:
 
 
 async def connect_server(server: HttpClient, tasks: int) -> str:
-    status, body = await server.post("/v1/connections", {"role": "server", "subsystem_type": "CB", "subsystem_name": "BENCH", "application_environment": "PAYROLL", "worker_tasks": tasks})
+    status, body = await server.post(
+        "/v1/connections",
+        {"role": "server", "subsystem_type": "CB", "subsystem_name": "BENCH", "application_environment": "PAYROLL", "worker_tasks": tasks},
+    )
     assert status == 201, body
     return body["token"]
 
 
 async def run_phase(
-    qm: HttpClient, server: HttpClient, qm_token: str, *, producers: int, servers: int, batch: int, seconds: float, service: Service | None = None
+    qm: HttpClient,
+    server: HttpClient,
+    qm_token: str,
+    *,
+    producers: int,
+    servers: int,
+    batch: int,
+    seconds: float,
+    service: Service | None = None,
 ) -> tuple[float, CpuSeconds | None]:
     """Lifecycles ended per second while producers and servers run flat out for `seconds`, and the CPU the
     `service` used per lifecycle meanwhile (ms)."""
@@ -94,10 +110,15 @@ async def run_phase(
                 await asyncio.sleep(0.001)
                 continue
             if batch == 1:
-                status, body = await qm.post("/v1/work", {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": {"n": 1}})
+                status, body = await qm.post(
+                    "/v1/work",
+                    {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": {"n": 1}},
+                )
             else:
                 items = [{"classification": ONLINE, "payload": {"n": i}} for i in range(batch * 2)]
-                status, body = await qm.post("/v1/work:batch", {"connect_token": qm_token, "application_environment": "PAYROLL", "items": items})
+                status, body = await qm.post(
+                    "/v1/work:batch", {"connect_token": qm_token, "application_environment": "PAYROLL", "items": items}
+                )
             assert status == 201, body
             inserted += 1 if batch == 1 else len(items)
 
@@ -141,7 +162,9 @@ async def drain(server: HttpClient, batch: int) -> None:
     token = await connect_server(server, batch)
     held: list[str] = []
     while True:
-        status, result = await server.post("/v1/work/select", {"connect_token": token, "max_items": batch, "begin": True, "end": [{"token": t} for t in held]})
+        status, result = await server.post(
+            "/v1/work/select", {"connect_token": token, "max_items": batch, "begin": True, "end": [{"token": t} for t in held]}
+        )
         assert status in (200, 204), result
         if status == 204:
             break
@@ -149,7 +172,9 @@ async def drain(server: HttpClient, batch: int) -> None:
     await server.request("DELETE", f"/v1/connections/{token}")
 
 
-async def latency_phase(qm: HttpClient, server: HttpClient, qm_token: str, rate: float, seconds: float, service: Service) -> tuple[list[float], CpuSeconds]:
+async def latency_phase(
+    qm: HttpClient, server: HttpClient, qm_token: str, rate: float, seconds: float, service: Service
+) -> tuple[list[float], CpuSeconds]:
     """Insert -> select latencies (ms) of an open-loop producer at `rate` per second, and the CPU the `service` used
     per request (ms) from the first insert to the last select."""
     samples: list[float] = []
@@ -159,7 +184,9 @@ async def latency_phase(qm: HttpClient, server: HttpClient, qm_token: str, rate:
     async def serve(token: str) -> None:
         held: list[str] = []
         while not stop.is_set():
-            status, result = await server.post("/v1/work/select", {"connect_token": token, "wait_seconds": 1, "begin": True, "end": [{"token": t} for t in held]})
+            status, result = await server.post(
+                "/v1/work/select", {"connect_token": token, "wait_seconds": 1, "begin": True, "end": [{"token": t} for t in held]}
+            )
             held = []
             if status == 200:
                 now = time.time()
@@ -169,7 +196,9 @@ async def latency_phase(qm: HttpClient, server: HttpClient, qm_token: str, rate:
 
     async def insert(measured: bool) -> None:
         payload = {"t": time.time()} if measured else {"warm-up": True}
-        await qm.post("/v1/work", {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": payload})
+        await qm.post(
+            "/v1/work", {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": payload}
+        )
 
     servers = [asyncio.create_task(serve(t)) for t in tokens]
     inserts = []
@@ -223,7 +252,10 @@ async def main_async(service: Service, seconds: float, latency_rate: float | Non
     rate = latency_rate or single / 2
     samples, latency_cpu = await latency_phase(qm, server, qm_token, rate, seconds, service)
     p50, p99 = percentile(samples, 50), percentile(samples, 99)
-    print(f"latency at {rate:,.0f}/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms over {len(samples)} requests; CPU per request {latency_cpu}", flush=True)
+    print(
+        f"latency at {rate:,.0f}/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms over {len(samples)} requests; CPU per request {latency_cpu}",
+        flush=True,
+    )
     await qm.close()
     await server.close()
     return {
@@ -248,7 +280,9 @@ def main() -> None:
     parser.add_argument("--rq-jobs", type=int, default=10_000)
     parser.add_argument("--latency-rate", type=float, help="the latency phase's inserts per second (default: half the single rate)")
     parser.add_argument("--durability", choices=("strict", "fast"), help="WLM_DURABILITY (default: the service's)")
-    parser.add_argument("--redis-cluster", type=int, metavar="MASTERS", help="run the phases again on a Redis Cluster of this many masters, started here")
+    parser.add_argument(
+        "--redis-cluster", type=int, metavar="MASTERS", help="run the phases again on a Redis Cluster of this many masters, started here"
+    )
     parser.add_argument("--redis-replica", action="store_true", help="run the phases again on a Redis with a replica, started here")
     parser.add_argument("--resource-groups", action="store_true", help="run the phases again with every class in a resource group")
     args = parser.parse_args()
@@ -262,7 +296,12 @@ def main() -> None:
         print(f"rq:     {rq_rate:,.0f} lifecycles/s (2 SimpleWorkers)", flush=True)
     finally:
         service.stop()
-    figures |= {"durability": args.durability or "default", "rq_lifecycles_per_s": round(rq_rate), "single_vs_rq": round(figures["lifecycles_per_s_single"] / rq_rate, 2), "batch_vs_rq": round(figures["lifecycles_per_s_batch"] / rq_rate, 2)}
+    figures |= {
+        "durability": args.durability or "default",
+        "rq_lifecycles_per_s": round(rq_rate),
+        "single_vs_rq": round(figures["lifecycles_per_s_single"] / rq_rate, 2),
+        "batch_vs_rq": round(figures["lifecycles_per_s_batch"] / rq_rate, 2),
+    }
     if args.redis_cluster:
         on_cluster = cluster_phases(args.redis_cluster, args, durability)
         figures |= {f"cluster_{name}": value for name, value in on_cluster.items()}
@@ -273,7 +312,9 @@ def main() -> None:
         figures |= {f"groups_{name}": value for name, value in grouped.items()}
         for phase in ("single", "batch"):
             figures[f"groups_vs_none_{phase}"] = round(grouped[f"lifecycles_per_s_{phase}"] / figures[f"lifecycles_per_s_{phase}"], 3)
-            figures[f"groups_vs_none_service_cpu_{phase}"] = round(grouped[f"service_cpu_ms_{phase}"] / figures[f"service_cpu_ms_{phase}"], 3)
+            figures[f"groups_vs_none_service_cpu_{phase}"] = round(
+                grouped[f"service_cpu_ms_{phase}"] / figures[f"service_cpu_ms_{phase}"], 3
+            )
     if args.redis_replica:
         replicated = replica_phases(args, durability)
         figures |= {f"replica_{name}": value for name, value in replicated.items()}
@@ -327,7 +368,10 @@ def cluster_phases(masters: int, args: argparse.Namespace, durability: dict[str,
 
     print(f"on a Redis Cluster of {masters} masters:", flush=True)
     appendfsync = "everysec" if args.durability == "fast" else "always"
-    with tempfile.TemporaryDirectory(prefix="wlm-bench-cluster-") as scratch, redis_cluster(Path(scratch), masters, appendfsync=appendfsync) as cluster:
+    with (
+        tempfile.TemporaryDirectory(prefix="wlm-bench-cluster-") as scratch,
+        redis_cluster(Path(scratch), masters, appendfsync=appendfsync) as cluster,
+    ):
         pids = tuple(process.pid for process in cluster.processes.values())
         service = Service(workers=args.workers, redis_url=cluster.masters[0], redis_processes=pids, **durability)
         try:

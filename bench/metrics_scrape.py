@@ -62,7 +62,9 @@ async def fill(url: str, qm_key: str, environments: int) -> None:
 
         async def producer() -> None:
             for n in pending:
-                answer = await client.post("/v1/work:batch", json={"connect_token": token, "application_environment": _name(n), "items": items})
+                answer = await client.post(
+                    "/v1/work:batch", json={"connect_token": token, "application_environment": _name(n), "items": items}
+                )
                 answer.raise_for_status()
 
         await asyncio.gather(*(producer() for _ in range(CONCURRENCY)))

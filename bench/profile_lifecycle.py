@@ -101,9 +101,13 @@ async def commands_per_lifecycle(service: Service, qm: HttpClient, server: HttpC
     await counters.config_resetstat()
     started = time.monotonic()
     for _ in range(lifecycles):
-        status, body = await qm.post("/v1/work", {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": {"n": 1}})
+        status, body = await qm.post(
+            "/v1/work", {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": {"n": 1}}
+        )
         assert status == 201, body
-        status, body = await server.post("/v1/work/select", {"connect_token": token, "max_items": 1, "begin": True, "end": [{"token": t} for t in held]})
+        status, body = await server.post(
+            "/v1/work/select", {"connect_token": token, "max_items": 1, "begin": True, "end": [{"token": t} for t in held]}
+        )
         assert status == 200 and len(body["items"]) == 1, body
         held = [item["token"] for item in body["items"]]
     loaded = _calls(await counters.info("commandstats"))
@@ -137,7 +141,9 @@ async def cpu_per_lifecycle(service: Service, qm: HttpClient, server: HttpClient
     }
 
 
-async def load(service: Service, seconds: float, profile: Path, py_spy: str, lifecycles: int) -> tuple[float, dict[str, float], dict[str, float]]:
+async def load(
+    service: Service, seconds: float, profile: Path, py_spy: str, lifecycles: int
+) -> tuple[float, dict[str, float], dict[str, float]]:
     qm, server = await setup(service.url)
     status, body = await qm.post("/v1/connections", QM)
     assert status == 201, body
@@ -147,9 +153,22 @@ async def load(service: Service, seconds: float, profile: Path, py_spy: str, lif
     cpu = await cpu_per_lifecycle(service, qm, server, qm_token, seconds)
     # py-spy samples the whole phase: its own second of warm-up, the measured seconds and the drain.
     recorder = await asyncio.create_subprocess_exec(
-        py_spy, "record", "--pid", str(service.process.pid), "--subprocesses", "--rate", "200", "--nonblocking", "--format", "raw",
-        "--output", str(profile), "--duration", str(int(seconds)),
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        py_spy,
+        "record",
+        "--pid",
+        str(service.process.pid),
+        "--subprocesses",
+        "--rate",
+        "200",
+        "--nonblocking",
+        "--format",
+        "raw",
+        "--output",
+        str(profile),
+        "--duration",
+        str(int(seconds)),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
     )
     rate, _ = await run_phase(qm, server, qm_token, producers=8, servers=16, batch=1, seconds=seconds - 1)
     _, errors = await recorder.communicate()
@@ -179,8 +198,15 @@ def main() -> None:
             rate, commands, cpu = runner.run(load(service, args.seconds, profile, py_spy, args.lifecycles))
     finally:
         service.stop()
-    figures = {"lifecycles_per_s_single_under_py_spy": round(rate), "seconds": args.seconds, "durability": args.durability or "default",
-               "cpu_ms_per_lifecycle": cpu, "redis_commands_per_lifecycle": commands, **analyse(profile), "raw_stacks": str(profile)}
+    figures = {
+        "lifecycles_per_s_single_under_py_spy": round(rate),
+        "seconds": args.seconds,
+        "durability": args.durability or "default",
+        "cpu_ms_per_lifecycle": cpu,
+        "redis_commands_per_lifecycle": commands,
+        **analyse(profile),
+        "raw_stacks": str(profile),
+    }
     for key in ("by_part_pct", "top_self_pct"):
         print(f"{key}:")
         for name, pct in figures[key].items():  # type: ignore[union-attr]

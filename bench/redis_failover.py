@@ -93,7 +93,9 @@ class Load:
                 try:
                     if token is None:
                         token = (await client.post("/v1/connections", json=SERVER)).json()["token"]
-                    response = await client.post("/v1/work/select", json={"connect_token": token, "wait_seconds": 0.5, "max_items": 4, "begin": True})
+                    response = await client.post(
+                        "/v1/work/select", json={"connect_token": token, "wait_seconds": 0.5, "max_items": 4, "begin": True}
+                    )
                     if response.status_code != 200:
                         if response.status_code == 404:  # the connection was lost with the master: connect again
                             token = None

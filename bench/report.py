@@ -2,18 +2,19 @@
 
     .venv/bin/python bench/report.py [--millions 10 20]
 
-Starts the real service once to install the example policy (examples/policy.yaml) into a scratch SQLite
-database, stops it, writes each day of records (bench/report_data.py: the records' schema and layout, 0.5% of
-them twice), then times `wlm report run --date ...` as a process of its own: wall time from its start to its
-exit, the JVM's start, reading the policy, Parquet and the database upsert included. The job's first run on a
-machine writes the driver JVM's class-data archive (spark_jobs/common/class_archive.py) as its JVM exits; the
-benchmark makes that first run on a day of 10,000 records, times it apart, and the timed days then map the
-archive, as every nightly run after the first does. The job runs on the Java it chooses (JAVA_HOME if the benchmark
-is given one, else the newest installed Java Spark supports: spark_jobs/common/java_home.py); the JSON names it.
-The generated files are flushed to disk before the timed runs. DuckDB, the single-machine yardstick, then computes the same report of the 10 million day in the same
-run: copies dropped by token, the goal of each class period, per AE, node, class, period, report class and 15 minutes and for the whole day: counts,
-mean and standard deviation of response, queue and execution time, exact percentiles, the 14 buckets against the
-goal, velocity; the two must count the same ended requests. The last line is one JSON object of the figures.
+Starts the real service once to install the example policy (examples/policy.yaml) into a scratch SQLite database,
+stops it, writes each day of records (bench/report_data.py: the records' schema and layout, 0.5% of them twice), then
+times `wlm report run --date ...` as a process of its own: wall time from its start to its exit, the JVM's start,
+reading the policy, Parquet and the database upsert included. The job's first run on a machine writes the driver JVM's
+class-data archive (spark_jobs/common/class_archive.py) as its JVM exits; the benchmark makes that first run on a day
+of 10,000 records, times it apart, and the timed days then map the archive, as every nightly run after the first does.
+The job runs on the Java it chooses (JAVA_HOME if the benchmark is given one, else the newest installed Java Spark
+supports: spark_jobs/common/java_home.py); the JSON names it. The generated files are flushed to disk before the timed
+runs. DuckDB, the single-machine yardstick, then computes the same report of the 10 million day in the same run:
+copies dropped by token, the goal of each class period, per AE, node, class, period, report class and 15 minutes and
+for the whole day: counts, mean and standard deviation of response, queue and execution time, exact percentiles, the
+14 buckets against the goal, velocity; the two must count the same ended requests. The last line is one JSON object of
+the figures.
 """
 
 from __future__ import annotations
@@ -76,7 +77,11 @@ def duckdb_report(records: Path) -> tuple[float, int]:
     policy = PolicyVersionInfo(1, datetime.now(UTC), yaml.safe_load((ROOT / "examples" / "policy.yaml").read_text()))
     goals = ", ".join(f"('{g.service_class}', {g.period}, '{g.goal_type}', {g.goal_ms or 'NULL'})" for g in goal_rows([policy]))
     limits = RESPONSE_BUCKET_LIMITS_PCT
-    bucket = "CASE " + " ".join(f"WHEN response_time_ms * 100.0 <= goal_ms * {limit} THEN {i}" for i, limit in enumerate(limits)) + f" ELSE {len(limits)} END"
+    bucket = (
+        "CASE "
+        + " ".join(f"WHEN response_time_ms * 100.0 <= goal_ms * {limit} THEN {i}" for i, limit in enumerate(limits))
+        + f" ELSE {len(limits)} END"
+    )
     bucket_counts = ", ".join(f"count(*) FILTER (WHERE ended AND bucket = {i}) AS bucket_{i}" for i in range(len(limits) + 1))
     query = f"""
         WITH goals(service_class, period, goal_type, goal_ms) AS (VALUES {goals}),
@@ -85,7 +90,8 @@ def duckdb_report(records: Path) -> tuple[float, int]:
         ),
         rows AS (
             SELECT r.application_environment, r.node, r.service_class, r.period, coalesce(r.report_class, '') AS report_class,
-                   time_bucket(INTERVAL 15 MINUTE, timezone('UTC', r.ended_at)) AS interval_start, r.outcome IN ('completed', 'failed') AS ended,
+                   time_bucket(INTERVAL 15 MINUTE, timezone('UTC', r.ended_at)) AS interval_start,
+                   r.outcome IN ('completed', 'failed') AS ended,
                    r.outcome, r.response_time_ms, r.queue_time_ms, r.execution_time_ms, g.goal_type, g.goal_ms,
                    CASE WHEN g.goal_ms IS NOT NULL THEN {bucket} END AS bucket
             FROM records r JOIN goals g USING (service_class, period)
@@ -128,7 +134,10 @@ def main() -> None:
     generate(data_dir / "records", WARM_UP_DAY, WARM_UP_REQUESTS)
     os.sync()  # the nightly job reads files written during the day, long on disk: no writeback during the runs
     seconds, summary, java = run_report(data_dir, WARM_UP_DAY)
-    print(f"first run, on a day of {WARM_UP_REQUESTS:,} requests (writes the class-data archive): {seconds:.1f} s wall ({summary})", flush=True)
+    print(
+        f"first run, on a day of {WARM_UP_REQUESTS:,} requests (writes the class-data archive): {seconds:.1f} s wall ({summary})",
+        flush=True,
+    )
     print(f"the job's driver runs on Java {java}", flush=True)
     figures["first_run_small_day_s"] = round(seconds, 1)
     spark_ended = {}

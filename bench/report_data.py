@@ -2,14 +2,14 @@
 the records' own schema and layout (date-partitioned Parquet, zstd), with the duplicates at-least-once writing
 leaves behind.
 
-The mix: ONLINE (percentile goal, 60%), BATCH (average goal, then discretionary in its second period, 25%),
-REPORTS (velocity goal, 10%), SYSOTHER (discretionary, 5%); two application environments on two nodes; 96%
-completed, 1.5% failed, 1% deleted, 0.5% purged, 1% abandoned; lognormal response times. The files are written
-by the records' own writer (`app.work.records.write_file`), one per hour of the day, each declaring its group
-keys and, per outbox (node and AE), the range of outbox positions its records held. 0.5% of the requests are
-written twice, as the service writes copies: whole batches (10,000 records of one outbox) written again after a
-crash, each in a file of its own whose range lies within its hour's file's range (so the job need not read it). The service writes one file per flush (up to one a
-second) and does not compact them yet: a day of tens of thousands of small files would read slower than these.
+The mix: ONLINE (percentile goal, 60%), BATCH (average goal, then discretionary in its second period, 25%), REPORTS
+(velocity goal, 10%), SYSOTHER (discretionary, 5%); two application environments on two nodes; 96% completed, 1.5%
+failed, 1% deleted, 0.5% purged, 1% abandoned; lognormal response times. The files are written by the records' own
+writer (`app.work.records.write_file`), one per hour of the day, each declaring its group keys and, per outbox (node
+and AE), the range of outbox positions its records held. 0.5% of the requests are written twice, as the service writes
+copies: whole batches (10,000 records of one outbox) written again after a crash, each in a file of its own whose
+range lies within its hour's file's range (so the job need not read it). The service writes one file per flush (up to
+one a second) and does not compact them yet: a day of tens of thousands of small files would read slower than these.
 """
 
 from __future__ import annotations
@@ -115,7 +115,9 @@ def generate(records_dir: Path, day: date, count: int, seed: int = 42) -> int:
         table = _hour(rng, day_start_ms, hour, first_id, n)
         # Each (node, AE) has an outbox of its own, named by its key tag as the service names it.
         of_outbox = {
-            AeKeys(OUTBOX_PREFIX, node, ae).tag: np.flatnonzero(pc.and_(pc.equal(table["node"], node), pc.equal(table["application_environment"], ae)))
+            AeKeys(OUTBOX_PREFIX, node, ae).tag: np.flatnonzero(
+                pc.and_(pc.equal(table["node"], node), pc.equal(table["application_environment"], ae))
+            )
             for node in NODES
             for ae in ENVIRONMENTS
         }

@@ -110,7 +110,9 @@ async def fill(url: str, qm_key: str, server_key: str, qm_token: str, args: argp
     async def slow_server() -> None:
         held: list[str] = []
         while not done.is_set():
-            status, body = await server.post("/v1/work/select", {"connect_token": token, "max_items": 1, "end": [{"token": t} for t in held]})
+            status, body = await server.post(
+                "/v1/work/select", {"connect_token": token, "max_items": 1, "end": [{"token": t} for t in held]}
+            )
             held = []
             if status == 200:
                 for item in body["items"]:
@@ -143,7 +145,9 @@ async def drain(url: str, server_key: str) -> tuple[float, list[int]]:
     held: list[str] = []
     started = time.monotonic()
     while True:
-        status, body = await client.post("/v1/work/select", {"connect_token": token, "max_items": 1000, "end": [{"token": t} for t in held]})
+        status, body = await client.post(
+            "/v1/work/select", {"connect_token": token, "max_items": 1000, "end": [{"token": t} for t in held]}
+        )
         held = []
         if status == 204:
             break

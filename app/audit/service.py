@@ -15,9 +15,7 @@ def record(session: AsyncSession, actor: str, action: str, target: str, **detail
     return event
 
 
-async def list_events(
-    session: AsyncSession, *, action: str | None, limit: int, offset: int
-) -> tuple[list[AuditEvent], int]:
+async def list_events(session: AsyncSession, *, action: str | None, limit: int, offset: int) -> tuple[list[AuditEvent], int]:
     query = select(AuditEvent)
     if action:
         query = query.where(AuditEvent.action == action)

@@ -65,7 +65,9 @@ def cmd_policy(args: argparse.Namespace) -> None:
             if not path.exists():
                 raise CliError(f"no such file: {path}")
             media = "application/json" if path.suffix.lower() == ".json" else "application/yaml"
-            result = call(client, "PUT", "/v1/policy", content=path.read_bytes(), headers={"Content-Type": media}, params={"dry_run": args.dry_run})
+            result = call(
+                client, "PUT", "/v1/policy", content=path.read_bytes(), headers={"Content-Type": media}, params={"dry_run": args.dry_run}
+            )
             verb = "valid (dry run)" if args.dry_run else "installed and active" if result["changed"] else "unchanged: already active"
             print(f"policy {result['name']} version {result['version']}: {verb}")
         elif args.action == "show":
@@ -201,7 +203,10 @@ def _explain_lines(result: dict[str, Any]) -> list[str]:
 def cmd_route(args: argparse.Namespace) -> None:
     with client_of(args) as client:
         if args.action == "explain":
-            params = {"application_environment": args.application_environment, **({"queue_manager_node": args.origin} if args.origin else {})}
+            params = {
+                "application_environment": args.application_environment,
+                **({"queue_manager_node": args.origin} if args.origin else {}),
+            }
             print("\n".join(_explain_lines(call(client, "GET", "/v1/routing/explain", params=params))))
             return
         if args.action == "nodes":
@@ -209,7 +214,9 @@ def cmd_route(args: argparse.Namespace) -> None:
         elif getattr(args, "link", None):
             nodes = [call(client, "PATCH", f"/v1/routing/nodes/{args.node}/links/{args.link}", json=_link_changes(args))]
         else:
-            changes = _NODE_ACTIONS.get(args.action) or {name: getattr(args, name) for name in _ALTERABLE if getattr(args, name) is not None}
+            changes = _NODE_ACTIONS.get(args.action) or {
+                name: getattr(args, name) for name in _ALTERABLE if getattr(args, name) is not None
+            }
             if not changes:
                 raise CliError("name what to alter: " + ", ".join(f"--{name.replace('_', '-')}" for name in _ALTERABLE))
             nodes = [call(client, "PATCH", f"/v1/routing/nodes/{args.node}", json=changes)]

@@ -10,7 +10,14 @@ from app.cli.client import call, client_of
 from app.cli.errors import CliError
 
 # The filter options, by the API field each sets.
-FILTERS = {"application_environment": "env", "node": "node", "service_class": "service_class", "reason": "reason", "since": "since", "until": "until"}
+FILTERS = {
+    "application_environment": "env",
+    "node": "node",
+    "service_class": "service_class",
+    "reason": "reason",
+    "since": "since",
+    "until": "until",
+}
 
 
 def add_parser(sub: argparse._SubParsersAction, remote: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
@@ -85,10 +92,7 @@ def _print_list(items: list[dict[str, Any]]) -> None:
         print("no dead letters")
         return
     rows = [("DIED", "TOKEN", "CLASS", "REASON", "DELIVERIES", "ERROR")]
-    rows += [
-        (d["died_at"][:19], d["token"], d["service_class"], d["reason"], str(d["deliveries"]), (d["error"] or "")[:60])
-        for d in items
-    ]
+    rows += [(d["died_at"][:19], d["token"], d["service_class"], d["reason"], str(d["deliveries"]), (d["error"] or "")[:60]) for d in items]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         print("  ".join(value.ljust(width) for value, width in zip(row, widths, strict=False)) + "  " + row[-1])

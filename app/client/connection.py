@@ -66,7 +66,9 @@ class Connection:
     async def _open(cls, url: str, api_key: str, body: dict[str, Any], transport: httpx.AsyncBaseTransport | None) -> Self:
         # No connection limit: every worker of a server holds one in its long poll.
         limits = httpx.Limits(max_connections=None)
-        http = httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {api_key}"}, transport=transport, timeout=30, limits=limits)
+        http = httpx.AsyncClient(
+            base_url=url, headers={"Authorization": f"Bearer {api_key}"}, transport=transport, timeout=30, limits=limits
+        )
         try:
             created = await send(http, "POST", "/v1/connections", json=body)
         except BaseException:

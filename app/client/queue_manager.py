@@ -1,7 +1,7 @@
 """A queue manager's client: classifies and queues work.
 
-    async with await QueueManager.connect(url, key, "CB", "BANK1") as qm:
-        await qm.insert("PAYROLL", {"n": 1}, classification={"userid": "ATM01"})
+async with await QueueManager.connect(url, key, "CB", "BANK1") as qm:
+    await qm.insert("PAYROLL", {"n": 1}, classification={"userid": "ATM01"})
 """
 
 from __future__ import annotations
@@ -55,7 +55,9 @@ class QueueManager(Connection):
         attempts = ATTEMPTS if idempotency_key else 1
         return await retrying(lambda: self._call("POST", "/v1/work", json=body), attempts)
 
-    async def insert_batch(self, application_environment: str, items: list[dict[str, Any]], node: str | None = None) -> list[dict[str, Any]]:
+    async def insert_batch(
+        self, application_environment: str, items: list[dict[str, Any]], node: str | None = None
+    ) -> list[dict[str, Any]]:
         """IWM4QIN for many requests, all or none; each item as `insert`'s keyword arguments and `payload`.
         Retried as `insert` is, when every item has an idempotency key."""
         body = compact(connect_token=self.token, application_environment=application_environment, node=node, items=items)

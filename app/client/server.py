@@ -1,7 +1,7 @@
 """A server's client: selects work for its application environment and runs a handler over it.
 
-    server = await Server.connect(url, key, "CB", "BANK1", "PAYROLL", worker_tasks=4)
-    await server.serve(handler, stop_event=stop)  # returns once stopped, disconnected
+server = await Server.connect(url, key, "CB", "BANK1", "PAYROLL", worker_tasks=4)
+await server.serve(handler, stop_event=stop)  # returns once stopped, disconnected
 """
 
 from __future__ import annotations

@@ -76,13 +76,23 @@ async def disconnect(
         await store.note_departed(asdict(info), int(purge_again_after_s * 1000))
     cleanup = await release(store, policy, info)
     if policy is not None and dynamic:
-        cleanup = replace(cleanup, purged=cleanup.purged + await _retire(store, policy, info, dynamic), removed_environments=tuple(e.name for e in dynamic))
+        cleanup = replace(
+            cleanup,
+            purged=cleanup.purged + await _retire(store, policy, info, dynamic),
+            removed_environments=tuple(e.name for e in dynamic),
+        )
     return connection, False, cleanup
 
 
-async def _remove_dynamic_environments(session: AsyncSession, states: EnvironmentStates, queue_manager_id: int) -> list[EnvironmentSettings]:
+async def _remove_dynamic_environments(
+    session: AsyncSession, states: EnvironmentStates, queue_manager_id: int
+) -> list[EnvironmentSettings]:
     """IWM4AEDF's scope ends with the queue manager: its environments go, and their operator states with them."""
-    rows = list(await session.scalars(select(DynamicApplicationEnvironment).where(DynamicApplicationEnvironment.queue_manager_id == queue_manager_id)))
+    rows = list(
+        await session.scalars(
+            select(DynamicApplicationEnvironment).where(DynamicApplicationEnvironment.queue_manager_id == queue_manager_id)
+        )
+    )
     names = [row.name for row in rows]
     if names:
         await states.forget(session, names)

@@ -20,9 +20,7 @@ router = APIRouter(prefix="/v1/connections", tags=["connections"])
 
 
 @router.post("", status_code=201, response_model=ConnectionCreated, summary="IWM4CON: connect a queue manager or a server")
-async def connect(
-    body: Annotated[ConnectIn, Body()], session: SessionDep, state: StateDep, principal: Connector
-) -> ConnectionCreated:
+async def connect(body: Annotated[ConnectIn, Body()], session: SessionDep, state: StateDep, principal: Connector) -> ConnectionCreated:
     # A server may connect for a dynamic environment its queue manager has just defined on another replica.
     policy = await (state.policies.knowing(body.application_environment) if isinstance(body, ServerConnect) else state.policies.active())
     connection, token = await service.connect(session, state.queues, principal, policy, body, state.settings.exit_url_allowlist)

@@ -36,7 +36,8 @@ class ServerConnect(StrictModel):
     worker_weight: int = Field(default=1, strict=True, ge=1, le=1000, description="servers of higher weight get work first")
     overflow: bool = Field(default=False, description="take work only when every other server of the AE is at capacity")
     instance: Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:@-]+$")] | None = Field(
-        default=None, description="the process this connection is, as its launcher names it (the launcher finds it by this when the process exits)"
+        default=None,
+        description="the process this connection is, as its launcher names it (the launcher finds it by this when the process exits)",
     )
 
 

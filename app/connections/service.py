@@ -195,7 +195,8 @@ async def _server_connection(session: AsyncSession, principal: PrincipalInfo, po
     )
     if not queue_managers:
         raise Conflict(
-            f"no queue manager {request.subsystem_type}/{request.subsystem_name} is connected; servers connect for a connected queue manager",
+            f"no queue manager {request.subsystem_type}/{request.subsystem_name} "
+            "is connected; servers connect for a connected queue manager",
             code="queue_manager_not_connected",
         )
     return Connection(

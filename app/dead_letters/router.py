@@ -11,7 +11,6 @@ from app.deps import Operator, SessionDep, StateDep, Viewer
 router = APIRouter(prefix="/v1/dead-letters", tags=["dead-letters"])
 
 
-
 def _service(state: StateDep) -> DeadLetterService:
     return DeadLetterService(state.queues, state.policies)
 

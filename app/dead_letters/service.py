@@ -148,7 +148,9 @@ class DeadLetterService:
             raise NotFound("no such dead letter (it may have been retried, discarded or expired)", code="unknown_dead_letter")
         return letter_out(Found(keys, letter), with_payload=True)
 
-    async def _page(self, policy: ActivePolicy, wanted: DeadLetterFilter, limit: int, cursor: Cursor | None) -> tuple[list[Found], Cursor | None]:
+    async def _page(
+        self, policy: ActivePolicy, wanted: DeadLetterFilter, limit: int, cursor: Cursor | None
+    ) -> tuple[list[Found], Cursor | None]:
         after = cursor
         since = _ms(wanted.since)
         if since is not None and (after is None or after < (since - 1, _PAST_ANY)):
@@ -203,7 +205,9 @@ class DeadLetterService:
         record(session, actor, DISCARD_ACTION, token)
         await session.commit()
 
-    async def _audited(self, session: AsyncSession, actor: str, action: str, wanted: BulkIn, matched: int, tokens: list[str], **detail: str) -> BulkOut:
+    async def _audited(
+        self, session: AsyncSession, actor: str, action: str, wanted: BulkIn, matched: int, tokens: list[str], **detail: str
+    ) -> BulkOut:
         """One audit event for a bulk action: its filter, counts and (up to BULK_PAGE of) the tokens it acted on."""
         target = wanted.application_environment or "*"
         record(

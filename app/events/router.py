@@ -23,7 +23,9 @@ async def events(
     streams: EventStreamsDep,
     _: Viewer,
     subject: Annotated[str, Query(max_length=256, description="e.g. WLM.INFO.SCHEDULER.> or WLM.*.*.*.PAYROLL")] = ">",
-    since: Annotated[str | None, Query(max_length=64, pattern=r"^(0|\d{1,19}-\d{1,19})$", description="replay from after this event id (0: all kept)")] = None,
+    since: Annotated[
+        str | None, Query(max_length=64, pattern=r"^(0|\d{1,19}-\d{1,19})$", description="replay from after this event id (0: all kept)")
+    ] = None,
     last: Annotated[int | None, Query(ge=1, le=1000, description="replay the last this many kept (of every subject), then follow")] = None,
     last_event_id: Annotated[str | None, Header(max_length=64, pattern=r"^\d{1,19}-\d{1,19}$")] = None,
 ) -> StreamingResponse:

@@ -97,7 +97,9 @@ class EventStreams:
         except ValueError as exc:
             raise ValidationFailed([{"path": "subject", "message": str(exc)}]) from exc
         if self.subscribers >= self.max_subscribers:
-            raise TooManyRequests(f"this replica serves {self.max_subscribers} event streams already; try another or later", code="too_many_subscribers")
+            raise TooManyRequests(
+                f"this replica serves {self.max_subscribers} event streams already; try another or later", code="too_many_subscribers"
+            )
         # The slot is taken before anything is awaited, so a burst cannot get past the limit; the stream gives it back.
         self.subscribers += 1
         try:

@@ -144,14 +144,16 @@ class Demo:
         who = await self._call("GET", "/v1/whoami")
         if "admin" not in who["roles"]:
             raise DemoError(
-                f"the key is {who['principal']}'s, whose roles are {who['roles']}: the demo installs a policy and creates a key, which needs an admin key"
+                f"the key is {who['principal']}'s, whose roles are {who['roles']}: the "
+                "demo installs a policy and creates a key, which needs an admin key"
             )
 
     async def _install_policy(self) -> None:
         installed = await self._call("PUT", "/v1/policy", json=DEMO_POLICY)
         verb = "installed" if installed["changed"] else "already active"
         _say(
-            f"demo policy {installed['name']} version {installed['version']} {verb}: ONLINE, BATCH and REPORTS; {ENVIRONMENT} 1-8 echo servers"
+            f"demo policy {installed['name']} version {installed['version']} "
+            f"{verb}: ONLINE, BATCH and REPORTS; {ENVIRONMENT} 1-8 echo servers"
         )
 
     async def _make_available(self) -> None:

@@ -78,6 +78,8 @@ WORK_CLASSES = (
 CLASS_NAMES = tuple(work.service_class for work in WORK_CLASSES)
 # A drawn service time is capped, so one unlucky draw does not hold a server for many seconds.
 MAX_WORK_FACTOR = 5
+
+
 @dataclass(frozen=True, slots=True)
 class Mix:
     name: str

@@ -179,7 +179,11 @@ def progress_line(s: Snapshot, summary: DemoSummary, elapsed_s: float, phase_nam
 
 
 def snapshot_of(
-    display: dict[str, Any], scaling: dict[str, Any], connections: Sequence[dict[str, Any]], at_start: ServersAtStart, operator: OperatorTimes
+    display: dict[str, Any],
+    scaling: dict[str, Any],
+    connections: Sequence[dict[str, Any]],
+    at_start: ServersAtStart,
+    operator: OperatorTimes,
 ) -> Snapshot:
     """The environment from its DISPLAY, its scaling and its server connections (the REST answers)."""
     wanted: Counter[str] = Counter()

@@ -28,9 +28,7 @@ async def _check_database(engine: AsyncEngine, head: str | None) -> str:
 async def readiness(queues: QueueStore, engine: AsyncEngine, head: str | None) -> dict[str, str]:
     """Each dependency's state: 'ok' or what is wrong with it."""
     checks = {"redis": _check_redis(queues), "database": _check_database(engine, head)}
-    results = await asyncio.gather(
-        *(asyncio.wait_for(check, CHECK_TIMEOUT_SECONDS) for check in checks.values()), return_exceptions=True
-    )
+    results = await asyncio.gather(*(asyncio.wait_for(check, CHECK_TIMEOUT_SECONDS) for check in checks.values()), return_exceptions=True)
     return {
         name: result if isinstance(result, str) else f"{type(result).__name__}: {result}".rstrip(": ")
         for name, result in zip(checks, results, strict=True)

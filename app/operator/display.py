@@ -19,7 +19,9 @@ def display_text(command: DisplayCommand) -> str:
     return f"DISPLAY WLM,{'DYNAPPL' if command.dynamic else 'APPLENV'}={command.pattern}"
 
 
-async def display(queues: QueueStore, store: OperatorStore, policy: ActivePolicy | None, command: DisplayCommand) -> ApplicationEnvironmentList:
+async def display(
+    queues: QueueStore, store: OperatorStore, policy: ActivePolicy | None, command: DisplayCommand
+) -> ApplicationEnvironmentList:
     """The environments matching the command's pattern, by name: those of the policy and those that left it (DELETING)."""
     states = await store.states()
     names = set(policy.application_environments if policy else ()) | set(states)

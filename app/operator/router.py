@@ -111,7 +111,9 @@ async def display_application_environments(
     name: NamePattern = "*",
     dynamic: Annotated[bool, Query(description="the dynamic ones queue managers defined (D WLM,DYNAPPL=pattern)")] = False,
 ) -> ApplicationEnvironmentList:
-    return await display.display(state.queues, state.operator, await state.policies.current(), DisplayCommand(name.upper(), dynamic=dynamic))
+    return await display.display(
+        state.queues, state.operator, await state.policies.current(), DisplayCommand(name.upper(), dynamic=dynamic)
+    )
 
 
 @router.get(

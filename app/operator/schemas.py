@@ -58,7 +58,9 @@ class ApplicationEnvironmentOut(BaseModel):
         description="the nodes hosting the environment (for one that left the policy: those still holding some of it)"
     )
     performance: dict[str, float | None] | None = Field(
-        default=None, description="performance index per service class (first period, the worst over the nodes) from the latest goal evaluation; null before the first"
+        default=None,
+        description="performance index per service class (first period, the worst over "
+        "the nodes) from the latest goal evaluation; null before the first",
     )
     server_limits: ServerLimitsOut | None = Field(
         default=None, description="the server limits in force (the policy's or IWM4SLI's); null once the environment has left the policy"

@@ -195,7 +195,8 @@ async def count_unexpected_terminations(
         now, times = await queues.record_termination(keys, who, int(UNEXPECTED_TERMINATION_WINDOW_S * 1000))
         if stopped_after(times, now):
             async with sessions() as session:
-                reason = f"{len(times)} unexpected server terminations or failed starts on {keys.node} within {UNEXPECTED_TERMINATION_WINDOW_S:.0f} s"
+                window = f"{UNEXPECTED_TERMINATION_WINDOW_S:.0f} s"
+                reason = f"{len(times)} unexpected server terminations or failed starts on {keys.node} within {window}"
                 if await apply_event(session, store, keys.ae, InternalEvent.UNEXPECTED_TERMINATIONS_EXCEEDED, reason) is AEState.STOPPED:
                     log.warning("%s is STOPPED: %s; RESUME it once the cause is fixed", keys.ae, reason)
                     await publish(queues, subject("WLM", "INFO", "APPLENV", "STATE", keys.ae), state=AEState.STOPPED, reason=reason)

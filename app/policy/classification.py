@@ -71,9 +71,7 @@ def _compile_rules(rules: Sequence[Rule], service_class: str, report_class: str 
     return tuple(compiled)
 
 
-def classify(
-    groups: Mapping[str, CompiledGroup], subsystem_type: str, attributes: Mapping[Qualifier, str]
-) -> Classification:
+def classify(groups: Mapping[str, CompiledGroup], subsystem_type: str, attributes: Mapping[Qualifier, str]) -> Classification:
     """Classify work of `subsystem_type` described by `attributes` (a missing attribute is blank)."""
     group = groups.get(subsystem_type.upper())
     if group is None:

@@ -27,8 +27,7 @@ _DEFINITION_BODY = {
         "required": True,
         "description": "A service definition as YAML or JSON (see examples/policy.yaml in the repository).",
         "content": {
-            media: {"schema": {"$ref": "#/components/schemas/ServiceDefinition"}}
-            for media in ("application/yaml", "application/json")
+            media: {"schema": {"$ref": "#/components/schemas/ServiceDefinition"}} for media in ("application/yaml", "application/json")
         },
     }
 }
@@ -78,7 +77,9 @@ async def list_versions(
 
 
 @router.get("/versions/{version}", response_model=PolicyOut, responses=_YAML_TOO, summary="One installed version")
-async def get_version(request: Request, version: Annotated[int, Path(ge=1, le=2**31 - 1)], session: SessionDep, _: Viewer) -> PolicyOut | Response:
+async def get_version(
+    request: Request, version: Annotated[int, Path(ge=1, le=2**31 - 1)], session: SessionDep, _: Viewer
+) -> PolicyOut | Response:
     return _policy_response(request, await service.get_version(session, version))
 
 

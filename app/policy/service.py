@@ -142,9 +142,7 @@ class PolicyStore:
         self._active.clear()
 
 
-_QUALIFIERS_BY_NAME: dict[str, Qualifier] = {name: q for q, name in QUALIFIER_ATTRIBUTES.items()} | {
-    q.value: q for q in Qualifier
-}
+_QUALIFIERS_BY_NAME: dict[str, Qualifier] = {name: q for q, name in QUALIFIER_ATTRIBUTES.items()} | {q.value: q for q in Qualifier}
 
 
 def qualifier_attributes(attributes: dict[str, str], *, path: str) -> dict[Qualifier, str]:
@@ -241,15 +239,19 @@ async def _refuse_stranding_work(store: PolicyStore, queues: QueueStore, definit
                     stranded.append({"application_environment": ae, "node": node, "service_class": service_class})
     if stranded:
         raise Conflict(
-            "the new policy removes service classes that still have queued or selected work; let it finish "
-            "(or delete it) first",
+            "the new policy removes service classes that still have queued or selected work; let it finish (or delete it) first",
             code="classes_in_use",
             in_use=stranded,
         )
 
 
 async def define_dynamic(
-    session: AsyncSession, store: PolicyStore, principal: PrincipalInfo, body: DynamicApplicationEnvironmentIn, *, most_per_queue_manager: int
+    session: AsyncSession,
+    store: PolicyStore,
+    principal: PrincipalInfo,
+    body: DynamicApplicationEnvironmentIn,
+    *,
+    most_per_queue_manager: int,
 ) -> tuple[DynamicApplicationEnvironment, QueueManagerRef, bool]:
     """IWM4AEDF. Returns the environment, its queue manager's connection and whether it is new: defining the
     same environment again is answered with the first definition; a different one under the name is refused."""
@@ -265,11 +267,16 @@ async def define_dynamic(
         if existing.queue_manager_id != qm.id:
             raise Conflict(f"another queue manager has defined {body.name}", code="application_environment_in_use")
         if existing.definition != definition:
-            raise Conflict(f"{body.name} is defined already, differently; it is removed when this queue manager disconnects", code="defined_differently")
+            raise Conflict(
+                f"{body.name} is defined already, differently; it is removed when this queue manager disconnects",
+                code="defined_differently",
+            )
         return existing, qm, False
     defined = await session.scalar(select(func.count()).where(DynamicApplicationEnvironment.queue_manager_id == qm.id))
     if (defined or 0) >= most_per_queue_manager:
-        raise Conflict(f"this queue manager has defined {defined} dynamic application environments, the most allowed", code="too_many_dynamic")
+        raise Conflict(
+            f"this queue manager has defined {defined} dynamic application environments, the most allowed", code="too_many_dynamic"
+        )
     row = DynamicApplicationEnvironment(name=body.name, queue_manager_id=qm.id, definition=definition, defined_at=utcnow())
     session.add(row)
     record(session, principal.name, "application_environment.define", body.name, queue_manager=qm.id)

@@ -38,7 +38,9 @@ def validate_definition(definition: ServiceDefinition) -> list[Problem]:
     resource_groups = {group.name for group in definition.resource_groups}
     for i, group in enumerate(definition.resource_groups):
         if group.min_in_flight is not None and group.max_in_flight is not None and group.min_in_flight > group.max_in_flight:
-            problems.append(_problem(f"resource_groups[{i}].min_in_flight", f"{group.min_in_flight} is above max_in_flight {group.max_in_flight}"))
+            problems.append(
+                _problem(f"resource_groups[{i}].min_in_flight", f"{group.min_in_flight} is above max_in_flight {group.max_in_flight}")
+            )
     for i, service_class in enumerate(definition.service_classes):
         problems += _service_class_problems(f"service_classes[{i}]", service_class)
         problems += _reference(f"service_classes[{i}].resource_group", service_class.resource_group, resource_groups, "resource group")
@@ -109,9 +111,7 @@ def _period_problems(path: str, periods: Sequence[Period], single: bool = False)
     return problems
 
 
-def _rule_problems(
-    path: str, rules: Sequence[Rule], service_classes: set[str], report_classes: set[str], depth: int
-) -> list[Problem]:
+def _rule_problems(path: str, rules: Sequence[Rule], service_classes: set[str], report_classes: set[str], depth: int) -> list[Problem]:
     problems: list[Problem] = []
     if rules and depth > MAX_RULE_DEPTH:
         return [_problem(path, f"rules nest at most {MAX_RULE_DEPTH} levels deep")]

@@ -48,9 +48,7 @@ class DeadLetters(StoreBase):
             return None
         return _letter(request_id, died_ms, raw)
 
-    async def dead_letters_after(
-        self, k: AeKeys, after: tuple[int, str] | None, until_ms: int | None, count: int
-    ) -> DeadLetterPage:
+    async def dead_letters_after(self, k: AeKeys, after: tuple[int, str] | None, until_ms: int | None, count: int) -> DeadLetterPage:
         """Up to `count` dead letters in the order they died (by time, then id), after `after` (died ms, id) and
         up to `until_ms` (inclusive)."""
         low = "-inf" if after is None else after[0]

@@ -255,7 +255,9 @@ async def _probed(redis: Redis, probe_key: str, replica_wait_ms: int) -> Durabil
             )
             return Durability(replicas=Replicas(replica_wait_ms))
         except ServiceUnavailable as exc:
-            raise NotDurable(f"WLM_DURABILITY=strict, but Redis does not confirm that writes reach its disk (WAITAOF): {HOW_TO_FIX}") from exc
+            raise NotDurable(
+                f"WLM_DURABILITY=strict, but Redis does not confirm that writes reach its disk (WAITAOF): {HOW_TO_FIX}"
+            ) from exc
     return Durability(waitaof=True, replicas=Replicas(replica_wait_ms))
 
 

@@ -92,7 +92,9 @@ class Environments(StoreBase):
         for index in range(len(places)):
             servers, held, depths, performance, start_error = replies[5 * index : 5 * index + 5]
             in_flight = sum(int(count) for count in held)
-            snapshots.append(Snapshot(int(servers), in_flight, {sc: int(n) for sc, n in depths.items()}, list(performance.values()), start_error))
+            snapshots.append(
+                Snapshot(int(servers), in_flight, {sc: int(n) for sc, n in depths.items()}, list(performance.values()), start_error)
+            )
         return snapshots, replies[5 * len(places) :]
 
     async def queue_figures(self, k: AeKeys, service_classes: Sequence[str]) -> QueueFigures:

@@ -75,9 +75,7 @@ class EndArgs:
 def _end_args(ends: Sequence[EndArgs]) -> list[str]:
     """Per end, the five values end_held (lua/common.lua) reads."""
     return [
-        value
-        for end in ends
-        for value in (end.request_id, end.outcome, end.result or "", end.error or "", "1" if end.dead_letter else "")
+        value for end in ends for value in (end.request_id, end.outcome, end.result or "", end.error or "", "1" if end.dead_letter else "")
     ]
 
 
@@ -161,7 +159,14 @@ class RequestQueues(SweptQueues, ResourceGroups):
         ended: list[EndResult] | None = None
         for _ in range(UNSWEEPS_PER_SELECT + 1):
             args: list[Any] = [
-                server_id, config.completion_time_ms, max_items, self.tombstone_ms, self.samples_ms, self.dead_letter_ms, waiter, len(ends)
+                server_id,
+                config.completion_time_ms,
+                max_items,
+                self.tombstone_ms,
+                self.samples_ms,
+                self.dead_letter_ms,
+                waiter,
+                len(ends),
             ]
             args += _end_args(ends)
             args += class_order
@@ -196,7 +201,9 @@ class RequestQueues(SweptQueues, ResourceGroups):
         result = await self.scripts.run("extend", [k.req, k.leases, k.seen], [server_id, config.completion_time_ms])
         return int(result[0])
 
-    async def end(self, k: AeKeys, server_id: int, ends: Sequence[EndArgs], groups: Mapping[str, GroupCap] | None = None) -> list[EndResult]:
+    async def end(
+        self, k: AeKeys, server_id: int, ends: Sequence[EndArgs], groups: Mapping[str, GroupCap] | None = None
+    ) -> list[EndResult]:
         """End requests of one server; each succeeds or fails on its own. Those of a class in `groups` (class ->
         its resource group) free their slots."""
         keys = [k.req, k.payload, k.leases, k.inflight, k.records, k.exits, k.done, k.done_exp, k.samples, k.dead, k.dead_at]

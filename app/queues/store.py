@@ -18,11 +18,21 @@ from app.queues.performance import ManagerResults
 
 
 class QueueStore(
-    RequestQueues, DeadLetters, IdempotencyRoutes, EnclaveRecords, ConnectionRecords, Outbox, Environments, ManagerResults, DutyLeases, SchedulerElection, Advisories
+    RequestQueues,
+    DeadLetters,
+    IdempotencyRoutes,
+    EnclaveRecords,
+    ConnectionRecords,
+    Outbox,
+    Environments,
+    ManagerResults,
+    DutyLeases,
+    SchedulerElection,
+    Advisories,
 ):
     """The hot path of requests (hot_path.py) with the swept parts of queues (sweep.py), their dead letters
     (dead_letters.py), where idempotency keys were routed (idempotency.py), enclaves (enclaves.py), connection
-    records and departed queue managers (connections.py), the outbox of ended requests (outbox.py), the environments' state beside their queues
-    (environments.py), the manager's published evaluation and decisions (performance.py), duty leases (leases.py),
+    records and departed queue managers (connections.py), the outbox of ended requests (outbox.py), the environments'
+    state beside their queues (environments.py), the manager's published evaluation and decisions (performance.py), duty leases (leases.py),
     the scheduler election (election.py) and the advisories' stream (advisories.py), over one Redis client and one
     set of scripts (base.py)."""

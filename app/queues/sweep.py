@@ -111,7 +111,9 @@ class SweptQueues(StoreBase):
     def _removal_keys(self, k: AeKeys) -> list[str]:
         return [k.req, k.payload, k.depth, k.records, k.exits, k.done, k.done_exp]
 
-    async def _remove_swept(self, k: AeKeys, request_id: str, queue_manager: int, outcome: str, blob: list[SweptEntry] | None = None) -> tuple[int, list[Any]]:
+    async def _remove_swept(
+        self, k: AeKeys, request_id: str, queue_manager: int, outcome: str, blob: list[SweptEntry] | None = None
+    ) -> tuple[int, list[Any]]:
         """Delete or purge a request that is in a blob: the script's code and values (UNKNOWN_WORK when it is in none)."""
         assert self.blobs is not None
         located = await self.blobs.locate(k, request_id)

@@ -19,8 +19,16 @@ class WorkloadReportRow(Base):
     __tablename__ = "workload_reports"
     __table_args__ = (
         UniqueConstraint(
-            "report_date", "interval_minutes", "interval_start", "application_environment", "node", "service_class", "period",
-            "report_class", "policy_version", name="uq_workload_reports_key",
+            "report_date",
+            "interval_minutes",
+            "interval_start",
+            "application_environment",
+            "node",
+            "service_class",
+            "period",
+            "report_class",
+            "policy_version",
+            name="uq_workload_reports_key",
         ),
         CheckConstraint(f"interval_minutes > 0 AND interval_minutes <= {WHOLE_DAY_MINUTES}", name="interval_minutes"),
         CheckConstraint("goal_type IN ('average', 'percentile', 'velocity', 'discretionary')", name="goal_type"),

@@ -155,9 +155,7 @@ async def _interval_figures(session: AsyncSession, day: date, interval_minutes: 
             _ROW.performance_index,
             func.count().over(**per_period).label("intervals"),
             func.sum(case((_ROW.performance_index > 1, 1), else_=0)).over(**per_period).label("missed"),
-            func.row_number()
-            .over(**per_period, order_by=(_ROW.performance_index.desc().nulls_last(), _ROW.interval_start))
-            .label("rank"),
+            func.row_number().over(**per_period, order_by=(_ROW.performance_index.desc().nulls_last(), _ROW.interval_start)).label("rank"),
         )
         .where(_ROW.report_date == day, _ROW.interval_minutes == interval_minutes)
         .subquery()

@@ -149,7 +149,9 @@ class _Trace:
         """A step whose condition does not hold: recorded, eliminating nothing."""
         self.steps.append(StepResult(step, rule, (), tuple(c.node for c in self.remaining)))
 
-    def keep_highest(self, step: str, rule: str, label: str, value: Callable[[Candidate], int], exempt: Callable[[Candidate], bool]) -> None:
+    def keep_highest(
+        self, step: str, rule: str, label: str, value: Callable[[Candidate], int], exempt: Callable[[Candidate], bool]
+    ) -> None:
         """Eliminate the candidates whose `value` is below the highest among those not `exempt` (which stay)."""
         top = max((value(c) for c in self.remaining if not exempt(c)), default=0)
         self.keep(step, rule, lambda c: exempt(c) or value(c) == top, lambda c: f"{label} {value(c)} < {top}")
@@ -200,21 +202,30 @@ def _tie_explained(candidate: Candidate, chosen: Candidate) -> str:
     if candidate.sequence_factor != chosen.sequence_factor:
         return f"sequence factor {candidate.sequence_factor:g} > {chosen.sequence_factor:g}"
     if candidate.sequence_number != chosen.sequence_number:
-        return f"equal sequence factor {candidate.sequence_factor:g}, used more recently (number {candidate.sequence_number} > {chosen.sequence_number})"
-    return f"a tie (sequence factor {candidate.sequence_factor:g}, number {candidate.sequence_number}) broken by order: {chosen.node} comes first"
+        numbers = f"{candidate.sequence_number} > {chosen.sequence_number}"
+        return f"equal sequence factor {candidate.sequence_factor:g}, used more recently (number {numbers})"
+    tie = f"sequence factor {candidate.sequence_factor:g}, number {candidate.sequence_number}"
+    return f"a tie ({tie}) broken by order: {chosen.node} comes first"
 
 
 def choose(candidates: Sequence[Candidate], local: LocalQueueManager = LocalQueueManager()) -> Decision:
     """The node for one work request among `candidates` (the environment's instances, in the policy's node order)."""
     trace = _Trace(candidates)
-    trace.keep("1.1", "instances that are not put enabled are eliminated", lambda c: c.put_enabled, lambda c: "put disabled", may_empty=True)
+    trace.keep(
+        "1.1", "instances that are not put enabled are eliminated", lambda c: c.put_enabled, lambda c: "put disabled", may_empty=True
+    )
     if not trace.remaining:
         return Decision(None, tuple(trace.steps), "no instance of the application environment is put enabled")
 
     local_instance = next((c for c in trace.remaining if c.node == local.node), None)
     if local_instance is not None and _uses_local_instance(local_instance, local):
         how = "CLWLUSEQ LOCAL" if local_instance.use_queue is UseQueue.LOCAL else "CLWLUSEQ QMGR and the node's CLWLUSEQ LOCAL"
-        trace.keep("3", "the local instance is used", lambda c: c is local_instance, lambda c: f"the local instance on {local.node} is used ({how})")
+        trace.keep(
+            "3",
+            "the local instance is used",
+            lambda c: c is local_instance,
+            lambda c: f"the local instance on {local.node} is used ({how})",
+        )
     else:
         trace.skip("3", "the local instance is used")
 
@@ -224,8 +235,12 @@ def choose(candidates: Sequence[Candidate], local: LocalQueueManager = LocalQueu
     def none_exempt(c: Candidate) -> bool:
         return False
 
-    trace.keep_highest("5", "links with a CLWLRANK below the highest are eliminated", "link CLWLRANK", lambda c: c.link_rank, local_instance_has_no_link)
-    trace.keep_highest("6", "instances with a CLWLRANK below the highest are eliminated", "instance CLWLRANK", lambda c: c.rank, none_exempt)
+    trace.keep_highest(
+        "5", "links with a CLWLRANK below the highest are eliminated", "link CLWLRANK", lambda c: c.link_rank, local_instance_has_no_link
+    )
+    trace.keep_highest(
+        "6", "instances with a CLWLRANK below the highest are eliminated", "instance CLWLRANK", lambda c: c.rank, none_exempt
+    )
     if not any(c.node == local.node for c in trace.remaining):
         trace.keep("7", "resumed nodes are preferred to suspended ones", lambda c: not c.suspended, lambda c: "node suspended")
     else:
@@ -246,7 +261,9 @@ def choose(candidates: Sequence[Candidate], local: LocalQueueManager = LocalQueu
         lambda c, link: f"link NETPRTY {link.network_priority} < {_highest_network_priority(c)}",
         local_instance_has_no_link,
     )
-    trace.keep_highest("15", "instances with a CLWLPRTY below the highest are eliminated", "instance CLWLPRTY", lambda c: c.priority, none_exempt)
+    trace.keep_highest(
+        "15", "instances with a CLWLPRTY below the highest are eliminated", "instance CLWLPRTY", lambda c: c.priority, none_exempt
+    )
     most_recent = sorted(trace.remaining, key=lambda c: c.sequence_number, reverse=True)[: local.most_recently_used_cap]
     trace.keep(
         "16",

@@ -36,12 +36,16 @@ def _node_out(attributes: service.NodeAttributes) -> NodeOut:
     )
 
 
-@router.get("/explain", response_model=ExplainOut, summary="Why a request to this environment would go where it goes: the algorithm's steps")
+@router.get(
+    "/explain", response_model=ExplainOut, summary="Why a request to this environment would go where it goes: the algorithm's steps"
+)
 async def explain(
     state: StateDep,
     _: Viewer,
     application_environment: Annotated[Name, Query(description="the environment a hypothetical request is for")],
-    queue_manager_node: Annotated[Name | None, Query(description="the node of the queue manager inserting it (none: no local instance)")] = None,
+    queue_manager_node: Annotated[
+        Name | None, Query(description="the node of the queue manager inserting it (none: no local instance)")
+    ] = None,
 ) -> ExplainOut:
     policy = await state.policies.knowing(application_environment)
     if application_environment not in policy.application_environments:
@@ -54,7 +58,10 @@ async def explain(
         link=decision.link,
         reason=decision.reason,
         candidates=[CandidateOut(**asdict(c)) for c in candidates],
-        steps=[StepOut(step=s.step, rule=s.rule, eliminated=[asdict(e) for e in s.eliminated], remaining=list(s.remaining)) for s in decision.steps],
+        steps=[
+            StepOut(step=s.step, rule=s.rule, eliminated=[asdict(e) for e in s.eliminated], remaining=list(s.remaining))
+            for s in decision.steps
+        ],
     )
 
 

@@ -28,7 +28,9 @@ class NodeRoutingPatch(StrictModel):
     rank: Rank | None = None
     most_recently_used: MostRecentlyUsedCap | None = None
     suspended: bool | None = None
-    link_stopped: bool | None = Field(default=None, description="true: STOP its links (the node gets no routed work while another can); false or null: START them")
+    link_stopped: bool | None = Field(
+        default=None, description="true: STOP its links (the node gets no routed work while another can); false or null: START them"
+    )
 
 
 class LinkRoutingPatch(StrictModel):
@@ -36,7 +38,9 @@ class LinkRoutingPatch(StrictModel):
     policy's value."""
 
     network_priority: NetworkPriority | None = None
-    stopped: bool | None = Field(default=None, description="true: STOP this link (the node is reached by its others); false or null: START it")
+    stopped: bool | None = Field(
+        default=None, description="true: STOP this link (the node is reached by its others); false or null: START it"
+    )
 
 
 class InstanceRoutingPatch(StrictModel):

@@ -30,7 +30,14 @@ async def scheduler(state: StateDep, _: Viewer) -> SchedulerOut:
         activation_interval_s=settings.scheduler_activation_seconds,
         heartbeat_interval_s=settings.scheduler_heartbeat_seconds,
         members=[
-            MemberOut(member=m.member, weight=m.weight, seen_ms_ago=m.seen_ms_ago, live=m.seen_ms_ago <= activation_ms, host=m.info.get("host"), pid=m.info.get("pid"))
+            MemberOut(
+                member=m.member,
+                weight=m.weight,
+                seen_ms_ago=m.seen_ms_ago,
+                live=m.seen_ms_ago <= activation_ms,
+                host=m.info.get("host"),
+                pid=m.info.get("pid"),
+            )
             for m in members
         ],
     )

@@ -24,4 +24,3 @@ class SchedulerOut(BaseModel):
     activation_interval_s: float
     heartbeat_interval_s: float
     members: list[MemberOut]
-

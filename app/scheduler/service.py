@@ -93,7 +93,13 @@ class SchedulerMember:
             return
         self.epoch = epoch
         log.info("this process (%s) is the scheduler, epoch %d", self.name, epoch)
-        await publish(self.store, subject("WLM", "INFO", "SCHEDULER", "ACTIVE", self.name), member=self.name, epoch=epoch, weight=self.settings.scheduler_weight)
+        await publish(
+            self.store,
+            subject("WLM", "INFO", "SCHEDULER", "ACTIVE", self.name),
+            member=self.name,
+            epoch=epoch,
+            weight=self.settings.scheduler_weight,
+        )
 
     async def _deactivate(self, reason: str) -> None:
         epoch, self.epoch = self.epoch, None

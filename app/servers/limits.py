@@ -12,7 +12,9 @@ from app.policy.schemas import ServerLimits
 from app.servers.schemas import ServerLimitsOverride
 
 
-def effective_limits(policy_limits: ServerLimits, override: ServerLimitsOverride | None) -> tuple[ServerLimits, ServerLimitsOverride | None]:
+def effective_limits(
+    policy_limits: ServerLimits, override: ServerLimitsOverride | None
+) -> tuple[ServerLimits, ServerLimitsOverride | None]:
     """The limits in force and the override that set them (None: the policy's)."""
     if override is None or override.policy_limits != policy_limits:
         return policy_limits, None

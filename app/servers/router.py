@@ -44,7 +44,9 @@ async def scaling(name: str, state: StateDep, _: Viewer) -> ScalingOut:
     response_model=ServerLimitsOut,
     summary="IWM4SLI: set an environment's server limits (a connected server of it, with its connect token, or an operator)",
 )
-async def set_server_limits(name: str, body: ServerLimitsIn, session: SessionDep, state: StateDep, principal: AnyPrincipal) -> ServerLimitsOut:
+async def set_server_limits(
+    name: str, body: ServerLimitsIn, session: SessionDep, state: StateDep, principal: AnyPrincipal
+) -> ServerLimitsOut:
     policy = await state.policies.knowing(name.upper())
     if body.connect_token is None:
         check_operator(principal)

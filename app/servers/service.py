@@ -128,7 +128,9 @@ def limits_out(policy: ActivePolicy, ae: str, stored: str | None) -> ServerLimit
 def _known(policy: ActivePolicy, name: str) -> str:
     ae = name.upper()
     if ae not in policy.application_environments:
-        raise NotFound(f"no application environment {name!r} in the active policy", code="unknown_application_environment", application_environment=ae)
+        raise NotFound(
+            f"no application environment {name!r} in the active policy", code="unknown_application_environment", application_environment=ae
+        )
     return ae
 
 
@@ -138,7 +140,13 @@ async def server_limits(store: QueueStore, policy: ActivePolicy, name: str) -> S
 
 
 async def set_server_limits(
-    session: AsyncSession, store: QueueStore, policy: ActivePolicy, principal: PrincipalInfo, server: ConnInfo | None, name: str, body: ServerLimitsIn
+    session: AsyncSession,
+    store: QueueStore,
+    policy: ActivePolicy,
+    principal: PrincipalInfo,
+    server: ConnInfo | None,
+    name: str,
+    body: ServerLimitsIn,
 ) -> ServerLimitsOut:
     """IWM4SLI by `server` (a connected server, which may set only its own environment's limits) or, with no server,
     by an operator (the caller checks the role). Servers beyond a new maximum are retired at once; the manager and
@@ -158,7 +166,15 @@ async def set_server_limits(
         set_by=principal.name,
         set_at=datetime.fromtimestamp(await store.clock_ms() / 1000, UTC),
     )
-    record(session, principal.name, SERVER_LIMITS_ACTION, ae, **limits.model_dump(), source=override.source, connection=server.id if server else None)
+    record(
+        session,
+        principal.name,
+        SERVER_LIMITS_ACTION,
+        ae,
+        **limits.model_dump(),
+        source=override.source,
+        connection=server.id if server else None,
+    )
     await session.commit()
     await store.set_server_limits(ae, override.model_dump_json())
     for node in policy.nodes:
@@ -168,7 +184,9 @@ async def set_server_limits(
     return await server_limits(store, policy, ae)
 
 
-async def reset_server_limits(session: AsyncSession, store: QueueStore, policy: ActivePolicy, principal: PrincipalInfo, name: str) -> ServerLimitsOut:
+async def reset_server_limits(
+    session: AsyncSession, store: QueueStore, policy: ActivePolicy, principal: PrincipalInfo, name: str
+) -> ServerLimitsOut:
     """An operator puts the policy's limits back in force."""
     ae = _known(policy, name)
     if await store.reset_server_limits(ae):

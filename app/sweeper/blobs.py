@@ -33,7 +33,13 @@ class SweptBlobs:
                 session.add(blob)
                 await session.flush()
                 rows = [
-                    {"node": k.node, "application_environment": k.ae, "request_id": e.id, "queue_manager": orjson.loads(e.meta)["qm"], "blob_id": blob.id}
+                    {
+                        "node": k.node,
+                        "application_environment": k.ae,
+                        "request_id": e.id,
+                        "queue_manager": orjson.loads(e.meta)["qm"],
+                        "blob_id": blob.id,
+                    }
                     for e in part
                 ]
                 await session.execute(insert(SweptRequest.__table__), rows)  # Core, not ORM: a thousand rows in one statement

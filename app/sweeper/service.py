@@ -31,7 +31,9 @@ log = logging.getLogger(__name__)
 
 SWEPT = Counter("wlm_sweeper_swept_requests_total", "Requests moved from Redis to the database", ["application_environment"])
 SWEEPS_ABORTED = Counter("wlm_sweeper_aborted_total", "Sweeps that raced with a select, delete or change", ["application_environment"])
-SWEPT_NOW = Gauge("wlm_sweeper_requests_in_database", "Requests in the database now, as of the last pass", ["application_environment", "node"])
+SWEPT_NOW = Gauge(
+    "wlm_sweeper_requests_in_database", "Requests in the database now, as of the last pass", ["application_environment", "node"]
+)
 # Blobs written per step (one database transaction, one commit in Redis): fewer round trips and syncs to disk,
 # while a step stays short enough that selects seldom reach what it moves.
 BLOBS_PER_STEP = 10
@@ -108,7 +110,9 @@ class Sweeper:
         moved = await self.queues.sweep_commit(pending, blob_ids)
         if moved is None:
             SWEEPS_ABORTED.labels(pending.keys.ae).inc()
-            log.info("sweep of %s %s %s aborted: it raced with a select, delete or change", pending.keys.node, pending.keys.ae, pending.queue)
+            log.info(
+                "sweep of %s %s %s aborted: it raced with a select, delete or change", pending.keys.node, pending.keys.ae, pending.queue
+            )
             await self.blobs.forget(blob_ids)
         return moved
 

@@ -53,7 +53,9 @@ class Insertion:
         queued, replayed = await self.insert_batch(principal, batch, item_paths=False)
         return queued[0], replayed[0]
 
-    async def insert_batch(self, principal: PrincipalInfo, body: WorkBatchIn, *, item_paths: bool = True) -> tuple[list[WorkQueued], list[bool]]:
+    async def insert_batch(
+        self, principal: PrincipalInfo, body: WorkBatchIn, *, item_paths: bool = True
+    ) -> tuple[list[WorkQueued], list[bool]]:
         """All or none (one script on one slot). Error paths name the item (`items[3].payload`) unless
         `item_paths` is off for the single-request form."""
         if len(body.items) > self.settings.max_batch_items:
@@ -110,7 +112,9 @@ class Insertion:
             )
         return queued, replayed
 
-    async def _node_for(self, policy: ActivePolicy, ae: str, requested: str | None, qm: ConnInfo, items: list[WorkItemIn]) -> tuple[str, str]:
+    async def _node_for(
+        self, policy: ActivePolicy, ae: str, requested: str | None, qm: ConnInfo, items: list[WorkItemIn]
+    ) -> tuple[str, str]:
         """The node named, else the cluster workload algorithm's choice; and how it was chosen. A retry with an
         idempotency key goes to the node the first try went to, where the key replays it."""
         if requested is not None:

@@ -226,9 +226,7 @@ async def write_outbox_in_writer(
     """`write_outbox` in this process's writer process, which is started on first use and again if it died."""
     global _writer
     try:
-        return await asyncio.get_running_loop().run_in_executor(
-            _writer_pool(), write_outbox, str(root), list(entries), periods, origin
-        )
+        return await asyncio.get_running_loop().run_in_executor(_writer_pool(), write_outbox, str(root), list(entries), periods, origin)
     except BrokenProcessPool:
         _writer = None
         raise

@@ -29,7 +29,9 @@ ConnectTokenQuery = Annotated[str, Query(min_length=1, max_length=128, descripti
 REPLAYED_HEADER = "Idempotent-Replayed"
 
 
-def _json(answer: WorkQueued | WorkBatchQueued | SelectOut | EndedOut, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+def _json(
+    answer: WorkQueued | WorkBatchQueued | SelectOut | EndedOut, status: int = 200, headers: dict[str, str] | None = None
+) -> Response:
     """The lifecycle's answers (dataclasses, app/work/schemas.py) written once, by orjson: times as pydantic writes
     them (UTC as Z), a selected payload as the JSON text it was stored as."""
     return Response(orjson.dumps(answer, option=orjson.OPT_UTC_Z), status_code=status, media_type="application/json", headers=headers)

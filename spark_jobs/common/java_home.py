@@ -37,7 +37,7 @@ def java_version(home: Path) -> str | None:
 
 
 def version_numbers(version: str) -> tuple[int, ...]:
-    """"25.0.2" → (25, 0, 2); "21" → (21,); the leading numbers only ("26-ea" → (26,))."""
+    """ "25.0.2" → (25, 0, 2); "21" → (21,); the leading numbers only ("26-ea" → (26,))."""
     numbers = re.match(r"\d+(?:\.\d+)*", version)
     return tuple(int(part) for part in numbers.group(0).split(".")) if numbers else ()
 
@@ -53,7 +53,7 @@ def java_major(home: Path) -> int | None:
 
 
 def describe(home: Path) -> str:
-    """"Java 25.0.2 at /usr/lib/jvm/temurin-25": what the job's progress and `make java` print."""
+    """ "Java 25.0.2 at /usr/lib/jvm/temurin-25": what the job's progress and `make java` print."""
     return f"Java {java_version(home) or '(version unknown)'} at {home}"
 
 

@@ -57,7 +57,9 @@ def interval_minutes(text: str) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--date", type=report_date, required=True, help="YYYY-MM-DD, today or yesterday (UTC)")
     parser.add_argument("--master", help="Spark master URL (default $WLM_SPARK_MASTER, else local[*])")
-    parser.add_argument("--interval", type=interval_minutes, default=15, help="interval length in minutes (default 15; whole-day rows always)")
+    parser.add_argument(
+        "--interval", type=interval_minutes, default=15, help="interval length in minutes (default 15; whole-day rows always)"
+    )
     parser.add_argument("--records", help="records URI (default <WLM_DATA_DIR>/records)")
     parser.add_argument("--output", help="report Parquet URI (default <WLM_DATA_DIR>/reports/workload_activity)")
 

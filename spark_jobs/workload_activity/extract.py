@@ -68,9 +68,7 @@ def goal_table(spark: SparkSession, goals: Sequence[GoalRow]) -> DataFrame:
         return empty_table(spark, GOAL_TYPES)
     names = [field.name for field in fields(GoalRow)]
     assert names == list(GOAL_TYPES), "GOAL_TYPES must follow GoalRow"
-    rows = ", ".join(
-        "(" + ", ".join(f"CAST(:{name}_{index} AS {GOAL_TYPES[name]})" for name in names) + ")" for index in range(len(goals))
-    )
+    rows = ", ".join("(" + ", ".join(f"CAST(:{name}_{index} AS {GOAL_TYPES[name]})" for name in names) + ")" for index in range(len(goals)))
     values = {f"{name}_{index}": value for index, goal in enumerate(goals) for name, value in asdict(goal).items()}
     return spark.sql(f"SELECT * FROM VALUES {rows} AS goals({', '.join(names)})", args=values)
 
@@ -136,7 +134,9 @@ def read_footer(uri: str) -> Footer:
         filesystem, path = FileSystem.from_uri(urlunparse(parsed._replace(path=quote(unquote(parsed.path)))))
         footer = pq.read_metadata(path, filesystem=filesystem)
         metadata = footer.metadata or {}
-        group_keys, outbox_ranges = (json.loads(metadata[key]) if key in metadata else None for key in (GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER))
+        group_keys, outbox_ranges = (
+            json.loads(metadata[key]) if key in metadata else None for key in (GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER)
+        )
     except (OSError, ValueError, pa.ArrowException):
         return Footer(uri, None, None)
     # No ranges for a file with records (not one the service wrote) would make it seem to share none; a file

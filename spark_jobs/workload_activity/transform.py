@@ -225,7 +225,11 @@ def cells(rows: DataFrame | None, report_date: date, interval_minutes: int, dist
     cell_key = ("group_id", "interval", "bucket", "bin")
     parts = []
     if rows is not None:
-        deduplicated = _narrow(rows, report_date, interval_minutes).repartition("group_id", "interval").dropDuplicates([*cell_key, "token_fingerprint"])
+        deduplicated = (
+            _narrow(rows, report_date, interval_minutes)
+            .repartition("group_id", "interval")
+            .dropDuplicates([*cell_key, "token_fingerprint"])
+        )
         parts.append(deduplicated.groupBy(*cell_key).agg(*_cell_totals()))
     if distinct_rows is not None:
         parts.append(_narrow(distinct_rows, report_date, interval_minutes).groupBy(*cell_key).agg(*_cell_totals()))
@@ -399,8 +403,9 @@ def report_figures(level_table: DataFrame, group_table: DataFrame, report_date: 
         .withColumn(
             "interval_start",
             # UTC wall time without a zone: what a reader gets back does not depend on its own time zone.
-            F.timestamp_micros(F.lit(_epoch_micros(day_bounds(report_date)[0])) + F.col("interval").cast("long") * F.col("interval_minutes") * 60_000_000)
-            .cast("timestamp_ntz"),
+            F.timestamp_micros(
+                F.lit(_epoch_micros(day_bounds(report_date)[0])) + F.col("interval").cast("long") * F.col("interval_minutes") * 60_000_000
+            ).cast("timestamp_ntz"),
         )
     )
     return totals.selectExpr(*_figures(report_date))
@@ -416,16 +421,18 @@ def workload_activity(
     distinct_records: DataFrame | None = None,
 ) -> DataFrame:
     """The report of `report_date`: one row per service class period of each AE, node, report class and policy
-    version, per interval of `interval_minutes` and for the whole day. `records` are that day's work records
-    (copies allowed; None: every record is in `distinct_records`), `goals` the GoalRow table, `steps` the day's policy activations, `declared_keys` the group
-    keys the records' files declare (None: found in the records), `distinct_records` more records of the day
-    known to share no request with any other record (see `cells`)."""
+    version, per interval of `interval_minutes` and for the whole day. `records` are that day's work records (copies
+    allowed; None: every record is in `distinct_records`), `goals` the GoalRow table, `steps` the day's policy
+    activations, `declared_keys` the group keys the records' files declare (None: found in the records),
+    `distinct_records` more records of the day known to share no request with any other record (see `cells`)."""
     if not divides_the_day(interval_minutes):
         raise ValueError(f"interval_minutes must divide a day (1..{WHOLE_DAY_MINUTES}), got {interval_minutes}")
     day_start, day_end = day_bounds(report_date)
 
     def of_the_day(table: DataFrame) -> DataFrame:
-        return versioned(table.select(*RECORD_COLUMNS).where((F.col("ended_at") >= F.lit(day_start)) & (F.col("ended_at") < F.lit(day_end))), steps)
+        return versioned(
+            table.select(*RECORD_COLUMNS).where((F.col("ended_at") >= F.lit(day_start)) & (F.col("ended_at") < F.lit(day_end))), steps
+        )
 
     if records is None and distinct_records is None:
         raise ValueError("no records: give records, distinct_records or both")

@@ -126,9 +126,7 @@ def test_profile_pattern(profile: str, valid: bool) -> None:
         pytest.param("cb", "sub1", "payroll", "node1", "CB.SUB1.PAYROLL.NODE1", id="upper-cased"),
     ],
 )
-def test_server_resource(
-    subsystem_type: str, subsystem_name: str, application_environment: str, node: str | None, expected: str
-) -> None:
+def test_server_resource(subsystem_type: str, subsystem_name: str, application_environment: str, node: str | None, expected: str) -> None:
     assert server_resource(subsystem_type, subsystem_name, application_environment, node) == expected
 
 

@@ -113,7 +113,11 @@ async def test_duplicate_principal_and_unknown_references(client):
 
 async def test_non_admins_cannot_manage_keys(client):
     operator = await make_key(client, "op2", ["operator"])
-    for method, path, body in (("POST", "/v1/principals", {"name": "y", "roles": ["admin"]}), ("POST", "/v1/api-keys", {"principal": "admin"}), ("GET", "/v1/api-keys", None)):
+    for method, path, body in (
+        ("POST", "/v1/principals", {"name": "y", "roles": ["admin"]}),
+        ("POST", "/v1/api-keys", {"principal": "admin"}),
+        ("GET", "/v1/api-keys", None),
+    ):
         response = await client.request(method, path, headers=operator, json=body)
         assert response.status_code == 403 and response.json()["error"]["code"] == "missing_role"
 

@@ -57,15 +57,29 @@ class Setup:
 
     async def server(self, worker_tasks: int = 1, transport: httpx.AsyncBaseTransport | None = None) -> Server:
         return await Server.connect(
-            URL, self.server_key, "CB", "BANK1", "PAYROLL", worker_tasks=worker_tasks, transport=transport or httpx.ASGITransport(app=self.app)
+            URL,
+            self.server_key,
+            "CB",
+            "BANK1",
+            "PAYROLL",
+            worker_tasks=worker_tasks,
+            transport=transport or httpx.ASGITransport(app=self.app),
         )
 
     async def nothing_left(self) -> None:
         """Nothing queued, and nothing held by a departed server (that would have been given back)."""
         headers = {"Authorization": f"Bearer {self.server_key}"}
-        body = {"role": "server", "subsystem_type": "CB", "subsystem_name": "BANK1", "application_environment": "PAYROLL", "worker_tasks": 100}
+        body = {
+            "role": "server",
+            "subsystem_type": "CB",
+            "subsystem_name": "BANK1",
+            "application_environment": "PAYROLL",
+            "worker_tasks": 100,
+        }
         token = (await self.client.post("/v1/connections", headers=headers, json=body)).json()["token"]
-        selected = await self.client.post("/v1/work/select", headers=headers, json={"connect_token": token, "wait_seconds": 0, "max_items": 100})
+        selected = await self.client.post(
+            "/v1/work/select", headers=headers, json={"connect_token": token, "wait_seconds": 0, "max_items": 100}
+        )
         assert selected.status_code == 204, selected.text
         await self.client.delete(f"/v1/connections/{token}", headers=headers)
 

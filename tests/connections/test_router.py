@@ -12,7 +12,14 @@ from tests.conftest import ADMIN, EXAMPLE_POLICY, install_policy, make_key
 pytestmark = pytest.mark.asyncio
 
 QM = {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BANK1"}
-SERVER = {"role": "server", "subsystem_type": "CB", "subsystem_name": "BANK1", "application_environment": "PAYROLL", "worker_tasks": 4, "worker_weight": 2}
+SERVER = {
+    "role": "server",
+    "subsystem_type": "CB",
+    "subsystem_name": "BANK1",
+    "application_environment": "PAYROLL",
+    "worker_tasks": 4,
+    "worker_weight": 2,
+}
 
 
 @pytest.fixture
@@ -63,7 +70,17 @@ async def test_names_are_case_insensitive(client, ready):
         ({"application_environment": None}, 422, "validation_failed", "application_environment"),
         ({"subsystem_name": "OTHER"}, 409, "queue_manager_not_connected", None),
     ],
-    ids=["unknown-ae", "wrong-subsystem-type", "unknown-node", "zero-tasks", "wrong-type", "exit-url-on-server", "bad-role", "no-ae", "no-qm-for-name"],
+    ids=[
+        "unknown-ae",
+        "wrong-subsystem-type",
+        "unknown-node",
+        "zero-tasks",
+        "wrong-type",
+        "exit-url-on-server",
+        "bad-role",
+        "no-ae",
+        "no-qm-for-name",
+    ],
 )
 async def test_server_connect_refusals(client, ready, change, status, code, path):
     response = await client.post("/v1/connections", headers=ready["server"], json={**SERVER, **change})

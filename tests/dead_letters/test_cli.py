@@ -30,11 +30,24 @@ def _failed_for_good(service: ServiceProcess, payloads: list[dict[str, int]]) ->
     tokens = []
     with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {qm_key}"}) as qm, \
             httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {server_key}"}) as srv:  # fmt: skip
-        queue_manager = qm.post("/v1/connections", json={"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BANK1"}).json()["token"]
-        server_body = {"role": "server", "subsystem_type": "CB", "subsystem_name": "BANK1", "application_environment": "PAYROLL", "worker_tasks": 1}
+        queue_manager = qm.post(
+            "/v1/connections", json={"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BANK1"}
+        ).json()["token"]
+        server_body = {
+            "role": "server",
+            "subsystem_type": "CB",
+            "subsystem_name": "BANK1",
+            "application_environment": "PAYROLL",
+            "worker_tasks": 1,
+        }
         server = srv.post("/v1/connections", json=server_body).json()["token"]
         for payload in payloads:
-            body = {"connect_token": queue_manager, "application_environment": "PAYROLL", "classification": {"userid": "ATM01"}, "payload": payload}
+            body = {
+                "connect_token": queue_manager,
+                "application_environment": "PAYROLL",
+                "classification": {"userid": "ATM01"},
+                "payload": payload,
+            }
             tokens.append(qm.post("/v1/work", json=body).json()["token"])
             [item] = srv.post("/v1/work/select", json={"connect_token": server}).json()["items"]
             end = {"connect_token": server, "outcome": "failed", "dead_letter": True, "error": f"no stock for {payload['n']}"}

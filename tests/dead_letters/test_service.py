@@ -30,4 +30,3 @@ def test_no_cursor_keeps_everything_and_a_foreign_cursor_is_refused() -> None:
     for text in ("x", "17", "17_nota-token", "_N1~P~a"):
         with pytest.raises(BadRequest):
             parse_cursor(text)
-

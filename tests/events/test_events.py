@@ -58,7 +58,13 @@ def test_a_state_change_reaches_a_follower_and_the_cli(service: ServiceProcess) 
     env = service.env
     assert service.wlm("policy", "install", str(ROOT / "examples" / "policy.yaml")).returncode == 0
     # From the start of the log, so it does not matter whether the follower connects before or after the change.
-    follower = subprocess.Popen([WLM, "events", "--subject", "WLM.INFO.APPLENV.*.PAYROLL", "--since", "0"], cwd=service.dir, env=env, stdout=subprocess.PIPE, text=True)
+    follower = subprocess.Popen(
+        [WLM, "events", "--subject", "WLM.INFO.APPLENV.*.PAYROLL", "--since", "0"],
+        cwd=service.dir,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         vary = service.wlm("vary", "PAYROLL", "quiesce")
         assert vary.returncode == 0, vary.stderr

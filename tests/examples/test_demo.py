@@ -117,7 +117,10 @@ async def test_the_dashboard_mid_demo_shows_pis_servers_and_queues_moving(demo: 
         # The trends: a line per class in each chart, PIs known, servers wanted beyond one, a queue that rose.
         for chart in ("#trend-pi", "#trend-servers", "#trend-queued"):
             for service_class in ("ONLINE", "BATCH", "REPORTS"):
-                assert await page.locator(f'{chart} circle.point[data-service-class="{service_class}"]').count() > 10, (chart, service_class)
+                assert await page.locator(f'{chart} circle.point[data-service-class="{service_class}"]').count() > 10, (
+                    chart,
+                    service_class,
+                )
         assert max(await _values(page, '#trend-pi circle.point[data-service-class="REPORTS"]')) > 0
         assert max(await _values(page, "#trend-servers .series:has(path.dashed) circle.point")) >= 2
         assert max(await _values(page, "#trend-queued circle.point")) > 0
@@ -170,7 +173,9 @@ async def test_the_demo_starts_and_retires_servers_quiesces_and_resumes_and_serv
         mine = [row["outcome"] for row in table.to_pylist() if row["queue_manager_id"] == queue_manager["id"]]
         return {outcome: mine.count(outcome) for outcome in set(mine)} if len(mine) >= queued else None
 
-    assert await eventually(outcomes, 30, what="the demo's work records", interval=0.2) == {"completed": ended} | ({"purged": purged} if purged else {})
+    assert await eventually(outcomes, 30, what="the demo's work records", interval=0.2) == {"completed": ended} | (
+        {"purged": purged} if purged else {}
+    )
 
     # Its queue manager's key was revoked as it left.
     keys = (await demo.admin.get("/v1/api-keys")).json()["items"]

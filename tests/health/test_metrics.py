@@ -144,7 +144,8 @@ def _period(**overrides: object) -> dict[str, object]:
 
 def test_the_exposition_of_an_empty_queue_a_swept_one_and_an_odd_name() -> None:
     figures = QueueFigures(
-        now_ms=10_000, servers=2, in_flight=1, dead_letters=4, in_flight_by_class={"BATCH": 1}, histograms={}, desired={"BATCH": 3}, performance=[], depths={"ONLINE": 0, "BATCH": 7},
+        now_ms=10_000, servers=2, in_flight=1, dead_letters=4, in_flight_by_class={"BATCH": 1}, histograms={}, desired={"BATCH": 3},
+        performance=[], depths={"ONLINE": 0, "BATCH": 7},
         inserted_ms={"ONLINE": None, "BATCH": 4_000}, swept={"BATCH"},
     )  # fmt: skip
     samples = {

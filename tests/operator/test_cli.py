@@ -22,7 +22,6 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess
     process.stop()
 
 
-
 def test_vary_in_both_forms_and_its_refusals(service):
     assert service.wlm("policy", "install", str(ROOT / "examples" / "policy.yaml")).returncode == 0
     quiesced = service.wlm("vary", "VARY WLM,APPLENV=PAYROLL,QUIESCE")

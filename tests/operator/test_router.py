@@ -28,6 +28,7 @@ def settings(settings: Settings) -> Settings:
     settings.background_duties = False
     return settings
 
+
 QUIESCE = {"command": "VARY WLM,APPLENV=PAYROLL,QUIESCE"}
 RESUME = {"command": "V WLM,APPLENV=PAYROLL,RESUME"}
 

@@ -32,8 +32,12 @@ class Rig:
 
     async def insert(self, count: int, delay_ms: int = 0) -> None:
         for _ in range(count):
-            body = {"connect_token": self.qm_token, "application_environment": "PAYROLL", "classification": {"userid": "ATM01"},
-                    "payload": {"delay_ms": delay_ms}}
+            body = {
+                "connect_token": self.qm_token,
+                "application_environment": "PAYROLL",
+                "classification": {"userid": "ATM01"},
+                "payload": {"delay_ms": delay_ms},
+            }
             answer = await self.http.post("/v1/work", headers=self.qm, json=body)
             assert answer.status_code == 201, answer.text
             self.accepted.append(answer.json()["token"])
@@ -66,16 +70,28 @@ class Rig:
 
 @pytest.fixture
 async def rig(tmp_path):
-    service = ServiceProcess(tmp_path, bootstrap_admin_key=ADMIN_KEY, log_level="info", launcher="true", goal_interval_seconds="0.5",
-                             lease_check_seconds="0.2", heartbeat_timeout_seconds="2", records_flush_seconds="0.3")
+    service = ServiceProcess(
+        tmp_path,
+        bootstrap_admin_key=ADMIN_KEY,
+        log_level="info",
+        launcher="true",
+        goal_interval_seconds="0.5",
+        lease_check_seconds="0.2",
+        heartbeat_timeout_seconds="2",
+        records_flush_seconds="0.3",
+    )
     service.start()
     http = httpx.AsyncClient(base_url=service.url, timeout=10)
     document = yaml.safe_load(EXAMPLE_POLICY)
     document["application_environments"][0] |= {"start_command": ECHO, "server_limits": {"min": 2, "max": 4}}
-    assert (await http.put("/v1/policy", headers={**ADMIN, "Content-Type": "application/json"}, content=json.dumps(document))).status_code == 200
+    assert (
+        await http.put("/v1/policy", headers={**ADMIN, "Content-Type": "application/json"}, content=json.dumps(document))
+    ).status_code == 200
     await http.post("/v1/principals", headers=ADMIN, json={"name": "qm", "roles": ["queue_manager"]})
     qm = {"Authorization": f"Bearer {(await http.post('/v1/api-keys', headers=ADMIN, json={'principal': 'qm'})).json()['key']}"}
-    token = (await http.post("/v1/connections", headers=qm, json={"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BANK1"})).json()["token"]
+    token = (
+        await http.post("/v1/connections", headers=qm, json={"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BANK1"})
+    ).json()["token"]
     rig = Rig(service, http, qm, token)
     await rig.until(lambda: _count(rig, 2), what="two launched servers")
     yield rig
@@ -148,5 +164,9 @@ async def test_five_unexpected_terminations_stop_the_environment_until_resume(ri
 async def _state_or_started_after(rig: Rig, killed: int) -> bool:
     if (await rig.display())["state"] == "STOPPED":
         return True
-    pids = [int(line.rsplit("pid ", 1)[1].rstrip(")")) for line in rig.service.log_path.read_text().splitlines() if "started server PAYROLL-" in line]
+    pids = [
+        int(line.rsplit("pid ", 1)[1].rstrip(")"))
+        for line in rig.service.log_path.read_text().splitlines()
+        if "started server PAYROLL-" in line
+    ]
     return pids[-1] != killed and len(await rig.servers()) == 2

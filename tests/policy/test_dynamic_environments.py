@@ -43,7 +43,13 @@ async def second_queue_manager(client: httpx.AsyncClient, subsystem_name: str = 
 
 
 async def connect_server(world: World, subsystem_name: str = "BANK1", expect: int = 201) -> dict[str, Any]:
-    body = {"role": "server", "subsystem_type": "CB", "subsystem_name": subsystem_name, "application_environment": "DYN1", "worker_tasks": 2}
+    body = {
+        "role": "server",
+        "subsystem_type": "CB",
+        "subsystem_name": subsystem_name,
+        "application_environment": "DYN1",
+        "worker_tasks": 2,
+    }
     response = await world.client.post("/v1/connections", headers=world.server_key, json=body)
     assert response.status_code == expect, response.text
     return response.json()  # type: ignore[no-any-return]

@@ -106,13 +106,31 @@ async def test_malformed_yaml_names_the_line(client):
         (lambda d: d["service_classes"][0]["goal"].update(response_time_ms=-5), "service_classes[0].goal.response_time_ms"),
         (lambda d: d["service_classes"][0]["goal"].update(type="fastest"), "service_classes[0].goal.type"),
         (lambda d: d["classification"][0]["rules"][0].update(service_class="NOPE"), "classification[0].rules[0].service_class"),
-        (lambda d: d["classification"][0]["rules"][0]["rules"][0].update(report_class="NOPE"), "classification[0].rules[0].rules[0].report_class"),
-        (lambda d: d["service_classes"].append({"name": "online", "importance": 2, "goal": {"type": "velocity", "velocity": 10}}), "service_classes[3].name"),
+        (
+            lambda d: d["classification"][0]["rules"][0]["rules"][0].update(report_class="NOPE"),
+            "classification[0].rules[0].rules[0].report_class",
+        ),
+        (
+            lambda d: d["service_classes"].append({"name": "online", "importance": 2, "goal": {"type": "velocity", "velocity": 10}}),
+            "service_classes[3].name",
+        ),
         (lambda d: d["application_environments"][0]["server_limits"].update(min=9), "application_environments[0].server_limits.min"),
         (lambda d: d["application_environments"][0].update(serverlimits={}), "application_environments[0].serverlimits"),
         (lambda d: d.pop("service_classes"), "service_classes"),
     ],
-    ids=["importance-6", "period-without-goal", "wrong-type", "negative-time", "unknown-goal-type", "unknown-class", "unknown-report-class-nested", "duplicate-name", "min-over-max", "typo-field", "missing-classes"],
+    ids=[
+        "importance-6",
+        "period-without-goal",
+        "wrong-type",
+        "negative-time",
+        "unknown-goal-type",
+        "unknown-class",
+        "unknown-report-class-nested",
+        "duplicate-name",
+        "min-over-max",
+        "typo-field",
+        "missing-classes",
+    ],
 )
 async def test_invalid_definitions_name_the_offending_field(client, mutate, path):
     document = yaml.safe_load(EXAMPLE_POLICY)

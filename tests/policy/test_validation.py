@@ -192,7 +192,11 @@ SINGLE_PROBLEM_CASES: list[Case] = [
     ("subsystem-type-too-long", lambda d: d["classification"][0].update(subsystem_type="ABCDEFGHI"), ["classification[0].subsystem_type"]),
     ("no-service-classes", lambda d: _set(d, "service_classes", []), ["service_classes"]),
     ("missing-name", lambda d: _pop(d, "name"), ["name"]),
-    ("server-limits-max-0", lambda d: d["application_environments"][0].update(server_limits={"max": 0}), ["application_environments[0].server_limits.max"]),
+    (
+        "server-limits-max-0",
+        lambda d: d["application_environments"][0].update(server_limits={"max": 0}),
+        ["application_environments[0].server_limits.max"],
+    ),
     # ---- service class shape (validate_definition)
     ("period-without-goal", lambda d: sc(d, 1)["periods"][0].pop("goal"), ["service_classes[1].periods[0].goal"]),
     (
@@ -325,7 +329,11 @@ SINGLE_PROBLEM_CASES: list[Case] = [
         lambda d: rules(d)[0].update(report_class="SYSOTHER"),
         ["classification[0].rules[0].report_class"],
     ),
-    ("ae-unknown-node", lambda d: d["application_environments"][0].update(nodes=["NODE1", "NODE9"]), ["application_environments[0].nodes[1]"]),
+    (
+        "ae-unknown-node",
+        lambda d: d["application_environments"][0].update(nodes=["NODE1", "NODE9"]),
+        ["application_environments[0].nodes[1]"],
+    ),
     (
         "ae-node-when-no-nodes-defined",
         lambda d: (_pop(d, "nodes"), d["application_environments"][0].update(nodes=["NODE1"])),
@@ -405,7 +413,9 @@ def test_start_command_string_is_split_like_a_shell() -> None:
 @pytest.mark.parametrize(
     ("goal", "expected"),
     [
-        pytest.param({"type": "percentile", "percentile": 90, "response_time_ms": -5}, "service_classes[0].goal.response_time_ms", id="percentile"),
+        pytest.param(
+            {"type": "percentile", "percentile": 90, "response_time_ms": -5}, "service_classes[0].goal.response_time_ms", id="percentile"
+        ),
         pytest.param({"type": "average", "response_time_ms": "slow"}, "service_classes[0].goal.response_time_ms", id="average"),
         pytest.param({"type": "velocity", "velocity": "x"}, "service_classes[0].goal.velocity", id="velocity"),
         pytest.param({"type": "discretionary", "extra": 1}, "service_classes[0].goal.extra", id="discretionary"),

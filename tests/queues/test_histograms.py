@@ -21,7 +21,9 @@ SPEC = f"{FIRST_PERIOD_MS}|{GOAL_MS};|"
 
 def _bucket(value: int) -> int:
     """As the nightly report buckets a response (spark_jobs/workload_activity/transform.py), 1-based."""
-    return next((i for i, limit in enumerate(TOLERANT_BUCKET_LIMITS_PCT, 1) if value * 100 / GOAL_MS <= limit), len(TOLERANT_BUCKET_LIMITS_PCT) + 1)
+    return next(
+        (i for i, limit in enumerate(TOLERANT_BUCKET_LIMITS_PCT, 1) if value * 100 / GOAL_MS <= limit), len(TOLERANT_BUCKET_LIMITS_PCT) + 1
+    )
 
 
 async def test_each_end_is_counted_in_the_bucket_and_period_its_times_give(store, k):
@@ -38,7 +40,11 @@ async def test_each_end_is_counted_in_the_bucket_and_period_its_times_give(store
             await eventually(lambda: _past(store, last_inserted + FIRST_PERIOD_MS), 30, what="Redis's clock past the first period")
         [ended] = await store.end(k, SERVER, [EndArgs(item.id, "completed")])
         record = ended.record
-        response, queue, execution = record["ended"] - record["inserted"], record["selected"] - record["inserted"], record["ended"] - record["selected"]
+        response, queue, execution = (
+            record["ended"] - record["inserted"],
+            record["selected"] - record["inserted"],
+            record["ended"] - record["selected"],
+        )
         period = period_number([FIRST_PERIOD_MS, None], response)
         if period == 1:
             for kind, value in (("r", response), ("q", queue), ("e", execution)):

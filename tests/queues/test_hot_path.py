@@ -145,7 +145,12 @@ async def test_extend_renews_every_lease_of_the_server(store, k):
 
 async def test_end_judges_each_request_on_its_own(store, k):
     mine, theirs = await held(store, k), await held(store, k, OTHER_SERVER)
-    ends = [EndArgs(mine, "completed", '{"ok": true}'), EndArgs(theirs, "completed", None), EndArgs("no-such-request", "completed", None), EndArgs(mine, "failed", None)]
+    ends = [
+        EndArgs(mine, "completed", '{"ok": true}'),
+        EndArgs(theirs, "completed", None),
+        EndArgs("no-such-request", "completed", None),
+        EndArgs(mine, "failed", None),
+    ]
     results = await store.end(k, SERVER, ends)
     assert [r.code for r in results] == [ReturnCode.OK, ReturnCode.NOT_HOLDER, ReturnCode.UNKNOWN_WORK, ReturnCode.ALREADY_ENDED]
     assert results[0].record["outcome"] == "completed" and results[0].record["result"] == '{"ok": true}'

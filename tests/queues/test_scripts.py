@@ -49,7 +49,9 @@ async def test_a_script_redis_forgot_is_loaded_again(store: QueueStore, k: AeKey
 
 
 async def _commands_run(redis: Redis) -> int:
-    return sum(int(stats["calls"]) for name, stats in (await redis.info("commandstats")).items() if name not in ("cmdstat_config", "cmdstat_info"))
+    return sum(
+        int(stats["calls"]) for name, stats in (await redis.info("commandstats")).items() if name not in ("cmdstat_config", "cmdstat_info")
+    )
 
 
 async def test_a_batch_costs_redis_a_few_commands_not_several_per_request(store: QueueStore, k: AeKeys) -> None:
@@ -75,7 +77,9 @@ async def test_a_request_ended_twice_in_one_call_is_ended_once(store: QueueStore
     await store.register_server(k, SERVER, worker_tasks=1, worker_weight=1, overflow=False)
     await store.insert(k, QUEUE_MANAGER, [request()], 10)
     [item] = (await store.select(k, CONFIG, SERVER, 1, begin=True)).items
-    result = await store.select(k, CONFIG, SERVER, 1, begin=True, ends=[EndArgs(item.id, "completed", None), EndArgs(item.id, "failed", None)])
+    result = await store.select(
+        k, CONFIG, SERVER, 1, begin=True, ends=[EndArgs(item.id, "completed", None), EndArgs(item.id, "failed", None)]
+    )
     assert [(r.code, r.value if r.code is not ReturnCode.OK else r.record["outcome"]) for r in result.ended] == [
         (ReturnCode.OK, "completed"),
         (ReturnCode.ALREADY_ENDED, "completed"),

@@ -117,7 +117,10 @@ async def replicas(cluster_urls: list[str], settings: Settings) -> AsyncIterator
 
 
 async def test_two_replicas_serve_the_whole_lifecycle_over_three_masters(
-    replicas: list[tuple[FastAPI, httpx.AsyncClient]], cluster_urls: list[str], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    replicas: list[tuple[FastAPI, httpx.AsyncClient]],
+    cluster_urls: list[str],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     caplog.set_level(logging.WARNING)
     monkeypatch.setattr(select_module, "POLL_FALLBACK_SECONDS", 60.0)  # a poll answered was woken through pub/sub
@@ -147,7 +150,9 @@ async def test_two_replicas_serve_the_whole_lifecycle_over_three_masters(
         assert answer.status_code == 200, answer.text
         [item] = answer.json()["items"]
         assert (item["token"], item["payload"]) == (queued[node], {"node": node})
-        ended = await second.post("/v1/work/select", headers=world.server_key, json={"connect_token": servers[node], "end": [{"token": item["token"]}]})
+        ended = await second.post(
+            "/v1/work/select", headers=world.server_key, json={"connect_token": servers[node], "end": [{"token": item["token"]}]}
+        )
         assert ended.status_code in (200, 204), ended.text
 
     # Each node's queue on its own master: every master holds keys of the service.
@@ -216,7 +221,12 @@ async def test_a_killed_master_s_replica_takes_over_and_the_service_serves_on(
 
             answers: list[int] = []
 
-            body = {"connect_token": world.qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": {"n": "after"}}
+            body = {
+                "connect_token": world.qm_token,
+                "application_environment": "PAYROLL",
+                "classification": ONLINE,
+                "payload": {"n": "after"},
+            }
 
             async def inserts_again() -> bool:
                 answers.append((await client.post("/v1/work", headers=world.qm, json=body)).status_code)

@@ -29,8 +29,14 @@ pytestmark = pytest.mark.asyncio
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 ONLINE_WORK = {"userid": "ATM01"}  # classified to ONLINE by the example policy
 LIVE_ENDED = 4
@@ -91,8 +97,16 @@ async def _live_state(http: httpx.AsyncClient) -> None:
     assert response.status_code == 200, response.text
     qm = {"Authorization": f"Bearer {await _key(http, 'bank', 'queue_manager')}"}
     srv = {"Authorization": f"Bearer {await _key(http, 'payroll-servers', 'server', ['CB.*.PAYROLL'])}"}
-    qm_token = (await _post(http, "/v1/connections", {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BANK1"}, qm))["token"]
-    server = {"role": "server", "subsystem_type": "CB", "subsystem_name": "BANK1", "application_environment": "PAYROLL", "worker_tasks": LIVE_ENDED}
+    qm_token = (await _post(http, "/v1/connections", {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BANK1"}, qm))[
+        "token"
+    ]
+    server = {
+        "role": "server",
+        "subsystem_type": "CB",
+        "subsystem_name": "BANK1",
+        "application_environment": "PAYROLL",
+        "worker_tasks": LIVE_ENDED,
+    }
     server_token = (await _post(http, "/v1/connections", server, srv))["token"]
     work = {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": ONLINE_WORK, "payload": {}}
     for _ in range(LIVE_ENDED):
@@ -100,7 +114,9 @@ async def _live_state(http: httpx.AsyncClient) -> None:
     items = (await _post(http, "/v1/work/select", {"connect_token": server_token, "max_items": LIVE_ENDED, "begin": True}, srv))["items"]
     assert len(items) == LIVE_ENDED
     # Ended by the server's next select, which finds nothing queued; the requests queued after it wait.
-    ended = await http.post("/v1/work/select", json={"connect_token": server_token, "end": [{"token": i["token"]} for i in items]}, headers=srv)
+    ended = await http.post(
+        "/v1/work/select", json={"connect_token": server_token, "end": [{"token": i["token"]} for i in items]}, headers=srv
+    )
     assert ended.status_code in (200, 204), ended.text
     for _ in range(LIVE_QUEUED):
         await _post(http, "/v1/work", work, qm)
@@ -265,14 +281,21 @@ async def test_dashboard_lists_dead_letters_and_retries_one_with_an_operator_s_k
     assert response.status_code == 200, response.text
     qm = {"Authorization": f"Bearer {await _key(http, 'bank', 'queue_manager')}"}
     srv = {"Authorization": f"Bearer {await _key(http, 'payroll-servers', 'server', ['CB.*.PAYROLL'])}"}
-    qm_token = (await _post(http, "/v1/connections", {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BANK1"}, qm))["token"]
+    qm_token = (await _post(http, "/v1/connections", {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BANK1"}, qm))[
+        "token"
+    ]
     server = {"role": "server", "subsystem_type": "CB", "subsystem_name": "BANK1", "application_environment": "PAYROLL", "worker_tasks": 2}
     server_token = (await _post(http, "/v1/connections", server, srv))["token"]
     work = {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": ONLINE_WORK, "payload": {"n": 1}}
     tokens = [(await _post(http, "/v1/work", work, qm))["token"] for _ in range(2)]
     await _post(http, "/v1/work/select", {"connect_token": server_token, "max_items": 2}, srv)
     for token in tokens:
-        await _post(http, f"/v1/work/{token}/end", {"connect_token": server_token, "outcome": "failed", "dead_letter": True, "error": "ledger closed"}, srv)
+        await _post(
+            http,
+            f"/v1/work/{token}/end",
+            {"connect_token": server_token, "outcome": "failed", "dead_letter": True, "error": "ledger closed"},
+            srv,
+        )
 
     page = await browser.new_page(viewport={"width": 1400, "height": 1100})
     viewer_key, operator_key = await _key(http, "wall-screen", "viewer"), await _key(http, "night-shift", "operator")

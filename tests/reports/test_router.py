@@ -179,7 +179,12 @@ async def test_summary_per_service_class_period(client, app, day):
     assert [(i["service_class"], i["period"]) for i in summary["items"]] == [("BATCH", 1), ("BATCH", 2), ("ONLINE", 1)]
 
     online = periods[("ONLINE", 1)]
-    assert (online["application_environment"], online["node"], online["report_class"], online["policy_version"]) == ("PAYROLL", "LOCAL", None, 1)
+    assert (online["application_environment"], online["node"], online["report_class"], online["policy_version"]) == (
+        "PAYROLL",
+        "LOCAL",
+        None,
+        1,
+    )
     assert online["whole_day"]["interval_minutes"] == 1440 and online["whole_day"]["buckets"] == spread(23, 7)
     assert (online["intervals"], online["intervals_missed"]) == (4, 1)
     assert (online["worst_interval_start"], online["worst_interval_pi"]) == ("2026-11-21T00:30:00Z", 2.0)

@@ -43,7 +43,10 @@ def remaining_after(decision: Decision, step: str) -> tuple[str, ...]:
     return next(s.remaining for s in decision.steps if s.step == step)
 
 
-def route(candidates: list[Candidate], count: int, local: LocalQueueManager = LocalQueueManager()) -> list[str]:
+NO_LOCAL_QUEUE_MANAGER = LocalQueueManager()
+
+
+def route(candidates: list[Candidate], count: int, local: LocalQueueManager = NO_LOCAL_QUEUE_MANAGER) -> list[str]:
     """`count` choices in a row, keeping the sequence state as the service does."""
     state = SequenceState({}, {})
     weights = {c.node: c.weight for c in candidates}
@@ -302,7 +305,9 @@ def test_after_choice_counts_a_batch_as_its_requests() -> None:
 @pytest.mark.parametrize("local", [LocalQueueManager(), LocalQueueManager("A"), LocalQueueManager("A", UseQueue.ANY, 1)])
 @pytest.mark.parametrize("link", list(LinkState))
 @pytest.mark.parametrize("suspended", [True, False])
-def test_one_candidates_decision_does_not_depend_on_the_sequence(put_enabled: bool, local: LocalQueueManager, link: LinkState, suspended: bool) -> None:
+def test_one_candidates_decision_does_not_depend_on_the_sequence(
+    put_enabled: bool, local: LocalQueueManager, link: LinkState, suspended: bool
+) -> None:
     """What lets the router work out an environment on one node once (Router's sole decisions): any sequence
     state gives the same decision, trace and all."""
     sole = replace(linked(A, link), put_enabled=put_enabled, suspended=suspended)

@@ -19,7 +19,6 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess
     process.stop()
 
 
-
 def test_stop_alter_list_and_explain(service: ServiceProcess, tmp_path: Path) -> None:
     policy = tmp_path / "policy.json"
     policy.write_text(multi_node_policy(EAST={"put_enabled": False}))
@@ -53,7 +52,9 @@ def test_a_nodes_links_are_listed_stopped_altered_and_explained_one_by_one(servi
     altered = service.wlm("route", "alter", "NORTH", "--link", "NORTH", "--network-priority", "3")
     assert altered.stdout.startswith("NORTH: link inactive, weight ") and ", NETPRTY 3, " in altered.stdout
     assert "EAST link E2 (link stopped)" in service.wlm("route", "explain", "PAYROLL").stdout
-    assert service.wlm("route", "start", "EAST", "--link", "E2").stdout.startswith("EAST: links E1 inactive NETPRTY 2, E2 inactive NETPRTY 7;")
+    assert service.wlm("route", "start", "EAST", "--link", "E2").stdout.startswith(
+        "EAST: links E1 inactive NETPRTY 2, E2 inactive NETPRTY 7;"
+    )
     assert "  step 13    EAST link E1 (link NETPRTY 2 < 7)" in service.wlm("route", "explain", "PAYROLL").stdout.splitlines()
     refused = service.wlm("route", "alter", "EAST", "--link", "E1", "--weight", "5")
     assert refused.returncode == 1 and "--network-priority (not --weight)" in refused.stderr

@@ -52,7 +52,9 @@ async def _service_with(
     http = httpx.AsyncClient(base_url=service.url, timeout=10)
     document = yaml.safe_load(EXAMPLE_POLICY)
     document["application_environments"][0] |= {"start_command": start_command, "server_limits": server_limits}
-    assert (await http.put("/v1/policy", headers={**ADMIN, "Content-Type": "application/json"}, content=json.dumps(document))).status_code == 200
+    assert (
+        await http.put("/v1/policy", headers={**ADMIN, "Content-Type": "application/json"}, content=json.dumps(document))
+    ).status_code == 200
     await http.post("/v1/principals", headers=ADMIN, json={"name": "qm", "roles": ["queue_manager"]})
     key = (await http.post("/v1/api-keys", headers=ADMIN, json={"principal": "qm"})).json()["key"]
     http.headers["Authorization"] = f"Bearer {key}"
@@ -81,7 +83,11 @@ async def test_the_servers_of_an_environment_are_started_to_its_minimum_and_serv
         await http.aclose()
         service.stop()
     # Stopping the service stops the servers it started.
-    pids = [int(line.rsplit("pid ", 1)[1].rstrip(")")) for line in service.log_path.read_text().splitlines() if "started server PAYROLL-" in line]
+    pids = [
+        int(line.rsplit("pid ", 1)[1].rstrip(")"))
+        for line in service.log_path.read_text().splitlines()
+        if "started server PAYROLL-" in line
+    ]
     assert len(pids) == 2
     for pid in pids:
         with pytest.raises(ProcessLookupError):
@@ -136,7 +142,10 @@ async def test_a_start_error_is_forgotten_once_a_start_succeeds(tmp_path):
         error = await _start_error(http)
         assert error["exit_status"] is None and "No such file" in error["log_tail"]
         document = yaml.safe_load(EXAMPLE_POLICY)
-        document["application_environments"][0] |= {"start_command": ["python", "-m", "app.examples.echo_server"], "server_limits": {"min": 1, "max": 1}}
+        document["application_environments"][0] |= {
+            "start_command": ["python", "-m", "app.examples.echo_server"],
+            "server_limits": {"min": 1, "max": 1},
+        }
         installed = await http.put("/v1/policy", headers={**ADMIN, "Content-Type": "application/json"}, content=json.dumps(document))
         assert installed.status_code == 200
         await _until(service, lambda: _count_is(http, 1), 30)
@@ -172,7 +181,9 @@ async def test_the_example_policy_s_servers_start_and_serve_without_the_virtuale
     service.start()
     http = httpx.AsyncClient(base_url=service.url, timeout=10)
     try:
-        assert (await http.put("/v1/policy", headers={**ADMIN, "Content-Type": "application/yaml"}, content=EXAMPLE_POLICY)).status_code == 200
+        assert (
+            await http.put("/v1/policy", headers={**ADMIN, "Content-Type": "application/yaml"}, content=EXAMPLE_POLICY)
+        ).status_code == 200
         await http.post("/v1/principals", headers=ADMIN, json={"name": "qm", "roles": ["queue_manager"]})
         http.headers["Authorization"] = "Bearer " + (await http.post("/v1/api-keys", headers=ADMIN, json={"principal": "qm"})).json()["key"]
         token = (await http.post("/v1/connections", json=QM)).json()["token"]
@@ -199,7 +210,11 @@ async def _logs_at_least(directory, count: int) -> bool:
 
 
 def _launched_pids(service: ServiceProcess) -> list[int]:
-    return [int(line.rsplit("pid ", 1)[1].rstrip(")")) for line in service.log_path.read_text().splitlines() if "started server PAYROLL-" in line]
+    return [
+        int(line.rsplit("pid ", 1)[1].rstrip(")"))
+        for line in service.log_path.read_text().splitlines()
+        if "started server PAYROLL-" in line
+    ]
 
 
 def _server_connections(tmp_path) -> list[tuple[str, str | None, str | None]]:
@@ -212,7 +227,12 @@ async def test_a_server_that_dies_is_known_from_its_exit_and_its_work_is_served_
     service, http, qm_token = await _service_with(tmp_path, [sys.executable, "-m", "app.examples.echo_server"], {"min": 1, "max": 1})
     try:
         await _until(service, lambda: _count_is(http, 1))
-        body = {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": {"userid": "ATM01"}, "payload": {"delay_ms": 60_000}}
+        body = {
+            "connect_token": qm_token,
+            "application_environment": "PAYROLL",
+            "classification": {"userid": "ATM01"},
+            "payload": {"delay_ms": 60_000},
+        }
         long_one = (await http.post("/v1/work", json=body)).json()["token"]
         await _until(service, lambda: _in_flight_is(http, 1))
         [pid] = _launched_pids(service)

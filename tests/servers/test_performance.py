@@ -86,7 +86,9 @@ async def test_samples_older_than_the_window_are_not_judged(client, app):
 
 
 async def _records(state):
-    return await eventually(lambda: (t := records.read(state.settings.records_dir)).num_rows >= 10 and t, 10, what="the ten records", interval=0.1)
+    return await eventually(
+        lambda: (t := records.read(state.settings.records_dir)).num_rows >= 10 and t, 10, what="the ten records", interval=0.1
+    )
 
 
 async def test_a_sample_that_cannot_be_judged_is_left_out_and_logged_once(client, app, caplog):
@@ -108,5 +110,6 @@ async def test_a_sample_that_cannot_be_judged_is_left_out_and_logged_once(client
             # Another one: the count changes, the kind of failure does not.
             await state.redis.zadd(keys.samples, {f"BATCH|-5|-5|0|older-{tick}": await state.queues.clock_ms()})
     assert [r.getMessage() for r in caplog.records if "negative duration" in r.getMessage()] == [
-        "goal evaluation of PAYROLL on LOCAL: samples with a negative duration left out (1 in the window); said once until it changes or clears"
+        "goal evaluation of PAYROLL on LOCAL: samples with a negative duration "
+        "left out (1 in the window); said once until it changes or clears"
     ]

@@ -128,7 +128,9 @@ async def test_an_operator_sets_and_resets_the_limits(client) -> None:
     assert answer.status_code == 200 and answer.json()["source"] == "operator" and answer.json()["set_by"] == "op"
     reset = await client.delete(LIMITS_PATH, headers=operator)
     assert reset.status_code == 200 and reset.json()["source"] == "policy" and reset.json()["max"] == 4
-    actions = [event["detail"] for event in (await client.get("/v1/audit", headers=ADMIN, params={"action": "servers.limits"})).json()["items"]]
+    actions = [
+        event["detail"] for event in (await client.get("/v1/audit", headers=ADMIN, params={"action": "servers.limits"})).json()["items"]
+    ]
     assert actions[0] == {"reset": True} and actions[1]["source"] == "operator"
 
 
@@ -143,7 +145,9 @@ async def test_a_refresh_puts_the_policy_s_limits_back(client) -> None:
 async def test_a_policy_keeps_the_limits_set_unless_it_changes_the_environment_s_own(client) -> None:
     world = await _world(client)
     await _limits(client, world, await world.server(), min=0, max=1)
-    same = await client.put("/v1/policy", headers={**ADMIN, "Content-Type": "application/json"}, content=_two_environments(completion_time_ms=20_000))
+    same = await client.put(
+        "/v1/policy", headers={**ADMIN, "Content-Type": "application/json"}, content=_two_environments(completion_time_ms=20_000)
+    )
     assert same.status_code == 200, same.text
     assert (await client.get(LIMITS_PATH, headers=ADMIN)).json()["max"] == 1
     changed = _two_environments(server_limits={"min": 0, "max": 6})
@@ -157,9 +161,13 @@ async def test_limits_that_make_no_sense_are_refused(client) -> None:
     server = await world.server()
     refused = await _limits(client, world, server, expect=422, min=3, max=2)
     assert refused["error"]["code"] == "validation_failed" and "min (3) exceeds max (2)" in json.dumps(refused)
-    unknown = await client.put("/v1/application-environments/NOPE/server-limits", headers=world.server_key, json={"connect_token": server, "max": 2})
+    unknown = await client.put(
+        "/v1/application-environments/NOPE/server-limits", headers=world.server_key, json={"connect_token": server, "max": 2}
+    )
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "unknown_application_environment"
-    other = await client.put("/v1/application-environments/LEDGER/server-limits", headers=world.server_key, json={"connect_token": server, "max": 2})
+    other = await client.put(
+        "/v1/application-environments/LEDGER/server-limits", headers=world.server_key, json={"connect_token": server, "max": 2}
+    )
     assert other.status_code == 403 and other.json()["error"]["code"] == "other_application_environment"
     without_token = await client.put(LIMITS_PATH, headers=world.server_key, json={"max": 2})
     assert without_token.status_code == 403 and without_token.json()["error"]["code"] == "missing_role"

@@ -184,7 +184,9 @@ async def test_a_swept_request_can_be_deleted_and_does_not_come_back(world: Worl
     assert await in_memory(state.queues, k) == 5
     victim = tokens[20]
     params = {"connect_token": world.qm_token}
-    other_qm = await world.client.post("/v1/connections", headers=world.qm, json={"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BANK2"})
+    other_qm = await world.client.post(
+        "/v1/connections", headers=world.qm, json={"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BANK2"}
+    )
     response = await world.client.delete(f"/v1/work/{victim}", headers=world.qm, params={"connect_token": other_qm.json()["token"]})
     assert response.status_code == 404 and response.json()["error"]["code"] == "unknown_work"  # another queue manager's
     response = await world.client.delete(f"/v1/work/{victim}", headers=world.qm, params=params)
@@ -246,5 +248,3 @@ async def test_a_deposed_schedulers_sweep_is_fenced(world: World, state: AppStat
     assert await in_memory(state.queues, k) == 30
     report = await sweeper(state, epoch=3).sweep_environment(k, ["ONLINE"])
     assert report.swept == 25
-
-

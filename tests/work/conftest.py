@@ -43,13 +43,22 @@ class World:
     exit_secret: str | None = None
 
     async def server(self, tasks: int = 1, weight: int = 1, overflow: bool = False) -> str:
-        body = {"role": "server", "subsystem_type": "CB", "subsystem_name": "BANK1", "application_environment": "PAYROLL",
-                "worker_tasks": tasks, "worker_weight": weight, "overflow": overflow}
+        body = {
+            "role": "server",
+            "subsystem_type": "CB",
+            "subsystem_name": "BANK1",
+            "application_environment": "PAYROLL",
+            "worker_tasks": tasks,
+            "worker_weight": weight,
+            "overflow": overflow,
+        }
         response = await self.client.post("/v1/connections", headers=self.server_key, json=body)
         assert response.status_code == 201, response.text
         return response.json()["token"]  # type: ignore[no-any-return]
 
-    async def insert(self, payload: Any = None, classification: dict[str, str] | None = None, expect: int = 201, **extra: Any) -> dict[str, Any]:
+    async def insert(
+        self, payload: Any = None, classification: dict[str, str] | None = None, expect: int = 201, **extra: Any
+    ) -> dict[str, Any]:
         body = {"connect_token": self.qm_token, "application_environment": "PAYROLL", "payload": payload, **extra}
         if "enclave_token" not in extra:
             body["classification"] = classification if classification is not None else ONLINE
@@ -78,7 +87,9 @@ class World:
         return response
 
     async def end(self, server: str, token: str, outcome: str = "completed", expect: int = 200, **extra: Any) -> httpx.Response:
-        response = await self.client.post(f"/v1/work/{token}/end", headers=self.server_key, json={"connect_token": server, "outcome": outcome, **extra})
+        response = await self.client.post(
+            f"/v1/work/{token}/end", headers=self.server_key, json={"connect_token": server, "outcome": outcome, **extra}
+        )
         assert response.status_code == expect, response.text
         return response
 

@@ -13,9 +13,14 @@ from pydantic import TypeAdapter
 from app.work.router import _json
 from app.work.schemas import EndedOut, EndErrorOut, SelectOut, WorkBatchQueued, WorkItemOut, WorkQueued
 
-PAYLOADS = [{"n": 1}, {"text": "Grüße, 東京 \u2028 \"quoted\"", "nested": {"list": [1, 2.5, None, True], "empty": {}}}, [], "plain", 0, None,
+PAYLOADS = [{"n": 1}, {"text": "Grüße, 東京 \u2028 \"quoted\"", "nested": {"list": [1, 2.5, None, True], "empty": {}}},
+            [], "plain", 0, None,
             {"big": 2**63 - 1, "float": 1e-7, "neg": -0.0}]  # fmt: skip
-TIMES = [datetime(2026, 11, 25, 9, 30, tzinfo=UTC), datetime(2026, 11, 25, 9, 30, 1, 123000, tzinfo=UTC), datetime(2026, 1, 1, 0, 0, 0, 1, tzinfo=UTC)]
+TIMES = [
+    datetime(2026, 11, 25, 9, 30, tzinfo=UTC),
+    datetime(2026, 11, 25, 9, 30, 1, 123000, tzinfo=UTC),
+    datetime(2026, 1, 1, 0, 0, 0, 1, tzinfo=UTC),
+]
 
 
 def _pydantic(answer: object) -> bytes:

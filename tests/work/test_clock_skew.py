@@ -31,5 +31,7 @@ async def test_skewed_replicas_make_no_negative_duration(world, app, monkeypatch
 
     monkeypatch.setattr(time, "time", real)
     policy = await state.policies.active()
-    judged = {(p.service_class, p.period): p for p in await evaluate_environment(state.queues, policy, state.queues.keys("LOCAL", "PAYROLL"), 60)}
+    judged = {
+        (p.service_class, p.period): p for p in await evaluate_environment(state.queues, policy, state.queues.keys("LOCAL", "PAYROLL"), 60)
+    }
     assert judged[("ONLINE", 1)].ended == 5 and judged[("ONLINE", 1)].performance_index is not None

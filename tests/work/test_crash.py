@@ -33,8 +33,15 @@ PRODUCING_S = 480
 
 
 def _echo_server(service: ServiceProcess, key: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "WLM_URL": service.url, "WLM_API_KEY": key, "WLM_SUBSYSTEM_TYPE": "CB", "WLM_SUBSYSTEM_NAME": "BANK1",
-           "WLM_APPLICATION_ENVIRONMENT": "PAYROLL", "WLM_WORKER_TASKS": "8"}
+    env = {
+        **os.environ,
+        "WLM_URL": service.url,
+        "WLM_API_KEY": key,
+        "WLM_SUBSYSTEM_TYPE": "CB",
+        "WLM_SUBSYSTEM_NAME": "BANK1",
+        "WLM_APPLICATION_ENVIRONMENT": "PAYROLL",
+        "WLM_WORKER_TASKS": "8",
+    }
     log = (service.dir / f"echo-{len(list(service.dir.glob('echo-*')))}.log").open("wb")
     return subprocess.Popen([sys.executable, "-m", "app.examples.echo_server"], env=env, stdout=log, stderr=subprocess.STDOUT)
 
@@ -57,13 +64,19 @@ async def test_kill_9_of_the_service_and_of_a_server_loses_and_repeats_nothing(t
     servers: list[subprocess.Popen[bytes]] = []
     try:
         async with httpx.AsyncClient(base_url=service.url, timeout=10) as http:
-            assert (await http.put("/v1/policy", headers={**admin, "Content-Type": "application/json"}, content=json.dumps(document))).status_code == 200
+            assert (
+                await http.put("/v1/policy", headers={**admin, "Content-Type": "application/json"}, content=json.dumps(document))
+            ).status_code == 200
             keys = {}
             for name, roles, permits in (("qm", ["queue_manager"], []), ("srv", ["server"], ["CB.**"])):
                 await http.post("/v1/principals", headers=admin, json={"name": name, "roles": roles, "permits": permits})
                 keys[name] = (await http.post("/v1/api-keys", headers=admin, json={"principal": name})).json()["key"]
             qm = {"Authorization": f"Bearer {keys['qm']}"}
-            qm_token = (await http.post("/v1/connections", headers=qm, json={"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BANK1"})).json()["token"]
+            qm_token = (
+                await http.post(
+                    "/v1/connections", headers=qm, json={"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BANK1"}
+                )
+            ).json()["token"]
             servers += [_echo_server(service, keys["srv"]) for _ in range(2)]
 
             accepted: dict[int, str] = {}
@@ -106,8 +119,10 @@ async def test_kill_9_of_the_service_and_of_a_server_loses_and_repeats_nothing(t
             assert len(tokens) == TOTAL  # no insert was queued twice by its retries
 
             rows = await eventually(
-                lambda: tokens <= set(found := _raw_records(service)) and found, 300,
-                what=lambda: f"{len(tokens - set(_raw_records(service)))} accepted requests never ended", interval=1,
+                lambda: tokens <= set(found := _raw_records(service)) and found,
+                300,
+                what=lambda: f"{len(tokens - set(_raw_records(service)))} accepted requests never ended",
+                interval=1,
             )
             assert set(rows) == tokens  # nothing ended that was not accepted
             for token, ends in rows.items():

@@ -96,7 +96,13 @@ async def _waiting(watched: _Watched, redis_admin: Redis, app: FastAPI, count: i
 
 
 async def test_an_insert_wakes_the_best_waiter_only_in_its_own_process(
-    app: FastAPI, other_app: FastAPI, world: World, other: httpx.AsyncClient, redis_admin: Redis, settings: Settings, monkeypatch: pytest.MonkeyPatch
+    app: FastAPI,
+    other_app: FastAPI,
+    world: World,
+    other: httpx.AsyncClient,
+    redis_admin: Redis,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     here, there = _Watched(app.state.wlm.dispatcher, monkeypatch), _Watched(other_app.state.wlm.dispatcher, monkeypatch)
     light, heavy = await world.server(weight=1), await world.server(weight=5)
@@ -133,7 +139,11 @@ async def test_work_beyond_the_listed_waiters_wakes_nobody(
     await world.select(server, begin=True)  # the backlog's request
     poll = asyncio.create_task(world.select(server, wait_seconds=20, max_items=1))
     await _waiting(here, redis_admin, app, 1)
-    batch = {"connect_token": world.qm_token, "application_environment": "PAYROLL", "items": [{"classification": ONLINE, "payload": {"n": n}} for n in range(3)]}
+    batch = {
+        "connect_token": world.qm_token,
+        "application_environment": "PAYROLL",
+        "items": [{"classification": ONLINE, "payload": {"n": n}} for n in range(3)],
+    }
     assert (await world.client.post("/v1/work:batch", headers=world.qm, json=batch)).status_code == 201
     assert (await asyncio.wait_for(poll, 10)).status_code == 200
     await _heard_everything_before(redis_admin, settings, here, there)
@@ -173,7 +183,9 @@ async def test_a_wake_up_for_a_waiter_that_left_wakes_another_here_or_goes_to_ev
     there.dispatcher.unregister(theirs)
 
 
-async def test_a_long_poll_is_listed_while_it_waits_and_unlisted_when_it_ends(app: FastAPI, world: World, redis_admin: Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_long_poll_is_listed_while_it_waits_and_unlisted_when_it_ends(
+    app: FastAPI, world: World, redis_admin: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
     here = _Watched(app.state.wlm.dispatcher, monkeypatch)
     server = await world.server()
     empty = asyncio.create_task(world.select(server, expect=204, wait_seconds=3))
@@ -191,7 +203,9 @@ async def test_a_long_poll_is_listed_while_it_waits_and_unlisted_when_it_ends(ap
     assert await redis_admin.zcard(_waiters_key(app)) == 0  # the wake-up took it off the list
 
 
-async def test_a_wake_up_its_server_cannot_use_goes_to_the_next_waiter(app: FastAPI, world: World, redis_admin: Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_wake_up_its_server_cannot_use_goes_to_the_next_waiter(
+    app: FastAPI, world: World, redis_admin: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The insert wakes the heavier server, which the manager has just found surplus: its select is refused
     (terminate, 0C14), and the wake-up passes to the other waiting server instead of waiting for its retry."""
     here = _Watched(app.state.wlm.dispatcher, monkeypatch)

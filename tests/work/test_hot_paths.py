@@ -58,7 +58,10 @@ async def test_bad_inserts_get_the_same_answer_on_both_paths(world: World, conte
 
 async def test_a_good_insert_and_select_answer_alike_on_both_paths(world: World) -> None:
     server = await world.server(tasks=2)
-    insert = f'{{"connect_token": "{world.qm_token}", "application_environment": "PAYROLL", "classification": {{"userid": "ATM01"}}, "payload": 1}}'
+    insert = (
+        f'{{"connect_token": "{world.qm_token}", "application_environment": "PAYROLL", '
+        '"classification": {"userid": "ATM01"}, "payload": 1}'
+    )
     fast, framework = await _both(world, "/v1/work", world.qm, insert.encode())
     assert fast[0] == framework[0] == 201
     assert _comparable(fast[1]) == _comparable(framework[1])

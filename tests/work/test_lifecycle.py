@@ -22,17 +22,29 @@ pytestmark = pytest.mark.asyncio
 
 async def test_enclaves_classify_and_dependents_keep_the_parent_class(world):
     qm = world.qm
-    created = await world.client.post("/v1/enclaves", headers=qm, json={"connect_token": world.qm_token, "classification": {"userid": "ATM7", "transaction_name": "CASH"}})
+    created = await world.client.post(
+        "/v1/enclaves", headers=qm, json={"connect_token": world.qm_token, "classification": {"userid": "ATM7", "transaction_name": "CASH"}}
+    )
     assert created.status_code == 201, created.text
     parent = created.json()
     assert (parent["service_class"], parent["report_class"], parent["dependent"]) == ("ONLINE", "CASHA", False)
-    child = (await world.client.post("/v1/enclaves", headers=qm, json={"connect_token": world.qm_token, "parent": parent["token"], "classification": {"transaction_class": "RPT1"}})).json()
+    child = (
+        await world.client.post(
+            "/v1/enclaves",
+            headers=qm,
+            json={"connect_token": world.qm_token, "parent": parent["token"], "classification": {"transaction_class": "RPT1"}},
+        )
+    ).json()
     assert (child["service_class"], child["report_class"], child["dependent"]) == ("ONLINE", "CASHA", True)
     queued = await world.insert({"n": 1}, enclave_token=child["token"])
     assert queued["service_class"] == "ONLINE"
     deleted = await world.client.delete(f"/v1/enclaves/{parent['token']}", headers=qm, params={"connect_token": world.qm_token})
     assert deleted.status_code == 204
-    gone = await world.client.post("/v1/work", headers=qm, json={"connect_token": world.qm_token, "application_environment": "PAYROLL", "enclave_token": parent["token"]})
+    gone = await world.client.post(
+        "/v1/work",
+        headers=qm,
+        json={"connect_token": world.qm_token, "application_environment": "PAYROLL", "enclave_token": parent["token"]},
+    )
     assert gone.status_code == 404 and gone.json()["error"]["code"] == "unknown_enclave"
 
 
@@ -66,8 +78,12 @@ async def test_most_important_class_first_and_dependent_ahead_of_independent(wor
     server = await world.server(tasks=10)
     batch_first = await world.insert({"n": "batch"}, classification=BATCH)
     independent = await world.insert({"n": "online"}, classification=ONLINE)
-    enclave = (await world.client.post("/v1/enclaves", headers=world.qm, json={"connect_token": world.qm_token, "classification": ONLINE})).json()
-    dependent_enclave = (await world.client.post("/v1/enclaves", headers=world.qm, json={"connect_token": world.qm_token, "parent": enclave["token"]})).json()
+    enclave = (
+        await world.client.post("/v1/enclaves", headers=world.qm, json={"connect_token": world.qm_token, "classification": ONLINE})
+    ).json()
+    dependent_enclave = (
+        await world.client.post("/v1/enclaves", headers=world.qm, json={"connect_token": world.qm_token, "parent": enclave["token"]})
+    ).json()
     dependent = await world.insert({"n": "dependent"}, enclave_token=dependent_enclave["token"])
     items = (await world.select(server, max_items=10)).json()["items"]
     assert [i["token"] for i in items] == [dependent["token"], independent["token"], batch_first["token"]]
@@ -227,16 +243,26 @@ async def test_refusals(world, app):
         assert response.status_code in (404, 409), (token, response.text)
     unknown = await world.client.post("/v1/work/LOCAL~PAYROLL~doesnotexist/end", headers=world.server_key, json={"connect_token": server})
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "unknown_work"
-    bad_outcome = await world.client.post(f"/v1/work/{item['token']}/end", headers=world.server_key, json={"connect_token": server, "outcome": "exploded"})
+    bad_outcome = await world.client.post(
+        f"/v1/work/{item['token']}/end", headers=world.server_key, json={"connect_token": server, "outcome": "exploded"}
+    )
     assert bad_outcome.status_code == 422
     limit = app.state.wlm.settings.max_payload_bytes
-    too_big = await world.client.post("/v1/work", headers=world.qm, json={"connect_token": world.qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": "x" * limit})
+    too_big = await world.client.post(
+        "/v1/work",
+        headers=world.qm,
+        json={"connect_token": world.qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": "x" * limit},
+    )
     assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "payload_too_large"
     as_server = await world.client.post("/v1/work/select", headers=world.server_key, json={"connect_token": world.qm_token})
     assert as_server.status_code == 404  # a queue manager's token is not this server principal's
-    no_class = await world.client.post("/v1/work", headers=world.qm, json={"connect_token": world.qm_token, "application_environment": "PAYROLL"})
+    no_class = await world.client.post(
+        "/v1/work", headers=world.qm, json={"connect_token": world.qm_token, "application_environment": "PAYROLL"}
+    )
     assert no_class.status_code == 422 and no_class.json()["error"]["errors"][0]["path"] == "enclave_token"
-    unknown_ae = await world.client.post("/v1/work", headers=world.qm, json={"connect_token": world.qm_token, "application_environment": "NOPE", "classification": ONLINE})
+    unknown_ae = await world.client.post(
+        "/v1/work", headers=world.qm, json={"connect_token": world.qm_token, "application_environment": "NOPE", "classification": ONLINE}
+    )
     assert unknown_ae.status_code == 422
     big_result = await world.end(server, item["token"], expect=413, result="y" * 10_000)
     assert big_result.json()["error"]["code"] == "payload_too_large"
@@ -245,11 +271,17 @@ async def test_refusals(world, app):
 async def test_backlog_limit_is_429_and_batches_are_all_or_nothing(client):
     world = await make_world(client, policy_document(backlog_limit=3))
     await world.insert({"n": 0})
-    batch = {"connect_token": world.qm_token, "application_environment": "PAYROLL", "items": [{"classification": ONLINE, "payload": {"n": n}} for n in range(1, 4)]}
+    batch = {
+        "connect_token": world.qm_token,
+        "application_environment": "PAYROLL",
+        "items": [{"classification": ONLINE, "payload": {"n": n}} for n in range(1, 4)],
+    }
     refused = await client.post("/v1/work:batch", headers=world.qm, json=batch)
     assert refused.status_code == 429
     error = refused.json()["error"]
-    assert error["code"] == "backlog_limit" and error["reason_code"] == "BACKLOG_LIMIT" and error["depth"] == 1 and error["backlog_limit"] == 3
+    assert (
+        error["code"] == "backlog_limit" and error["reason_code"] == "BACKLOG_LIMIT" and error["depth"] == 1 and error["backlog_limit"] == 3
+    )
     batch["items"] = batch["items"][:2]
     accepted = await client.post("/v1/work:batch", headers=world.qm, json=batch)
     assert accepted.status_code == 201 and len(accepted.json()["items"]) == 2
@@ -265,7 +297,11 @@ async def test_batch_limits(world):
     too_many = {"connect_token": world.qm_token, "application_environment": "PAYROLL", "items": [{"classification": ONLINE}] * 1001}
     response = await world.client.post("/v1/work:batch", headers=world.qm, json=too_many)
     assert response.status_code == 422
-    one_bad = {"connect_token": world.qm_token, "application_environment": "PAYROLL", "items": [{"classification": ONLINE}, {"classification": {"colour": "red"}}]}
+    one_bad = {
+        "connect_token": world.qm_token,
+        "application_environment": "PAYROLL",
+        "items": [{"classification": ONLINE}, {"classification": {"colour": "red"}}],
+    }
     response = await world.client.post("/v1/work:batch", headers=world.qm, json=one_bad)
     assert response.status_code == 422 and response.json()["error"]["errors"][0]["path"] == "items[1].classification.colour"
     server = await world.server()
@@ -273,20 +309,48 @@ async def test_batch_limits(world):
 
 
 async def test_idempotent_insert_returns_the_first_result(world):
-    first = await world.client.post("/v1/work", headers=world.qm, json={"connect_token": world.qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": 1, "idempotency_key": "order-42"})
-    second = await world.client.post("/v1/work", headers=world.qm, json={"connect_token": world.qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": 1, "idempotency_key": "order-42"})
+    first = await world.client.post(
+        "/v1/work",
+        headers=world.qm,
+        json={
+            "connect_token": world.qm_token,
+            "application_environment": "PAYROLL",
+            "classification": ONLINE,
+            "payload": 1,
+            "idempotency_key": "order-42",
+        },
+    )
+    second = await world.client.post(
+        "/v1/work",
+        headers=world.qm,
+        json={
+            "connect_token": world.qm_token,
+            "application_environment": "PAYROLL",
+            "classification": ONLINE,
+            "payload": 1,
+            "idempotency_key": "order-42",
+        },
+    )
     assert first.status_code == second.status_code == 201
     assert first.json()["token"] == second.json()["token"] and second.headers["idempotent-replayed"] == "true"
     assert "idempotent-replayed" not in first.headers
     server = await world.server(tasks=5)
     assert len((await world.select(server, max_items=5)).json()["items"]) == 1
-    repeated = {"connect_token": world.qm_token, "application_environment": "PAYROLL", "items": [{"classification": ONLINE, "idempotency_key": "k"}] * 2}
+    repeated = {
+        "connect_token": world.qm_token,
+        "application_environment": "PAYROLL",
+        "items": [{"classification": ONLINE, "idempotency_key": "k"}] * 2,
+    }
     assert (await world.client.post("/v1/work:batch", headers=world.qm, json=repeated)).status_code == 422
 
 
 async def test_delete_only_while_queued_and_only_by_its_queue_manager(world, exit_receiver):
     queued = await world.insert({"n": 1})
-    other_qm = (await world.client.post("/v1/connections", headers=world.qm, json={"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BANK2"})).json()["token"]
+    other_qm = (
+        await world.client.post(
+            "/v1/connections", headers=world.qm, json={"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BANK2"}
+        )
+    ).json()["token"]
     foreign = await world.client.delete(f"/v1/work/{queued['token']}", headers=world.qm, params={"connect_token": other_qm})
     assert foreign.status_code == 404
     deleted = await world.client.delete(f"/v1/work/{queued['token']}", headers=world.qm, params={"connect_token": world.qm_token})
@@ -297,7 +361,11 @@ async def test_delete_only_while_queued_and_only_by_its_queue_manager(world, exi
     server = await world.server()
     assert (await world.select(server)).json()["items"][0]["token"] == selected["token"]
     late = await world.client.delete(f"/v1/work/{selected['token']}", headers=world.qm, params={"connect_token": world.qm_token})
-    assert late.status_code == 409 and late.json()["error"] == {"code": "not_queued", "message": "the work request is no longer queued (selected by a server)", "state": "selected"}
+    assert late.status_code == 409 and late.json()["error"] == {
+        "code": "not_queued",
+        "message": "the work request is no longer queued (selected by a server)",
+        "state": "selected",
+    }
     assert exit_receiver.calls == []  # this queue manager named no exit
 
 
@@ -321,7 +389,9 @@ async def test_queue_manager_disconnect_purges_its_queued_work(world):
         await world.insert({"n": n})
     gone = await world.client.delete(f"/v1/connections/{world.qm_token}", headers=world.qm)
     assert gone.status_code == 200 and gone.json()["purged"] == 3
-    refused = await world.client.post("/v1/work", headers=world.qm, json={"connect_token": world.qm_token, "application_environment": "PAYROLL", "classification": ONLINE})
+    refused = await world.client.post(
+        "/v1/work", headers=world.qm, json={"connect_token": world.qm_token, "application_environment": "PAYROLL", "classification": ONLINE}
+    )
     assert refused.status_code == 404
 
 
@@ -337,7 +407,11 @@ async def test_terminate_0c14_when_the_environment_leaves_the_policy(world):
 
 async def test_a_policy_cannot_remove_a_class_that_still_has_work(world):
     queued = await world.insert({"n": 1}, classification={"transaction_class": "RPT1"})  # REPORTS
-    enclave = (await world.client.post("/v1/enclaves", headers=world.qm, json={"connect_token": world.qm_token, "classification": {"transaction_class": "RPT1"}})).json()
+    enclave = (
+        await world.client.post(
+            "/v1/enclaves", headers=world.qm, json={"connect_token": world.qm_token, "classification": {"transaction_class": "RPT1"}}
+        )
+    ).json()
     without_reports = json.loads(policy_document())
     without_reports["service_classes"] = [sc for sc in without_reports["service_classes"] if sc["name"] != "REPORTS"]
     without_reports["classification"][0]["rules"] = without_reports["classification"][0]["rules"][:1]

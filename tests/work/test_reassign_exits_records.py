@@ -109,7 +109,13 @@ async def test_every_end_is_one_record_in_parquet(client, app):
     rows = {row["token"]: row for row in table.to_pylist()}
     assert {row["outcome"] for row in rows.values()} == {"completed", "failed", "deleted", "abandoned"}
     done = rows[ended["token"]]
-    assert (done["service_class"], done["report_class"], done["userid"], done["application_environment"], done["node"]) == ("ONLINE", "ATMA", "alice", "PAYROLL", "LOCAL")
+    assert (done["service_class"], done["report_class"], done["userid"], done["application_environment"], done["node"]) == (
+        "ONLINE",
+        "ATMA",
+        "alice",
+        "PAYROLL",
+        "LOCAL",
+    )
     assert done["period"] == 1 and done["policy_version"] == 1 and done["deliveries"] == 1 and json.loads(done["result"]) == {"answer": 42}
     assert done["response_time_ms"] == done["queue_time_ms"] + done["execution_time_ms"]
     assert done["server_id"] is not None and done["selected_at"] is not None and done["ended_at"] >= done["inserted_at"]

@@ -14,7 +14,14 @@ from app.work.records import OutboxOrigin, outbox_table, write, write_file
 from spark_jobs.contract.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER, SCHEMA
 
 
-def key(ae: str = "PAYROLL", node: str = "EAST", service_class: str = "ONLINE", period: int = 1, report_class: str | None = "ATMA", version: int = 1) -> dict:
+def key(
+    ae: str = "PAYROLL",
+    node: str = "EAST",
+    service_class: str = "ONLINE",
+    period: int = 1,
+    report_class: str | None = "ATMA",
+    version: int = 1,
+) -> dict:
     return dict(zip(GROUP_KEYS, (ae, node, service_class, period, report_class, version), strict=True))
 
 
@@ -27,7 +34,9 @@ def test_a_file_declares_the_distinct_group_keys_of_its_records(tmp_path: Path) 
     declared = json.loads(pq.read_metadata(path).metadata[GROUP_KEYS_FOOTER])
     assert sorted(declared, key=repr) == sorted([key(), key(report_class=None), key(period=2), key(node="WEST"), key(version=2)], key=repr)
     # The records themselves are as given.
-    assert pq.read_table(path).select(["token", *GROUP_KEYS]).to_pylist() == [{"token": r["token"], **{c: r[c] for c in GROUP_KEYS}} for r in rows]
+    assert pq.read_table(path).select(["token", *GROUP_KEYS]).to_pylist() == [
+        {"token": r["token"], **{c: r[c] for c in GROUP_KEYS}} for r in rows
+    ]
 
 
 def test_an_empty_file_declares_no_keys(tmp_path: Path) -> None:
@@ -66,7 +75,10 @@ def test_outbox_entries_become_records_column_by_column() -> None:
     table = outbox_table([ended, deleted], periods)
 
     assert table.schema == SCHEMA
-    at = lambda ms: datetime.fromtimestamp(ms / 1000, UTC)
+
+    def at(ms: int) -> datetime:
+        return datetime.fromtimestamp(ms / 1000, UTC)
+
     assert table.to_pylist() == [
         {"token": "EAST~PAYROLL~a1", "application_environment": "PAYROLL", "node": "EAST", "service_class": "ONLINE", "period": 2,
          "report_class": "ATMA", "policy_version": 3, "queue_manager_id": 7, "subsystem_type": "CB", "subsystem_name": "CICSA",

@@ -68,7 +68,9 @@ async def test_an_insert_and_a_select_that_ends_and_begins_are_one_round_trip_ea
     assert round_trips == ["EVALSHA"]
     round_trips.clear()
 
-    empty = await world.select(server, expect=None, max_items=1, wait_seconds=0, end=[{"token": i["token"]} for i in response.json()["items"]])
+    empty = await world.select(
+        server, expect=None, max_items=1, wait_seconds=0, end=[{"token": i["token"]} for i in response.json()["items"]]
+    )
     assert empty.status_code == 200 and empty.json()["items"] == []
     assert round_trips == ["EVALSHA"]  # nothing was ever swept here: no look at the database's blobs
 

@@ -21,11 +21,15 @@ async def report_drained(context: DutyContext, policy: ActivePolicy) -> None:
     for name, record in (await state.operator.states()).items():
         if record.state not in WAITING_FOR_SERVERS or name not in policy.application_environments:
             continue
-        query = select(func.count()).where(Connection.role == "server", Connection.state == "active", Connection.application_environment == name)
+        query = select(func.count()).where(
+            Connection.role == "server", Connection.state == "active", Connection.application_environment == name
+        )
         if record.state is AEState.REFRESHING and record.refreshed_at is not None:
             query = query.where(Connection.connected_at < record.refreshed_at)  # the replacements may stay
         async with state.sessions() as session:
             if record.state is AEState.RESUMING or not await session.scalar(query):
                 moved = await apply_event(session, state.operator, name, InternalEvent.SERVERS_DRAINED, f"from {record.state}")
                 if moved is not record.state:
-                    await context.advise(subject("WLM", "INFO", "APPLENV", "STATE", name), previous_state=record.state, state=moved, reason="servers drained")
+                    await context.advise(
+                        subject("WLM", "INFO", "APPLENV", "STATE", name), previous_state=record.state, state=moved, reason="servers drained"
+                    )

@@ -233,10 +233,17 @@ class Launcher:
         policy = await self.state.policies.current()
         for server_id, node, application_environment, instance in rows:
             keys = self.state.queues.keys(node, application_environment)
-            log.warning("server connection %d of %s was left open by its process: closed (%s), its work given back", server_id, application_environment, reason)
+            log.warning(
+                "server connection %d of %s was left open by its process: closed (%s), its work given back",
+                server_id,
+                application_environment,
+                reason,
+            )
             await close_dead_servers(self.state.sessions, self.state.queues, self.state.connection_cache, policy, keys, [server_id], reason)
             if reason == "exited":
-                await count_unexpected_terminations(self.state.sessions, self.state.queues, self.state.operator, keys, [termination_of(instance)])
+                await count_unexpected_terminations(
+                    self.state.sessions, self.state.queues, self.state.operator, keys, [termination_of(instance)]
+                )
 
     async def _subsystem_name(self, subsystem_type: str) -> str | None:
         async with self.state.sessions() as session:
@@ -269,7 +276,12 @@ class Launcher:
         with (directory / f"{log_name}.log").open("ab") as output:
             try:
                 process = await asyncio.create_subprocess_exec(
-                    *launch_command(ae.start_command), env=env, stdin=asyncio.subprocess.DEVNULL, stdout=output, stderr=output, preexec_fn=die_with_parent
+                    *launch_command(ae.start_command),
+                    env=env,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=output,
+                    stderr=output,
+                    preexec_fn=die_with_parent,
                 )
             except OSError as exc:  # no such program: a failed start
                 self._failed_start(_FailedStart(ae.name, node, log_name, None, str(exc)))

@@ -15,7 +15,9 @@ async def finish_departed(context: DutyContext, policy: ActivePolicy) -> None:
     queues, settle_ms = state.queues, int(2 * state.settings.connection_cache_seconds * 1000) + 1000
     await purge_departed_again(queues, policy)
     for retired in await queues.retired():
-        await expire_silent_servers(state.sessions, queues, state.connection_cache, policy, retired.keys, state.settings.heartbeat_timeout_seconds)
+        await expire_silent_servers(
+            state.sessions, queues, state.connection_cache, policy, retired.keys, state.settings.heartbeat_timeout_seconds
+        )
         await queues.reassign(retired.keys, retired.config)
         await queues.purge(retired.keys, retired.queue_manager)
         if await queues.clock_ms() - retired.since_ms > settle_ms and await queues.drained(retired.keys):

@@ -52,7 +52,9 @@ class Duties:
         if self._launches:
             host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
             self.launcher = Launcher(self.state, settings.node, f"http://{host}:{settings.port}")
-            self._tasks.append(asyncio.create_task(self._every(settings.lease_check_seconds, self.launcher.reconcile), name="wlm-duty-launcher"))
+            self._tasks.append(
+                asyncio.create_task(self._every(settings.lease_check_seconds, self.launcher.reconcile), name="wlm-duty-launcher")
+            )
             return
         await records.start_writer()
         self.records, self.exits = RecordFlushing(self.context), ExitDelivery(self.context)
@@ -61,7 +63,11 @@ class Duties:
             ("records", settings.records_flush_seconds, self.records.flush_records),
             ("exits", settings.lease_check_seconds, self.exits.deliver_exits),
             ("goals", settings.goal_interval_seconds, GoalManagement(self.context).manage_to_goals),
-            *([("sweeper", settings.sweeper_interval_seconds, QueueSweeping(self.context).sweep_queues)] if settings.sweeper_enabled else []),
+            *(
+                [("sweeper", settings.sweeper_interval_seconds, QueueSweeping(self.context).sweep_queues)]
+                if settings.sweeper_enabled
+                else []
+            ),
         ):
             self._tasks.append(asyncio.create_task(self._every(interval, duty), name=f"wlm-duty-{name}"))
 
@@ -94,7 +100,12 @@ class Duties:
                     return
                 if isinstance(exc, Fenced):
                     # Deposed while paused: the next heartbeat stops these duties.
-                    log.warning("scheduler duty %s refused: a newer scheduler acts (epoch %s > %s)", name, exc.details.get("epoch"), self.context.epoch)
+                    log.warning(
+                        "scheduler duty %s refused: a newer scheduler acts (epoch %s > %s)",
+                        name,
+                        exc.details.get("epoch"),
+                        self.context.epoch,
+                    )
                 elif unavailable(exc):
                     # Not the duty's failure: it waits for its store to come back (said once per outage, not per tick).
                     self._outages.failed(f"background duty {name}", f"waiting for the {unavailable_dependency(exc)} to answer")

@@ -44,13 +44,19 @@ async def test_requests_through_the_service_come_back_in_the_report(tmp_path):
             assert installed.status_code == 200, installed.text
             await http.post("/v1/principals", headers=ADMIN, json={"name": "qm", "roles": ["queue_manager"]})
             qm = {"Authorization": f"Bearer {(await http.post('/v1/api-keys', headers=ADMIN, json={'principal': 'qm'})).json()['key']}"}
-            connected = await http.post("/v1/connections", headers=qm, json={"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BANK1"})
+            connected = await http.post(
+                "/v1/connections", headers=qm, json={"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BANK1"}
+            )
             qm_token = connected.json()["token"]
             accepted: dict[str, str] = {}
             for userid, count in REQUESTS.items():
                 for i in range(count):
-                    body = {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": {"userid": userid},
-                            "payload": {"delay_ms": i % 7}}
+                    body = {
+                        "connect_token": qm_token,
+                        "application_environment": "PAYROLL",
+                        "classification": {"userid": userid},
+                        "payload": {"delay_ms": i % 7},
+                    }
                     answer = await http.post("/v1/work", headers=qm, json=body)
                     assert answer.status_code == 201, answer.text
                     accepted[answer.json()["token"]] = answer.json()["service_class"]
@@ -77,7 +83,9 @@ async def test_requests_through_the_service_come_back_in_the_report(tmp_path):
                 if row["ended_at"].date() == day:
                     responses[(row["service_class"], row["period"])].append(row["response_time_ms"])
 
-            job = subprocess.run([WLM, "report", "run", "--date", day.isoformat()], env=service.env, capture_output=True, text=True, timeout=240)
+            job = subprocess.run(
+                [WLM, "report", "run", "--date", day.isoformat()], env=service.env, capture_output=True, text=True, timeout=240
+            )
             assert job.returncode == 0, job.stderr[-3000:]
             # The first run says each stage, and that it writes the class archive; then the summary, and no more.
             log_path = service.dir / "data" / "logs" / f"report-{day.isoformat()}.log"
@@ -107,7 +115,9 @@ async def test_requests_through_the_service_come_back_in_the_report(tmp_path):
             assert java is not None, log[-3000:]
             assert [path.name for path in (service.dir / "data" / "spark").iterdir()] == [archive_name(Path(java.group(2)))]
 
-            whole_day = (await http.get("/v1/reports/workload", headers=ADMIN, params={"date": day.isoformat(), "interval": 1440})).json()["items"]
+            whole_day = (await http.get("/v1/reports/workload", headers=ADMIN, params={"date": day.isoformat(), "interval": 1440})).json()[
+                "items"
+            ]
             assert {(row["service_class"], row["period"]): row["ended_count"] for row in whole_day} == {
                 key: len(values) for key, values in responses.items()
             }
@@ -117,16 +127,22 @@ async def test_requests_through_the_service_come_back_in_the_report(tmp_path):
                 assert row["response_avg_ms"] == pytest.approx(sum(values) / len(values))
                 assert sum(row["buckets"]) == len(values)
                 assert row["goal_type"] == goal_types[(row["service_class"], row["period"])]
-            intervals = (await http.get("/v1/reports/workload", headers=ADMIN, params={"date": day.isoformat(), "limit": 1000})).json()["items"]
+            intervals = (await http.get("/v1/reports/workload", headers=ADMIN, params={"date": day.isoformat(), "limit": 1000})).json()[
+                "items"
+            ]
             assert sum(row["ended_count"] for row in intervals) == sum(len(values) for values in responses.values())
 
             # A rerun replaces the date's rows: nothing doubles.
-            again = subprocess.run([WLM, "report", "run", "--date", day.isoformat()], env=service.env, capture_output=True, text=True, timeout=240)
+            again = subprocess.run(
+                [WLM, "report", "run", "--date", day.isoformat()], env=service.env, capture_output=True, text=True, timeout=240
+            )
             assert again.returncode == 0, again.stderr[-3000:]
             assert "class archive" not in again.stderr
             rerun_log = log_path.read_text()[len(log) :]  # a rerun appends to the date's log
             assert ": mapped" in rerun_log and "class-data archive written" not in rerun_log
-            rerun = (await http.get("/v1/reports/workload", headers=ADMIN, params={"date": day.isoformat(), "interval": 1440})).json()["items"]
+            rerun = (await http.get("/v1/reports/workload", headers=ADMIN, params={"date": day.isoformat(), "interval": 1440})).json()[
+                "items"
+            ]
             assert [(r["service_class"], r["period"], r["ended_count"]) for r in rerun] == [
                 (r["service_class"], r["period"], r["ended_count"]) for r in whole_day
             ]

@@ -117,7 +117,9 @@ def test_the_files_are_read_back_by_the_names_spark_gives_them(spark: SparkSessi
 
 
 def footer(name: str, *ranges: tuple[str, int, int], incarnation: str | None = "i1") -> Footer:
-    return Footer(name, [], [{"outbox": outbox, "incarnation": incarnation, "first": first, "last": last} for outbox, first, last in ranges])
+    return Footer(
+        name, [], [{"outbox": outbox, "incarnation": incarnation, "first": first, "last": last} for outbox, first, last in ranges]
+    )
 
 
 @pytest.mark.parametrize(
@@ -188,7 +190,12 @@ def test_files_whose_records_another_file_holds_are_not_read(files: list[Footer]
 
 def test_a_day_s_records_are_read_once_each_from_the_files_the_service_writes(spark: SparkSession, tmp_path: Path) -> None:
     moment = datetime(DAY.year, DAY.month, DAY.day, 12, tzinfo=UTC)
-    rows = [dict(zip(GROUP_KEYS, ("PAYROLL", "EAST", "ONLINE", 1, None, 1), strict=True)) | {"token": f"t{i}", "ended_at": moment + timedelta(seconds=i)} for i in range(40)]
+    rows = [
+        dict(zip(GROUP_KEYS, ("PAYROLL", "EAST", "ONLINE", 1, None, 1), strict=True))
+        | {"token": f"t{i}", "ended_at": moment + timedelta(seconds=i)}
+        for i in range(40)
+    ]
+
     def written(batch: list[dict], first: int, incarnation: str = "i1") -> None:
         write(tmp_path, batch, OutboxOrigin("{wlm:EAST:PAYROLL}", incarnation, first))
 

@@ -19,7 +19,9 @@ def test_a_group_no_file_declared_is_named_from_the_records(spark: SparkSession)
     messages: list[str] = []
 
     def report_of(declared: list) -> list:
-        report, rows = collect_report(frame, goals, steps, DAY, 15, spark.createDataFrame(declared, GROUP_KEYS_SCHEMA), None, messages.append)
+        report, rows = collect_report(
+            frame, goals, steps, DAY, 15, spark.createDataFrame(declared, GROUP_KEYS_SCHEMA), None, messages.append
+        )
         assert report.is_cached
         return sorted(rows)
 

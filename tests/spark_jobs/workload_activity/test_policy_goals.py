@@ -32,7 +32,12 @@ def version(number: int, installed: datetime) -> PolicyVersionInfo:
 
 
 def test_the_version_active_at_the_start_and_each_installed_during_the_day() -> None:
-    versions = [version(1, START - timedelta(days=9)), version(2, START - timedelta(hours=1)), version(3, START + timedelta(hours=6)), version(4, END)]
+    versions = [
+        version(1, START - timedelta(days=9)),
+        version(2, START - timedelta(hours=1)),
+        version(3, START + timedelta(hours=6)),
+        version(4, END),
+    ]
     assert activation_steps(versions, START, END) == [ActivationStep(START, 2), ActivationStep(START + timedelta(hours=6), 3)]
 
 

@@ -170,14 +170,23 @@ def test_duplicates_are_counted_once(spark: SparkSession) -> None:
 
 def test_records_known_to_hold_no_copies_are_summed_with_the_rest(spark: SparkSession) -> None:
     may_have_copies = [record("FAST", r) for r in (40, 80)] + [record("PCT", 130, outcome="failed")]
-    distinct = [record("FAST", 80), record("FAST", 300, ended=timedelta(minutes=20)), record("PCT", 90), record("VEL", 400, outcome="deleted")]
+    distinct = [
+        record("FAST", 80),
+        record("FAST", 300, ended=timedelta(minutes=20)),
+        record("PCT", 90),
+        record("VEL", 400, outcome="deleted"),
+    ]
     copies = [dict(may_have_copies[0]), dict(may_have_copies[2]), dict(may_have_copies[2])]
     split = report_rows(spark, may_have_copies + copies, distinct=distinct)
     assert sorted(split) == sorted(report_rows(spark, may_have_copies + distinct))
     # A day whose records all hold no copies (the service's files, read by their footers) is the same report.
     assert sorted(report_rows(spark, None, distinct=may_have_copies + distinct)) == sorted(split)
     # ... and the groups of either part are found in the records when no file declares them.
-    assert {(r.service_class, r.ended_count, r.deleted_count) for r in split if r.interval_minutes == 1440} == {("FAST", 4, 0), ("PCT", 2, 0), ("VEL", 0, 1)}
+    assert {(r.service_class, r.ended_count, r.deleted_count) for r in split if r.interval_minutes == 1440} == {
+        ("FAST", 4, 0),
+        ("PCT", 2, 0),
+        ("VEL", 0, 1),
+    }
 
 
 def test_requests_not_ended_by_a_server_are_counted_apart(spark: SparkSession) -> None:
@@ -223,7 +232,13 @@ def test_intervals_and_the_whole_day(spark: SparkSession) -> None:
 
 
 def test_the_goal_is_the_one_active_when_the_request_ended(spark: SparkSession) -> None:
-    faster = {**POLICY, "service_classes": [{**POLICY["service_classes"][0], "goal": {"type": "average", "response_time_ms": 50}}, *POLICY["service_classes"][1:]]}
+    faster = {
+        **POLICY,
+        "service_classes": [
+            {**POLICY["service_classes"][0], "goal": {"type": "average", "response_time_ms": 50}},
+            *POLICY["service_classes"][1:],
+        ],
+    }
     v2 = PolicyVersionInfo(2, MIDNIGHT + timedelta(hours=12), faster)
     rows = report(spark, [record("FAST", 100, ended=timedelta(hours=11)), record("FAST", 100, ended=timedelta(hours=13))], [V1, v2])
     assert day_row(rows, "FAST", version=1).performance_index == 1.0
@@ -233,7 +248,13 @@ def test_the_goal_is_the_one_active_when_the_request_ended(spark: SparkSession) 
 
 def test_the_groups_declared_by_the_files_name_the_report_as_the_records_do(spark: SparkSession) -> None:
     # A policy change at noon: the declared keys carry each record's own version, the report the active one.
-    faster = {**POLICY, "service_classes": [{**POLICY["service_classes"][0], "goal": {"type": "average", "response_time_ms": 50}}, *POLICY["service_classes"][1:]]}
+    faster = {
+        **POLICY,
+        "service_classes": [
+            {**POLICY["service_classes"][0], "goal": {"type": "average", "response_time_ms": 50}},
+            *POLICY["service_classes"][1:],
+        ],
+    }
     versions = [V1, PolicyVersionInfo(2, MIDNIGHT + timedelta(hours=12), faster)]
     records = [
         record("FAST", 100, ended=timedelta(hours=11), report_class="ATMA"),
@@ -245,7 +266,10 @@ def test_the_groups_declared_by_the_files_name_the_report_as_the_records_do(spar
     by_footers = report_rows(spark, records, versions, declared_keys=group_keys(records))
     assert len(by_scan) == 8 and sorted(by_footers) == sorted(by_scan)
     assert {(r.service_class, r.policy_version, r.report_class) for r in by_footers} == {
-        ("FAST", 1, "ATMA"), ("FAST", 2, ""), ("PCT", 2, ""), ("TWO", 1, "RPTS")
+        ("FAST", 1, "ATMA"),
+        ("FAST", 2, ""),
+        ("PCT", 2, ""),
+        ("TWO", 1, "RPTS"),
     }
 
 
@@ -273,7 +297,11 @@ def test_agrees_with_the_live_evaluation_of_the_same_requests(spark: SparkSessio
     bucket up to 200%): every figure the live evaluation (app.policy.goals.evaluate) computes is the same in the
     nightly report."""
     generator = random.Random(7)
-    goals = {"FAST": AverageGoal(type="average", response_time_ms=50), "PCT": PercentileGoal(type="percentile", percentile=90, response_time_ms=50), "VEL": VelocityGoal(type="velocity", velocity=50)}
+    goals = {
+        "FAST": AverageGoal(type="average", response_time_ms=50),
+        "PCT": PercentileGoal(type="percentile", percentile=90, response_time_ms=50),
+        "VEL": VelocityGoal(type="velocity", velocity=50),
+    }
     policy = {**POLICY, "service_classes": [{"name": name, "importance": 1, "goal": goal.model_dump()} for name, goal in goals.items()]}
     samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in goals}
     records = []
@@ -289,7 +317,11 @@ def test_agrees_with_the_live_evaluation_of_the_same_requests(spark: SparkSessio
         row = rows[(name, 1, 15, START, 1)]
         assert row.ended_count == live.ended
         assert row.response_avg_ms == pytest.approx(live.avg_response_ms)
-        assert (row.response_p50_ms, row.response_p90_ms, row.response_p99_ms) == (live.p50_response_ms, live.p90_response_ms, live.p99_response_ms)
+        assert (row.response_p50_ms, row.response_p90_ms, row.response_p99_ms) == (
+            live.p50_response_ms,
+            live.p90_response_ms,
+            live.p99_response_ms,
+        )
         assert row.execution_velocity == pytest.approx(live.velocity)
         assert row.performance_index == pytest.approx(live.pi)
         assert row.goal_met_share == pytest.approx(live.goal_met_share)
