@@ -65,6 +65,8 @@ class TtlCache(Generic[V]):
 
     def _start(self, key: str, load: Callable[[], Awaitable[V]]) -> asyncio.Task[V]:
         task = asyncio.create_task(self._load(key, load, self._generation))
+        # Its callers await it through a shield: if they all went away, its failure would be logged as never retrieved.
+        task.add_done_callback(_retrieve)
         self._loading[key] = task
         return task
 
@@ -87,3 +89,8 @@ class TtlCache(Generic[V]):
         # serve until it expires; the next foreground load reports the outage.
         if not task.cancelled() and (exc := task.exception()) is not None and not isinstance(exc, AppError):
             log.warning("background reload failed: %s", exc)
+
+
+def _retrieve(task: asyncio.Task[V]) -> None:
+    if not task.cancelled():
+        task.exception()

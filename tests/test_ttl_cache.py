@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 
@@ -135,3 +136,25 @@ async def test_a_caller_after_a_clear_does_not_join_the_load_begun_before_it(clo
 async def test_a_cache_with_no_ttl_loads_every_time(clock: Clock) -> None:
     cache, source = TtlCache[int](0), Source()
     assert [await cache.get_or_load("k", source.load) for _ in range(3)] == [1, 2, 3]
+
+
+async def test_a_failed_load_whose_callers_went_away_is_not_reported_as_never_retrieved() -> None:
+    """A request cancelled (its client gone) while the load it waits for fails: the failure is the source's answer,
+    and no one is left to hear it; asyncio must not log it as an exception never retrieved."""
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, object]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    try:
+        cache, source = TtlCache[int](10), Source()
+        source.gate, source.fail = asyncio.Event(), NotFound("gone")
+        caller = asyncio.create_task(cache.get_or_load("k", source.load))
+        await _settle()
+        caller.cancel()
+        source.gate.set()
+        await _settle()
+        del caller
+        gc.collect()
+        assert reported == []
+    finally:
+        loop.set_exception_handler(previous)
