@@ -1,9 +1,6 @@
-"""One error hierarchy and the one place that renders it.
-
-Every failure a client can cause is an AppError subclass with a stable machine-readable `code` and an HTTP
-status; the handler renders all of them, FastAPI's validation errors and unknown routes as
-`{"error": {"code": ..., "message": ..., ...}}`.
-"""
+"""One error hierarchy and the one place that renders it. Every failure a client can cause is an AppError subclass
+with a stable machine-readable `code` and an HTTP status; the handler renders all of them, FastAPI's validation errors
+and unknown routes as `{"error": {"code": ..., "message": ..., ...}}`."""
 
 from __future__ import annotations
 
@@ -132,57 +129,41 @@ class ServiceUnavailable(AppError):
 _LUA_ERRORS: dict[ReturnCode, tuple[type[AppError], str, str, tuple[str, ...]]] = {
     ReturnCode.UNKNOWN_WORK: (NotFound, "unknown_work", "no such work request", ()),
     ReturnCode.SERVER_NOT_REGISTERED: (
-        Conflict,
-        "server_not_registered",
-        "this server is not registered with its application environment; connect again",
-        (),
+        Conflict, "server_not_registered", "this server is not registered with its application environment; connect again", ()
     ),
     ReturnCode.WORKER_TASKS_EXHAUSTED: (
-        Conflict,
-        "worker_tasks_exhausted",
-        "the server already holds as many requests as it has worker tasks",
+        Conflict, "worker_tasks_exhausted", "the server already holds as many requests as it has worker tasks",
         ("in_flight", "worker_tasks"),
     ),
     ReturnCode.OVERFLOW_NOT_NEEDED: (
-        Conflict,
-        "overflow_not_needed",
-        "an overflow server gets work only when every other server is at capacity",
-        (),
+        Conflict, "overflow_not_needed", "an overflow server gets work only when every other server is at capacity", ()
     ),
     ReturnCode.ALREADY_ENDED: (Conflict, "already_ended", "the work request has already ended", ("outcome",)),
     ReturnCode.NOT_HOLDER: (
-        Conflict,
-        "not_holder",
-        "the work request is not held by this server (never selected by it, or reassigned)",
-        (),
+        Conflict, "not_holder", "the work request is not held by this server (never selected by it, or reassigned)", ()
     ),
     ReturnCode.NOT_QUEUED: (Conflict, "not_queued", "the work request is no longer queued (selected by a server)", ("state",)),
     ReturnCode.BACKLOG_LIMIT: (
-        TooManyRequests,
-        "backlog_limit",
-        "the queue is at its backlog limit",
-        ("service_class", "depth", "backlog_limit"),
+        TooManyRequests, "backlog_limit", "the queue is at its backlog limit", ("service_class", "depth", "backlog_limit")
     ),
     ReturnCode.SERVER_SURPLUS: (
-        Conflict,
-        "server_surplus",
-        "the server is not needed any more: end what it holds, disconnect and stop (0C14)",
-        (),
+        Conflict, "server_surplus", "the server is not needed any more: end what it holds, disconnect and stop (0C14)", ()
     ),
     ReturnCode.UNKNOWN_DEAD_LETTER: (NotFound, "unknown_dead_letter", "no such dead letter (retried, discarded or expired)", ()),
-    ReturnCode.FENCED: (Fenced, "fenced", "a newer scheduler has acted on this queue: this process is no longer the scheduler", ("epoch",)),
+    ReturnCode.FENCED: (
+        Fenced, "fenced", "a newer scheduler has acted on this queue: this process is no longer the scheduler", ("epoch",)
+    ),
     # The slow queue sweeper's: handled inside the queue store, never answered to a client.
     ReturnCode.FRONT_SWEPT: (
-        Conflict,
-        "front_swept",
-        "the queue's next requests are in the database: its next blob must come back first",
-        ("queue",),
+        Conflict, "front_swept", "the queue's next requests are in the database: its next blob must come back first", ("queue",)
     ),
     ReturnCode.BLOB_RESTORED: (Conflict, "blob_restored", "another process brought this blob back first", ()),
     ReturnCode.NOT_SWEPT: (Conflict, "not_swept", "the request is in memory (its blob came back)", ()),
-    ReturnCode.SWEEP_ABORTED: (Conflict, "sweep_aborted", "the sweep raced with a select, delete or change of a request it was moving", ()),
+    ReturnCode.SWEEP_ABORTED: (
+        Conflict, "sweep_aborted", "the sweep raced with a select, delete or change of a request it was moving", ()
+    ),
     ReturnCode.DEAD_LETTER_MOVED: (Conflict, "dead_letter_moved", "the dead letter is in another queue (asked again)", ("queue",)),
-}
+}  # fmt: skip
 _STATES = {"q": "queued", "s": "selected", "b": "begun"}
 
 
@@ -299,9 +280,8 @@ def closed_while_writing(exc: BaseException) -> bool:
     if not isinstance(exc, AttributeError | TypeError | RuntimeError):
         return False
     frames = traceback.extract_tb(exc.__traceback__)
-    write = next(
-        (i for i, f in enumerate(frames) if f.name == "_send_packed_command" and f.filename.endswith("redis/asyncio/connection.py")), None
-    )
+    sends = (i for i, f in enumerate(frames) if f.name == "_send_packed_command" and f.filename.endswith("redis/asyncio/connection.py"))
+    write = next(sends, None)
     return write is not None and all(f.filename.endswith(_TRANSPORT_FILES) for f in frames[write + 1 :])
 
 
