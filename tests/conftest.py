@@ -22,6 +22,7 @@ from app.embedded_redis import EmbeddedRedis
 from app.main import create_app
 from app.migrate import upgrade
 from app.queues.topology import connect, disconnect, is_cluster
+from tests.redis_cluster import LocalCluster, redis_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_POLICY = (ROOT / "examples" / "policy.yaml").read_bytes()
@@ -44,6 +45,15 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server = EmbeddedRedis(tmp_path_factory.mktemp("redis"))
     yield server.start()
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """One 3-master Redis Cluster for every module that only uses it. Tests share it as they share the session's Redis
+    server: each keeps its keys under a prefix of its own. A test that kills or stops nodes starts a cluster of its
+    own."""
+    with redis_cluster(tmp_path_factory.mktemp("cluster")) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,8 @@ the 16384 slots split evenly between the masters, replicas if asked, each node f
 service's default durability asks) unless told otherwise. Redis 6.2 and later (CLUSTER ADDSLOTS, MEET, MYID,
 REPLICATE).
 
-A test module that imports `on_one_server_and_a_cluster` from here runs on one Redis server and on a cluster."""
+A test module that imports `on_one_server_and_a_cluster` from here runs on one Redis server and on the shared cluster
+(`shared_cluster` of tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -159,11 +160,10 @@ def replica_of(directory: Path, master_url: str) -> Iterator[Replica]:
 
 
 @pytest.fixture(name="redis_url", scope="module", params=["one server", "cluster"])
-def on_one_server_and_a_cluster(request: pytest.FixtureRequest, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The tests of a module that imports this fixture run twice: on the session's Redis server, and on a 3-master
-    Redis Cluster of their own, named by one node's URL as a user would (the service finds the others)."""
+def on_one_server_and_a_cluster(request: pytest.FixtureRequest, redis_url: str) -> str:
+    """The tests of a module that imports this fixture run twice: on the session's Redis server, and on the session's
+    Redis Cluster, named by one node's URL as a user would (the service finds the others)."""
     if request.param == "one server":
-        yield redis_url
-        return
-    with redis_cluster(tmp_path_factory.mktemp("cluster")) as cluster:
-        yield cluster.masters[0]
+        return redis_url
+    cluster: LocalCluster = request.getfixturevalue("shared_cluster")
+    return cluster.masters[0]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -25,16 +25,15 @@ from app.queues.topology import ClusterClient, connect, disconnect, is_cluster
 from app.work import select as select_module
 from tests.conftest import ADMIN_KEY, client_of, running_app
 from tests.processes import ServiceProcess
-from tests.redis_cluster import SLOTS, redis_cluster
+from tests.redis_cluster import SLOTS, LocalCluster, redis_cluster
 from tests.routing.test_router import NODES, multi_node_policy, server_on, world_on
 from tests.waiting import eventually
 from tests.work.conftest import ONLINE, make_world
 
 
-@pytest.fixture(scope="module")
-def cluster_urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
-    with redis_cluster(tmp_path_factory.mktemp("cluster")) as cluster:
-        yield cluster.masters
+@pytest.fixture
+def cluster_urls(shared_cluster: LocalCluster) -> list[str]:
+    return shared_cluster.masters
 
 
 def _master_of(key: str, masters: int = 3) -> int:
@@ -80,8 +79,12 @@ async def test_subscriptions_outlive_the_cluster_client_s_own_resets(cluster_url
     masters = [redis.Redis.from_url(url, decode_responses=True) for url in cluster_urls]
 
     def subscribers() -> set[str]:
-        return {f"{url} {c['id']}" for url, node in zip(cluster_urls, masters, strict=True) for c in node.client_list(_type="pubsub")}
+        """This test's subscriptions: the cluster is the session's, and other tests' connections may linger."""
+        every = {f"{url} {c['id']}" for url, node in zip(cluster_urls, masters, strict=True) for c in node.client_list(_type="pubsub")}
+        return every - before
 
+    before: set[str] = set()
+    before = subscribers()
     try:
         async with client.pubsub() as pubsub:
             await pubsub.subscribe("wlmtest:channel")
@@ -155,10 +158,11 @@ async def test_two_replicas_serve_the_whole_lifecycle_over_three_masters(
         )
         assert ended.status_code in (200, 204), ended.text
 
-    # Each node's queue on its own master: every master holds keys of the service.
+    # Each node's queue on its own master: every master holds keys of this service (the cluster is the session's).
+    prefix = first_app.state.wlm.queues.prefix
     per_master = [redis.Redis.from_url(url) for url in cluster_urls]
     try:
-        assert all(node.dbsize() > 0 for node in per_master)
+        assert all(next(node.scan_iter(match=f"*{prefix}*", count=1000), None) is not None for node in per_master)
     finally:
         for node in per_master:
             node.close()
