@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import redis
+import rq
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -211,11 +213,13 @@ def machine() -> str:
 
 
 RQ_SERIALIZER = "rq.serializers.JSONSerializer"
+RQ_START_SECONDS = 60.0
 
 
 @contextmanager
 def rq_workers(redis_url: str, queue: str, count: int) -> Iterator[None]:
-    """`count` RQ SimpleWorker processes on `queue`, started (and given 2 s to start) before the body, stopped after it."""
+    """`count` RQ SimpleWorker processes on `queue`, started (each registered in Redis, so the clock starts on workers
+    that listen) before the body, stopped after it."""
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "rq.cli", "worker", "--url", redis_url, "--worker-class", "rq.worker.SimpleWorker",
@@ -225,7 +229,13 @@ def rq_workers(redis_url: str, queue: str, count: int) -> Iterator[None]:
         for _ in range(count)
     ]  # fmt: skip
     try:
-        time.sleep(2.0)  # let the workers start before the clock does
+        with redis.Redis.from_url(redis_url) as connection:
+            listening = rq.Queue(queue, connection=connection)
+            deadline = time.monotonic() + RQ_START_SECONDS
+            while rq.Worker.count(connection=connection, queue=listening) < count:
+                if time.monotonic() > deadline or any(proc.poll() is not None for proc in procs):
+                    raise RuntimeError(f"{count} RQ workers did not all start (one exited, or {RQ_START_SECONDS:g} s passed)")
+                time.sleep(0.05)
         yield
     finally:
         for proc in procs:

@@ -2,15 +2,19 @@
 falls on both alike.
 
     .venv/bin/python bench/ab.py lifecycle d1f6743 HEAD --pairs 3 [-- --seconds 10]
+    .venv/bin/python bench/ab.py lifecycle HEAD HEAD --pairs 1 -- --smoke     # seconds: the benchmark's smoke run
 
-Each commit is checked out in its own git worktree (a scratch directory, removed at the end). Both run the benchmark
+A and B are each checked out in a git worktree of their own (`a-<commit>`, `b-<commit>` in a scratch directory, so
+A and B may be the same commit), removed at the end, also when a run fails. Both run the benchmark
 script of the current checkout, so the load is the same and only the service's code differs: the service of a
 commit is that worktree's `app` (PYTHONPATH), on this venv when the commit's runtime dependencies are the same as
 the current checkout's, else on a venv made for it in its worktree (`--own-script` runs each commit's own script
 instead). The pairs alternate their order (A B, B A, A B, ...). Arguments after `--` go to the benchmark.
 
 Printed: each numeric figure's median per commit and the ratio B / A (median of the pairs' ratios, and their least
-and greatest), then, as the last line, one JSON object of the same.
+and greatest), then, as the last line, one JSON object of the same (its keys: HEADLINE), with `"smoke": true` when
+the benchmark's arguments hold `--smoke`. A run that fails (its own checks among them) fails the A/B; so does a run
+whose figures are not those of the others.
 """
 
 from __future__ import annotations
@@ -23,11 +27,15 @@ import subprocess
 import sys
 import tempfile
 import tomllib
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _service import ROOT, machine  # noqa: E402
+from _smoke import conclude  # noqa: E402
 
+HEADLINE = ("bench", "a", "b", "pairs", "arguments", "figures")
 VENV_WLM = Path(sys.executable).parent / "wlm"
 
 
@@ -42,10 +50,8 @@ def runtime_dependencies(pyproject: str) -> list[str]:
 class Checkout:
     """A commit in its own worktree, with the `wlm` command its service runs as."""
 
-    def __init__(self, commit: str, scratch: Path) -> None:
-        self.commit = git("rev-parse", "--short", commit)
-        self.dir = scratch / self.commit
-        git("worktree", "add", "--detach", str(self.dir), self.commit)
+    def __init__(self, commit: str, directory: Path) -> None:
+        self.commit, self.dir = commit, directory
         same = runtime_dependencies((self.dir / "pyproject.toml").read_text()) == runtime_dependencies(
             (ROOT / "pyproject.toml").read_text()
         )
@@ -66,8 +72,17 @@ class Checkout:
             raise RuntimeError(f"{bench} on {self.commit} failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
         return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
-    def remove(self) -> None:
-        git("worktree", "remove", "--force", str(self.dir))
+
+@contextmanager
+def checkout(label: str, commit: str, scratch: Path) -> Iterator[Checkout]:
+    """`commit` in the worktree `<label>-<commit>` of `scratch`, removed (and so unregistered) when done, however."""
+    commit = git("rev-parse", "--short", commit)
+    directory = scratch / f"{label}-{commit}"
+    git("worktree", "add", "--detach", str(directory), commit)
+    try:
+        yield Checkout(commit, directory)
+    finally:
+        git("worktree", "remove", "--force", str(directory))
 
 
 def compare(a_runs: list[dict[str, object]], b_runs: list[dict[str, object]]) -> dict[str, dict[str, float]]:
@@ -110,25 +125,27 @@ def main() -> None:
     args, arguments = parser.parse_known_args()
     arguments = [argument for argument in arguments if argument != "--"]
     print(f"machine: {machine()}; each run's service, Redis and load generator share it", flush=True)
-    with tempfile.TemporaryDirectory(prefix="wlm-ab-") as scratch:
-        checkouts = [Checkout(args.a, Path(scratch)), Checkout(args.b, Path(scratch))]
-        runs: dict[str, list[dict[str, object]]] = {checkout.commit: [] for checkout in checkouts}
-        try:
-            for pair in range(args.pairs):
-                for checkout in checkouts if pair % 2 == 0 else checkouts[::-1]:
-                    figures = checkout.run(args.bench, arguments, args.own_script)
-                    runs[checkout.commit].append(figures)
-                    print(f"pair {pair + 1} {checkout.commit}: {json.dumps(figures)}", flush=True)
-        finally:
-            for checkout in checkouts:
-                checkout.remove()
-    a, b = (checkout.commit for checkout in checkouts)
-    figures = compare(runs[a], runs[b])
+    with tempfile.TemporaryDirectory(prefix="wlm-ab-") as scratch, ExitStack() as worktrees:
+        checkouts = [worktrees.enter_context(checkout(label, commit, Path(scratch))) for label, commit in (("a", args.a), ("b", args.b))]
+        runs: list[list[dict[str, object]]] = [[], []]
+        for pair in range(args.pairs):
+            for index in (0, 1) if pair % 2 == 0 else (1, 0):
+                run = checkouts[index].run(args.bench, arguments, args.own_script)
+                runs[index].append(run)
+                print(f"pair {pair + 1} {'ab'[index].upper()} {checkouts[index].commit}: {json.dumps(run)}", flush=True)
+    a, b = checkouts[0].commit, checkouts[1].commit
+    figures = compare(*runs)
     print(f"\n{'figure':<28} {a:>12} {b:>12}   {b} / {a} (least-greatest)")
     for name, figure in figures.items():
         spread = f"{figure['ratio_median']:.3f} ({figure['ratio_min']:.3f}-{figure['ratio_max']:.3f})" if "ratio_median" in figure else "-"
         print(f"{name:<28} {_shown(figure['a_median']):>12} {_shown(figure['b_median']):>12}   {spread}")
-    print(json.dumps({"bench": args.bench, "a": a, "b": b, "pairs": args.pairs, "arguments": arguments, "figures": figures}))
+    names = [sorted(run) for run in runs[0] + runs[1]]
+    checks = {
+        "every run gave the same figures": all(run == names[0] for run in names),
+        "figures compared": bool(figures),
+    }
+    summary = dict(zip(HEADLINE, (args.bench, a, b, args.pairs, arguments, figures), strict=True))
+    conclude(summary, checks, "--smoke" in arguments)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The whole work lifecycle over HTTP, against the real service, with RQ on the same Redis as the yardstick.
 
     .venv/bin/python bench/lifecycle.py [--seconds 10]
+    .venv/bin/python bench/lifecycle.py --smoke     # seconds: tiny sizes, the same phases and checks
 
 Phases (producers and servers are coroutines of this one process; the service runs in its own processes; all
 share this machine's cores):
@@ -18,8 +19,14 @@ again with the service on a 3-master Redis Cluster started here, and reports the
 `--redis-replica` runs them again on a Redis started here with a replica of it (`replica_*`): in strict mode each
 insert then waits until the replica has it (WAIT); the replica's CPU counts as Redis's. `--resource-groups` runs
 them again on a fresh service whose policy puts every service class in a resource group of its own, with a cap no
-phase reaches (`groups_*`): the cost of the groups' slots per lifecycle. The last line printed is one JSON object
-with the headline figures.
+phase reaches (`groups_*`): the cost of the groups' slots per lifecycle.
+
+Every run checks that each request the service accepted (in every phase, on every service) was ended, that each RQ
+job finished, and that every figure is above 0; a failed check makes the exit status 1. `--smoke` runs the default
+phases (single, batch, latency, rq) for half a second each, with 20 RQ jobs: the same code paths and checks. The
+cluster, replica and resource-group runs each start another service (many seconds more on a busy machine) and are
+left to their options, which a smoke run takes too (`--smoke --resource-groups`). The last line printed is one JSON
+object with the figures (those named in HEADLINE among them), the checks that failed and whether this was a smoke run.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import json
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import redis
@@ -41,7 +49,20 @@ from rq import Queue
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _http import HttpClient  # noqa: E402
 from _service import ADMIN_KEY, ROOT, RQ_SERIALIZER, CpuSeconds, Service, machine, rq_workers  # noqa: E402
+from _smoke import above_zero, conclude, parse_args  # noqa: E402
 
+HEADLINE = (
+    "lifecycles_per_s_single",
+    "lifecycles_per_s_batch",
+    "insert_to_select_p50_ms",
+    "insert_to_select_p99_ms",
+    "service_cpu_ms_single",
+    "redis_cpu_ms_single",
+    "rq_lifecycles_per_s",
+    "single_vs_rq",
+    "batch_vs_rq",
+)
+SMOKE = {"seconds": 0.5, "warm_up": 0.25, "rq_jobs": 20}
 POLICY = (
     (ROOT / "examples" / "policy.yaml")
     .read_text()
@@ -51,8 +72,19 @@ POLICY = (
 # Every class in a resource group of its own, capped where no phase comes (the mechanism's cost, not the cap's).
 GROUP_CAP = 1_000_000
 ONLINE = {"userid": "ATM01"}
-WARM_UP_SECONDS = 1.0
 QM = {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BENCH"}
+# The latency phase's last selects come within a long poll of the last insert; more means requests went missing.
+LATENCY_SETTLE_SECONDS = 30.0
+RQ_DEADLINE_SECONDS = 300.0
+
+
+@dataclass
+class Tally:
+    """Requests the service accepted (answered 201) and ended (listed in a select's `ended`, or answered by an end),
+    over every phase of a run: a run checks that each accepted request ended, so no rate counts a request lost."""
+
+    accepted: int = 0
+    ended: int = 0
 
 
 def grouped_policy() -> str:
@@ -63,7 +95,7 @@ def grouped_policy() -> str:
     return json.dumps(document)
 
 
-async def setup(url: str, policy: str) -> tuple[HttpClient, HttpClient]:
+async def setup(url: str, policy: str = POLICY) -> tuple[HttpClient, HttpClient]:
     admin = HttpClient(url, ADMIN_KEY)
     status, body = await admin.request("PUT", "/v1/policy", policy, content_type="application/yaml")
     assert status == 200, body
@@ -84,19 +116,41 @@ async def connect_server(server: HttpClient, tasks: int) -> str:
     return body["token"]
 
 
+async def select(server: HttpClient, body: dict[str, object]) -> tuple[int, list[str]]:
+    """One select: how many requests it ended, and the tokens of those it took."""
+    status, result = await server.post("/v1/work/select", body)
+    assert status in (200, 204), result
+    if status == 204:
+        return 0, []
+    return len(result["ended"]), [item["token"] for item in result["items"]]
+
+
+async def let_go(server: HttpClient, token: str, held: list[str]) -> int:
+    """End what a stopping server holds: in a select (which takes at most one more, begun) and that one on its own;
+    how many ended."""
+    ended, held = await select(server, {"connect_token": token, "max_items": 1, "begin": True, "end": [{"token": t} for t in held]})
+    for request in held:
+        status, body = await server.post(f"/v1/work/{request}/end", {"connect_token": token})
+        assert status == 200, body
+        ended += 1
+    return ended
+
+
 async def run_phase(
     qm: HttpClient,
     server: HttpClient,
     qm_token: str,
+    tally: Tally,
     *,
     producers: int,
     servers: int,
     batch: int,
     seconds: float,
+    warm_up: float,
     service: Service | None = None,
 ) -> tuple[float, CpuSeconds | None]:
-    """Lifecycles ended per second while producers and servers run flat out for `seconds`, and the CPU the
-    `service` used per lifecycle meanwhile (ms)."""
+    """Lifecycles ended per second while producers and servers run flat out for `seconds` (after `warm_up`), and
+    the CPU the `service` used per lifecycle meanwhile (ms)."""
     stop = asyncio.Event()
     ended = inserted = 0
     # Producers stay this far ahead of the servers: a steady state, not a backlog growing for the run.
@@ -125,24 +179,17 @@ async def run_phase(
     async def serve(token: str) -> None:
         nonlocal ended
         held: list[str] = []
-        while not stop.is_set() or held:
-            body = {"connect_token": token, "wait_seconds": 0.5, "max_items": batch, "begin": True, "end": [{"token": t} for t in held]}
-            if stop.is_set():
-                body["max_items"], body["wait_seconds"] = 1, 0
-            status, result = await server.post("/v1/work/select", body)
-            assert status in (200, 204), result
-            if result:
-                ended += len(result["ended"])
-                held = [item["token"] for item in result["items"]]
-            else:
-                held = []
-            if stop.is_set() and held:
-                await server.post("/v1/work/select", {"connect_token": token, "max_items": 1, "end": [{"token": t} for t in held]})
-                ended += len(held)
-                held = []
+        while not stop.is_set():
+            done, held = await select(
+                server,
+                {"connect_token": token, "wait_seconds": 0.5, "max_items": batch, "begin": True, "end": [{"token": t} for t in held]},
+            )
+            ended += done
+        last = await let_go(server, token, held)
+        ended += last  # not `+= await`: that reads `ended` before the await, losing what others add meanwhile
 
     tasks = [asyncio.create_task(produce()) for _ in range(producers)] + [asyncio.create_task(serve(t)) for t in tokens]
-    await asyncio.sleep(WARM_UP_SECONDS)
+    await asyncio.sleep(warm_up)
     start_count, started = ended, time.perf_counter()
     cpu_before = service.cpu_seconds() if service else None
     await asyncio.sleep(seconds)
@@ -151,74 +198,92 @@ async def run_phase(
     cpu_ms = (service.cpu_seconds() - cpu_before).per(lifecycles) if service and cpu_before else None
     stop.set()
     await asyncio.gather(*tasks)
-    await drain(server, batch)
+    tally.accepted += inserted
+    drained = await drain(server, batch)
+    tally.ended += ended + drained
     for token in tokens:
         await server.request("DELETE", f"/v1/connections/{token}")
     return rate, cpu_ms
 
 
-async def drain(server: HttpClient, batch: int) -> None:
-    """End whatever a phase left queued, so the next phase starts from an empty queue."""
+async def drain(server: HttpClient, batch: int) -> int:
+    """End whatever a phase left queued, so the next phase starts from an empty queue; how many ended."""
     token = await connect_server(server, batch)
-    held: list[str] = []
+    ended, held = 0, list[str]()
     while True:
-        status, result = await server.post(
-            "/v1/work/select", {"connect_token": token, "max_items": batch, "begin": True, "end": [{"token": t} for t in held]}
-        )
-        assert status in (200, 204), result
-        if status == 204:
+        done, taken = await select(server, {"connect_token": token, "max_items": batch, "begin": True, "end": [{"token": t} for t in held]})
+        ended += done
+        if not (done or taken):
             break
-        held = [item["token"] for item in result["items"]]
+        held = taken
     await server.request("DELETE", f"/v1/connections/{token}")
+    return ended
 
 
 async def latency_phase(
-    qm: HttpClient, server: HttpClient, qm_token: str, rate: float, seconds: float, service: Service
+    qm: HttpClient, server: HttpClient, qm_token: str, tally: Tally, rate: float, seconds: float, warm_up: float, service: Service
 ) -> tuple[list[float], CpuSeconds]:
     """Insert -> select latencies (ms) of an open-loop producer at `rate` per second, and the CPU the `service` used
     per request (ms) from the first insert to the last select."""
     samples: list[float] = []
+    selected = inserted = ended = 0
     stop = asyncio.Event()
     tokens = [await connect_server(server, 1) for _ in range(8)]
 
     async def serve(token: str) -> None:
+        nonlocal selected, ended
         held: list[str] = []
         while not stop.is_set():
             status, result = await server.post(
                 "/v1/work/select", {"connect_token": token, "wait_seconds": 1, "begin": True, "end": [{"token": t} for t in held]}
             )
+            assert status in (200, 204), result
             held = []
             if status == 200:
                 now = time.time()
-                # Requests of the warm-up and left over from earlier phases carry no timestamp: taken, not measured.
+                ended += len(result["ended"])
+                selected += len(result["items"])
+                # Requests of the warm-up carry no timestamp: taken, not measured.
                 samples.extend((now - item["payload"]["t"]) * 1000 for item in result["items"] if "t" in item["payload"])
                 held = [item["token"] for item in result["items"]]
+        last = await let_go(server, token, held)
+        ended += last
 
     async def insert(measured: bool) -> None:
+        nonlocal inserted
         payload = {"t": time.time()} if measured else {"warm-up": True}
-        await qm.post(
+        status, body = await qm.post(
             "/v1/work", {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": payload}
         )
+        assert status == 201, body
+        inserted += 1
 
     servers = [asyncio.create_task(serve(t)) for t in tokens]
     inserts = []
     cpu_before = service.cpu_seconds()
-    # The first second warms up (new servers' first calls, connections opened): steady state is what is measured.
+    # The warm-up (new servers' first calls, connections opened) is not measured: steady state is.
     interval, next_at = 1 / rate, time.perf_counter()
-    measured_from, deadline = next_at + WARM_UP_SECONDS, next_at + WARM_UP_SECONDS + seconds
+    measured_from, deadline = next_at + warm_up, next_at + warm_up + seconds
     while next_at < deadline:
         inserts.append(asyncio.create_task(insert(next_at >= measured_from)))
         next_at += interval
         await asyncio.sleep(max(0, next_at - time.perf_counter()))
     await asyncio.gather(*inserts)
-    await asyncio.sleep(1.5)
+    settle_by = time.monotonic() + LATENCY_SETTLE_SECONDS
+    while selected < inserted and time.monotonic() < settle_by:
+        await asyncio.sleep(0.01)
     stop.set()
     await asyncio.gather(*servers)
+    tally.accepted += inserted
+    tally.ended += ended
+    for token in tokens:
+        await server.request("DELETE", f"/v1/connections/{token}")
     return samples, (service.cpu_seconds() - cpu_before).per(len(inserts))
 
 
-def rq_phase(redis_url: str, jobs: int, workers: int) -> float:
-    """RQ lifecycles per second: `jobs` enqueued while `workers` SimpleWorker processes run them."""
+def rq_phase(redis_url: str, jobs: int, workers: int) -> tuple[float, int]:
+    """RQ lifecycles per second: `jobs` enqueued while `workers` SimpleWorker processes run them; and how many
+    finished (all, unless one failed or the deadline passed)."""
     connection = redis.Redis.from_url(redis_url)
     queue = Queue("bench", connection=connection, serializer=RQ_SERIALIZER)
     queue.empty()
@@ -226,9 +291,12 @@ def rq_phase(redis_url: str, jobs: int, workers: int) -> float:
         started = time.perf_counter()
         for n in range(jobs):
             queue.enqueue("builtins.len", [n])
-        while queue.finished_job_registry.count < jobs:
+        deadline = time.monotonic() + RQ_DEADLINE_SECONDS
+        while (finished := queue.finished_job_registry.count) < jobs and not queue.failed_job_registry.count:
+            if time.monotonic() > deadline:
+                break
             time.sleep(0.01)
-        return jobs / (time.perf_counter() - started)
+        return finished / (time.perf_counter() - started), finished
 
 
 def percentile(samples: list[float], p: float) -> float:
@@ -236,21 +304,26 @@ def percentile(samples: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
-async def main_async(service: Service, seconds: float, latency_rate: float | None, policy: str = POLICY) -> dict[str, float]:
+async def main_async(service: Service, args: argparse.Namespace, tally: Tally, policy: str = POLICY) -> dict[str, float]:
     qm, server = await setup(service.url, policy)
     status, body = await qm.post("/v1/connections", QM)
     assert status == 201, body
     qm_token = body["token"]
     # The load generator's own collector pauses would show up as the service's latency.
     gc.freeze()
-    single, single_cpu = await run_phase(qm, server, qm_token, producers=8, servers=16, batch=1, seconds=seconds, service=service)
+    single, single_cpu = await run_phase(
+        qm, server, qm_token, tally, producers=8, servers=16, batch=1, seconds=args.seconds, warm_up=args.warm_up, service=service
+    )
     assert single_cpu is not None
     print(f"single: {single:,.0f} lifecycles/s; CPU per lifecycle {single_cpu}", flush=True)
-    batch, batch_cpu = await run_phase(qm, server, qm_token, producers=2, servers=4, batch=250, seconds=seconds, service=service)
+    batch, batch_cpu = await run_phase(
+        qm, server, qm_token, tally, producers=2, servers=4, batch=250, seconds=args.seconds, warm_up=args.warm_up, service=service
+    )
     assert batch_cpu is not None
     print(f"batch:  {batch:,.0f} lifecycles/s; CPU per lifecycle {batch_cpu}", flush=True)
-    rate = latency_rate or single / 2
-    samples, latency_cpu = await latency_phase(qm, server, qm_token, rate, seconds, service)
+    rate = args.latency_rate or single / 2
+    samples, latency_cpu = await latency_phase(qm, server, qm_token, tally, rate, args.seconds, args.warm_up, service)
+    assert samples, "the latency phase measured no request"
     p50, p99 = percentile(samples, 50), percentile(samples, 99)
     print(
         f"latency at {rate:,.0f}/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms over {len(samples)} requests; CPU per request {latency_cpu}",
@@ -273,9 +346,19 @@ async def main_async(service: Service, seconds: float, latency_rate: float | Non
     }
 
 
+def phases(service: Service, args: argparse.Namespace, tally: Tally, policy: str = POLICY) -> dict[str, float]:
+    """The single, batch and latency phases on `service`, which is stopped after them."""
+    try:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:  # the event loop the service runs on too
+            return runner.run(main_async(service, args, tally, policy))
+    finally:
+        service.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--seconds", type=float, default=10.0, help="each phase's measured time")
+    parser.add_argument("--warm-up", type=float, default=1.0, help="each phase's load before it is measured (s)")
     parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes of the service")
     parser.add_argument("--rq-jobs", type=int, default=10_000)
     parser.add_argument("--latency-rate", type=float, help="the latency phase's inserts per second (default: half the single rate)")
@@ -285,30 +368,31 @@ def main() -> None:
     )
     parser.add_argument("--redis-replica", action="store_true", help="run the phases again on a Redis with a replica, started here")
     parser.add_argument("--resource-groups", action="store_true", help="run the phases again with every class in a resource group")
-    args = parser.parse_args()
+    args = parse_args(parser, SMOKE)
     print(f"machine: {machine()}; service ({args.workers} workers), Redis and load generator share it", flush=True)
     durability = {"durability": args.durability} if args.durability else {}
+    tally = Tally()
     service = Service(workers=args.workers, **durability)
     try:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:  # the event loop the service runs on too
-            figures = runner.run(main_async(service, args.seconds, args.latency_rate))
-        rq_rate = rq_phase(service.redis_url, args.rq_jobs, workers=2)
+            figures = runner.run(main_async(service, args, tally))
+        rq_rate, rq_finished = rq_phase(service.redis_url, args.rq_jobs, workers=2)
         print(f"rq:     {rq_rate:,.0f} lifecycles/s (2 SimpleWorkers)", flush=True)
     finally:
         service.stop()
     figures |= {
-        "durability": args.durability or "default",
         "rq_lifecycles_per_s": round(rq_rate),
         "single_vs_rq": round(figures["lifecycles_per_s_single"] / rq_rate, 2),
         "batch_vs_rq": round(figures["lifecycles_per_s_batch"] / rq_rate, 2),
     }
     if args.redis_cluster:
-        on_cluster = cluster_phases(args.redis_cluster, args, durability)
+        on_cluster = cluster_phases(args.redis_cluster, args, durability, tally)
         figures |= {f"cluster_{name}": value for name, value in on_cluster.items()}
         figures["cluster_vs_one_single"] = round(on_cluster["lifecycles_per_s_single"] / figures["lifecycles_per_s_single"], 3)
         figures["cluster_vs_one_batch"] = round(on_cluster["lifecycles_per_s_batch"] / figures["lifecycles_per_s_batch"], 3)
     if args.resource_groups:
-        grouped = grouped_phases(args, durability)
+        print("with every class in a resource group:", flush=True)
+        grouped = phases(Service(workers=args.workers, **durability), args, tally, grouped_policy())
         figures |= {f"groups_{name}": value for name, value in grouped.items()}
         for phase in ("single", "batch"):
             figures[f"groups_vs_none_{phase}"] = round(grouped[f"lifecycles_per_s_{phase}"] / figures[f"lifecycles_per_s_{phase}"], 3)
@@ -316,25 +400,19 @@ def main() -> None:
                 grouped[f"service_cpu_ms_{phase}"] / figures[f"service_cpu_ms_{phase}"], 3
             )
     if args.redis_replica:
-        replicated = replica_phases(args, durability)
+        replicated = replica_phases(args, durability, tally)
         figures |= {f"replica_{name}": value for name, value in replicated.items()}
         figures["replica_vs_one_single"] = round(replicated["lifecycles_per_s_single"] / figures["lifecycles_per_s_single"], 3)
         figures["replica_vs_one_batch"] = round(replicated["lifecycles_per_s_batch"] / figures["lifecycles_per_s_batch"], 3)
-    print(json.dumps(figures))
+    checks = {
+        f"every accepted request ended ({tally.ended} of {tally.accepted})": tally.ended == tally.accepted,
+        f"every RQ job finished ({rq_finished} of {args.rq_jobs})": rq_finished == args.rq_jobs,
+        **above_zero(figures, [*HEADLINE, *(name for name, value in figures.items() if isinstance(value, int | float))]),
+    }
+    conclude({**figures, "durability": args.durability or "default"}, checks, args.smoke)
 
 
-def grouped_phases(args: argparse.Namespace, durability: dict[str, str]) -> dict[str, float]:
-    """The same phases on a fresh service whose every class is in a resource group (`grouped_policy`)."""
-    print("with every class in a resource group:", flush=True)
-    service = Service(workers=args.workers, **durability)
-    try:
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            return runner.run(main_async(service, args.seconds, args.latency_rate, grouped_policy()))
-    finally:
-        service.stop()
-
-
-def replica_phases(args: argparse.Namespace, durability: dict[str, str]) -> dict[str, float]:
+def replica_phases(args: argparse.Namespace, durability: dict[str, str], tally: Tally) -> dict[str, float]:
     """The same phases with the service on a Redis (fsyncing as the service's own would in the same mode) that has a
     replica, attached before the service starts."""
     sys.path.insert(0, str(ROOT))
@@ -349,17 +427,12 @@ def replica_phases(args: argparse.Namespace, durability: dict[str, str]) -> dict
             with replica_of(Path(scratch) / "replica", url) as replica:
                 assert master.process is not None
                 pids = (master.process.pid, replica.process.pid)
-                service = Service(workers=args.workers, redis_url=url, redis_processes=pids, **durability)
-                try:
-                    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-                        return runner.run(main_async(service, args.seconds, args.latency_rate))
-                finally:
-                    service.stop()
+                return phases(Service(workers=args.workers, redis_url=url, redis_processes=pids, **durability), args, tally)
         finally:
             master.stop()
 
 
-def cluster_phases(masters: int, args: argparse.Namespace, durability: dict[str, str]) -> dict[str, float]:
+def cluster_phases(masters: int, args: argparse.Namespace, durability: dict[str, str], tally: Tally) -> dict[str, float]:
     """The same phases with the service on a Redis Cluster of `masters` (its nodes fsync as the service's Redis would
     in the same mode; their CPU counts as Redis's). One environment's queues live on one master, so on this machine
     the figure is the cost per lifecycle of the cluster client, not the cluster's capacity."""
@@ -373,12 +446,7 @@ def cluster_phases(masters: int, args: argparse.Namespace, durability: dict[str,
         redis_cluster(Path(scratch), masters, appendfsync=appendfsync) as cluster,
     ):
         pids = tuple(process.pid for process in cluster.processes.values())
-        service = Service(workers=args.workers, redis_url=cluster.masters[0], redis_processes=pids, **durability)
-        try:
-            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-                return runner.run(main_async(service, args.seconds, args.latency_rate))
-        finally:
-            service.stop()
+        return phases(Service(workers=args.workers, redis_url=cluster.masters[0], redis_processes=pids, **durability), args, tally)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 of bench/lifecycle.py, and Redis counts the commands it ran per lifecycle.
 
     .venv/bin/python bench/profile_lifecycle.py [--seconds 15] [--durability strict|fast]
+    .venv/bin/python bench/profile_lifecycle.py --smoke     # seconds: 1 s under py-spy, 50 lifecycles counted
 
 The service (`wlm serve`, 2 uvicorn workers), its Redis, py-spy and the load generator share this machine's cores,
 so py-spy's own sampling takes some of the rate; the shares are what to read, not the rate. Printed: the share of
@@ -12,6 +13,10 @@ lifecycle (`INFO commandstats` over lifecycles run one after another, less the b
 called, and the commands they ran), then, as the
 last line, one JSON object of the same. The raw stacks (`py-spy record --format raw`, one line per stack with its
 sample count) are kept for a flame graph: `py-spy` can draw one from them, or https://github.com/brendangregg/FlameGraph.
+
+Every run checks that each request the service accepted was ended, that py-spy took samples, and that the rates,
+CPU figures and commands per lifecycle are above 0; a failed check makes the exit status 1 (the last line lists it).
+`--smoke` is the same run with each phase a second or less, and 50 lifecycles counted.
 """
 
 from __future__ import annotations
@@ -19,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import json
 import re
 import shutil
 import sys
@@ -34,9 +38,20 @@ from redis.asyncio import Redis
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _http import HttpClient  # noqa: E402
 from _service import Service, machine  # noqa: E402
-from lifecycle import ONLINE, QM, connect_server, run_phase, setup  # noqa: E402
+from _smoke import above_zero, conclude, parse_args  # noqa: E402
+from lifecycle import ONLINE, QM, Tally, connect_server, let_go, run_phase, select, setup  # noqa: E402
 
-WARM_UP_SECONDS = 3.0
+HEADLINE = (
+    "lifecycles_per_s_single_under_py_spy",
+    "cpu_ms_per_lifecycle",
+    "redis_commands_per_lifecycle",
+    "samples",
+    "by_part_pct",
+    "top_self_pct",
+)
+SMOKE = {"seconds": 1.0, "warm_up": 0.25, "lifecycles": 50}
+# The run starts with a phase of this many times --warm-up, unmeasured: the service's caches and connections warm.
+FIRST_WARM_UP = 3
 # Each sample is charged to the innermost frame on its stack that belongs to one of these (asyncio's and the standard
 # library's frames pass it on to their caller); a sample whose innermost frame is the event loop's `run` is in the
 # loop's native code (uvloop: polling, socket I/O, callbacks). The first pattern that matches a frame wins.
@@ -92,7 +107,9 @@ def _calls(stats: dict[str, dict[str, float]]) -> Counter[str]:
     return Counter({name.removeprefix("cmdstat_"): int(value["calls"]) for name, value in stats.items() if name.startswith("cmdstat_")})
 
 
-async def commands_per_lifecycle(service: Service, qm: HttpClient, server: HttpClient, qm_token: str, lifecycles: int) -> dict[str, float]:
+async def commands_per_lifecycle(
+    service: Service, qm: HttpClient, server: HttpClient, qm_token: str, tally: Tally, lifecycles: int
+) -> dict[str, float]:
     """Redis's commands per lifecycle, over `lifecycles` run one after another by one producer and one server (insert;
     select that begins it and ends the one before), less what the background duties ran in as long idle."""
     token = await connect_server(server, 1)
@@ -105,32 +122,36 @@ async def commands_per_lifecycle(service: Service, qm: HttpClient, server: HttpC
             "/v1/work", {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": {"n": 1}}
         )
         assert status == 201, body
-        status, body = await server.post(
-            "/v1/work/select", {"connect_token": token, "max_items": 1, "begin": True, "end": [{"token": t} for t in held]}
-        )
-        assert status == 200 and len(body["items"]) == 1, body
-        held = [item["token"] for item in body["items"]]
+        tally.accepted += 1
+        ended, held = await select(server, {"connect_token": token, "max_items": 1, "begin": True, "end": [{"token": t} for t in held]})
+        assert len(held) == 1, held
+        tally.ended += ended
     loaded = _calls(await counters.info("commandstats"))
     elapsed = time.monotonic() - started
     await counters.config_resetstat()
     await asyncio.sleep(elapsed)
     idle = _calls(await counters.info("commandstats"))
     await counters.aclose()
-    await server.post("/v1/work/select", {"connect_token": token, "max_items": 1, "end": [{"token": t} for t in held]})
+    last = await let_go(server, token, held)
+    tally.ended += last
     await server.request("DELETE", f"/v1/connections/{token}")
     per = {name: (loaded[name] - idle[name]) / lifecycles for name in loaded if name not in ("config", "info")}
     shown = {name: round(count, 2) for name, count in sorted(per.items(), key=lambda item: -item[1]) if count >= 0.01}
     return {"all": round(sum(per.values()), 2), **shown}
 
 
-async def cpu_per_lifecycle(service: Service, qm: HttpClient, server: HttpClient, qm_token: str, seconds: float) -> dict[str, float]:
+async def cpu_per_lifecycle(
+    service: Service, qm: HttpClient, server: HttpClient, qm_token: str, tally: Tally, seconds: float, warm_up: float
+) -> dict[str, float]:
     """CPU milliseconds per lifecycle of the service (its processes but Redis), Redis and this load generator, over
     a single-request phase without py-spy."""
     generator_before, started = time.process_time(), time.monotonic()
-    rate, cpu_ms = await run_phase(qm, server, qm_token, producers=8, servers=16, batch=1, seconds=seconds, service=service)
+    rate, cpu_ms = await run_phase(
+        qm, server, qm_token, tally, producers=8, servers=16, batch=1, seconds=seconds, warm_up=warm_up, service=service
+    )
     generator = time.process_time() - generator_before
     assert cpu_ms is not None
-    lifecycles = rate * seconds  # the generator's CPU includes run_phase's warm-up second and drain: a few percent high
+    lifecycles = rate * seconds  # the generator's CPU includes run_phase's warm-up and drain: a few percent high
     wall = time.monotonic() - started
     return {
         "lifecycles_per_s": round(rate),
@@ -142,16 +163,17 @@ async def cpu_per_lifecycle(service: Service, qm: HttpClient, server: HttpClient
 
 
 async def load(
-    service: Service, seconds: float, profile: Path, py_spy: str, lifecycles: int
+    service: Service, args: argparse.Namespace, profile: Path, py_spy: str, tally: Tally
 ) -> tuple[float, dict[str, float], dict[str, float]]:
+    seconds, warm_up = args.seconds, args.warm_up
     qm, server = await setup(service.url)
     status, body = await qm.post("/v1/connections", QM)
     assert status == 201, body
     qm_token = body["token"]
     gc.freeze()
-    await run_phase(qm, server, qm_token, producers=8, servers=16, batch=1, seconds=WARM_UP_SECONDS)
-    cpu = await cpu_per_lifecycle(service, qm, server, qm_token, seconds)
-    # py-spy samples the whole phase: its own second of warm-up, the measured seconds and the drain.
+    await run_phase(qm, server, qm_token, tally, producers=8, servers=16, batch=1, seconds=FIRST_WARM_UP * warm_up, warm_up=warm_up)
+    cpu = await cpu_per_lifecycle(service, qm, server, qm_token, tally, seconds, warm_up)
+    # py-spy samples the whole phase: its own warm-up, the measured seconds and the drain.
     recorder = await asyncio.create_subprocess_exec(
         py_spy,
         "record",
@@ -166,15 +188,15 @@ async def load(
         "--output",
         str(profile),
         "--duration",
-        str(int(seconds)),
+        str(max(1, round(seconds))),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )
-    rate, _ = await run_phase(qm, server, qm_token, producers=8, servers=16, batch=1, seconds=seconds - 1)
+    rate, _ = await run_phase(qm, server, qm_token, tally, producers=8, servers=16, batch=1, seconds=seconds - warm_up, warm_up=warm_up)
     _, errors = await recorder.communicate()
     if recorder.returncode != 0 or not profile.exists():
         raise RuntimeError(f"py-spy failed ({recorder.returncode}): {errors.decode(errors='replace')[-2000:]}")
-    commands = await commands_per_lifecycle(service, qm, server, qm_token, lifecycles)
+    commands = await commands_per_lifecycle(service, qm, server, qm_token, tally, args.lifecycles)
     await qm.close()
     await server.close()
     return rate, commands, cpu
@@ -182,20 +204,24 @@ async def load(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--seconds", type=float, default=15.0, help="each measured phase (the one under py-spy: whole seconds)")
+    parser.add_argument("--warm-up", type=float, default=1.0, help="each phase's unmeasured start (s)")
     parser.add_argument("--durability", choices=("strict", "fast"), help="WLM_DURABILITY (default: the service's)")
     parser.add_argument("--lifecycles", type=int, default=2000, help="lifecycles, one after another, whose Redis commands are counted")
     parser.add_argument("--output", type=Path, help="where to keep the raw stacks (default: a new scratch directory)")
-    args = parser.parse_args()
+    args = parse_args(parser, SMOKE)
+    if args.seconds <= args.warm_up:
+        parser.error("--seconds must be more than --warm-up: py-spy's phase holds both")
     py_spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
     if py_spy is None:
         sys.exit("py-spy is not installed: it is a dev dependency (make install)")
     profile = args.output or Path(tempfile.mkdtemp(prefix="wlm-profile-")) / "single.raw"
     print(f"machine: {machine()}; service (2 workers), Redis, py-spy and load generator share it", flush=True)
     service = Service(workers=2, **({"durability": args.durability} if args.durability else {}))
+    tally = Tally()
     try:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            rate, commands, cpu = runner.run(load(service, args.seconds, profile, py_spy, args.lifecycles))
+            rate, commands, cpu = runner.run(load(service, args, profile, py_spy, tally))
     finally:
         service.stop()
     figures = {
@@ -213,7 +239,14 @@ def main() -> None:
             print(f"  {pct:5.1f}%  {name}")
     print(f"CPU per lifecycle (ms; without py-spy): {cpu}")
     print(f"Redis commands per lifecycle: {commands}")
-    print(json.dumps(figures))
+    checks = {
+        f"every accepted request ended ({tally.ended} of {tally.accepted})": tally.ended == tally.accepted,
+        "py-spy took samples": bool(figures["by_part_pct"]),
+        **above_zero(figures, ["lifecycles_per_s_single_under_py_spy"]),
+        **above_zero(cpu, cpu),
+        **above_zero(commands, ["all"]),
+    }
+    conclude(figures, checks, args.smoke)
 
 
 if __name__ == "__main__":

@@ -1,18 +1,24 @@
 """The slow queue sweeper under a large backlog: Redis memory with and without it, and the order on the way out.
 
     .venv/bin/python bench/sweeper.py [--requests 1000000] [--payload-bytes 1024] [--rate 3000] [--interval 5]
+    .venv/bin/python bench/sweeper.py --smoke     # seconds: 3,000 requests, a pass every 0.5 s
 
 Starts the service (`wlm serve`, its embedded Redis, SQLite) twice. Each time one queue manager inserts
 `--requests` requests of about `--payload-bytes` each at `--rate` a second (batches of 500, one after another, so
 the insertion order is the payloads' numbers) while one slow server takes one request every 100 ms; a sampler reads Redis `used_memory`
 every 250 ms. The first run has the sweeper on (every `--interval` s, the product's default 5 s): the most Redis
 holds should stay near what arrives in one interval plus the buffer, not grow with the backlog (the peak is taken
-while the backlog builds up; draining, the buffer is the high service rate + 5, reported apart). Then one fast server
-drains the queue (select up to 1000 and end the previous 1000 in the same call): every request must come out once,
-in insertion order. The second run has the sweeper off and is stopped once the backlog is in: its memory grows with
-the backlog. As the yardstick, raw Redis: the same payloads RPUSHed to one list of a fresh redis-server.
+while the backlog builds up; draining, the buffer is the high service rate + 5, reported apart). Once two passes
+have begun after the last insert (the first has then swept what came last), one fast server drains the queue
+(select up to 1000 and end the previous 1000 in the same call): every request must come out once, in insertion
+order. The second run has the sweeper off and is stopped once the backlog is in: its memory grows with the backlog.
+As the yardstick, raw Redis: the same payloads RPUSHed to one list of a fresh redis-server.
 
-Service, load generator and Redis share this machine's cores. The last line is one JSON object of the figures.
+Every run checks that each request came out once, in order, and was ended, that the sweeper moved requests to the
+database, and that the figures are above 0; a failed check makes the exit status 1. `--smoke` is the same run with
+3,000 requests and a sweeper pass every 0.5 s. Service, load generator and Redis share this machine's cores. The last
+line is one JSON object of the figures (those named in HEADLINE among them), the checks that failed and whether this
+was a smoke run.
 """
 
 from __future__ import annotations
@@ -33,9 +39,25 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.embedded_redis import EmbeddedRedis  # noqa: E402
+from app.queues.keys import AeKeys  # noqa: E402
 from bench._http import HttpClient  # noqa: E402
 from bench._service import ADMIN_KEY, ROOT, Service, machine  # noqa: E402
+from bench._smoke import above_zero, conclude, parse_args  # noqa: E402
 
+HEADLINE = (
+    "redis_mb_swept",
+    "redis_mb_unswept",
+    "unswept_over_swept",
+    "raw_redis_list_mb",
+    "order_preserved",
+    "exactly_once",
+    "inserts_per_s_swept",
+    "drained_per_s",
+    "swept_at_end_of_fill",
+)
+SMOKE = {"requests": 3000, "interval": 0.5}
+# The environment's keys in the service's Redis: the default prefix, the example policy's node.
+PAYROLL = AeKeys("wlm", "LOCAL", "PAYROLL")
 BATCH = 500
 SLOW_SELECT_SECONDS = 0.1
 QM = {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BENCH"}
@@ -98,29 +120,35 @@ async def connect_server(client: HttpClient, tasks: int) -> str:
     return str(body["token"])
 
 
-async def fill(url: str, qm_key: str, server_key: str, qm_token: str, args: argparse.Namespace) -> tuple[float, list[int]]:
+async def fill(url: str, qm_key: str, server_key: str, qm_token: str, args: argparse.Namespace) -> tuple[float, list[int], int]:
     """Insert `--requests` in order at `--rate` a second while a slow server takes one every 100 ms; (insert
-    seconds, numbers it took)."""
+    seconds, numbers it took, how many of them it ended)."""
     requests, size = args.requests, args.payload_bytes
     qm, server = HttpClient(url, qm_key), HttpClient(url, server_key)
     token = await connect_server(server, 1)
     taken: list[int] = []
+    ended = 0
     done = asyncio.Event()
 
     async def slow_server() -> None:
+        nonlocal ended
         held: list[str] = []
         while not done.is_set():
             status, body = await server.post(
                 "/v1/work/select", {"connect_token": token, "max_items": 1, "end": [{"token": t} for t in held]}
             )
+            assert status in (200, 204), body
             held = []
             if status == 200:
+                ended += len(body["ended"])
                 for item in body["items"]:
                     taken.append(item["payload"]["n"])
                     held.append(item["token"])
             await asyncio.sleep(SLOW_SELECT_SECONDS)
-        if held:
-            await server.post(f"/v1/work/{held[0]}/end", {"connect_token": token})
+        for request in held:
+            status, body = await server.post(f"/v1/work/{request}/end", {"connect_token": token})
+            assert status == 200, body
+            ended += 1
 
     slow = asyncio.create_task(slow_server())
     started = time.monotonic()
@@ -134,15 +162,30 @@ async def fill(url: str, qm_key: str, server_key: str, qm_token: str, args: argp
     await slow
     await qm.close()
     await server.close()
-    return seconds, taken
+    return seconds, taken, ended
 
 
-async def drain(url: str, server_key: str) -> tuple[float, list[int]]:
-    """One fast server takes everything: (seconds, numbers in the order they came)."""
+def await_passes(redis_url: str, passes: int, timeout: float) -> None:
+    """Until `passes` passes of the sweeper have begun from now on: each begins by taking the service rates, which
+    sets the served hash's `since` to Redis's time (so a pass that began is the end of the one before)."""
+    with redis.Redis.from_url(redis_url) as client:
+        now_s, now_us = client.time()
+        last, deadline = now_s * 1000 + now_us // 1000, time.monotonic() + timeout
+        for _ in range(passes):
+            while (began := int(client.hget(PAYROLL.served, "since") or 0)) <= last:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{passes} sweeper passes did not begin within {timeout:g} s")
+                time.sleep(0.05)
+            last = began
+
+
+async def drain(url: str, server_key: str) -> tuple[float, list[int], int]:
+    """One fast server takes everything: (seconds, numbers in the order they came, how many it ended)."""
     client = HttpClient(url, server_key)
     token = await connect_server(client, 1000)
     order: list[int] = []
     held: list[str] = []
+    ended = 0
     started = time.monotonic()
     while True:
         status, body = await client.post(
@@ -152,6 +195,7 @@ async def drain(url: str, server_key: str) -> tuple[float, list[int]]:
         if status == 204:
             break
         assert status == 200, body
+        ended += len(body["ended"])
         for item in body["items"]:
             order.append(item["payload"]["n"])
             held.append(item["token"])
@@ -159,7 +203,7 @@ async def drain(url: str, server_key: str) -> tuple[float, list[int]]:
             break
     seconds = time.monotonic() - started
     await client.close()
-    return seconds, order
+    return seconds, order, ended
 
 
 def raw_redis_mb(requests: int, size: int) -> float:
@@ -208,9 +252,9 @@ def run(with_sweeper: bool, args: argparse.Namespace) -> dict[str, object]:
         qm_key, server_key, qm_token = asyncio.run(setup(service.url, args.requests + 1))
         base = int(redis.Redis.from_url(service.redis_url).info("memory")["used_memory"])
         sampler = MemorySampler(service.redis_url)
-        insert_s, taken = asyncio.run(fill(service.url, qm_key, server_key, qm_token, args))
+        insert_s, taken, ended = asyncio.run(fill(service.url, qm_key, server_key, qm_token, args))
         if with_sweeper:
-            time.sleep(2 * args.interval)  # the passes after the last insert
+            await_passes(service.redis_url, 2, timeout=10 * args.interval + 60)
         figures: dict[str, object] = {"insert_s": round(insert_s, 1), "inserts_per_s": round(args.requests / insert_s)}
         figures["backlog"] = args.requests - len(taken)
         figures["redis_mb_base"] = round(base / 1e6, 1)
@@ -219,7 +263,8 @@ def run(with_sweeper: bool, args: argparse.Namespace) -> dict[str, object]:
         sampler.peak = 0
         if with_sweeper:
             figures |= swept_figures(service.redis_url)
-            drain_s, order = asyncio.run(drain(service.url, server_key))
+            drain_s, order, drained = asyncio.run(drain(service.url, server_key))
+            figures["ended"] = ended + drained
             figures["sweeps_aborted"] = metric(service.url, "wlm_sweeper_aborted_total")
             figures["drain_s"] = round(drain_s, 1)
             figures["drained_per_s"] = round(len(order) / drain_s) if drain_s else 0
@@ -242,7 +287,7 @@ def main() -> None:
     parser.add_argument("--payload-bytes", type=int, default=1024)
     parser.add_argument("--rate", type=float, default=3000, help="requests inserted a second (batches of 500)")
     parser.add_argument("--interval", type=float, default=5.0, help="the sweeper's interval (s)")
-    args = parser.parse_args()
+    args = parse_args(parser, SMOKE)
     print(f"# {machine()}; service, load generator and Redis share these cores", flush=True)
     swept = run(True, args)
     print("# with the sweeper:", json.dumps(swept), flush=True)
@@ -269,7 +314,13 @@ def main() -> None:
         "redis_mb_tombstones_after_drain": swept["redis_mb_tombstones_after_drain"],
         "swept_at_end_of_fill": swept["swept_at_end_of_fill"],
     }
-    print(json.dumps(summary))
+    checks = {
+        "every request came out once": swept["exactly_once"] is True,
+        "in insertion order": swept["order_preserved"] is True,
+        f"every request ended ({swept['ended']} of {args.requests})": swept["ended"] == args.requests,
+        **above_zero(summary, [name for name in HEADLINE if not isinstance(summary[name], bool)]),
+    }
+    conclude(summary, checks, args.smoke)
 
 
 if __name__ == "__main__":
