@@ -22,7 +22,7 @@ Position = Literal["front", "back"]
 class DeadLetter:
     id: str
     died_ms: int  # Redis's clock
-    reason: str  # 'max_deliveries' or 'failed'
+    reason: Literal["max_deliveries", "failed"]
     meta: dict[str, Any]  # the request's metadata at its end: class, deliveries, last server, error, times...
     payload: str  # JSON text, as inserted
 
