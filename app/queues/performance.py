@@ -27,7 +27,7 @@ class ManagerResults(StoreBase):
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.delete(key)
             if mapping:
-                pipe.hset(key, mapping=dict(mapping))  # type: ignore[arg-type]  # redis-py keys `mapping` by a union: no dict[str, str] fits
+                pipe.hset(key, mapping=dict(mapping))  # type: ignore[arg-type]  # redis-py keys it by a union: no dict[str, str] fits
             await pipe.execute()
 
     async def performance(self, k: AeKeys) -> list[str]:
@@ -47,7 +47,8 @@ class ManagerResults(StoreBase):
                 pipe.hset(k.assign, mapping={str(sid): name for sid, name in homes.items()})
             if retired:
                 pipe.sadd(k.retire, *[str(sid) for sid in retired])
-            pipe.hset(k.desired, mapping={**desired, DESIRED_TOTAL: sum(desired.values())})  # type: ignore[dict-item]  # keyed by a union, as in _replace_hash
+            counts = {**desired, DESIRED_TOTAL: sum(desired.values())}
+            pipe.hset(k.desired, mapping=counts)  # type: ignore[arg-type]  # keyed by a union, as in _replace_hash
             await pipe.execute()
 
     async def desired_servers(self, k: AeKeys) -> tuple[int, dict[str, int]]:
