@@ -38,8 +38,10 @@ run: $(STAMP)
 	-$(MAKE) --no-print-directory java
 	$(BIN)/wlm serve
 
+# Type-checked first (mypy's settings are in pyproject.toml): a type error fails the run before the long suite starts.
 test: $(STAMP) java $(CHROMIUM)
+	$(BIN)/mypy app spark_jobs
 	$(BIN)/python -m pytest
 
 clean:
-	rm -rf $(VENV) data .pytest_cache
+	rm -rf $(VENV) data .pytest_cache .mypy_cache
