@@ -39,7 +39,7 @@ run: $(STAMP)
 	-$(MAKE) --no-print-directory java
 	$(BIN)/wlm serve
 
-# Lint and type-check first: they take seconds, and a finding fails the run before its quarter hour of tests.
+# Lint and type-check first (their settings are in pyproject.toml): they take seconds, and a finding fails the run before its quarter hour of tests.
 LINTED := app spark_jobs bench tests
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINTED)
@@ -55,4 +55,4 @@ test: $(STAMP) java $(CHROMIUM)
 	time { $(MAKE) --no-print-directory lint && $(BIN)/python -m pytest -n 2 --dist worksteal; }
 
 clean:
-	rm -rf $(VENV) data .pytest_cache
+	rm -rf $(VENV) data .pytest_cache .mypy_cache

@@ -17,7 +17,7 @@ from app.work.services import WorkCall
 
 
 async def get_state(request: Request) -> AppState:
-    return request.app.state.wlm  # type: ignore[no-any-return]
+    return request.app.state.wlm
 
 
 StateDep = Annotated[AppState, Depends(get_state)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -107,7 +107,7 @@ class ValidationFailed(AppError):
 
     status, code = 422, "validation_failed"
 
-    def __init__(self, errors: list[dict[str, str]], message: str | None = None) -> None:
+    def __init__(self, errors: Sequence[Mapping[str, str | int]], message: str | None = None) -> None:
         if message is None:
             message = f"{errors[0]['path']}: {errors[0]['message']}"
             if len(errors) > 1:
@@ -200,7 +200,7 @@ def format_loc(loc: tuple[Any, ...] | list[Any]) -> str:
 UNION_DISCRIMINATORS = ("type", "role")
 
 
-def pydantic_errors(errors: list[dict[str, Any]], data: Any, *, drop_prefix: tuple[str, ...] = ()) -> list[dict[str, str]]:
+def pydantic_errors(errors: Sequence[Mapping[str, Any]], data: Any, *, drop_prefix: tuple[str, ...] = ()) -> list[dict[str, str]]:
     """Pydantic errors as [{path, message}] with paths into the document the user sent (`data`)."""
     result = []
     for err in errors:
@@ -308,7 +308,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(ValidationFailed(pydantic_errors(list(exc.errors()), exc.body, drop_prefix=("body",))))
+        return error_response(ValidationFailed(pydantic_errors(exc.errors(), exc.body, drop_prefix=("body",))))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -132,7 +132,7 @@ class HotPathsMiddleware:
         self.paths = {(p.method, p.path): p for p in paths}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        hot = self.paths.get((scope.get("method"), scope.get("path"))) if scope["type"] == "http" else None
+        hot = self.paths.get((scope["method"], scope["path"])) if scope["type"] == "http" else None
         if hot is None or scope["query_string"] or not _is_json(scope):
             await self.app(scope, receive, send)
             return
@@ -167,5 +167,5 @@ async def _handled(request: Request, exc: Exception) -> Response:
     handlers = request.app.exception_handlers
     for cls in type(exc).__mro__:
         if cls in handlers:
-            return await handlers[cls](request, exc)  # type: ignore[no-any-return]
+            return await handlers[cls](request, exc)
     raise exc

@@ -95,6 +95,7 @@ def operation_id(route: APIRoute) -> str:
         return name
     tag = _kebab(str(route.tags[0]))
     if name == tag:
+        assert route.methods  # an APIRoute without methods given has GET
         name = min(route.methods).lower()
     return f"{tag}-{name.removeprefix(f'{tag}-')}"
 

@@ -65,7 +65,7 @@ class ShutdownNotice:
         return True, work.result()
 
 
-def _retrieve(future: asyncio.Future[object]) -> None:
+def _retrieve(future: asyncio.Future[T]) -> None:
     """Read a dropped read's outcome, so that its exception is not reported as never retrieved."""
     if not future.cancelled():
         future.exception()

@@ -4,6 +4,7 @@ from fastapi import APIRouter
 
 from app.auth import service
 from app.auth.models import ApiKey, Principal
+from app.auth.roles import Role
 from app.auth.schemas import (
     ApiKeyCreated,
     ApiKeyIn,
@@ -24,7 +25,7 @@ def _principal_out(principal: Principal) -> PrincipalOut:
     return PrincipalOut(
         name=principal.name,
         description=principal.description,
-        roles=principal.roles,  # type: ignore[arg-type]
+        roles=[Role(name) for name in principal.roles],
         permits=[p.profile for p in principal.permits],
         created_at=principal.created_at,
         created_by=principal.created_by,

@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -138,7 +139,7 @@ def _display_table(items: list[dict[str, Any]]) -> list[str]:
     return _columns(("NAME", "STATE", "SERVERS", "IN-FLIGHT", "QUEUED", "QUEUED BY CLASS"), rows, (False, False, True, True, True))
 
 
-def _columns(header: tuple[str, ...], rows: list[tuple[str, ...]], numeric: tuple[bool, ...]) -> list[str]:
+def _columns(header: tuple[str, ...], rows: Sequence[tuple[str, ...]], numeric: tuple[bool, ...]) -> list[str]:
     """Fixed-width columns, as wide as their longest value, the last one as it is."""
     widths = [max(len(row[column]) for row in (header, *rows)) for column in range(len(header) - 1)]
     lines = []
@@ -189,7 +190,7 @@ _NODE_ACTIONS = {
 }
 _ALTERABLE = ("weight", "network_priority", "rank", "most_recently_used", "use_queue")
 # `wlm route stop|start NODE --link LINK`: the change to that one link.
-_LINK_ACTIONS = {"stop": {"stopped": True}, "start": {"stopped": None}}
+_LINK_ACTIONS: dict[str, dict[str, Any]] = {"stop": {"stopped": True}, "start": {"stopped": None}}
 
 
 def _explain_lines(result: dict[str, Any]) -> list[str]:

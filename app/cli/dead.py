@@ -20,7 +20,7 @@ FILTERS = {
 }
 
 
-def add_parser(sub: argparse._SubParsersAction, remote: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], remote: argparse.ArgumentParser) -> None:
     dead = sub.add_parser("dead", help="dead letters: requests abandoned after their last delivery, or failed for good")
     dead_sub = dead.add_subparsers(dest="action", required=True)
     narrowing = argparse.ArgumentParser(add_help=False)

@@ -80,7 +80,7 @@ class Connection:
         return await send(self._http, method, path, **kwargs)
 
     async def heartbeat(self) -> dict[str, Any]:
-        return await self._call("POST", f"/v1/connections/{self.token}/heartbeat")  # type: ignore[no-any-return]
+        return await self._call("POST", f"/v1/connections/{self.token}/heartbeat")
 
     async def disconnect(self) -> dict[str, Any] | None:
         """IWM4DIS, then close the HTTP client; the service's answer (a queue manager's says how many of its queued
@@ -88,7 +88,7 @@ class Connection:
         if self._http.is_closed:
             return None
         try:
-            return await retrying(lambda: self._call("DELETE", f"/v1/connections/{self.token}"))  # type: ignore[no-any-return]
+            return await retrying(lambda: self._call("DELETE", f"/v1/connections/{self.token}"))
         finally:
             await self._http.aclose()
 

@@ -33,7 +33,7 @@ class QueueManager(Connection):
     async def enclave(self, classification: dict[str, str], parent: str | None = None) -> dict[str, Any]:
         """IWM4ECRE: classify once, then insert several requests with the enclave's token."""
         body = compact(connect_token=self.token, classification=classification, parent=parent)
-        return await self._call("POST", "/v1/enclaves", json=body)  # type: ignore[no-any-return]
+        return await self._call("POST", "/v1/enclaves", json=body)
 
     async def insert(
         self,
@@ -63,7 +63,7 @@ class QueueManager(Connection):
         body = compact(connect_token=self.token, application_environment=application_environment, node=node, items=items)
         attempts = ATTEMPTS if all(item.get("idempotency_key") for item in items) else 1
         answer = await retrying(lambda: self._call("POST", "/v1/work:batch", json=body), attempts)
-        return answer["items"]  # type: ignore[no-any-return]
+        return answer["items"]
 
     async def delete(self, token: str) -> None:
         """IWM4QDE: remove a request that is still queued (409 not_queued once a server selected it)."""

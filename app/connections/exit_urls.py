@@ -9,12 +9,12 @@ under a prefix ending in `*`); URLs with credentials are never allowed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-def _port(parts) -> int | None:  # type: ignore[no-untyped-def]
+def _port(parts: SplitResult) -> int | None:
     try:
         return parts.port or _DEFAULT_PORTS.get(parts.scheme)
     except ValueError:

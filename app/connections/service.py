@@ -230,10 +230,11 @@ async def heartbeat(
         raise Conflict("this connection is disconnected; connect again", code="connection_closed", state=connection.state)
     connection.last_heartbeat_at = utcnow()
     await session.commit()
-    config = policy.queue_config(connection.application_environment) if policy and connection.application_environment else None
-    if config is None or connection.node is None:
+    ae = connection.application_environment
+    config = policy.queue_config(ae) if policy and ae else None
+    if config is None or ae is None or connection.node is None:
         return connection, 0
-    keys = store.keys(connection.node, connection.application_environment)  # type: ignore[arg-type]
+    keys = store.keys(connection.node, ae)
     return connection, await store.extend(keys, config, connection.id)
 
 

@@ -74,7 +74,7 @@ def letter_out(found: Found, *, with_payload: bool) -> DeadLetterOut:
         service_class=meta["sc"],
         report_class=meta.get("rc"),
         dependent=bool(meta.get("dep")),
-        reason=found.letter.reason,  # type: ignore[arg-type]
+        reason=found.letter.reason,
         deliveries=meta.get("deliveries", 0),
         last_server_id=int(server) if server else None,
         error=meta.get("error"),

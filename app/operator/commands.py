@@ -24,7 +24,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from pydantic import BeforeValidator, Discriminator, StringConstraints, Tag, TypeAdapter, ValidationError
 
@@ -121,7 +121,7 @@ _TOKEN = re.compile(r"[^\s,=]+|[,=]")
 _SEPARATORS = (",", "=")
 
 # The one definition of a valid name is app.schemas.Name; its constraints are read from there.
-_NAME_RULES = next(rule for rule in Name.__metadata__ if isinstance(rule, StringConstraints))
+_NAME_RULES = next(rule for rule in get_args(Name) if isinstance(rule, StringConstraints))
 _NAME_PATTERN = re.compile(str(_NAME_RULES.pattern))
 _NAME_MAX_LENGTH = int(_NAME_RULES.max_length or 0)
 # Stands in for `*` when a pattern is checked against the name rules: valid at any position of a name.
@@ -149,7 +149,7 @@ class _Reader:
         if token is None:
             raise _refusal(Refusal.EMPTY, "the command is empty", "", 1)
         verb = _VERBS.get(token.text.upper())
-        if verb not in accepted:
+        if verb is None or verb not in accepted:
             raise self._expected(Refusal.UNKNOWN_VERB, " or ".join(_VERB_SPELLINGS[each] for each in accepted), token)
         wlm = self._take()
         if wlm is None or wlm.text.upper() != "WLM":
@@ -305,5 +305,5 @@ def parse_vary_body(data: Any) -> VaryCommand:
     try:
         body = _VARY_BODY.validate_python(data)
     except ValidationError as exc:
-        raise ValidationFailed(pydantic_errors(list(exc.errors()), data, drop_prefix=(_TEXT_FORM, _STRUCTURED_FORM))) from exc
+        raise ValidationFailed(pydantic_errors(exc.errors(), data, drop_prefix=(_TEXT_FORM, _STRUCTURED_FORM))) from exc
     return body.to_command()

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, ClassVar
 
 from sqlalchemy import CheckConstraint, String
 from sqlalchemy.orm import Mapped, mapped_column
@@ -34,4 +33,4 @@ class ApplicationEnvironmentState(Base):
     refreshed_at: Mapped[datetime | None]
     version: Mapped[int] = mapped_column()
 
-    __mapper_args__: ClassVar[dict[str, Any]] = {"version_id_col": version}
+    __mapper_args__ = {"version_id_col": version}

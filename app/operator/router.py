@@ -32,7 +32,7 @@ def _inline_definitions(schema: dict[str, Any]) -> dict[str, Any]:
             return [resolve(item) for item in node]
         return node
 
-    return resolve(schema)  # type: ignore[no-any-return]
+    return resolve(schema)
 
 
 # The body is read by service.parse_operator_command rather than as a FastAPI parameter (see parse_vary_body), so it

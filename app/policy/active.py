@@ -155,8 +155,10 @@ def compile_policy(version: int, definition: ServiceDefinition) -> ActivePolicy:
     """Compile a definition that `validate_definition` accepted."""
     classes = {SYSOTHER: _SYSOTHER}
     for sc in definition.service_classes:
+        periods: tuple[ServicePeriod, ...]
         if sc.periods is None:
-            periods = (ServicePeriod(1, None, sc.importance, sc.goal),)  # type: ignore[arg-type]
+            assert sc.goal is not None  # validate_definition refuses a class with neither periods nor a goal
+            periods = (ServicePeriod(1, None, sc.importance, sc.goal),)
         else:
             periods = tuple(ServicePeriod(n, p.duration_ms, p.importance, p.goal) for n, p in enumerate(sc.periods, 1))
         classes[sc.name] = ServiceClassSpec(sc.name, sc.description, periods)

@@ -16,7 +16,7 @@ YAML_TYPES = {"application/yaml", "application/x-yaml", "text/yaml", "text/x-yam
 class _NoAliasLoader(yaml.SafeLoader):
     """Safe loading without anchors and aliases: nested aliases can expand a small file into billions of nodes."""
 
-    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+    def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise yaml.MarkedYAMLError(None, None, "anchors and aliases are not supported", event.start_mark)

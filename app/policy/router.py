@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import yaml
 from fastapi import APIRouter, Path, Query, Request, Response
@@ -31,7 +31,7 @@ _DEFINITION_BODY = {
         },
     }
 }
-_YAML_TOO = {200: {"content": {"application/yaml": {}}}}
+_YAML_TOO: dict[int | str, dict[str, Any]] = {200: {"content": {"application/yaml": {}}}}
 
 
 def _version_out(row: PolicyVersion) -> PolicyVersionOut:

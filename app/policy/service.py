@@ -40,7 +40,7 @@ def parse_definition(data: dict[str, Any]) -> ServiceDefinition:
     try:
         definition = ServiceDefinition.model_validate(data)
     except ValidationError as exc:
-        raise ValidationFailed(pydantic_errors(list(exc.errors()), data)) from exc
+        raise ValidationFailed(pydantic_errors(exc.errors(), data)) from exc
     problems = validate_definition(definition)
     if problems:
         raise ValidationFailed(problems)

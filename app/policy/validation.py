@@ -47,11 +47,11 @@ def validate_definition(definition: ServiceDefinition) -> list[Problem]:
 
     service_classes = {sc.name for sc in definition.service_classes} | {SYSOTHER}
     report_classes = {rc.name for rc in definition.report_classes}
-    for i, group in enumerate(definition.classification):
+    for i, classification in enumerate(definition.classification):
         path = f"classification[{i}]"
-        problems += _reference(f"{path}.default_service_class", group.default_service_class, service_classes, "service class")
-        problems += _reference(f"{path}.default_report_class", group.default_report_class, report_classes, "report class")
-        problems += _rule_problems(f"{path}.rules", group.rules, service_classes, report_classes, depth=1)
+        problems += _reference(f"{path}.default_service_class", classification.default_service_class, service_classes, "service class")
+        problems += _reference(f"{path}.default_report_class", classification.default_report_class, report_classes, "report class")
+        problems += _rule_problems(f"{path}.rules", classification.rules, service_classes, report_classes, depth=1)
 
     nodes = {node.name for node in definition.nodes}
     for i, ae in enumerate(definition.application_environments):

@@ -4,6 +4,7 @@ sees every replica's advisories, in one order. Its ids are Redis's clock."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from redis.asyncio import Redis
 
@@ -12,6 +13,8 @@ from app.queues.keys import events_key
 
 # How many advisories the stream keeps (approximately: trimming is by whole nodes of the stream).
 EVENTS_KEPT = 100_000
+# An entry of the stream as read: its id and its fields.
+_Entry = tuple[str, dict[str, str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,12 +27,11 @@ class Advisory:
 class Advisories(StoreBase):
     async def append_advisory(self, subject: str, data: str) -> str:
         """Returns its id in the stream."""
-        entry = {"subject": subject, "data": data}
-        return str(await self.redis.xadd(events_key(self.prefix), entry, maxlen=EVENTS_KEPT, approximate=True))
+        return str(await self.redis.xadd(events_key(self.prefix), {"subject": subject, "data": data}, maxlen=EVENTS_KEPT, approximate=True))
 
     async def advisory_position_before(self, count: int) -> str:
         """The id after which the last `count` advisories come (0: after the latest)."""
-        latest = await self.redis.xrevrange(events_key(self.prefix), count=count + 1)
+        latest = cast(list[_Entry], await self.redis.xrevrange(events_key(self.prefix), count=count + 1))
         return latest[count][0] if len(latest) > count else "0-0"
 
 
@@ -42,5 +44,6 @@ class AdvisoryReader:
 
     async def read_after(self, position: str, count: int, block_ms: int) -> list[Advisory]:
         """Up to `count` advisories after `position`, waiting up to `block_ms` for one (none: the wait ended)."""
-        replies = await self.readers.xread({self.stream: position}, count=count, block=block_ms)
+        # Per stream read (the one), its name and its entries.
+        replies = cast(list[tuple[str, list[_Entry]]], await self.readers.xread({self.stream: position}, count=count, block=block_ms))
         return [Advisory(entry_id, fields["subject"], fields["data"]) for entry_id, fields in replies[0][1]] if replies else []

@@ -57,6 +57,8 @@ class StoreBase:
     ) -> None:
         """`blobs`: where swept parts of queues are (None: this store never sweeps, nor finds anything swept).
         `durability`: how an insert is on disk before it returns (app/queues/durability.py; None: once in memory)."""
+        # Its replies come decoded (topology.connect), which redis-py's types cannot know: they say `bytes | str`,
+        # and the stores cast what they read to the str it is.
         self.redis = redis
         self.prefix = prefix
         self.scripts = Scripts(redis)

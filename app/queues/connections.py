@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from app.queues.base import StoreBase
 from app.queues.keys import AeKeys, connection_key, departed_key
@@ -47,7 +47,7 @@ class ConnectionRecords(StoreBase):
 
     async def departed_due(self) -> list[Departed]:
         """The departed queue managers whose second purge is due now."""
-        members = await self.redis.zrangebyscore(departed_key(self.prefix), "-inf", await self.clock_ms())
+        members = cast(list[str], await self.redis.zrangebyscore(departed_key(self.prefix), "-inf", await self.clock_ms()))
         return [Departed(json.loads(member), member) for member in members]
 
     async def forget_departed(self, departed: Departed) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import orjson
 
@@ -22,7 +22,7 @@ Position = Literal["front", "back"]
 class DeadLetter:
     id: str
     died_ms: int  # Redis's clock
-    reason: str  # 'max_deliveries' or 'failed'
+    reason: Literal["max_deliveries", "failed"]
     meta: dict[str, Any]  # the request's metadata at its end: class, deliveries, last server, error, times...
     payload: str  # JSON text, as inserted
 
@@ -57,7 +57,9 @@ class DeadLetters(StoreBase):
         entries: list[tuple[str, float]] = []
         skip = 0
         while True:
-            page = await self.redis.zrangebyscore(k.dead_at, low, high, start=skip, num=count + 1, withscores=True)
+            page = cast(
+                list[tuple[str, float]], await self.redis.zrangebyscore(k.dead_at, low, high, start=skip, num=count + 1, withscores=True)
+            )
             fresh = [(m, s) for m, s in page if after is None or (int(s), m) > after]
             entries += fresh
             if len(page) < count + 1 or len(entries) > count:
@@ -65,7 +67,7 @@ class DeadLetters(StoreBase):
             skip += len(page)
         more = len(entries) > count
         entries = entries[:count]
-        raws = await self.redis.hmget(k.dead, [m for m, _ in entries]) if entries else []  # type: ignore[misc]
+        raws = cast(list[str | None], await self.redis.hmget(k.dead, [m for m, _ in entries])) if entries else []
         # One retried or discarded since the range was read has no letter: it is left out.
         letters = [_letter(m, s, raw) for (m, s), raw in zip(entries, raws, strict=True) if raw is not None]
         return DeadLetterPage(letters, (int(entries[-1][1]), entries[-1][0]) if more else None)
@@ -88,7 +90,7 @@ class DeadLetters(StoreBase):
                 continue
             if code is not ReturnCode.OK:
                 raise lua_error(code, result[1:])
-            return orjson.loads(result[1])  # type: ignore[no-any-return]
+            return orjson.loads(result[1])
         raise lua_error(ReturnCode.UNKNOWN_DEAD_LETTER, [])
 
     async def discard_dead_letters(self, k: AeKeys, request_ids: Sequence[str]) -> list[str]:

@@ -20,6 +20,7 @@ import time
 from typing import Any, Literal
 
 from redis.asyncio import Redis, RedisCluster
+from redis.asyncio.cluster import ClusterNode
 from redis.exceptions import AskError, MovedError, ResponseError, TryAgainError
 
 from app.errors import UNAVAILABLE, ServiceUnavailable, unavailable
@@ -83,22 +84,22 @@ class Durability:
         )
 
     async def _run(self, scripts: Scripts, redis: Redis, name: str, keys: list[str], args: list[Any]) -> list[Any]:
-        cluster = isinstance(redis, ClusterClient)
+        cluster = redis if isinstance(redis, ClusterClient) else None
         try:
-            master = await redis.master_of(keys[0]) if cluster else redis  # type: ignore[attr-defined]
+            master = await cluster.master_of(keys[0]) if cluster is not None else redis
             replicas = self.replicas if self.replicas is not None and await self.replicas.online(master) else None
             if not self.waitaof and replicas is None:
                 return await scripts.run(name, keys, args)
             if replicas is not None:
                 replicas.admit(master)
-            if not self.waitaof:
-                pipelined = await scripts.call_and_wait(name, keys, args, replicas.timeout_ms)  # type: ignore[union-attr]
-                if pipelined is not None:
-                    confirmed = replicas.observe(master, pipelined[1])  # type: ignore[union-attr]
-                    result = checked(pipelined[0])  # a refusal (429 backlog limit) is answered as such
-                    if not confirmed:
-                        raise replicas.unconfirmed()  # type: ignore[union-attr]
-                    return result
+                if not self.waitaof:
+                    pipelined = await scripts.call_and_wait(name, keys, args, replicas.timeout_ms)
+                    if pipelined is not None:
+                        confirmed = replicas.observe(master, pipelined[1])
+                        result = checked(pipelined[0])  # a refusal (429 backlog limit) is answered as such
+                        if not confirmed:
+                            raise replicas.unconfirmed()
+                        return result
             async with master.client() as connection:
                 reply = await scripts.call(name, keys, args, connection)
                 if self.waitaof:
@@ -108,12 +109,12 @@ class Durability:
                     acknowledged = int(await connection.execute_command("WAIT", 1, replicas.timeout_ms))
                     confirmed = replicas.observe(master, acknowledged)
             result = checked(reply)
-            if not confirmed:
-                raise replicas.unconfirmed()  # type: ignore[union-attr]
+            if replicas is not None and not confirmed:  # only a replica's WAIT leaves it unconfirmed
+                raise replicas.unconfirmed()
             return result
         except Exception as exc:
-            if cluster and unavailable(exc):
-                redis.lost()  # type: ignore[attr-defined]
+            if cluster is not None and unavailable(exc):
+                cluster.lost()
             raise
 
 
@@ -223,7 +224,7 @@ async def durability_of(redis: Redis, mode: Literal["strict", "fast"], probe_key
     # On a Redis Cluster, every primary: each holds the queues of its slots.
     nodes = redis.get_primaries() if isinstance(redis, RedisCluster) else [None]
     for node in nodes:
-        where = {} if node is None else {"target_nodes": node}
+        where: dict[str, ClusterNode] = {} if node is None else {"target_nodes": node}
         try:
             config = await redis.config_get("append*", **where) | await redis.config_get("no-appendfsync-on-rewrite", **where)
         except ResponseError:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -64,7 +64,7 @@ class Environments(StoreBase):
 
     async def queue_depths(self, k: AeKeys) -> dict[str, int]:
         """Requests queued per service class (classes that queued here once may show 0)."""
-        return {sc: int(depth) for sc, depth in (await self.redis.hgetall(k.depth)).items()}
+        return {sc: int(depth) for sc, depth in cast(dict[str, str], await self.redis.hgetall(k.depth)).items()}
 
     async def activity(self, places: Sequence[AeKeys], since_ms: int) -> list[tuple[int, int]]:
         """Per environment and node, in one round trip: servers registered, and unexpected terminations since `since_ms`."""
@@ -126,8 +126,8 @@ class Environments(StoreBase):
 
     async def classes_in_use(self, k: AeKeys) -> set[str]:
         """Service classes with requests queued or held in this environment."""
-        queued = {sc for sc, depth in (await self.redis.hgetall(k.depth)).items() if int(depth) > 0}
-        held_ids = await self.redis.zrange(k.leases, 0, -1)
+        queued = {sc for sc, depth in cast(dict[str, str], await self.redis.hgetall(k.depth)).items() if int(depth) > 0}
+        held_ids = cast(list[str], await self.redis.zrange(k.leases, 0, -1))
         held = {orjson.loads(meta)["sc"] for meta in await self.redis.hmget(k.req, held_ids) if meta} if held_ids else set()
         return queued | held
 
@@ -149,7 +149,7 @@ class Environments(StoreBase):
 
     async def server_limits(self, ae: str) -> str | None:
         """The limits IWM4SLI set for an environment (JSON), if any."""
-        return await self.redis.get(server_limits_key(self.prefix, ae))  # type: ignore[no-any-return]
+        return cast(str | None, await self.redis.get(server_limits_key(self.prefix, ae)))
 
     async def set_server_limits(self, ae: str, limits: str) -> None:
         await self.redis.set(server_limits_key(self.prefix, ae), limits)
@@ -172,7 +172,7 @@ class Environments(StoreBase):
 
     async def retired(self) -> list[Retired]:
         result = []
-        for member, value in (await self.redis.hgetall(retired_key(self.prefix))).items():
+        for member, value in cast(dict[str, str], await self.redis.hgetall(retired_key(self.prefix))).items():
             where, what = json.loads(member), json.loads(value)
             config = what["config"] | {"class_order": tuple(what["config"]["class_order"])}
             result.append(Retired(self.keys(where["node"], where["ae"]), AeConfig(**config), where["qm"], what["since"], member))

@@ -7,7 +7,7 @@ import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -46,7 +46,7 @@ class EndResult:
 
     @property
     def record(self) -> dict[str, Any]:
-        return orjson.loads(self.value)  # type: ignore[no-any-return]
+        return orjson.loads(self.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,13 +221,13 @@ class RequestQueues(SweptQueues, ResourceGroups):
             result = await self.scripts.call("delete_queued", self._removal_keys(k), args)
             code = int(result[0])
             not_in_memory = code == ReturnCode.UNKNOWN_WORK and len(result) == 1  # not {UNKNOWN_WORK, 'foreign'}
-            if not_in_memory and self.blobs is not None and await self.redis.hlen(k.swept):  # type: ignore[misc]
+            if not_in_memory and self.blobs is not None and await self.redis.hlen(k.swept):
                 code, result = await self._remove_swept(k, request_id, queue_manager, "deleted")
                 if code == ReturnCode.NOT_SWEPT:
                     continue
             if code != ReturnCode.OK:
                 raise lua_error(code, result[1:])
-            return json.loads(result[1])  # type: ignore[no-any-return]
+            return json.loads(result[1])
         raise lua_error(ReturnCode.UNKNOWN_WORK, [])
 
     async def purge(self, k: AeKeys, queue_manager: int, page: int = 1000) -> int:
@@ -238,13 +238,13 @@ class RequestQueues(SweptQueues, ResourceGroups):
             purged += int(count)
             if str(cursor) == "0":
                 break
-        if self.blobs is not None and await self.redis.hlen(k.swept):  # type: ignore[misc]
+        if self.blobs is not None and await self.redis.hlen(k.swept):
             for blob_id, request_ids in (await self.blobs.of_queue_manager(k, queue_manager)).items():
                 entries = await self.blobs.read(blob_id) or []
                 for request_id in request_ids:
                     code, _ = await self._remove_swept(k, request_id, queue_manager, "purged", entries)
                     purged += code == ReturnCode.OK  # the others ended already, or came back to memory (the next purge)
-            for queue in await self.redis.hkeys(k.swept):  # type: ignore[misc]
+            for queue in cast(list[str], await self.redis.hkeys(k.swept)):
                 await self._drop_emptied_blobs(k, queue)
         return purged
 
@@ -264,4 +264,4 @@ class RequestQueues(SweptQueues, ResourceGroups):
 
     async def known_classes(self, k: AeKeys, config: AeConfig) -> list[str]:
         """The policy's service classes and any class that ever queued here (a policy may have dropped it)."""
-        return sorted(set(config.class_order) | set(await self.redis.smembers(k.classes)))  # type: ignore[misc]
+        return sorted(set(config.class_order) | cast(set[str], await self.redis.smembers(k.classes)))

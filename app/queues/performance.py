@@ -4,6 +4,7 @@ evaluation, and the server decisions that the select script reads (home classes,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 from app.queues.base import StoreBase
 from app.queues.keys import AeKeys
@@ -26,16 +27,16 @@ class ManagerResults(StoreBase):
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.delete(key)
             if mapping:
-                pipe.hset(key, mapping=dict(mapping))
+                pipe.hset(key, mapping=dict(mapping))  # type: ignore[arg-type]  # redis-py keys it by a union: no dict[str, str] fits
             await pipe.execute()
 
     async def performance(self, k: AeKeys) -> list[str]:
         """The latest evaluation's class periods (JSON each; none before the first)."""
-        return list((await self.redis.hgetall(k.performance)).values())
+        return list(cast(dict[str, str], await self.redis.hgetall(k.performance)).values())
 
     async def server_homes(self, k: AeKeys) -> dict[str, str]:
         """The latest decision's home class of each server (by server id)."""
-        return await self.redis.hgetall(k.assign)
+        return cast(dict[str, str], await self.redis.hgetall(k.assign))
 
     async def publish_decision(self, k: AeKeys, homes: Mapping[int, str], retired: Sequence[int], desired: Mapping[str, int]) -> None:
         """Replace the latest decision at once (a MULTI): each server's home class, the surplus servers told to end,
@@ -46,11 +47,12 @@ class ManagerResults(StoreBase):
                 pipe.hset(k.assign, mapping={str(sid): name for sid, name in homes.items()})
             if retired:
                 pipe.sadd(k.retire, *[str(sid) for sid in retired])
-            pipe.hset(k.desired, mapping={**desired, DESIRED_TOTAL: sum(desired.values())})
+            counts = {**desired, DESIRED_TOTAL: sum(desired.values())}
+            pipe.hset(k.desired, mapping=counts)  # type: ignore[arg-type]  # keyed by a union, as in _replace_hash
             await pipe.execute()
 
     async def desired_servers(self, k: AeKeys) -> tuple[int, dict[str, int]]:
         """The latest decision's servers wanted: the total, and per service class (0 and none before the first)."""
-        raw = await self.redis.hgetall(k.desired)
+        raw = cast(dict[str, str], await self.redis.hgetall(k.desired))
         per_class = {name: int(count) for name, count in raw.items() if name != DESIRED_TOTAL}
         return int(raw.get(DESIRED_TOTAL, 0)), per_class

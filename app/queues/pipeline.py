@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 import hiredis
 from redis._parsers.base import BaseParser
@@ -58,7 +58,7 @@ class _Protocol(asyncio.Protocol):
         self._sent_at_watch = self._answered_at_watch = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # a stream connection's; the protocol API names the base class
 
     def send(self, command: bytes) -> asyncio.Future[Any]:
         if self.lost:

@@ -17,7 +17,7 @@ import asyncio
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -102,7 +102,7 @@ class ResourceGroups(StoreBase):
         await asyncio.gather(*(self.settle_slots(group, "", 0, (), members) for group, members in freed.items()))
 
     async def held_members(self, name: str) -> list[str]:
-        return list(await self.redis.zrange(self.group_keys(name).held, 0, -1))
+        return cast(list[str], await self.redis.zrange(self.group_keys(name).held, 0, -1))
 
     async def stale_members(self, members: Sequence[str]) -> list[str]:
         """Of a group's held members, those no longer selected or begun in that delivery of that life: ended (an
@@ -110,19 +110,24 @@ class ResourceGroups(StoreBase):
         by_place: dict[AeKeys, list[tuple[str, str, int, int]]] = {}
         stale = []
         for member in members:
-            token, life, deliveries = member.rsplit("|", 2)
+            token, life_digits, deliveries_digits = member.rsplit("|", 2)
             parsed = parse_token(token)
-            if parsed is None or not life.isdigit() or not deliveries.isdigit():
+            if parsed is None or not life_digits.isdigit() or not deliveries_digits.isdigit():
                 stale.append(member)
                 continue
             node, ae, request_id = parsed
-            by_place.setdefault(self.keys(node, ae), []).append((member, request_id, int(life), int(deliveries)))
+            by_place.setdefault(self.keys(node, ae), []).append((member, request_id, int(life_digits), int(deliveries_digits)))
         for k, held in by_place.items():
-            raws = await self.redis.hmget(k.req, [request_id for _, request_id, _, _ in held])  # type: ignore[misc]
+            raws = cast(list[str | None], await self.redis.hmget(k.req, [request_id for _, request_id, _, _ in held]))
             for (member, _, life, deliveries), raw in zip(held, raws, strict=True):
                 meta = orjson.loads(raw) if raw is not None else None
-                live = meta is not None and meta.get("state") in ("s", "b")
-                if not live or meta.get("life", 1) != life or meta.get("deliveries") != deliveries:  # type: ignore[union-attr]
+                held_still = (
+                    meta is not None
+                    and meta.get("state") in ("s", "b")
+                    and meta.get("life", 1) == life
+                    and meta.get("deliveries") == deliveries
+                )
+                if not held_still:
                     stale.append(member)
         return stale
 

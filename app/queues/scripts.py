@@ -131,11 +131,11 @@ def _encoded(value: Any) -> bytes:
     """As redis-py encodes a command's arguments: text as UTF-8, numbers as their decimal text, bytes as they are."""
     kind = type(value)
     if kind is str:
-        return value.encode()  # type: ignore[no-any-return]
+        return value.encode()
     if kind is int:
         return b"%d" % value
     if kind is bytes:
-        return value  # type: ignore[no-any-return]
+        return value
     if kind is float:
         return repr(value).encode()
     raise TypeError(f"not a script argument: {kind.__name__}")

@@ -85,12 +85,12 @@ class SweptQueues(StoreBase):
         another process did it first)."""
         assert self.blobs is not None, "a queue is swept, but this store knows no blobs"
         chain = k.chain(queue)
-        blob_id = await self.redis.lindex(chain, 0)  # type: ignore[misc]
+        blob_id = await self.redis.lindex(chain, 0)
         if blob_id is None:
             return 0
         entries = await self.blobs.read(int(blob_id))
         if entries is None:
-            if await self.redis.lindex(chain, 0) != blob_id:  # type: ignore[misc]
+            if await self.redis.lindex(chain, 0) != blob_id:
                 return 0  # brought back and forgotten meanwhile
             raise ServiceUnavailable("a swept part of the queue is missing from the database", code="swept_blob_missing", queue=queue)
         return await self.restore(k, queue, int(blob_id), entries)
@@ -133,8 +133,8 @@ class SweptQueues(StoreBase):
         """Bring back the blobs at the head of a chain whose requests were all deleted or purged: nothing comes
         back, and an environment whose queues a purge emptied holds nothing any more."""
         assert self.blobs is not None
-        while (head := await self.redis.lindex(k.chain(queue), 0)) is not None:  # type: ignore[misc]
+        while (head := await self.redis.lindex(k.chain(queue), 0)) is not None:
             entries = await self.blobs.read(int(head)) or []
-            if entries and not all(await self.redis.smismember(k.swept_deleted, [e.id for e in entries])):  # type: ignore[misc]
+            if entries and not all(await self.redis.smismember(k.swept_deleted, [e.id for e in entries])):
                 return
             await self.unsweep(k, queue)

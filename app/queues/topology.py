@@ -61,7 +61,7 @@ class ClusterClient(RedisCluster):
         super().__init__(*args, **kwargs)
         self._node_clients: dict[str, Redis] = {}
 
-    def pubsub(self, **kwargs: Any) -> PubSub:  # type: ignore[override]
+    def pubsub(self, **kwargs: Any) -> PubSub:  # type: ignore[override]  # one primary's PubSub, not a ClusterPubSub
         return self._client_of(random.choice(self.get_primaries())).pubsub(**kwargs)
 
     async def master_of(self, key: str) -> Redis:
@@ -69,7 +69,9 @@ class ClusterClient(RedisCluster):
         write it waits for). A call on it that is redirected (MOVED) or loses its node tells `moved` or `lost`."""
         if self._initialize:
             await self.initialize()
-        return self._client_of(self.get_node_from_key(key))
+        node = self.get_node_from_key(key)
+        assert node is not None  # None is only for a replica asked of a slot that has none
+        return self._client_of(node)
 
     async def moved(self, redirect: MovedError) -> None:
         """The slot cache learns where a redirected slot lives now, as redis-py's own calls teach it."""
@@ -101,7 +103,7 @@ class ClusterClient(RedisCluster):
                 raise
             self.lost()
             lost = RedisConnectionError(f"the connection to {target_node.name} was closed while a command was sent on it")
-            lost.last_failed_node_name = target_node.name  # type: ignore[attr-defined]
+            lost.last_failed_node_name = target_node.name  # type: ignore[attr-defined]  # undeclared: redis-py sets it so too
             raise lost from exc
 
     async def close_node_clients(self) -> None:
@@ -126,4 +128,4 @@ async def connect(url: str, cluster: bool, *, max_connections: int, **options: A
         return Redis(connection_pool=BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=10, **options))
     client = ClusterClient.from_url(url, max_connections=max_connections, **options)
     await client.initialize()  # the nodes known now: a subscription picks among them
-    return client  # type: ignore[return-value]
+    return client  # type: ignore[return-value]  # the service types its client Redis: a cluster's takes the same commands

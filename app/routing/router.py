@@ -11,6 +11,7 @@ from app.routing import service
 from app.routing.models import NODE_ITSELF
 from app.routing.schemas import (
     CandidateOut,
+    EliminationOut,
     ExplainOut,
     InstanceOut,
     InstanceRoutingPatch,
@@ -59,7 +60,7 @@ async def explain(
         reason=decision.reason,
         candidates=[CandidateOut(**asdict(c)) for c in candidates],
         steps=[
-            StepOut(step=s.step, rule=s.rule, eliminated=[asdict(e) for e in s.eliminated], remaining=list(s.remaining))
+            StepOut(step=s.step, rule=s.rule, eliminated=[EliminationOut(**asdict(e)) for e in s.eliminated], remaining=list(s.remaining))
             for s in decision.steps
         ],
     )

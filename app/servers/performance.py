@@ -38,8 +38,8 @@ async def evaluate_environment(store: QueueStore, policy: ActivePolicy, keys: Ae
         if min(sample.response_ms, sample.queue_ms, sample.execution_ms) < 0:
             invalid += 1  # no script writes one (one clock: Redis's); a sample of an older version might
             continue
-        period = period_number([p.duration_ms for p in spec.periods], sample.response_ms)
-        samples_by_period[(sample.service_class, period)].append((sample.response_ms, sample.queue_ms, sample.execution_ms))
+        number = period_number([p.duration_ms for p in spec.periods], sample.response_ms)
+        samples_by_period[(sample.service_class, number)].append((sample.response_ms, sample.queue_ms, sample.execution_ms))
     where = f"goal evaluation of {keys.ae} on {keys.node}"
     if invalid:
         UNJUDGED.failed(where, "samples with a negative duration left out", f"{invalid} in the window")

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime
+from typing import cast
 
 import orjson
-from sqlalchemy import delete, insert, select
+from sqlalchemy import Table, delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.queues.keys import AeKeys
 from app.queues.swept_blobs import SweptEntry
 from app.sweeper.models import SweptBlob, SweptRequest
+
+# Written with Core inserts; declarative types a mapped class's __table__ as any FromClause, this one is a Table.
+_SWEPT_REQUESTS = cast(Table, SweptRequest.__table__)
 
 
 class SweptBlobs:
@@ -42,7 +46,7 @@ class SweptBlobs:
                     }
                     for e in part
                 ]
-                await session.execute(insert(SweptRequest.__table__), rows)  # Core, not ORM: a thousand rows in one statement
+                await session.execute(insert(_SWEPT_REQUESTS), rows)  # Core, not ORM: a thousand rows in one statement
                 blob_ids.append(blob.id)
         return blob_ids
 

@@ -58,4 +58,4 @@ class Enclaves:
         enclave = await self.store.enclave(token.removeprefix(ENCLAVE_PREFIX)) if token.startswith(ENCLAVE_PREFIX) else None
         if enclave is None or enclave["qm"] != qm.id:
             raise NotFound("unknown or expired enclave token", code="unknown_enclave")
-        return enclave  # type: ignore[no-any-return]
+        return enclave

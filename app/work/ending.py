@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from app.auth.roles import PrincipalInfo
 from app.config import Settings
@@ -115,7 +115,7 @@ def settle(
             outcomes[i] = EndedOut(token=ends[i][0], outcome=record["outcome"], response_time_ms=record["ended"] - record["inserted"])
         else:
             outcomes[i] = lua_error(result.code, [result.value])
-    return outcomes  # type: ignore[return-value]
+    return cast(list[EndedOut | AppError], outcomes)  # prepare left None only at the indexes of `valid`, filled above
 
 
 def split_outcomes(ends: list[EndRequestArgs], outcomes: list[EndedOut | AppError]) -> tuple[list[EndedOut], list[EndErrorOut]]:

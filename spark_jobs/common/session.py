@@ -67,7 +67,7 @@ def build_session(
         options |= {"spark.driver.memory": driver.memory, "spark.ui.enabled": "false"}
     if java_options:
         options["spark.driver.extraJavaOptions"] = " ".join(java_options)
-    builder = SparkSession.builder.config(map=options)
+    builder = SparkSession.builder.config(map=options)  # type: ignore[arg-type]  # pyspark's dict of any option value takes no dict[str, str]
     if SparkContext._gateway is not None:
         return builder.getOrCreate()
     with java_home_for_launch(java_home or choose_java_home(driver.java_home, os.environ)):
@@ -83,7 +83,7 @@ def _start_jvm(options: Mapping[str, str], output: TextIO) -> None:
     output.flush()
     output_start = os.fstat(output.fileno()).st_size
     try:
-        gateway = launch_gateway(SparkConf().setAll(options.items()), popen_kwargs={"stdout": output, "stderr": subprocess.STDOUT})
+        gateway = launch_gateway(SparkConf().setAll(list(options.items())), popen_kwargs={"stdout": output, "stderr": subprocess.STDOUT})
     except PySparkRuntimeError as error:
         # PySpark only says that it exited; why (no Java there, too little memory for the heap) is in its output.
         raise RuntimeError(f"the driver's JVM did not start: {' / '.join(_last_words(Path(output.name), output_start))}") from error

@@ -232,6 +232,8 @@ class Launcher:
             )).all()  # fmt: skip
         policy = await self.state.policies.current()
         for server_id, node, application_environment, instance in rows:
+            # A server's connection has its node and environment; its instance is one of `instances`.
+            assert node is not None and application_environment is not None and instance is not None
             keys = self.state.queues.keys(node, application_environment)
             log.warning(
                 "server connection %d of %s was left open by its process: closed (%s), its work given back",

@@ -5,6 +5,7 @@ scheduler's sweep is refused by the scripts."""
 from __future__ import annotations
 
 from app.scheduler.duties.context import DutyContext
+from app.sweeper.blobs import SweptBlobs
 from app.sweeper.service import Sweeper
 
 
@@ -15,7 +16,7 @@ class QueueSweeping:
     async def sweep_queues(self) -> None:
         state = self.context.state
         queues = state.queues
-        assert queues.blobs is not None  # the service's store always has them
+        assert isinstance(queues.blobs, SweptBlobs)  # the service's store always has the database's (app/main.py)
         sweeper = Sweeper(queues, queues.blobs, state.settings, self.context.epoch)
         for keys, config in await self.context.environments():
             await sweeper.sweep_environment(keys, await queues.known_classes(keys, config))
