@@ -1,12 +1,12 @@
 """A Redis Cluster master killed under load: how long the service takes to serve again once the master's replica
 is promoted, and how many inserts answered 201 were lost, in each durability mode.
 
-    .venv/bin/python bench/redis_failover.py [--load-seconds 8] [--rate 200] [--node-timeout-ms 2000]
-    .venv/bin/python bench/redis_failover.py --smoke    # --load-seconds 1.5 --rate 60 --node-timeout-ms 1000
+    .venv/bin/python bench/redis_failover.py [--load-seconds 8] [--rate 200] [--node-timeout-ms 2000] [--workers 2]
+    .venv/bin/python bench/redis_failover.py --smoke    # --load-seconds 1.5 --rate 60 --node-timeout-ms 1000 --workers 1
 
 For each durability mode (fast, then strict) it starts a Redis Cluster of 3 masters with a replica each (the
 redis-server the embedded default uses, every node with `appendfsync always`; tests/redis_cluster.py) and one
-`wlm serve` (2 workers) given the first master's URL. Eight producers insert `--rate` requests a second between
+`wlm serve` (--workers uvicorn workers) given the first master's URL. Eight producers insert `--rate` requests a second between
 them, each with its own idempotency key; four servers select (and begin) and end what they get. After `--load-seconds`, the master
 holding the PAYROLL queues is killed with SIGKILL; its replica takes over once the other masters have missed it for
 `--node-timeout-ms` (Redis's `cluster-node-timeout`). The load goes on as long again, then the servers take what
@@ -54,7 +54,7 @@ from bench._smoke import conclude, parse_args
 from tests.redis_cluster import SLOTS, redis_cluster
 
 HEADLINE = ("fast_insert_outage_s", "fast_ready_again_s", "fast_lost", "strict_insert_outage_s", "strict_ready_again_s", "strict_lost")
-SMOKE = {"load_seconds": 1.5, "rate": 60.0, "node_timeout_ms": 1000}
+SMOKE = {"load_seconds": 1.5, "rate": 60.0, "node_timeout_ms": 1000, "workers": 1}
 MASTERS = 3
 PREFIX = "wlm"  # the service's default WLM_REDIS_PREFIX
 QM = {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BENCH"}
@@ -188,13 +188,13 @@ async def run(service: Service, kill, load_seconds: float, rate: float) -> dict:
     }
 
 
-def one_mode(durability: str, load_seconds: float, rate: float, node_timeout_ms: int) -> dict:
+def one_mode(durability: str, args: argparse.Namespace) -> dict:
     scratch = Path(tempfile.mkdtemp(prefix=f"wlm-redis-failover-{durability}-"))
-    with redis_cluster(scratch / "cluster", MASTERS, replicas=1, node_timeout_ms=node_timeout_ms) as cluster:
+    with redis_cluster(scratch / "cluster", MASTERS, replicas=1, node_timeout_ms=args.node_timeout_ms) as cluster:
         victim = cluster.masters[master_of(AeKeys(PREFIX, "LOCAL", "PAYROLL").tag)]
-        service = Service(2, directory=scratch / "service", redis_url=cluster.masters[0], durability=durability)
+        service = Service(args.workers, directory=scratch / "service", redis_url=cluster.masters[0], durability=durability)
         try:
-            figures = asyncio.run(run(service, lambda: cluster.kill(victim), load_seconds, rate))
+            figures = asyncio.run(run(service, lambda: cluster.kill(victim), args.load_seconds, args.rate))
         finally:
             service.stop()
         figures["tracebacks_in_log"] = (service.dir / "service.log").read_text(errors="replace").count("Traceback")
@@ -207,9 +207,13 @@ def main() -> None:
     parser.add_argument("--load-seconds", type=float, default=8.0, help="load before the kill, and again after it")
     parser.add_argument("--rate", type=float, default=200.0, help="requests inserted per second")
     parser.add_argument("--node-timeout-ms", type=int, default=2000, help="the cluster's cluster-node-timeout")
+    parser.add_argument("--workers", type=int, default=2, help="the service's uvicorn workers")
     args = parse_args(parser, SMOKE)
-    print(f"machine: {machine()}; the service (2 workers), 6 Redis nodes and this load generator share the cores", flush=True)
-    results = {mode: one_mode(mode, args.load_seconds, args.rate, args.node_timeout_ms) for mode in ("fast", "strict")}
+    print(
+        f"machine: {machine()}; the service (uvicorn workers: {args.workers}), 6 Redis nodes and this load generator share the cores",
+        flush=True,
+    )
+    results = {mode: one_mode(mode, args) for mode in ("fast", "strict")}
     headline = {f"{mode}_{name}": value for mode, figures in results.items() for name, value in figures.items()}
     checks = {
         f"{mode}: {name}": passed
@@ -220,7 +224,7 @@ def main() -> None:
         )
     }
     checks["strict: no request answered 201 lost"] = results["strict"]["lost"] == 0
-    conclude({"node_timeout_ms": args.node_timeout_ms, "rate": args.rate, **headline}, checks, args.smoke)
+    conclude({"node_timeout_ms": args.node_timeout_ms, "rate": args.rate, "workers": args.workers, **headline}, checks, args.smoke)
 
 
 if __name__ == "__main__":
