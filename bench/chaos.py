@@ -189,6 +189,7 @@ import tempfile
 import traceback
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 
 import httpx
@@ -429,6 +430,7 @@ class Database:
 
     def __init__(self, admin_url: str | None, scratch: Path) -> None:
         self.admin_url, self.name = admin_url, None
+        self._dropping: Future[None] | None = None
         self.kind, self.url = "sqlite", f"sqlite+aiosqlite:///{scratch / 'wlm.db'}"
         if admin_url is None:
             return
@@ -444,7 +446,21 @@ class Database:
         self.name, self.kind = name, "postgresql"
         self.url = admin_url.rsplit("/", 1)[0] + f"/{name}"
 
+    def drop_soon(self) -> None:
+        """Start dropping it in a thread: a drop waits for PostgreSQL's checkpoint, seconds the next scenario's
+        start can use."""
+        executor = ThreadPoolExecutor(1)
+        self._dropping = executor.submit(self._drop)
+        executor.shutdown(wait=False)  # the drop goes on; `drop` waits for it
+
     def drop(self) -> None:
+        """Drop it now, or wait for the drop `drop_soon` started (and raise what it raised)."""
+        if self._dropping is None:
+            self._drop()
+        else:
+            self._dropping.result()
+
+    def _drop(self) -> None:
         if self.name is None:
             return
         import psycopg
@@ -925,6 +941,7 @@ async def cluster_scenario(args: argparse.Namespace, scratch: Path, cleanup: Cle
     }
     for replica in replicas:
         await asyncio.to_thread(replica.stop)
+    database.drop_soon()
     return figures
 
 
