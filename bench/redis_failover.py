@@ -10,8 +10,8 @@ redis-server the embedded default uses, every node with `appendfsync always`; te
 them, each with its own idempotency key; four servers select (and begin) and end what they get. After `--load-seconds`, the master
 holding the PAYROLL queues is killed with SIGKILL; its replica takes over once the other masters have missed it for
 `--node-timeout-ms` (Redis's `cluster-node-timeout`). The load goes on as long again, then the servers take what
-is left: until every request answered 201 has ended, or none came for DRAIN_IDLE_SECONDS (a lost one never comes,
-and an end whose answer the kill cut off is not known to have ended).
+is left: until every request answered 201 has ended, or none came for DRAIN_IDLE_SECONDS since the last insert was
+answered (a lost one never comes, and an end whose answer the kill cut off is not known to have ended).
 
 In strict mode an insert is answered 201 once the master's replica has it too (WAIT): none answered should be lost.
 In fast mode, replication is asynchronous.
@@ -72,7 +72,9 @@ class Load:
         self.received: list[tuple[str, float]] = []  # (token, when a server got it)
         self.ended: set[str] = set()
         self.refused: Counter[str] = Counter()  # inserts not answered 201: by status, or "unanswered"
-        self.stopping = asyncio.Event()
+        self.stopping = asyncio.Event()  # the producers'
+        # Set once the producers are done: an insert the outage held may still be answered 201 after `stopping`.
+        self.inserted = asyncio.Event()
         self.last_receipt = time.monotonic()
 
     def client(self, key: str) -> httpx.AsyncClient:
@@ -101,7 +103,7 @@ class Load:
     async def serve(self) -> None:
         async with self.client(self.server_key) as client:
             token = None
-            while not self.stopping.is_set() or (not self.drained() and time.monotonic() - self.last_receipt < DRAIN_IDLE_SECONDS):
+            while not self.inserted.is_set() or (not self.drained() and time.monotonic() - self.last_receipt < DRAIN_IDLE_SECONDS):
                 try:
                     if token is None:
                         token = (await client.post("/v1/connections", json=SERVER)).json()["token"]
@@ -173,6 +175,8 @@ async def run(service: Service, kill, load_seconds: float, rate: float) -> dict:
     await asyncio.sleep(load_seconds)
     load.stopping.set()
     await asyncio.gather(*producers)
+    load.last_receipt = max(load.last_receipt, time.monotonic())  # the idle wait starts no earlier than now
+    load.inserted.set()
     await asyncio.gather(*servers)
     ready_s = await ready
     received = [token for token, _ in load.received]
