@@ -210,7 +210,7 @@ HEADLINE = (
     "accepted", "lost", "ran_twice", "records_missing", "negative_durations", "duty_failures",
     "strict_lost_on_host_crash", "fast_lost_on_host_crash", "strict_insert_cost_pct",
 )  # fmt: skip
-SMOKE = {"seconds": 1.0, "requests": 100, "pairs": 1, "servers": 3, "drain_seconds": 20.0, "records_seconds": 15.0, "revocations": 2}
+SMOKE = {"seconds": 0.5, "requests": 60, "pairs": 1, "servers": 3, "drain_seconds": 20.0, "records_seconds": 15.0, "revocations": 2}
 PREFIX = "wlm"
 AE = "PAYROLL"
 COMPLETION_TIME_MS = 2000  # a request held by a killed server comes back this soon
