@@ -2,13 +2,14 @@
 strict durability costs an insert (issue 20).
 
     .venv/bin/python bench/chaos.py [--seconds 5] [--requests 2000] [--pairs 3] [--only 1,2,3]
+    .venv/bin/python bench/chaos.py --smoke     # seconds and tiny sizes (--help lists them): every scenario, every check
 
 Everything runs on this machine (127.0.0.1 only) and is stopped at the end, also on failure or Ctrl-C: its own
 redis-server processes, `wlm serve` replicas (bench/_service.py), server processes, and a fresh PostgreSQL database
 (dropped after) when one answers at --postgres, else one SQLite file.
 
 1. Two replicas on one Redis under load (--durability, default strict: appendfsync always). 4 producers insert
-   --requests requests spread over 4 x --seconds, through both replicas; 8 server processes long-poll select
+   --requests requests spread over 4 x --seconds, through both replicas; --servers (8) processes long-poll select
    (`begin: true`), work --work-ms and end (with their next select). Each server logs every delivery and end to a
    file. During the load, one after the other, --seconds apart: the replica holding the scheduler's role
    (GET /v1/scheduler) is killed -9 and restarted; a server is killed -9 while its handler holds a request (that
@@ -27,7 +28,14 @@ redis-server processes, `wlm serve` replicas (bench/_service.py), server process
    (fast then strict, then strict then fast, ...), each phase --seconds after 0.5 s of warm-up; cost = (fast rate /
    strict rate - 1) x 100 per pair, the median over pairs. The same for batches of 100 (POST /v1/work:batch).
 
-The last stdout line is one JSON object, the details of each scenario under `scenarios`; progress goes to stderr.
+The last stdout line is one JSON object, the details of each scenario under `scenarios`, and `failed_checks`;
+progress goes to stderr. A failed check makes the exit status 1: a scenario that did not run to its end; in
+scenario 1 no request accepted, one lost, run twice, without its work record or with a negative duration, a duty
+failure outside the Redis outage, no new scheduler after the kill, no request held by the killed server (or one
+not ended by another), a replica that did not recover from the Redis restart by itself; in scenario 2 (when the
+shim was built) no request accepted, one lost in strict mode, a replica that took no insert after the restart; in
+scenario 3 a phase without inserts. Smoke runs cut sizes and waits, not steps: fast mode's losses, the cost of
+strict and the revocation's reach are figures there, not checks, as in a full run.
 Headline figures (scenario 1 unless named otherwise):
   accepted                   inserts answered 201
   lost                       accepted requests no server ended (neither an `ended` answer nor `already_ended` when
@@ -47,7 +55,7 @@ Headline figures (scenario 1 unless named otherwise):
   fast_lost_on_host_crash,   scenario 2: requests answered 201 that are not in Redis after the crash (null when the
   strict_lost_on_host_crash  fsync shim could not be built)
   strict_insert_cost_pct     scenario 3, single inserts (`strict_batch_cost_pct`: batches of 100)
-  revocation_reach_ms_max    scenario 1, before the load: of 20 keys each verified by replica b and then revoked
+  revocation_reach_ms_max    scenario 1, before the load: of --revocations keys each verified by replica b and revoked
                              through replica a, the longest time from the revoke's answer to b's first 401
 """
 
@@ -181,6 +189,7 @@ import tempfile
 import traceback
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 
 import httpx
@@ -195,11 +204,13 @@ from app.embedded_redis import die_with_parent, server_binary
 from app.queues.keys import AeKeys, parse_token
 from bench._http import HttpClient
 from bench._service import ADMIN_KEY, ROOT, Service, admin_setup, example_policy, free_port, machine
+from bench._smoke import conclude, parse_args
 
 HEADLINE = (
     "accepted", "lost", "ran_twice", "records_missing", "negative_durations", "duty_failures",
     "strict_lost_on_host_crash", "fast_lost_on_host_crash", "strict_insert_cost_pct",
 )  # fmt: skip
+SMOKE = {"seconds": 0.5, "requests": 60, "pairs": 1, "servers": 3, "drain_seconds": 20.0, "records_seconds": 15.0, "revocations": 2}
 PREFIX = "wlm"
 AE = "PAYROLL"
 COMPLETION_TIME_MS = 2000  # a request held by a killed server comes back this soon
@@ -210,6 +221,7 @@ ONLINE = {"userid": "ATM01"}
 BATCH = 100
 PRODUCERS = 4
 LEASE_TOLERANCE_S = 0.05
+OUTAGE_AFTER_READY_S = 3.0
 STARTED = time.monotonic()
 
 
@@ -418,6 +430,7 @@ class Database:
 
     def __init__(self, admin_url: str | None, scratch: Path) -> None:
         self.admin_url, self.name = admin_url, None
+        self._dropping: Future[None] | None = None
         self.kind, self.url = "sqlite", f"sqlite+aiosqlite:///{scratch / 'wlm.db'}"
         if admin_url is None:
             return
@@ -433,7 +446,21 @@ class Database:
         self.name, self.kind = name, "postgresql"
         self.url = admin_url.rsplit("/", 1)[0] + f"/{name}"
 
+    def drop_soon(self) -> None:
+        """Start dropping it in a thread: a drop waits for PostgreSQL's checkpoint, seconds the next scenario's
+        start can use."""
+        executor = ThreadPoolExecutor(1)
+        self._dropping = executor.submit(self._drop)
+        executor.shutdown(wait=False)  # the drop goes on; `drop` waits for it
+
     def drop(self) -> None:
+        """Drop it now, or wait for the drop `drop_soon` started (and raise what it raised)."""
+        if self._dropping is None:
+            self._drop()
+        else:
+            self._dropping.result()
+
+    def _drop(self) -> None:
         if self.name is None:
             return
         import psycopg
@@ -745,7 +772,7 @@ async def ready(url: str) -> bool:
         return False
 
 
-async def key_revocation(urls: list[str], tries: int = 20) -> dict:
+async def key_revocation(urls: list[str], tries: int) -> dict:
     """How long after a revoke answered by one replica the other refuses the key, which it had just verified (and
     cached for WLM_AUTH_CACHE_SECONDS, 5 s): the time to the first 401 of a client asking it over and over."""
     admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -802,7 +829,7 @@ async def cluster_scenario(args: argparse.Namespace, scratch: Path, cleanup: Cle
     urls = [r.url for r in replicas]
     say(f"replicas ready at {', '.join(urls)} ({database.kind}); installing the policy")
     qm_key, server_key = await admin_setup(urls[0], policy())
-    revocation = await key_revocation(urls)
+    revocation = await key_revocation(urls, args.revocations)
     say(f"a key revoked on one replica was refused by the other after {revocation['median_ms']} ms (median; max {revocation['max_ms']} ms)")
     qm_token = await connect_queue_manager(urls[0], qm_key)
     fleet = Fleet(scratch / "servers", urls, server_key, args.servers, args.work_ms)
@@ -842,7 +869,7 @@ async def cluster_scenario(args: argparse.Namespace, scratch: Path, cleanup: Cle
         unfinished = accepted - seen["done"]
         if not unfinished or time.monotonic() > deadline:
             break
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(0.5)
     drain_s = time.monotonic() - started - load_s
     say(f"{len(accepted) - len(unfinished)} ended, {len(unfinished)} not, {drain_s:.1f} s after the load; stopping the servers")
     await asyncio.to_thread(fleet.stop)
@@ -857,7 +884,7 @@ async def cluster_scenario(args: argparse.Namespace, scratch: Path, cleanup: Cle
         recorded = set(table.column("token").to_pylist())
         if (seen["done"] & accepted) <= recorded or time.monotonic() > deadline:
             break
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(0.5)
     records = check_records(table, accepted)
     with redis_server.client() as client:
         still_queued = await asyncio.to_thread(present_in_redis, client, sorted(unfinished - records["tokens"]))
@@ -867,8 +894,8 @@ async def cluster_scenario(args: argparse.Namespace, scratch: Path, cleanup: Cle
     events["server_kill"]["held_ended_by_another_server"] = len(held_done)
 
     logs = add_scans([scan_log(log_between(r, 0)) for r in replicas])
-    window = events["redis_kill"].get("log_window")
-    outage = add_scans([scan_log(log_between(r, a, b)) for r, (a, b) in zip(replicas, window, strict=True)]) if window else None
+    window = await events["redis_kill"]["log_window"]
+    outage = add_scans([scan_log(log_between(r, a, b)) for r, (a, b) in zip(replicas, window, strict=True)])
     ran_twice = seen["ended_twice"] | seen["concurrent"] | seen["after_end"] | records["completed_twice"]
     figures = {
         "durability": mode,
@@ -908,12 +935,13 @@ async def cluster_scenario(args: argparse.Namespace, scratch: Path, cleanup: Cle
         "key_revocation": revocation,
         "events": {name: shown(event) for name, event in events.items()},
         "logs": logs,
-        # From the Redis kill to 3 s after both replicas were ready again.
-        "logs_during_redis_outage": outage and {k: v for k, v in outage.items() if k != "excerpts"},
-        "duty_failures_outside_redis_outage": logs["duty_failures"] - outage["duty_failures"] if outage else None,
+        # From the Redis kill to OUTAGE_AFTER_READY_S after both replicas were ready again.
+        "logs_during_redis_outage": {k: v for k, v in outage.items() if k != "excerpts"},
+        "duty_failures_outside_redis_outage": logs["duty_failures"] - outage["duty_failures"],
     }
     for replica in replicas:
         await asyncio.to_thread(replica.stop)
+    database.drop_soon()
     return figures
 
 
@@ -1010,7 +1038,7 @@ async def kill_redis(redis_server: RedisServer, replicas: list[Service], produce
             replica.kill()
             await asyncio.to_thread(replica.start)
             restarted_replicas.append(replica.dir.name)
-    await asyncio.sleep(3)  # the duties' first rounds after the restart belong to the outage
+    window = asyncio.create_task(close_log_window(replicas, before))
     say(
         f"redis back after {restart_s:.1f} s; replicas ready after {ready_s} s; "
         f"first insert accepted {first and round(first, 2)} s after the restart"
@@ -1018,8 +1046,15 @@ async def kill_redis(redis_server: RedisServer, replicas: list[Service], produce
     return {
         "down_s": round(restarted - killed, 2), "replicas_ready_after_s": ready_s,
         "first_insert_accepted_after_s": first and round(first, 2), "replicas_restarted_by_the_benchmark": restarted_replicas,
-        "log_window": list(zip(before, log_sizes(replicas), strict=True)),
+        "log_window": window,
     }  # fmt: skip
+
+
+async def close_log_window(replicas: list[Service], before: list[int]) -> list[tuple[int, int]]:
+    """The replicas' log offsets from the Redis kill to OUTAGE_AFTER_READY_S after they were ready again (the duties'
+    first rounds after the restart belong to the outage), taken while the load goes on."""
+    await asyncio.sleep(OUTAGE_AFTER_READY_S)
+    return list(zip(before, log_sizes(replicas), strict=True))
 
 
 async def first_insert_after(producers: Producers, restarted: float, timeout: float) -> float | None:
@@ -1108,8 +1143,8 @@ async def insert_cost(args: argparse.Namespace, scratch: Path, cleanup: Cleanup)
         f"scenario 3: insert rates, fast and strict interleaved, {args.pairs} "
         f"pairs of {args.seconds} s phases, single and batches of {BATCH}"
     )
-    targets = {}
-    for mode in ("fast", "strict"):
+
+    async def deploy(mode: str) -> tuple[Service, RedisServer, str, str]:
         home = scratch / f"cost-{mode}"
         # No AOF rewrite (a fork) in the middle of one mode's phase; no sweeper moving the growing queue.
         redis_server = RedisServer(home / "redis", APPENDFSYNC[mode], rewrites=False)
@@ -1120,7 +1155,15 @@ async def insert_cost(args: argparse.Namespace, scratch: Path, cleanup: Cleanup)
         )
         cleanup.push(f"the replica ({mode} cost)", service.stop)
         qm_key, _ = await admin_setup(service.url, policy())
-        targets[mode] = (service, redis_server, qm_key, await connect_queue_manager(service.url, qm_key))
+        return service, redis_server, qm_key, await connect_queue_manager(service.url, qm_key)
+
+    # Both at once (each start waits on its service much of the time); each to its end, so that cleanup knows all.
+    modes = ("fast", "strict")
+    targets = {}
+    for mode, outcome in zip(modes, await asyncio.gather(*(deploy(mode) for mode in modes), return_exceptions=True), strict=True):
+        if isinstance(outcome, BaseException):
+            raise outcome
+        targets[mode] = outcome
     gc.freeze()
     rates: dict[str, dict[str, list[float]]] = {kind: {"fast": [], "strict": []} for kind in ("single", "batch")}
     for pair in range(args.pairs):
@@ -1241,6 +1284,7 @@ def main() -> None:
         "--durability", choices=("strict", "fast"), default="strict", help="scenario 1's mode (appendfsync always / everysec)"
     )
     parser.add_argument("--drain-seconds", type=float, default=90.0, help="scenario 1: how long to wait for every accepted request to end")
+    parser.add_argument("--revocations", type=int, default=20, help="scenario 1: keys revoked to time the revocation's reach")
     parser.add_argument("--records-seconds", type=float, default=30.0, help="scenario 1: how long to wait for their work records")
     parser.add_argument(
         "--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres",
@@ -1249,10 +1293,10 @@ def main() -> None:
     parser.add_argument("--sqlite", action="store_true", help="scenario 1 on one SQLite file, even if PostgreSQL answers")
     parser.add_argument("--only", default="1,2,3", help="scenarios to run, e.g. 2,3 (the others' figures are null)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory (logs, AOFs, records)")
-    args = parser.parse_args()
+    args = parse_args(parser, SMOKE)
     args.only = {int(part) for part in args.only.split(",") if part.strip()}
-    if args.seconds <= 0 or args.requests <= 0 or args.pairs <= 0 or args.servers <= 0:
-        parser.error("--seconds, --requests, --pairs and --servers must be positive")
+    if min(args.seconds, args.requests, args.pairs, args.servers, args.revocations) <= 0:
+        parser.error("--seconds, --requests, --pairs, --servers and --revocations must be positive")
 
     scratch = Path(tempfile.mkdtemp(prefix="wlm-chaos-"))
     say(f"machine: {machine()}; service, Redis, servers and load generator share it; scratch {scratch}")
@@ -1284,8 +1328,39 @@ def main() -> None:
     }
     if failed:
         result["error"] = failed
-    print(json.dumps(result, default=str))
-    sys.exit(1 if failed else 0)
+    conclude(result, checks(result.get("scenarios", {}), failed), args.smoke)
+
+
+def checks(scenarios: dict, failed: str | None) -> dict[str, bool]:
+    """What must hold of the scenarios that ran (see the docstring)."""
+    passed = {"every scenario ran to its end": failed is None}
+    if s1 := scenarios.get("two_replicas_under_chaos"):
+        events = s1["events"]
+        passed |= {
+            "scenario 1: requests accepted": s1["accepted"] > 0,
+            "scenario 1: none lost": s1["lost"] == 0,
+            "scenario 1: none ran twice": s1["ran_twice"] == 0,
+            "scenario 1: every accepted request has its work record": s1["records_missing"] == 0,
+            "scenario 1: no negative duration": s1["negative_durations"] == 0,
+            "scenario 1: no duty failure outside the Redis outage": s1["duty_failures_outside_redis_outage"] == 0,
+            "scenario 1: a new scheduler after the kill": events["scheduler_kill"].get("failover_s") is not None,
+            "scenario 1: the killed server held a request, another ended it": events["server_kill"]["done"]
+            and events["server_kill"]["held_ended_by_another_server"] == events["server_kill"]["held"],
+            "scenario 1: both replicas recovered from the Redis restart": not events["redis_kill"]["replicas_restarted_by_the_benchmark"],
+        }
+    for mode, crash in scenarios.get("host_crash", {}).items():
+        if isinstance(crash, dict):  # not the reason it was skipped
+            passed |= {
+                f"scenario 2 ({mode}): requests accepted": crash["accepted"] > 0,
+                f"scenario 2 ({mode}): inserts taken after the restart": not crash["replica_restarted_by_the_benchmark"],
+            }
+            if mode == "strict":
+                passed["scenario 2 (strict): none lost"] = crash["lost"] == 0
+    if s3 := scenarios.get("insert_cost"):
+        passed["scenario 3: inserts in every phase"] = all(
+            rate > 0 for modes in s3["rates_per_s"].values() for rates in modes.values() for rate in rates
+        )
+    return passed
 
 
 if __name__ == "__main__":

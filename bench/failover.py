@@ -2,6 +2,7 @@
 replaced, `--pause`); another takes over.
 
     .venv/bin/python bench/failover.py [--load-seconds 6] [--rate 150] [--pause]
+    .venv/bin/python bench/failover.py --smoke      # --load-seconds 1.5 --rate 50: the same steps and checks
 
 Starts one redis-server (the project's embedded one) and three `wlm serve` replicas sharing it and one SQLite
 database, the first with the highest scheduler weight. A producer inserts `--rate` requests a second through the
@@ -13,7 +14,12 @@ new epoch shows: that is the failover time. The load goes on as long again, then
 Checked and reported: every request accepted (201) has exactly one completion in the work records (copies of one
 record, which at-least-once flushing may leave, are not two completions), none is missing; the event log (the
 advisories stream) shows one holder per epoch with epochs rising by one; no duty of a deposed scheduler was let
-through (fenced refusals counted from the logs). The last line is one JSON object of the figures.
+through (fenced refusals counted from the logs). The records are waited for (up to RECORDS_SECONDS): the killed
+scheduler's flush lease, at least 10 s, must run out before a survivor writes what it left in the outbox.
+
+The last line is one JSON object of the figures, the HEADLINE ones among them, and `failed_checks`: a failed check
+(a request not ended, missing or completed twice, epochs not one holder each, no takeover, a woken scheduler that
+did not stand down) makes the exit status 1.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import signal
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -38,10 +45,17 @@ from app.embedded_redis import EmbeddedRedis  # noqa: E402
 from app.queues.keys import events_key  # noqa: E402
 from app.work import records  # noqa: E402
 from bench._service import ADMIN_KEY, Service, admin_setup, example_policy, machine  # noqa: E402
+from bench._smoke import conclude, parse_args  # noqa: E402
+
+HEADLINE = ("failover_s", "accepted", "missing", "completed_twice", "one_holder_per_epoch")
+SMOKE = {"load_seconds": 1.5, "rate": 50.0}
 
 PREFIX = "wlm"
 WORK_SECONDS = 0.02
 COMPLETION_TIME_MS = 2000
+FAILOVER_SECONDS = 30  # no takeover this long after the kill: a failed check
+DRAIN_SECONDS = 60
+RECORDS_SECONDS = 30
 QM = {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BENCH"}
 SERVER = {"role": "server", "subsystem_type": "CB", "subsystem_name": "BENCH", "application_environment": "PAYROLL", "worker_tasks": 4}
 
@@ -55,10 +69,19 @@ class Cluster:
     def __init__(self, scratch: Path) -> None:
         self.redis = EmbeddedRedis(scratch)
         self.redis_url = self.redis.start()
+        self.replicas: list[Service] = []
         database = f"sqlite+aiosqlite:///{scratch / 'wlm.db'}"
-        self.replicas = [Service(scheduler_weight="90", redis_url=self.redis_url, database_url=database)]
-        # The database exists and is migrated: the others can start together.
-        self.replicas += [Service(scheduler_weight="50", redis_url=self.redis_url, database_url=database) for _ in range(2)]
+        try:
+            # The first migrates the database (and, the heaviest, becomes the scheduler); the others start together.
+            self.replicas.append(Service(scheduler_weight="90", redis_url=self.redis_url, database_url=database))
+            with ThreadPoolExecutor() as pool:
+                starting = [pool.submit(Service, scheduler_weight="50", redis_url=self.redis_url, database_url=database) for _ in range(2)]
+            self.replicas += [future.result() for future in starting if future.exception() is None]
+            for future in starting:
+                future.result()  # raises what a start raised, once the others are in self.replicas to be stopped
+        except BaseException:
+            self.stop()  # what did start
+            raise
 
     def stop(self) -> None:
         for replica in self.replicas:
@@ -73,7 +96,8 @@ class Load:
         self.ended: list[str] = []
         self.refused = 0
         self.server_moves = 0
-        self.stopping = asyncio.Event()
+        self.stopping = asyncio.Event()  # the producer's
+        self.finished = asyncio.Event()  # the servers': set once every accepted request ended, or given up on
 
     def client(self, url: str, key: str) -> httpx.AsyncClient:
         return httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=httpx.Timeout(10, connect=2))
@@ -107,24 +131,28 @@ class Load:
                 await client.aclose()
 
     async def serve(self, home: int) -> None:
-        """One server: select, work, end; on a replica that stopped answering, the next one (same connection)."""
+        """One server: select, work, end; on a replica that stopped answering, the next one (same connection), where
+        the ends not answered are sent again."""
         index = home
         client = self.client(self.urls[index], self.server_key)
         token = (await client.post("/v1/connections", json=SERVER)).json()["token"]
+        unended: list[str] = []  # worked on, no answer to the end yet
         try:
-            while not (self.stopping.is_set() and self.drained()):
+            while not self.finished.is_set():
                 try:
+                    while unended:
+                        ended = await client.post(f"/v1/work/{unended[0]}/end", json={"connect_token": token})
+                        # Already ended: the end reached the killed replica, its answer did not come back.
+                        if ended.status_code == 200 or ended.json().get("error", {}).get("code") == "already_ended":
+                            self.ended.append(unended[0])
+                        unended.pop(0)
                     response = await client.post(
                         "/v1/work/select", json={"connect_token": token, "wait_seconds": 0.5, "max_items": 4, "begin": True}
                     )
                     if response.status_code != 200:
                         continue
-                    items = response.json()["items"]
+                    unended = [item["token"] for item in response.json()["items"]]
                     await asyncio.sleep(WORK_SECONDS)
-                    for item in items:
-                        ended = await client.post(f"/v1/work/{item['token']}/end", json={"connect_token": token})
-                        if ended.status_code == 200:
-                            self.ended.append(item["token"])
                 except httpx.TransportError:
                     await client.aclose()
                     index = (index + 1) % len(self.urls)
@@ -160,18 +188,16 @@ async def run(cluster: Cluster, load_seconds: float, rate: float, pause: bool) -
     # find itself deposed and not act.
     os.kill(victim.process.pid, signal.SIGSTOP if pause else signal.SIGKILL)
     killed_at = time.monotonic()
-    while True:
+    failover_s = None
+    while failover_s is None and time.monotonic() - killed_at < FAILOVER_SECONDS:
         after = await scheduler_of(survivors[0])
         if after["holder"] not in (None, before["holder"]) and after["epoch"] > before["epoch"]:
             failover_s = time.monotonic() - killed_at
-            break
         await asyncio.sleep(0.02)
     how = "froze" if pause else "killed"
-    print(
-        f"{how} the scheduler {before['holder']} (epoch {before['epoch']}); "
-        f"{after['holder']} took over (epoch {after['epoch']}) after {failover_s:.2f} s",
-        flush=True,
-    )
+    took = f"after {failover_s:.2f} s" if failover_s is not None else f"not within {FAILOVER_SECONDS} s"
+    said = f"{how} the scheduler {before['holder']} (epoch {before['epoch']}); {after['holder']} took over (epoch {after['epoch']})"
+    print(f"{said} {took}", flush=True)
     if pause:
         await asyncio.sleep(1.0)
         os.kill(victim.process.pid, signal.SIGCONT)
@@ -179,13 +205,25 @@ async def run(cluster: Cluster, load_seconds: float, rate: float, pause: bool) -
     await asyncio.sleep(load_seconds)
     load.stopping.set()
     await producer
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + DRAIN_SECONDS
     while not load.drained() and time.monotonic() < deadline:
         await asyncio.sleep(0.2)
+    drained = load.drained()
+    load.finished.set()
     await asyncio.wait_for(asyncio.gather(*servers), timeout=30)
-    await asyncio.sleep(3)  # the scheduler's next record flushes
+    deadline = time.monotonic() + RECORDS_SECONDS
+    while (checked := await asyncio.to_thread(check_records, cluster, load.accepted))["missing"] and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
     final = await scheduler_of(survivors[0])
-    return {"failover_s": failover_s, "before": before, "after": after, "final": final, "load": load, "victim": victim}
+    return {
+        "failover_s": failover_s,
+        "before": before,
+        "after": after,
+        "final": final,
+        "load": load,
+        "drained": drained,
+        "checked": checked,
+    }
 
 
 def check_records(cluster: Cluster, accepted: set[str]) -> dict[str, int]:
@@ -236,13 +274,13 @@ def main() -> None:
     parser.add_argument(
         "--pause", action="store_true", help="freeze the scheduler (SIGSTOP) and wake it once replaced, instead of killing it"
     )
-    args = parser.parse_args()
+    args = parse_args(parser, SMOKE)
     print(f"machine: {machine()}; three replicas, Redis and this load generator share the cores", flush=True)
     cluster = Cluster(Path(tempfile.mkdtemp(prefix="wlm-failover-")))
     try:
         result = asyncio.run(run(cluster, args.load_seconds, args.rate, args.pause))
         load: Load = result["load"]
-        checked = check_records(cluster, load.accepted)
+        checked = result["checked"]
         epochs, one_holder_per_epoch, stood_down = check_events(cluster.redis_url, result["before"]["holder"])
         activation = result["after"]["activation_interval_s"]
     finally:
@@ -257,8 +295,9 @@ def main() -> None:
         f"completed twice, {checked['redelivered']} delivered again after the kill",
         flush=True,
     )
+    failover_s = result["failover_s"]
     figures = {
-        "failover_s": round(result["failover_s"], 2),
+        "failover_s": failover_s and round(failover_s, 2),
         "activation_interval_s": activation,
         "heartbeat_interval_s": result["after"]["heartbeat_interval_s"],
         "accepted": checked["accepted"],
@@ -275,7 +314,17 @@ def main() -> None:
         # The woken one found itself replaced and said so before acting again; no duty of its old epoch got through.
         figures["woken_scheduler_stood_down"] = stood_down
         figures["final_holder_weight"] = result["final"]["weight"]
-    print(json.dumps(figures))
+    checks = {
+        "a request was accepted": checked["accepted"] > 0,
+        f"a new scheduler within {FAILOVER_SECONDS} s": failover_s is not None,
+        f"every accepted request ended within {DRAIN_SECONDS} s": result["drained"],
+        "no accepted request without its completion record": checked["missing"] == 0,
+        "no request completed twice": checked["completed_twice"] == 0,
+        "one holder per epoch, epochs rising by one": one_holder_per_epoch,
+    }
+    if args.pause:
+        checks["the woken scheduler stood down"] = stood_down
+    conclude(figures, checks, args.smoke)
 
 
 if __name__ == "__main__":

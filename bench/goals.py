@@ -1,6 +1,7 @@
 """Goal-driven server management, end to end: two service classes compete for too few servers, then for enough.
 
-    .venv/bin/python bench/goals.py [--short-seconds 60] [--ample-seconds 90]
+    .venv/bin/python bench/goals.py [--short-seconds 60] [--ample-seconds 90] [--rate-factor 1]
+    .venv/bin/python bench/goals.py --smoke     # --short-seconds 4 --ample-seconds 4 --rate-factor 0.5: fewer checks
 
 The real service runs (`wlm serve`, embedded Redis, SQLite, one worker) with its launcher on: it starts the
 servers of the environment SIMAPP itself (`python -m app.examples.echo_server`, one worker task each, each request
@@ -8,14 +9,29 @@ taking the `delay_ms` its payload asks for) to the count its manager decides. Th
 Poisson arrivals of two classes through one queue manager connection:
   FAST  importance 1, average response goal 500 ms,   15 requests/s of 100 ms  (offered load 1.5 servers)
   SLOW  importance 3, average response goal 2,000 ms,  10 requests/s of 200 ms  (offered load 2.0 servers)
-Phase "short": server_limits max 3 — less than the 3.5 servers of load, so a goal must give. Phase "ample": the
+(--rate-factor multiplies both rates.) Phase "short": server_limits max 3 — less than the 3.5 servers of load, so a
+goal must give. Phase "ample": the
 policy is reinstalled with max 10. At the end of each phase the PI of each class (over the manager's window) is
 read from GET /v1/service-classes/{name}/performance. Then the peer: the same arrivals, through RQ (one FIFO queue, no goals) on the
 service's Redis with as many SimpleWorker processes as the short phase's maximum (3), each job sleeping its
 service time; its PI per class is the same average-goal PI over the same window, from RQ's enqueue and end times.
 The last line is one JSON object with short_pi_imp1, short_pi_imp3, ample_pi_imp1, ample_pi_imp3, the servers
 the manager wanted in each phase, rq_short_pi_imp1 and rq_short_pi_imp3, and fifo_over_wlm_pi_imp1 (how many
-times worse the importance-1 goal fares without goal management on the same servers).
+times worse the importance-1 goal fares without goal management on the same servers), and `failed_checks`.
+
+Checked, and the exit status 1 if not so: every insert was answered 201 and every accepted request has its
+completion record (the servers finish the backlog after the load, up to DRAIN_SECONDS); every RQ job ended (up to
+DRAIN_SECONDS after its phase); each PI above is a positive number, and the manager wanted servers in each phase.
+Only when both phases last GOAL_CHECK_SECONDS (3 windows; the defaults do), so that the window at a phase's end
+holds none of the phase before nor the servers' start: with too few servers the shortage falls on importance 3
+(short_pi_imp1 below short_pi_imp3: whether importance 1 meets its goal then depends on how much of the machine the
+run gets, and on a machine shared with other work it did not), with ample servers both goals are met (PI <= 1), and
+short_pi_imp3 is a number too. A smoke run's phases are seconds: it does
+not check goal attainment (its PIs are mostly the launcher's start), nor anything of RQ against WLM, and
+short_pi_imp3 may be null: the servers, still starting, serve importance 1 first, and no importance-3 request may
+have ended yet. It offers half the load (1.75 servers' worth), so that what the servers still have to do when the
+arrivals stop, and RQ's backlog, take seconds rather than tens of them: its short phase is short of servers only
+while they start.
 """
 
 from __future__ import annotations
@@ -27,16 +43,25 @@ import json
 import random
 import sys
 import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import redis
 import uvloop
 from rq import Queue
 from rq.job import Job
+from rq.registry import FailedJobRegistry, StartedJobRegistry
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # the app, for bench/_records.py
 from _http import HttpClient
+from _records import without_record
 from _service import ADMIN_KEY, RQ_SERIALIZER, Service, machine, rq_workers
+from _smoke import conclude, parse_args
+
+HEADLINE = ("short_pi_imp1", "short_pi_imp3", "ample_pi_imp1", "ample_pi_imp3", "rq_short_pi_imp1", "rq_short_pi_imp3")
+SMOKE = {"short_seconds": 4.0, "ample_seconds": 4.0, "rate_factor": 0.5}
 
 CLASSES = {  # name: (userid that classifies to it, arrivals per second, service time in ms)
     "FAST": ("FAST01", 15.0, 100),
@@ -44,6 +69,8 @@ CLASSES = {  # name: (userid that classifies to it, arrivals per second, service
 }
 GOALS_MS = {"FAST": 500, "SLOW": 2000}  # average response time goals, as in the policy
 WINDOW_SECONDS = 20
+GOAL_CHECK_SECONDS = 3 * WINDOW_SECONDS
+DRAIN_SECONDS = 120.0
 
 
 def policy(max_servers: int) -> str:
@@ -79,8 +106,25 @@ async def install(admin: HttpClient, max_servers: int) -> None:
     assert status == 200, body
 
 
-async def arrivals(qm: HttpClient, token: str, name: str, stop: asyncio.Event) -> None:
-    userid, rate, service_ms = CLASSES[name]
+class Inserts:
+    def __init__(self) -> None:
+        self.accepted: set[str] = set()
+        self.refused: Counter[str] = Counter()  # by status, or the exception
+
+    async def insert(self, qm: HttpClient, body: dict[str, object]) -> None:
+        try:
+            status, answer = await qm.post("/v1/work", body)
+        except Exception as exc:
+            self.refused[type(exc).__name__] += 1
+            return
+        if status == 201:
+            self.accepted.add(answer["token"])
+        else:
+            self.refused[str(status)] += 1
+
+
+async def arrivals(qm: HttpClient, token: str, name: str, rate: float, stop: asyncio.Event, inserts: Inserts) -> None:
+    userid, _, service_ms = CLASSES[name]
     body = {
         "connect_token": token,
         "application_environment": "SIMAPP",
@@ -92,7 +136,7 @@ async def arrivals(qm: HttpClient, token: str, name: str, stop: asyncio.Event) -
     while not stop.is_set():
         next_at += random.expovariate(rate)
         await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
-        task = asyncio.create_task(qm.post("/v1/work", body))
+        task = asyncio.create_task(inserts.insert(qm, body))
         pending.add(task)
         task.add_done_callback(pending.discard)
     await asyncio.gather(*pending)
@@ -113,15 +157,15 @@ async def performance(admin: HttpClient) -> dict[str, dict[str, float | None]]:
 async def phase(admin: HttpClient, label: str, max_servers: int, seconds: float) -> dict[str, dict[str, float | None]]:
     await install(admin, max_servers)
     started = time.monotonic()
-    while time.monotonic() - started < seconds:
-        await asyncio.sleep(5)
+    while (left := started + seconds - time.monotonic()) > 0:
+        await asyncio.sleep(min(5.0, left))
         seen = await performance(admin)
         line = "  ".join(f"{n} PI {seen[n]['pi'] if seen[n]['pi'] is None else round(seen[n]['pi'], 2)}" for n in CLASSES)
         print(f"{label:5} t+{time.monotonic() - started:3.0f}s  {line}  servers {seen['servers']}", flush=True)
     return await performance(admin)
 
 
-async def main_async(service: Service, short_s: float, ample_s: float) -> dict[str, object]:
+async def main_async(service: Service, short_s: float, ample_s: float, rate_factor: float) -> dict[str, Any]:
     admin = HttpClient(service.url, ADMIN_KEY)
     await install(admin, 3)
     await admin.post("/v1/principals", {"name": "sim-qm", "roles": ["queue_manager"]})
@@ -130,12 +174,17 @@ async def main_async(service: Service, short_s: float, ample_s: float) -> dict[s
     status, body = await qm.post("/v1/connections", {"role": "queue_manager", "subsystem_type": "SIM", "subsystem_name": "SIM1"})
     assert status == 201, body
     gc.freeze()
-    stop = asyncio.Event()
-    load = [asyncio.create_task(arrivals(qm, body["token"], name, stop)) for name in CLASSES]
+    stop, inserts = asyncio.Event(), Inserts()
+    load = [asyncio.create_task(arrivals(qm, body["token"], name, CLASSES[name][1] * rate_factor, stop, inserts)) for name in CLASSES]
     short = await phase(admin, "short", 3, short_s)
     ample = await phase(admin, "ample", 10, ample_s)
     stop.set()
     await asyncio.gather(*load)
+    # The launched servers take the backlog, then their records are written.
+    drain_started = time.monotonic()
+    unrecorded = await without_record(service.dir / "data", inserts.accepted, DRAIN_SECONDS)
+    print(f"drained: {len(inserts.accepted) - len(unrecorded)} of {len(inserts.accepted)} accepted requests recorded "
+          f"{time.monotonic() - drain_started:.1f} s after the load", flush=True)  # fmt: skip
     await qm.close()
     await admin.close()
     return {
@@ -149,24 +198,28 @@ async def main_async(service: Service, short_s: float, ample_s: float) -> dict[s
         "ample_avg_ms_imp3": ample["SLOW"]["avg_ms"],
         "short_servers": short["servers"],
         "ample_servers": ample["servers"],
+        "accepted": len(inserts.accepted),
+        "refused": dict(inserts.refused),
+        "without_record": len(unrecorded),
     }
 
 
-def rq_fifo_phase(redis_url: str, workers: int, seconds: float) -> dict[str, float | None]:
+def rq_fifo_phase(redis_url: str, workers: int, seconds: float, rate_factor: float) -> dict[str, float | None]:
     """The same Poisson arrivals through one RQ queue (FIFO, no goals) and `workers` SimpleWorkers; the average-goal
     PI of each class over the requests that ended in the last WINDOW_SECONDS, as the service judges its own."""
     connection = redis.Redis.from_url(redis_url)
     queue = Queue("goals-fifo", connection=connection, serializer=RQ_SERIALIZER)
     queue.empty()
     jobs: dict[str, list[str]] = {name: [] for name in CLASSES}
+    rates = {name: CLASSES[name][1] * rate_factor for name in CLASSES}
     with rq_workers(redis_url, "goals-fifo", workers):
-        next_at = {name: time.perf_counter() + random.expovariate(CLASSES[name][1]) for name in CLASSES}
+        next_at = {name: time.perf_counter() + random.expovariate(rates[name]) for name in CLASSES}
         deadline = time.perf_counter() + seconds
         while (now := time.perf_counter()) < deadline:
             name = min(next_at, key=next_at.__getitem__)
             time.sleep(max(0.0, next_at[name] - now))
             jobs[name].append(queue.enqueue("time.sleep", CLASSES[name][2] / 1000, result_ttl=3600).id)
-            next_at[name] += random.expovariate(CLASSES[name][1])
+            next_at[name] += random.expovariate(rates[name])
         window_start = time.time() - WINDOW_SECONDS
         result: dict[str, float | None] = {}
         for name, ids in jobs.items():
@@ -176,6 +229,10 @@ def rq_fifo_phase(redis_url: str, workers: int, seconds: float) -> dict[str, flo
             ]
             result[name] = round(sum(responses) / len(responses) / GOALS_MS[name], 3) if responses else None
             result[f"{name}_queued_at_end"] = len(ids) - len(ended)
+        deadline, started = time.monotonic() + DRAIN_SECONDS, StartedJobRegistry(queue=queue)
+        while (unended := queue.count + started.count) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        result |= {"unended": unended, "failed": FailedJobRegistry(queue=queue).count}
     queue.empty()
     return result
 
@@ -184,16 +241,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--short-seconds", type=float, default=60.0)
     parser.add_argument("--ample-seconds", type=float, default=90.0)
-    args = parser.parse_args()
+    parser.add_argument("--rate-factor", type=float, default=1.0, help="both classes' arrival rates times this")
+    args = parse_args(parser, SMOKE)
     print(f"machine: {machine()}; service (1 worker), its Redis, the servers it starts and this load generator share it", flush=True)
     service = Service(
         workers=1, launcher="true", goal_interval_seconds="2", goal_window_seconds=str(WINDOW_SECONDS), lease_check_seconds="0.25"
     )
     try:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            figures = runner.run(main_async(service, args.short_seconds, args.ample_seconds))
+            figures = runner.run(main_async(service, args.short_seconds, args.ample_seconds, args.rate_factor))
         # The servers the service launched end with the ample phase's load; the peer gets the machine's cores.
-        peer = rq_fifo_phase(service.redis_url, workers=3, seconds=args.short_seconds)
+        peer = rq_fifo_phase(service.redis_url, workers=3, seconds=args.short_seconds, rate_factor=args.rate_factor)
         print(
             f"rq fifo, 3 workers: FAST PI {peer['FAST']}  SLOW PI {peer['SLOW']}  (still queued at the end: "
             f"FAST {peer['FAST_queued_at_end']}, SLOW {peer['SLOW_queued_at_end']})",
@@ -204,7 +262,32 @@ def main() -> None:
     figures |= {"rq_short_pi_imp1": peer["FAST"], "rq_short_pi_imp3": peer["SLOW"]}
     if peer["FAST"] is not None and figures["short_pi_imp1"]:
         figures["fifo_over_wlm_pi_imp1"] = round(peer["FAST"] / figures["short_pi_imp1"], 1)  # type: ignore[operator]
-    print(json.dumps(figures))
+    checks = {
+        "every insert answered 201": not figures["refused"],
+        f"every accepted request has its completion record within {DRAIN_SECONDS:g} s": figures["without_record"] == 0,
+        f"every RQ job ended within {DRAIN_SECONDS:g} s, none failed": peer["unended"] == 0 and peer["failed"] == 0,
+        "the manager wanted servers in each phase": all(positive(figures[f"{label}_servers"]["desired"]) for label in ("short", "ample")),
+    }
+    # The goals are checked on the load the policy was made for, over phases long enough to judge.
+    full_length = min(args.short_seconds, args.ample_seconds) >= GOAL_CHECK_SECONDS and args.rate_factor == 1
+    checks |= {f"{name} is a positive number": positive(figures[name]) for name in HEADLINE if full_length or name != "short_pi_imp3"}
+    if full_length:
+        imp1, imp3 = figures["short_pi_imp1"], figures["short_pi_imp3"]
+        checks |= {
+            "with too few servers, importance 3 fares worse than importance 1": positive(imp1) and positive(imp3) and imp1 < imp3,
+            "importance 1 meets its goal with ample servers": met(figures["ample_pi_imp1"]),
+            "importance 3 meets its goal with ample servers": met(figures["ample_pi_imp3"]),
+        }
+    conclude(figures, checks, args.smoke)
+
+
+def positive(value: object) -> bool:
+    return isinstance(value, int | float) and value > 0
+
+
+def met(pi: object) -> bool:
+    """A performance index at or under 1: the goal met."""
+    return isinstance(pi, int | float) and pi <= 1
 
 
 if __name__ == "__main__":

@@ -1,15 +1,17 @@
 """A Redis Cluster master killed under load: how long the service takes to serve again once the master's replica
 is promoted, and how many inserts answered 201 were lost, in each durability mode.
 
-    .venv/bin/python bench/redis_failover.py [--load-seconds 8] [--rate 200] [--node-timeout-ms 2000]
+    .venv/bin/python bench/redis_failover.py [--load-seconds 8] [--rate 200] [--node-timeout-ms 2000] [--workers 2]
+    .venv/bin/python bench/redis_failover.py --smoke    # --load-seconds 1.5 --rate 60 --node-timeout-ms 1000 --workers 1
 
 For each durability mode (fast, then strict) it starts a Redis Cluster of 3 masters with a replica each (the
 redis-server the embedded default uses, every node with `appendfsync always`; tests/redis_cluster.py) and one
-`wlm serve` (2 workers) given the first master's URL. Eight producers insert `--rate` requests a second between
+`wlm serve` (--workers uvicorn workers) given the first master's URL. Eight producers insert `--rate` requests a second between
 them, each with its own idempotency key; four servers select (and begin) and end what they get. After `--load-seconds`, the master
 holding the PAYROLL queues is killed with SIGKILL; its replica takes over once the other masters have missed it for
 `--node-timeout-ms` (Redis's `cluster-node-timeout`). The load goes on as long again, then the servers take what
-is left.
+is left: until every request answered 201 has ended, or none came for DRAIN_IDLE_SECONDS since the last insert was
+answered (a lost one never comes, and an end whose answer the kill cut off is not known to have ended).
 
 In strict mode an insert is answered 201 once the master's replica has it too (WAIT): none answered should be lost.
 In fast mode, replication is asynchronous.
@@ -20,7 +22,10 @@ refused meanwhile by status (or unanswered),
 the inserts answered 201 whose request no server ever received (lost), and the requests a server received twice
 (an end the outage refused lets the lease expire, and the request is delivered again: at least once). The service,
 the six Redis nodes and this load generator share the machine's cores. The last line is one JSON object of the
-figures.
+figures, each named with its mode (`strict_lost`), the HEADLINE ones among them, and `failed_checks`. Checked, and
+the exit status 1 if not so: in each mode a request was accepted, `/readyz` said ready again (within READY_SECONDS),
+and every request answered 201 and received by a server has its completion record (waited for up to
+RECORDS_SECONDS); in strict mode none was lost. (Fast mode may lose some: that is reported, not checked.)
 """
 
 from __future__ import annotations
@@ -43,14 +48,20 @@ from redis.crc import key_slot
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.queues.keys import AeKeys
+from bench._records import without_record
 from bench._service import Service, admin_setup, example_policy, machine
+from bench._smoke import conclude, parse_args
 from tests.redis_cluster import SLOTS, redis_cluster
 
+HEADLINE = ("fast_insert_outage_s", "fast_ready_again_s", "fast_lost", "strict_insert_outage_s", "strict_ready_again_s", "strict_lost")
+SMOKE = {"load_seconds": 1.5, "rate": 60.0, "node_timeout_ms": 1000, "workers": 1}
 MASTERS = 3
 PREFIX = "wlm"  # the service's default WLM_REDIS_PREFIX
 QM = {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BENCH"}
 SERVER = {"role": "server", "subsystem_type": "CB", "subsystem_name": "BENCH", "application_environment": "PAYROLL", "worker_tasks": 4}
 DRAIN_IDLE_SECONDS = 10.0
+READY_SECONDS = 60.0  # from the kill: not ready, then ready again
+RECORDS_SECONDS = 30.0
 PRODUCERS = 8
 
 
@@ -59,8 +70,11 @@ class Load:
         self.url, self.qm_key, self.server_key = url, qm_key, server_key
         self.accepted: dict[str, float] = {}  # token: when its 201 came
         self.received: list[tuple[str, float]] = []  # (token, when a server got it)
+        self.ended: set[str] = set()
         self.refused: Counter[str] = Counter()  # inserts not answered 201: by status, or "unanswered"
-        self.stopping = asyncio.Event()
+        self.stopping = asyncio.Event()  # the producers'
+        # Set once the producers are done: an insert the outage held may still be answered 201 after `stopping`.
+        self.inserted = asyncio.Event()
         self.last_receipt = time.monotonic()
 
     def client(self, key: str) -> httpx.AsyncClient:
@@ -89,7 +103,7 @@ class Load:
     async def serve(self) -> None:
         async with self.client(self.server_key) as client:
             token = None
-            while not self.stopping.is_set() or time.monotonic() - self.last_receipt < DRAIN_IDLE_SECONDS:
+            while not self.inserted.is_set() or (not self.drained() and time.monotonic() - self.last_receipt < DRAIN_IDLE_SECONDS):
                 try:
                     if token is None:
                         token = (await client.post("/v1/connections", json=SERVER)).json()["token"]
@@ -105,9 +119,14 @@ class Load:
                     for item in response.json()["items"]:
                         self.received.append((item["token"], now))
                         self.last_receipt = now
-                        await client.post(f"/v1/work/{item['token']}/end", json={"connect_token": token})
+                        ended = await client.post(f"/v1/work/{item['token']}/end", json={"connect_token": token})
+                        if ended.status_code == 200:
+                            self.ended.add(item["token"])  # else its lease runs out, and it comes again
                 except (httpx.TransportError, KeyError):
                     await asyncio.sleep(0.05)
+
+    def drained(self) -> bool:
+        return self.accepted.keys() <= self.ended
 
 
 def outage(times: Iterable[float], killed_at: float) -> float | None:
@@ -131,10 +150,13 @@ async def ready_again(url: str, since: float) -> float:
             except httpx.TransportError:
                 return False
 
-        while await ready():
-            await asyncio.sleep(0.05)
-        while not await ready():
-            await asyncio.sleep(0.05)
+        for wanted in (False, True):
+            while await ready() != wanted:
+                if time.monotonic() - since > READY_SECONDS:
+                    raise TimeoutError(
+                        f"/readyz did not say {'ready again' if wanted else 'not ready'} within {READY_SECONDS} s of the kill"
+                    )
+                await asyncio.sleep(0.05)
         return time.monotonic() - since
 
 
@@ -153,8 +175,10 @@ async def run(service: Service, kill, load_seconds: float, rate: float) -> dict:
     await asyncio.sleep(load_seconds)
     load.stopping.set()
     await asyncio.gather(*producers)
+    load.last_receipt = max(load.last_receipt, time.monotonic())  # the idle wait starts no earlier than now
+    load.inserted.set()
     await asyncio.gather(*servers)
-    ready_s = await asyncio.wait_for(ready, 60) if not ready.done() else ready.result()
+    ready_s = await ready
     received = [token for token, _ in load.received]
     return {
         "insert_outage_s": outage(load.accepted.values(), killed_at),
@@ -163,17 +187,18 @@ async def run(service: Service, kill, load_seconds: float, rate: float) -> dict:
         "refused_after_kill": dict(load.refused - refused_before),
         "accepted": len(load.accepted),
         "lost": len(set(load.accepted) - set(received)),
+        "received_without_record": len(await without_record(service.dir / "data", set(load.accepted) & set(received), RECORDS_SECONDS)),
         "received_twice": len(received) - len(set(received)),
     }
 
 
-def one_mode(durability: str, load_seconds: float, rate: float, node_timeout_ms: int) -> dict:
+def one_mode(durability: str, args: argparse.Namespace) -> dict:
     scratch = Path(tempfile.mkdtemp(prefix=f"wlm-redis-failover-{durability}-"))
-    with redis_cluster(scratch / "cluster", MASTERS, replicas=1, node_timeout_ms=node_timeout_ms) as cluster:
+    with redis_cluster(scratch / "cluster", MASTERS, replicas=1, node_timeout_ms=args.node_timeout_ms) as cluster:
         victim = cluster.masters[master_of(AeKeys(PREFIX, "LOCAL", "PAYROLL").tag)]
-        service = Service(2, directory=scratch / "service", redis_url=cluster.masters[0], durability=durability)
+        service = Service(args.workers, directory=scratch / "service", redis_url=cluster.masters[0], durability=durability)
         try:
-            figures = asyncio.run(run(service, lambda: cluster.kill(victim), load_seconds, rate))
+            figures = asyncio.run(run(service, lambda: cluster.kill(victim), args.load_seconds, args.rate))
         finally:
             service.stop()
         figures["tracebacks_in_log"] = (service.dir / "service.log").read_text(errors="replace").count("Traceback")
@@ -186,11 +211,24 @@ def main() -> None:
     parser.add_argument("--load-seconds", type=float, default=8.0, help="load before the kill, and again after it")
     parser.add_argument("--rate", type=float, default=200.0, help="requests inserted per second")
     parser.add_argument("--node-timeout-ms", type=int, default=2000, help="the cluster's cluster-node-timeout")
-    args = parser.parse_args()
-    print(f"machine: {machine()}; the service (2 workers), 6 Redis nodes and this load generator share the cores", flush=True)
-    results = {mode: one_mode(mode, args.load_seconds, args.rate, args.node_timeout_ms) for mode in ("fast", "strict")}
+    parser.add_argument("--workers", type=int, default=2, help="the service's uvicorn workers")
+    args = parse_args(parser, SMOKE)
+    print(
+        f"machine: {machine()}; the service (uvicorn workers: {args.workers}), 6 Redis nodes and this load generator share the cores",
+        flush=True,
+    )
+    results = {mode: one_mode(mode, args) for mode in ("fast", "strict")}
     headline = {f"{mode}_{name}": value for mode, figures in results.items() for name, value in figures.items()}
-    print(json.dumps({"node_timeout_ms": args.node_timeout_ms, "rate": args.rate, **headline}))
+    checks = {
+        f"{mode}: {name}": passed
+        for mode, figures in results.items()
+        for name, passed in (
+            ("a request was accepted", figures["accepted"] > 0),
+            ("every request accepted and received has its completion record", figures["received_without_record"] == 0),
+        )
+    }
+    checks["strict: no request answered 201 lost"] = results["strict"]["lost"] == 0
+    conclude({"node_timeout_ms": args.node_timeout_ms, "rate": args.rate, "workers": args.workers, **headline}, checks, args.smoke)
 
 
 if __name__ == "__main__":
