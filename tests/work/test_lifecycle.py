@@ -309,28 +309,15 @@ async def test_batch_limits(world):
 
 
 async def test_idempotent_insert_returns_the_first_result(world):
-    first = await world.client.post(
-        "/v1/work",
-        headers=world.qm,
-        json={
-            "connect_token": world.qm_token,
-            "application_environment": "PAYROLL",
-            "classification": ONLINE,
-            "payload": 1,
-            "idempotency_key": "order-42",
-        },
-    )
-    second = await world.client.post(
-        "/v1/work",
-        headers=world.qm,
-        json={
-            "connect_token": world.qm_token,
-            "application_environment": "PAYROLL",
-            "classification": ONLINE,
-            "payload": 1,
-            "idempotency_key": "order-42",
-        },
-    )
+    body = {
+        "connect_token": world.qm_token,
+        "application_environment": "PAYROLL",
+        "classification": ONLINE,
+        "payload": 1,
+        "idempotency_key": "order-42",
+    }
+    first = await world.client.post("/v1/work", headers=world.qm, json=body)
+    second = await world.client.post("/v1/work", headers=world.qm, json=body)
     assert first.status_code == second.status_code == 201
     assert first.json()["token"] == second.json()["token"] and second.headers["idempotent-replayed"] == "true"
     assert "idempotent-replayed" not in first.headers
