@@ -3,7 +3,7 @@
     .venv/bin/python bench/report.py [--millions 10 20]
 
 Starts the real service once to install the example policy (examples/policy.yaml) into a scratch SQLite database,
-stops it, writes each day of records (bench/report_data.py: the records' schema and layout, 0.5% of them twice), then
+stops it, writes each day of records (bench/_report_data.py: the records' schema and layout, 0.5% of them twice), then
 times `wlm report run --date ...` as a process of its own: wall time from its start to its exit, the JVM's start,
 reading the policy, Parquet and the database upsert included. The job's first run on a machine writes the driver JVM's
 class-data archive (spark_jobs/common/class_archive.py) as its JVM exits; the benchmark makes that first run on a day
@@ -35,8 +35,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._report_data import generate  # noqa: E402
 from bench._service import ADMIN_KEY, ROOT, WLM, Service, machine  # noqa: E402
-from bench.report_data import generate  # noqa: E402
 from spark_jobs.contract.goals import RESPONSE_BUCKET_LIMITS_PCT  # noqa: E402
 from spark_jobs.workload_activity.policy_goals import PolicyVersionInfo, goal_rows  # noqa: E402
 
