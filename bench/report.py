@@ -11,7 +11,7 @@ of 10,000 records, times it apart, and the timed days then map the archive, as e
 The job runs on the Java it chooses (JAVA_HOME if the benchmark is given one, else the newest installed Java Spark
 supports: spark_jobs/common/java_home.py); the JSON names it. The generated files are flushed to disk before the timed
 runs. DuckDB, the single-machine yardstick, then computes the same report of the 10 million day in the same run:
-copies dropped by token, the goal of each class period, per AE, node, class, period, report class and 15 minutes and
+copies dropped by token and life, the goal of each class period, per AE, node, class, period, report class and 15 minutes and
 for the whole day: counts, mean and standard deviation of response, queue and execution time, exact percentiles, the
 14 buckets against the goal, velocity; the two must count the same ended requests. The last line is one JSON object of
 the figures.
@@ -35,7 +35,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._report_data import generate  # noqa: E402
+from bench._report_data import MissingValueRule, check_value_rules, generate  # noqa: E402
 from bench._service import ADMIN_KEY, ROOT, WLM, Service, machine  # noqa: E402
 from spark_jobs.contract.goals import RESPONSE_BUCKET_LIMITS_PCT  # noqa: E402
 from spark_jobs.workload_activity.policy_goals import PolicyVersionInfo, goal_rows  # noqa: E402
@@ -86,7 +86,7 @@ def duckdb_report(records: Path) -> tuple[float, int]:
     query = f"""
         WITH goals(service_class, period, goal_type, goal_ms) AS (VALUES {goals}),
         records AS (
-            SELECT DISTINCT ON (token) * FROM read_parquet('{records}/*.parquet')
+            SELECT DISTINCT ON (token, coalesce(life, 1)) * FROM read_parquet('{records}/*.parquet')
         ),
         rows AS (
             SELECT r.application_environment, r.node, r.service_class, r.period, coalesce(r.report_class, '') AS report_class,
@@ -123,6 +123,10 @@ def main() -> None:
     parser.add_argument("--millions", type=int, nargs=2, default=(10, 20), metavar=("SMALL", "LARGE"), help="the two day sizes")
     args = parser.parse_args()
     small, large = args.millions
+    try:
+        check_value_rules()  # before anything starts: a column of the contract the generator cannot fill
+    except MissingValueRule as error:
+        sys.exit(str(error))
     print(f"machine: {machine()}; the job, its JVM and this process share the cores", flush=True)
     data_dir = install_policy()
     figures: dict[str, float | int] = {}
