@@ -1,20 +1,27 @@
 """The nightly workload activity report on a day of 10 and of 20 million synthetic work records, against DuckDB.
 
-    .venv/bin/python bench/report.py [--millions 10 20]
+    .venv/bin/python bench/report.py [--millions 10 20] [--runs 3] [--keep-data]
+    .venv/bin/python bench/report.py --smoke     # days of a few thousand records, one run: seconds
 
 Starts the real service once to install the example policy (examples/policy.yaml) into a scratch SQLite database,
-stops it, writes each day of records (bench/report_data.py: the records' schema and layout, 0.5% of them twice), then
+stops it, writes each day of records (bench/_report_data.py: the records' schema and layout, 0.5% of them twice), then
 times `wlm report run --date ...` as a process of its own: wall time from its start to its exit, the JVM's start,
 reading the policy, Parquet and the database upsert included. The job's first run on a machine writes the driver JVM's
 class-data archive (spark_jobs/common/class_archive.py) as its JVM exits; the benchmark makes that first run on a day
 of 10,000 records, times it apart, and the timed days then map the archive, as every nightly run after the first does.
 The job runs on the Java it chooses (JAVA_HOME if the benchmark is given one, else the newest installed Java Spark
 supports: spark_jobs/common/java_home.py); the JSON names it. The generated files are flushed to disk before the timed
-runs. DuckDB, the single-machine yardstick, then computes the same report of the 10 million day in the same run:
-copies dropped by token, the goal of each class period, per AE, node, class, period, report class and 15 minutes and
-for the whole day: counts, mean and standard deviation of response, queue and execution time, exact percentiles, the
-14 buckets against the goal, velocity; the two must count the same ended requests. The last line is one JSON object of
-the figures.
+runs. DuckDB, the single-machine yardstick, computes the same report of the small day in the same run: copies dropped
+by token and life, the goal of each class period, per AE, node, class, period, report class and 15 minutes and for the
+whole day: counts, mean and standard deviation of response, queue and execution time, exact percentiles, the 14
+buckets against the goal, velocity. Each of the `--runs` rounds runs the small day, the large day and DuckDB in turn;
+the figures are the medians. The benchmark fails (exit status 1) unless every run of a day counts the same ended
+requests, Spark and DuckDB count the same on the small day, and every figure is above 0. The last line is one JSON
+object of the figures.
+
+`--smoke` takes the same steps on days of a few thousand requests, one round, without the class-data archive (writing
+it takes longer than the rest of the smoke run): there is no separate first run, and the first timed run is reported as
+the first run.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ import argparse
 import json
 import os
 import re
+import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -35,17 +44,21 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._report_data import MissingValueRule, check_value_rules, generate  # noqa: E402
 from bench._service import ADMIN_KEY, ROOT, WLM, Service, machine  # noqa: E402
-from bench.report_data import generate  # noqa: E402
 from spark_jobs.contract.goals import RESPONSE_BUCKET_LIMITS_PCT  # noqa: E402
 from spark_jobs.workload_activity.policy_goals import PolicyVersionInfo, goal_rows  # noqa: E402
 
-FIRST_DAY = date(2026, 11, 1)
+# The figures of the last line that say how the report did (tests/bench/test_smoke.py checks for them).
+HEADLINE = ("spark_small_s", "spark_large_s", "duckdb_small_s", "spark_over_duckdb", "growth_large_over_small", "first_run_s")
+SMALL_DAY, LARGE_DAY = date(2026, 11, 1), date(2026, 11, 2)
 WARM_UP_DAY, WARM_UP_REQUESTS = date(2026, 10, 31), 10_000
+SMOKE_REQUESTS = (2_000, 4_000)
+ENDED = re.compile(r"(\d+) ended requests")
 
 
-def install_policy() -> Path:
-    """A data directory whose database holds the example policy, installed through the API."""
+def install_policy() -> Service:
+    """A stopped service whose data directory's database holds the example policy, installed through the API."""
     service = Service()
     try:
         response = httpx.put(
@@ -57,12 +70,13 @@ def install_policy() -> Path:
         response.raise_for_status()
     finally:
         service.stop()
-    return service.dir / "data"
+    return service
 
 
-def run_report(data_dir: Path, day: date) -> tuple[float, str, str]:
-    """The job's wall time, its summary line and the Java it ran on (spark_jobs/common/java_home.py chooses)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WLM_")} | {"WLM_DATA_DIR": str(data_dir)}
+def run_report(data_dir: Path, day: date, settings: dict[str, str]) -> tuple[float, str, str]:
+    """The job's wall time, its summary line and the Java it ran on (spark_jobs/common/java_home.py chooses);
+    `settings`: the service's settings (WLM_*) besides its data directory."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WLM_")} | {"WLM_DATA_DIR": str(data_dir), **settings}
     started = time.perf_counter()
     result = subprocess.run([WLM, "report", "run", "--date", day.isoformat()], env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
@@ -86,7 +100,7 @@ def duckdb_report(records: Path) -> tuple[float, int]:
     query = f"""
         WITH goals(service_class, period, goal_type, goal_ms) AS (VALUES {goals}),
         records AS (
-            SELECT DISTINCT ON (token) * FROM read_parquet('{records}/*.parquet')
+            SELECT DISTINCT ON (token, coalesce(life, 1)) * FROM read_parquet('{records}/*.parquet')
         ),
         rows AS (
             SELECT r.application_environment, r.node, r.service_class, r.period, coalesce(r.report_class, '') AS report_class,
@@ -118,42 +132,98 @@ def duckdb_report(records: Path) -> tuple[float, int]:
     return elapsed, sum(row[6] for row in rows if row[5] is None)
 
 
+def ended_count(summary: str) -> int:
+    found = ENDED.search(summary)
+    if found is None:
+        raise RuntimeError(f"no count of ended requests in the job's summary: {summary!r}")
+    return int(found.group(1))
+
+
+def check(figures: dict[str, float], spark_ended: dict[str, set[int]], duck_ended: set[int]) -> list[str]:
+    """What is wrong with a run's results: counts that differ (both engines dropped the copies, each its own way),
+    or a figure not above 0."""
+    problems = [
+        f"the {size} day's runs counted {sorted(counts)} ended requests" for size, counts in spark_ended.items() if len(counts) != 1
+    ]
+    if spark_ended["small"] != duck_ended:
+        problems.append(f"the job counted {sorted(spark_ended['small'])} ended requests on the small day, DuckDB {sorted(duck_ended)}")
+    problems += [f"{name} is {figures[name]}, not above 0" for name in HEADLINE if not figures[name] > 0]
+    return problems
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--millions", type=int, nargs=2, default=(10, 20), metavar=("SMALL", "LARGE"), help="the two day sizes")
+    parser.add_argument("--runs", type=int, default=3, help="rounds of the two days and DuckDB; the figures are their medians (default 3)")
+    parser.add_argument("--smoke", action="store_true", help="days of a few thousand requests, one round: the same steps in seconds")
+    parser.add_argument("--keep-data", action="store_true", help="keep the scratch directory of the records (else removed at the end)")
     args = parser.parse_args()
-    small, large = args.millions
+    try:
+        check_value_rules()  # before anything starts: a column of the contract the generator cannot fill
+    except MissingValueRule as error:
+        sys.exit(str(error))
+    requests = dict(zip(("small", "large"), SMOKE_REQUESTS if args.smoke else (m * 1_000_000 for m in args.millions), strict=True))
+    runs = 1 if args.smoke else args.runs
+    # The smoke run maps no class-data archive: writing one at the first JVM's exit takes longer than the rest.
+    settings = {"WLM_SPARK_CLASS_ARCHIVE": "false"} if args.smoke else {}
     print(f"machine: {machine()}; the job, its JVM and this process share the cores", flush=True)
-    data_dir = install_policy()
-    figures: dict[str, float | int] = {}
-    days = {small: FIRST_DAY, large: date(2026, 11, 2)}
-    for millions, day in days.items():
+    service = install_policy()
+    try:
+        figures = measure(service.dir / "data", requests, runs, settings, warm_up=not args.smoke)
+    finally:
+        if args.keep_data:
+            print(f"the records and the service's database are kept in {service.dir / 'data'}", flush=True)
+        else:
+            shutil.rmtree(service.dir, ignore_errors=True)
+    print(json.dumps(figures | {"smoke": args.smoke}))
+
+
+def measure(data_dir: Path, requests: dict[str, int], runs: int, settings: dict[str, str], *, warm_up: bool) -> dict[str, object]:
+    """Generate the days, run the job and DuckDB on them, and return the figures; exits with status 1 if a check fails."""
+    days = {"small": SMALL_DAY, "large": LARGE_DAY}
+    for size, day in days.items():
         started = time.perf_counter()
-        rows = generate(data_dir / "records", day, millions * 1_000_000)
+        rows = generate(data_dir / "records", day, requests[size])
         print(f"{day}: {rows:,} records written in {time.perf_counter() - started:.1f} s", flush=True)
-    generate(data_dir / "records", WARM_UP_DAY, WARM_UP_REQUESTS)
+    first_run = None
+    if warm_up:
+        generate(data_dir / "records", WARM_UP_DAY, WARM_UP_REQUESTS)
     os.sync()  # the nightly job reads files written during the day, long on disk: no writeback during the runs
-    seconds, summary, java = run_report(data_dir, WARM_UP_DAY)
-    print(
-        f"first run, on a day of {WARM_UP_REQUESTS:,} requests (writes the class-data archive): {seconds:.1f} s wall ({summary})",
-        flush=True,
-    )
+    if warm_up:
+        first_run, summary, _ = run_report(data_dir, WARM_UP_DAY, settings)
+        print(
+            f"first run, on a day of {WARM_UP_REQUESTS:,} requests (writes the class-data archive): {first_run:.1f} s wall ({summary})",
+            flush=True,
+        )
+    seconds: dict[str, list[float]] = {"small": [], "large": [], "duckdb": []}
+    spark_ended: dict[str, set[int]] = {"small": set(), "large": set()}
+    duck_ended: set[int] = set()
+    java = ""
+    for run in range(1, runs + 1):
+        for size, day in days.items():
+            elapsed, summary, java = run_report(data_dir, day, settings)
+            print(f"run {run}: spark {size} day ({requests[size]:,} requests): {elapsed:.1f} s wall ({summary})", flush=True)
+            seconds[size].append(elapsed)
+            spark_ended[size].add(ended_count(summary))
+        elapsed, ended = duckdb_report(data_dir / "records" / f"date={SMALL_DAY.isoformat()}")
+        print(f"run {run}: duckdb small day: {elapsed:.1f} s ({ended:,} ended requests)", flush=True)
+        seconds["duckdb"].append(elapsed)
+        duck_ended.add(ended)
     print(f"the job's driver runs on Java {java}", flush=True)
-    figures["first_run_small_day_s"] = round(seconds, 1)
-    spark_ended = {}
-    for millions, day in days.items():
-        seconds, summary, _ = run_report(data_dir, day)
-        print(f"spark {millions}M: {seconds:.1f} s wall ({summary})", flush=True)
-        figures[f"spark_{millions}m_s"] = round(seconds, 1)
-        spark_ended[millions] = int(re.search(r"(\d+) ended requests", summary).group(1))  # type: ignore[union-attr]
-    duck_s, duck_ended = duckdb_report(data_dir / "records" / f"date={FIRST_DAY.isoformat()}")
-    print(f"duckdb {small}M: {duck_s:.1f} s ({duck_ended:,} ended requests)", flush=True)
-    if spark_ended[small] != duck_ended:  # both dropped the copies, each its own way
-        raise RuntimeError(f"the job counted {spark_ended[small]:,} ended requests, DuckDB {duck_ended:,}")
-    figures[f"duckdb_{small}m_s"] = round(duck_s, 1)
-    figures["growth_large_over_small"] = round(figures[f"spark_{large}m_s"] / figures[f"spark_{small}m_s"], 2)
-    figures["spark_over_duckdb"] = round(figures[f"spark_{small}m_s"] / duck_s, 2)
-    print(json.dumps(figures | {"java": java}))
+    small, large, duck = (statistics.median(seconds[name]) for name in ("small", "large", "duckdb"))
+    figures = {
+        "spark_small_s": round(small, 1),
+        "spark_large_s": round(large, 1),
+        "duckdb_small_s": round(duck, 3),  # milliseconds on a smoke run's day
+        "spark_over_duckdb": round(small / duck, 2),
+        "growth_large_over_small": round(large / small, 2),
+        "first_run_s": round(first_run if first_run is not None else seconds["small"][0], 1),
+    }
+    problems = check(figures, spark_ended, duck_ended)
+    if problems:
+        sys.exit("bench/report.py: " + "; ".join(problems))
+    runs_of = {f"{name}_runs_s": [round(value, 3 if name == "duckdb" else 1) for value in values] for name, values in seconds.items()}
+    return figures | runs_of | {"small_requests": requests["small"], "large_requests": requests["large"], "runs": runs, "java": java}
 
 
 if __name__ == "__main__":

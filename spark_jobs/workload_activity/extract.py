@@ -6,7 +6,7 @@ import json
 from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,8 @@ from sqlalchemy import select
 
 from spark_jobs.common.database import as_utc, database, reflected
 from spark_jobs.contract.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER, SCHEMA
-from spark_jobs.workload_activity.policy_goals import GoalRow, PolicyVersionInfo
+from spark_jobs.workload_activity.policy_goals import PolicyVersionInfo
+from spark_jobs.workload_activity.tables import empty_table
 from spark_jobs.workload_activity.transform import RECORD_COLUMNS
 
 # Spark's names of the types the records' columns have in their files.
@@ -36,41 +37,8 @@ def _schema(types: dict[str, str]) -> str:
 
 
 RECORDS_SCHEMA = _schema(RECORD_TYPES)
-# A group key, and the footers' JSON list of them (app.work.records.write_file), as Spark reads them.
-GROUP_KEYS_SCHEMA = _schema({column: RECORD_TYPES[column] for column in GROUP_KEYS})
-DECLARED_KEYS_SCHEMA = f"ARRAY<STRUCT<{GROUP_KEYS_SCHEMA}>>"
 # Footers are read a few at a time: from a remote store each read is a round trip.
 FOOTER_READERS = 8
-
-# GoalRow's fields in Spark's types.
-GOAL_TYPES = {
-    "policy_version": "INT",
-    "service_class": "STRING",
-    "period": "INT",
-    "goal_type": "STRING",
-    "goal_ms": "BIGINT",
-    "goal_percentile": "INT",
-    "goal_velocity": "INT",
-    "importance": "INT",
-}
-
-
-def empty_table(spark: SparkSession, types: dict[str, str]) -> DataFrame:
-    """A table of `types` without rows that Spark knows to be empty: it plans away what is computed from it, where
-    a DataFrame of no Python rows starts a job and a Python worker (a second and a half, beside a day's read)."""
-    return spark.sql(f"SELECT {', '.join(f'CAST(NULL AS {spark_type}) AS {name}' for name, spark_type in types.items())} WHERE false")
-
-
-def goal_table(spark: SparkSession, goals: Sequence[GoalRow]) -> DataFrame:
-    """`goals` as a table the driver holds (an inline table of bound parameters): joining it starts no Spark job,
-    where a DataFrame made of Python rows costs one, and a second of a short run."""
-    if not goals:
-        return empty_table(spark, GOAL_TYPES)
-    names = [field.name for field in fields(GoalRow)]
-    assert names == list(GOAL_TYPES), "GOAL_TYPES must follow GoalRow"
-    rows = ", ".join("(" + ", ".join(f"CAST(:{name}_{index} AS {GOAL_TYPES[name]})" for name in names) + ")" for index in range(len(goals)))
-    values = {f"{name}_{index}": value for index, goal in enumerate(goals) for name, value in asdict(goal).items()}
-    return spark.sql(f"SELECT * FROM VALUES {rows} AS goals({', '.join(names)})", args=values)
 
 
 def day_path(records_uri: str, report_date: date) -> str:
@@ -144,13 +112,13 @@ def read_footer(uri: str) -> Footer:
     return Footer(uri, group_keys, outbox_ranges if outbox_ranges else ([] if footer.num_rows == 0 else None))
 
 
-def declared_group_keys(spark: SparkSession, footers: Sequence[Footer]) -> DataFrame | None:
+def declared_group_keys(footers: Sequence[Footer]) -> list[dict[str, Any]] | None:
     """The group keys (GROUP_KEYS) the files declare, distinct; None when a file declares none: the report then
     finds its groups by reading the records a second time."""
     if any(footer.group_keys is None for footer in footers):
         return None
-    distinct = {json.dumps(key, sort_keys=True) for footer in footers for key in footer.group_keys or ()}
-    return spark.sql(f"SELECT inline(from_json(:keys, '{DECLARED_KEYS_SCHEMA}'))", args={"keys": f"[{','.join(distinct)}]"})
+    distinct = {tuple(key.get(column) for column in GROUP_KEYS) for footer in footers for key in footer.group_keys or ()}
+    return [dict(zip(GROUP_KEYS, key, strict=True)) for key in distinct]
 
 
 def files_of_copies(footers: Sequence[Footer]) -> set[str]:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
+from typing import Any
 
 from pyspark.sql import DataFrame, Row
 
@@ -18,14 +19,13 @@ from spark_jobs.workload_activity.extract import (
     day_has_files,
     day_path,
     declared_group_keys,
-    goal_table,
     read_files,
     read_footers,
     read_policy_versions,
     read_records,
 )
 from spark_jobs.workload_activity.load import replace_date, write_parquet
-from spark_jobs.workload_activity.policy_goals import ActivationStep, activation_steps, goal_rows
+from spark_jobs.workload_activity.policy_goals import ActivationStep, GoalRow, activation_steps, goal_rows
 from spark_jobs.workload_activity.transform import day_bounds, workload_activity
 
 
@@ -40,11 +40,11 @@ class JobResult:
 
 def collect_report(
     records: DataFrame | None,
-    goals: DataFrame,
+    goals: Sequence[GoalRow],
     steps: Sequence[ActivationStep],
     report_date: date,
     interval_minutes: int,
-    declared_keys: DataFrame | None,
+    declared_keys: Sequence[Mapping[str, Any]] | None,
     distinct_records: DataFrame | None,
     progress: Callable[[str], None],
 ) -> tuple[DataFrame, list[Row]]:
@@ -75,11 +75,11 @@ def run(
     with job_session("wlm-workload-activity", log, driver, may_write_archive=day_has_files(records_uri, report_date)) as spark:
         log.stage(f"reading the work records of {report_date}")
         log.detail(f"Spark {spark.version} on {spark.sparkContext.master}; reading {day_path(records_uri, report_date)}")
-        goals = goal_table(spark, goal_rows(versions))
+        goals = goal_rows(versions)
         steps = activation_steps(versions, *day_bounds(report_date))
         day = read_records(spark, records_uri, report_date)
         footers = read_footers(day.inputFiles())
-        declared_keys = declared_group_keys(spark, footers)
+        declared_keys = declared_group_keys(footers)
         if declared_keys is None:
             log.detail("not every file declares its group keys: reading the records twice")
         files = day_files(footers)

@@ -64,8 +64,8 @@ def footers(spark: SparkSession, root: Path) -> list[Footer]:
 
 
 def declared(spark: SparkSession, root: Path) -> set[tuple] | None:
-    keys = declared_group_keys(spark, footers(spark, root))
-    return None if keys is None else {tuple(row) for row in keys.collect()}
+    keys = declared_group_keys(footers(spark, root))
+    return None if keys is None else {tuple(key[column] for column in GROUP_KEYS) for key in keys}
 
 
 def test_the_day_s_group_keys_are_the_distinct_keys_its_files_declare(spark: SparkSession, tmp_path: Path) -> None:

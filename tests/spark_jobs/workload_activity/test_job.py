@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from spark_jobs.workload_activity.extract import GROUP_KEYS_SCHEMA, RECORDS_SCHEMA, goal_table
+from spark_jobs.workload_activity.extract import RECORDS_SCHEMA
 from spark_jobs.workload_activity.job import collect_report
 from spark_jobs.workload_activity.policy_goals import activation_steps, goal_rows
 from spark_jobs.workload_activity.transform import day_bounds
@@ -15,13 +15,11 @@ from tests.spark_jobs.workload_activity.test_transform import DAY, V1, group_key
 def test_a_group_no_file_declared_is_named_from_the_records(spark: SparkSession) -> None:
     records = [record("FAST", 100), record("PCT", 80), record("PCT", 120)]
     frame = spark.createDataFrame(records, RECORDS_SCHEMA)
-    goals, steps = goal_table(spark, goal_rows([V1])), activation_steps([V1], *day_bounds(DAY))
+    goals, steps = goal_rows([V1]), activation_steps([V1], *day_bounds(DAY))
     messages: list[str] = []
 
     def report_of(declared: list) -> list:
-        report, rows = collect_report(
-            frame, goals, steps, DAY, 15, spark.createDataFrame(declared, GROUP_KEYS_SCHEMA), None, messages.append
-        )
+        report, rows = collect_report(frame, goals, steps, DAY, 15, declared, None, messages.append)
         assert report.is_cached
         return sorted(rows)
 

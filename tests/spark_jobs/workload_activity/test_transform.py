@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from app.policy.goals import evaluate
 from app.policy.schemas import AverageGoal, PercentileGoal, VelocityGoal
 from spark_jobs.contract.records import GROUP_KEYS
-from spark_jobs.workload_activity.extract import GROUP_KEYS_SCHEMA, RECORDS_SCHEMA, goal_table
+from spark_jobs.workload_activity.extract import RECORDS_SCHEMA
 from spark_jobs.workload_activity.policy_goals import PolicyVersionInfo, activation_steps, goal_rows
 from spark_jobs.workload_activity.transform import day_bounds, workload_activity
 
@@ -78,12 +78,11 @@ def report_rows(
     distinct: list[dict[str, Any]] | None = None,
     interval_minutes: int = 15,
 ) -> list[Any]:
-    goals = goal_table(spark, goal_rows(versions))
     frame = None if records is None else spark.createDataFrame(records, RECORDS_SCHEMA)
-    declared = None if declared_keys is None else spark.createDataFrame(declared_keys, GROUP_KEYS_SCHEMA)
     distinct_frame = None if distinct is None else spark.createDataFrame(distinct, RECORDS_SCHEMA)
     steps = activation_steps(versions, *day_bounds(DAY))
-    return workload_activity(frame, goals, steps, DAY, interval_minutes, declared_keys=declared, distinct_records=distinct_frame).collect()
+    report = workload_activity(frame, goal_rows(versions), steps, DAY, interval_minutes, declared_keys, distinct_frame)
+    return report.collect()
 
 
 def group_keys(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
