@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 from app.queues.keys import AeKeys
 from tests.conftest import ADMIN, ADMIN_KEY, EXAMPLE_POLICY, make_key
 from tests.processes import ServiceProcess, processes_of
-from tests.waiting import eventually
+from tests.waiting import eventually, eventually_sync
 from tests.work.conftest import make_world
 
 pytestmark = pytest.mark.asyncio
@@ -84,7 +84,9 @@ async def test_a_stop_signal_ends_the_service_cleanly_and_keeps_its_work(tmp_pat
     log = service.log_path.read_text()
     assert "Traceback" not in log and not [line for line in log.splitlines() if "ERROR:" in line or " ERROR" in line], log
     assert "no longer the scheduler" in log and "could not resign" not in log, log
-    assert processes_of(str(data)) == []  # the embedded Redis and the records writer are gone
+    # The embedded Redis and the records writer are gone; one may still be on its way out when the service's own
+    # exit is seen (seen once, on a loaded machine with the suite on two workers).
+    eventually_sync(lambda: processes_of(str(data)) == [], 10, what="the service's children gone")
     assert ended in _recorded_tokens(data)
 
     again = ServiceProcess(tmp_path, bootstrap_admin_key=ADMIN_KEY)
