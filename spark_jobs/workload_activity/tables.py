@@ -68,7 +68,6 @@ def declared_groups(keys: Iterable[Mapping[str, Any]], steps: Sequence[Activatio
     version, as files declare them) can fall in: with their own version, or any version active during the day, the
     report class "" for none, with that version's goal (a class period no version defines has no group). More groups
     than the records have do no harm: they are joined by id."""
-    # Keyed loosely: a declared key's values come from the files as they are, and one of them may be missing.
     goal_of: dict[tuple[Any, ...], GoalRow] = {(goal.policy_version, goal.service_class, goal.period): goal for goal in goals}
     groups: dict[tuple[Any, ...], None] = {}
     for key in keys:
