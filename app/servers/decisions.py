@@ -151,6 +151,19 @@ def servers_for_goal(goal: GoalModel, arrival_rate_per_s: float, service_time_s:
     return ServerNeed(servers, offered_load, reachable, reason)
 
 
+def servers_for_backlog(queued: int, service_time_s: float, drain_s: float) -> int:
+    """Servers beyond those the arrivals need (`servers_for_goal`, a steady state) that serve the `queued` requests
+    already waiting within `drain_s`: ceil(queued·S ÷ drain). The manager drains a backlog by its next decision, when
+    it looks again; without this a class that fell behind (servers still starting, a surge) gets only what its
+    arrivals need, and its backlog goes down by the little they leave spare, its goal missed all the while."""
+    if queued < 0:
+        raise ValueError(f"queued must be >= 0, got {queued!r}")
+    if not math.isfinite(drain_s) or drain_s <= 0:
+        raise ValueError(f"drain_s must be finite and > 0, got {drain_s!r}")
+    _check_rates(0.0, service_time_s)
+    return min(math.ceil(queued * service_time_s / drain_s), SERVER_COUNT_CEILING)
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # Sharing the environment's servers out
 # --------------------------------------------------------------------------------------------------------------------
