@@ -1,6 +1,6 @@
 """Goal-driven server management, end to end: two service classes compete for too few servers, then for enough.
 
-    .venv/bin/python bench/goals.py [--short-seconds 60] [--ample-seconds 90] [--rate-factor 1]
+    .venv/bin/python bench/goals.py [--short-seconds 60] [--ample-seconds 90] [--rate-factor 1] [--burn 0]
                                     [--attainment-interval 5]
     .venv/bin/python bench/goals.py --smoke     # --short-seconds 4 --ample-seconds 4 --rate-factor 0.5
                                                 # --attainment-interval 1: fewer checks
@@ -18,6 +18,11 @@ read from GET /v1/service-classes/{name}/performance. Then the peer: the same ar
 service's Redis with as many SimpleWorker processes as the short phase's maximum (3), each job sleeping its
 service time; its PI per class is the same average-goal PI over the same window, from RQ's enqueue and end times.
 
+--burn N runs N busy-loop processes (`python -c 'while True: pass'`, a core's worth of demand each) beside the whole
+run, from before the service starts until after it stops (killed and waited for however the run ends; each also
+dies with this process): the same run on a busy host, where the service, its servers and the manager get less of
+the machine than they would alone.
+
 Attainment: a PI read once at a phase's end says nothing of how long a class missed before it. So the benchmark
 also judges each phase itself from the work records the service wrote (bench/_attainment.py): it cuts the phase
 into intervals of --attainment-interval seconds from its start (those wholly inside it); a class's PI in an
@@ -29,7 +34,8 @@ phase whose PI is at most 1; the PIs of every interval are printed, one line per
 The last line is one JSON object with short_pi_imp1, short_pi_imp3, ample_pi_imp1, ample_pi_imp3, the servers
 the manager wanted in each phase, rq_short_pi_imp1 and rq_short_pi_imp3, and fifo_over_wlm_pi_imp1 (how many
 times worse the importance-1 goal fares without goal management on the same servers), the four attainment figures
-(with each one's intervals met and counted, and the interval's length) and `failed_checks`.
+(with each one's intervals met and counted, and the interval's length), `burn`, `manager` (the goal interval, goal
+window and lease check the service was started with) and `failed_checks`.
 
 Checked, and the exit status 1 if not so: every insert was answered 201 and every accepted request has its
 completion record (the servers finish the backlog after the load, up to DRAIN_SECONDS); every RQ job ended (up to
@@ -55,9 +61,12 @@ import gc
 import json
 import math
 import random
+import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +83,8 @@ from _http import HttpClient
 from _records import ends, without_record
 from _service import ADMIN_KEY, RQ_SERIALIZER, Service, machine, rq_workers
 from _smoke import conclude, parse_args
+
+from app.embedded_redis import die_with_parent
 
 HEADLINE = (
     "short_pi_imp1",
@@ -98,7 +109,15 @@ CLASSES = {  # name: (userid that classifies to it, arrivals per second, service
 }
 GOALS_MS = {"FAST": 500, "SLOW": 2000}  # average response time goals, as in the policy
 IMPORTANCE = {"FAST": 1, "SLOW": 3}
+# The manager's settings: passed to the service from here and named in the last line, so the two cannot differ.
+GOAL_INTERVAL_SECONDS = 2
 WINDOW_SECONDS = 20
+LEASE_CHECK_SECONDS = 0.25
+MANAGER = {
+    "goal_interval_seconds": GOAL_INTERVAL_SECONDS,
+    "goal_window_seconds": WINDOW_SECONDS,
+    "lease_check_seconds": LEASE_CHECK_SECONDS,
+}
 GOAL_CHECK_SECONDS = 3 * WINDOW_SECONDS
 DRAIN_SECONDS = 120.0
 
@@ -312,30 +331,30 @@ def main() -> None:
     parser.add_argument("--short-seconds", type=float, default=60.0)
     parser.add_argument("--ample-seconds", type=float, default=90.0)
     parser.add_argument("--rate-factor", type=float, default=1.0, help="both classes' arrival rates times this")
+    parser.add_argument("--burn", type=int, default=0, metavar="N", help="N busy-loop processes beside the whole run")
     parser.add_argument(
         "--attainment-interval", type=float, default=ATTAINMENT_INTERVAL_SECONDS, help="seconds per interval of the attainment figures"
     )
     args = parse_args(parser, SMOKE)
-    if args.attainment_interval <= 0:
-        parser.error("--attainment-interval must be above 0")
+    if args.burn < 0 or args.attainment_interval <= 0:
+        parser.error("--burn must be 0 or more, --attainment-interval above 0")
     print(f"machine: {machine()}; service (1 worker), its Redis, the servers it starts and this load generator share it", flush=True)
-    service = Service(
-        workers=1, launcher="true", goal_interval_seconds="2", goal_window_seconds=str(WINDOW_SECONDS), lease_check_seconds="0.25"
-    )
-    try:
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            phases = main_async(service, args.short_seconds, args.ample_seconds, args.rate_factor, args.attainment_interval)
-            figures = runner.run(phases)
-        # The servers the service launched end with the ample phase's load; the peer gets the machine's cores.
-        peer = rq_fifo_phase(service.redis_url, workers=3, seconds=args.short_seconds, rate_factor=args.rate_factor)
-        print(
-            f"rq fifo, 3 workers: FAST PI {peer['FAST']}  SLOW PI {peer['SLOW']}  (still queued at the end: "
-            f"FAST {peer['FAST_queued_at_end']}, SLOW {peer['SLOW_queued_at_end']})",
-            flush=True,
-        )
-    finally:
-        service.stop()
-    figures |= {"rq_short_pi_imp1": peer["FAST"], "rq_short_pi_imp3": peer["SLOW"]}
+    with burning(args.burn):
+        service = Service(workers=1, launcher="true", **{setting: str(value) for setting, value in MANAGER.items()})
+        try:
+            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                phases = main_async(service, args.short_seconds, args.ample_seconds, args.rate_factor, args.attainment_interval)
+                figures = runner.run(phases)
+            # The servers the service launched end with the ample phase's load; the peer gets the machine's cores.
+            peer = rq_fifo_phase(service.redis_url, workers=3, seconds=args.short_seconds, rate_factor=args.rate_factor)
+            print(
+                f"rq fifo, 3 workers: FAST PI {peer['FAST']}  SLOW PI {peer['SLOW']}  (still queued at the end: "
+                f"FAST {peer['FAST_queued_at_end']}, SLOW {peer['SLOW_queued_at_end']})",
+                flush=True,
+            )
+        finally:
+            service.stop()
+    figures |= {"rq_short_pi_imp1": peer["FAST"], "rq_short_pi_imp3": peer["SLOW"], "burn": args.burn, "manager": MANAGER}
     if peer["FAST"] is not None and figures["short_pi_imp1"]:
         figures["fifo_over_wlm_pi_imp1"] = round(peer["FAST"] / figures["short_pi_imp1"], 1)  # type: ignore[operator]
     checks = {
@@ -368,6 +387,28 @@ def positive(value: object) -> bool:
 
 def share(value: object) -> bool:
     return isinstance(value, int | float) and 0 <= value <= 1
+
+
+BURN_CODE = "while True: pass"
+
+
+@contextmanager
+def burning(count: int) -> Iterator[None]:
+    """`count` busy-loop processes (`python -c 'while True: pass'`, each a core's worth of demand) for the body:
+    killed and waited for however it ends (an error, Ctrl-C); each also gets SIGTERM should this process die
+    without its `finally` (kill -9)."""
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for _ in range(count):
+            procs.append(subprocess.Popen([sys.executable, "-c", BURN_CODE], preexec_fn=die_with_parent))
+        if procs:
+            print(f"burn: {count} busy-loop processes beside the run (pids {', '.join(str(p.pid) for p in procs)})", flush=True)
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+        for proc in procs:
+            proc.wait()
 
 
 def met(pi: object) -> bool:
