@@ -73,7 +73,8 @@ async def manage_environment(
         service_s = seen.avg_execution_ms / 1000 if seen and seen.avg_execution_ms else None
         tasks = 0
         if service_s:
-            tasks = servers_for_goal(spec.periods[0].goal, rate, service_s).servers + servers_for_backlog(queued, service_s, drain_s)
+            need = servers_for_goal(spec.periods[0].goal, rate, service_s)
+            tasks = need.servers + servers_for_backlog(queued, service_s, drain_s, max(0.0, need.servers - need.offered_load))
         pi = seen.performance_index if seen else None
         demands.append(ClassDemand(name, spec.periods[0].importance, pi, math.ceil(tasks / tasks_per_server), queued > 0))
     caps = {

@@ -75,7 +75,8 @@ async def test_a_class_behind_gets_servers_to_serve_its_backlog_by_the_next_deci
         )
     ]  # fmt: skip
     decision = await manage_environment(state.queues, policy, keys, judged, 2.0, launching=False)
-    # 1 server for the arrivals (load 0.1), and 3 to serve the 6 s of queued work within the 2 s to the next decision.
+    # 1 server for the arrivals (load 0.1), and 3 for the 6 s of queued work less the 1.8 s that server's spare 0.9
+    # serves within the 2 s to the next decision.
     assert decision.desired["ONLINE"] == 4
 
 
