@@ -35,7 +35,8 @@ The last line is one JSON object with short_pi_imp1, short_pi_imp3, ample_pi_imp
 the manager wanted in each phase, rq_short_pi_imp1 and rq_short_pi_imp3, and fifo_over_wlm_pi_imp1 (how many
 times worse the importance-1 goal fares without goal management on the same servers), the four attainment figures
 (with each one's intervals met and counted, and the interval's length), `burn`, `manager` (the goal interval, goal
-window and lease check the service was started with) and `failed_checks`.
+window and lease check the service was started with), `manager_service_ms` (per phase and class, the mean execution
+time the manager sized for, beside `asked_service_ms`: on a busy host it stretches) and `failed_checks`.
 
 Checked, and the exit status 1 if not so: every insert was answered 201 and every accepted request has its
 completion record (the servers finish the backlog after the load, up to DRAIN_SECONDS); every RQ job ended (up to
@@ -43,14 +44,15 @@ DRAIN_SECONDS after its phase); each PI above is a positive number, each attainm
 manager wanted servers in each phase.
 Only when both phases last GOAL_CHECK_SECONDS (3 windows; the defaults do), so that the window at a phase's end
 holds none of the phase before nor the servers' start: with too few servers the shortage falls on importance 3
-(short_pi_imp1 below short_pi_imp3: whether importance 1 meets its goal then depends on how much of the machine the
-run gets, and on a machine shared with other work it did not), with ample servers both goals are met (PI <= 1), and
-short_pi_imp3 is a number too. A smoke run's phases are seconds: it does
-not check whether the goals are met (its PIs are mostly the launcher's start), nor anything of RQ against WLM, and
-short_pi_imp3 may be null: the servers, still starting, serve importance 1 first, and no importance-3 request may
-have ended yet. It offers half the load (1.75 servers' worth), so that what the servers still have to do when the
-arrivals stop, and RQ's backlog, take seconds rather than tens of them: its short phase is short of servers only
-while they start. Its phases are cut into 1 s intervals, so that its attainment figures are numbers too.
+(short_pi_imp1 below short_pi_imp3), importance 1 meets its goal all the same (short_pi_imp1 <= 1, and
+short_attainment_imp1 >= SHORT_ATTAINMENT_IMP1: through the servers' start and the backlog too, on a busy host as on
+a quiet one, since issue 35), with ample servers both goals are met (PI <= 1), and short_pi_imp3 is a number too.
+A smoke run's phases are seconds: it does not check whether the goals are met (its PIs are mostly the launcher's
+start), nor anything of RQ against WLM, and short_pi_imp3 may be null: the servers, still starting, serve importance
+1 first, and no importance-3 request may have ended yet. It offers half the load (1.75 servers' worth), so that what
+the servers still have to do when the arrivals stop, and RQ's backlog, take seconds rather than tens of them: its
+short phase is short of servers only while they start. Its phases are cut into 1 s intervals, so that its attainment
+figures are numbers too.
 """
 
 from __future__ import annotations
@@ -119,6 +121,8 @@ MANAGER = {
     "lease_check_seconds": LEASE_CHECK_SECONDS,
 }
 GOAL_CHECK_SECONDS = 3 * WINDOW_SECONDS
+# The share of the short phase's intervals in which importance 1 is to meet its goal (issue 35's target).
+SHORT_ATTAINMENT_IMP1 = 0.8
 DRAIN_SECONDS = 120.0
 
 
@@ -197,7 +201,12 @@ async def performance(admin: HttpClient) -> dict[str, dict[str, float | None]]:
         status, body = await admin.request("GET", f"/v1/service-classes/{name}/performance")
         assert status == 200, body
         (period,) = [p for p in body["periods"] if p["period"] == 1]
-        result[name] = {"pi": period["performance_index"], "avg_ms": period["avg_response_ms"], "ended_per_s": period["ended_per_second"]}
+        result[name] = {
+            "pi": period["performance_index"],
+            "avg_ms": period["avg_response_ms"],
+            "exec_ms": period["avg_execution_ms"],
+            "ended_per_s": period["ended_per_second"],
+        }
     status, scaling = await admin.request("GET", "/v1/scaling/application-environments/SIMAPP")
     result["servers"] = {"desired": scaling["desiredServers"], "connected": scaling["connectedServers"]}
     return result
@@ -280,6 +289,13 @@ async def main_async(service: Service, short_s: float, ample_s: float, rate_fact
         "ample_avg_ms_imp3": ample["SLOW"]["avg_ms"],
         "short_servers": short["servers"],
         "ample_servers": ample["servers"],
+        # The service time the manager sized for (its window's mean execution), beside the one each request asked for:
+        # on a busy host the servers' execution stretches, and the manager sizes for what it sees.
+        "manager_service_ms": {
+            label: {name: None if seen[name]["exec_ms"] is None else round(seen[name]["exec_ms"], 1) for name in CLASSES}
+            for label, seen in (("short", short), ("ample", ample))
+        },
+        "asked_service_ms": {name: CLASSES[name][2] for name in CLASSES},
         "accepted": len(inserts.accepted),
         "refused": dict(inserts.refused),
         "without_record": len(unrecorded),
@@ -375,6 +391,10 @@ def main() -> None:
         imp1, imp3 = figures["short_pi_imp1"], figures["short_pi_imp3"]
         checks |= {
             "with too few servers, importance 3 fares worse than importance 1": positive(imp1) and positive(imp3) and imp1 < imp3,
+            "with too few servers, importance 1 meets its goal": met(imp1),
+            f"with too few servers, importance 1 meets its goal in {SHORT_ATTAINMENT_IMP1:.0%} of the intervals": (
+                share(figures["short_attainment_imp1"]) and figures["short_attainment_imp1"] >= SHORT_ATTAINMENT_IMP1
+            ),
             "importance 1 meets its goal with ample servers": met(figures["ample_pi_imp1"]),
             "importance 3 meets its goal with ample servers": met(figures["ample_pi_imp3"]),
         }
