@@ -4,13 +4,25 @@ one interval is that of an average response time goal over the requests of the c
 response time (end - insert) divided by the goal. An interval in which the class had work, queued or in flight
 (inserted before the interval's end and not ended before its start), but none of it ended is a miss (PI infinity);
 one in which the class had no work at all is left out. A class's attainment is the share of its counted intervals
-whose PI is at most 1: a PI read once at a phase's end says nothing of how long a class missed before."""
+whose PI is at most 1: a PI read once at a phase's end says nothing of how long a class missed before.
+
+`attainment` judges every class by an average goal from (class, inserted, ended). `judged_attainment` takes the
+requests' start too, (class, inserted, started, ended), and a judge per class that gives the PI of the requests
+ended in an interval: `goal_judge` judges them as the service judges a window (app/policy/goals.py `evaluate`), so
+a percentile goal's PI is the service's bucketed one. `worst_waits`: each class's longest wait (start - insert)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+
+from app.policy.goals import GoalModel, evaluate
+
+# One ended request as a judge sees it: (response, queue, execution), in seconds.
+Sample = tuple[float, float, float]
+# The PI of the requests of a class that ended in one interval (at least one); None: unknown.
+Judge = Callable[[Sequence[Sample]], float | None]
 
 
 @dataclass(frozen=True)
@@ -55,12 +67,41 @@ def attainment(
     that lie wholly inside it. `requests`: (class, inserted, ended) in seconds on one clock (the epoch); a request
     not ended (yet) has ended = math.inf, so it is queued in every interval after its insert. Requests of classes
     not in `goals_s` are ignored."""
+    judges = {name: _average_judge(goal) for name, goal in goals_s.items()}
+    return judged_attainment(
+        ((name, inserted, inserted, ended) for name, inserted, ended in requests), judges, phase_start, phase_end, interval_s
+    )
+
+
+def _average_judge(goal_s: float) -> Judge:
+    return lambda samples: sum(sample[0] for sample in samples) / len(samples) / goal_s
+
+
+def goal_judge(goal: GoalModel) -> Judge:
+    """The PI the service gives a window of these requests under `goal` (app/policy/goals.py `evaluate`)."""
+
+    def judge(samples: Sequence[Sample]) -> float | None:
+        # In milliseconds, as the service's samples; a clock's rounding must not make a duration negative.
+        return evaluate(goal, [(max(0.0, r * 1000), max(0.0, q * 1000), max(0.0, x * 1000)) for r, q, x in samples]).pi
+
+    return judge
+
+
+def judged_attainment(
+    requests: Iterable[tuple[str, float, float, float]],
+    judges: Mapping[str, Judge],
+    phase_start: float,
+    phase_end: float,
+    interval_s: float,
+) -> dict[str, ClassAttainment]:
+    """As `attainment`, from (class, inserted, started, ended) (math.inf: not started, not ended), each class's PI
+    in an interval given by its judge from the (response, queue, execution) of its requests ended in the interval."""
     if interval_s <= 0:
         raise ValueError(f"interval_s must be positive, not {interval_s}")
-    by_class: dict[str, list[tuple[float, float]]] = {name: [] for name in goals_s}
-    for name, inserted, ended in requests:
+    by_class: dict[str, list[tuple[float, float, float]]] = {name: [] for name in judges}
+    for name, inserted, started, ended in requests:
         if name in by_class:
-            by_class[name].append((inserted, ended))
+            by_class[name].append((inserted, started, ended))
     bounds = []
     k = 0
     # Each bound from the phase's start, not by adding up: k * interval_s does not drift.
@@ -68,16 +109,24 @@ def attainment(
         bounds.append((k * interval_s, phase_start + k * interval_s, end))
         k += 1
     result = {}
-    for name, goal in goals_s.items():
+    for name, judge in judges.items():
         intervals = []
         for offset, start, end in bounds:
-            responses = [ended - inserted for inserted, ended in by_class[name] if start <= ended < end]
-            if responses:
-                pi: float | None = sum(responses) / len(responses) / goal
-            elif any(inserted < end and ended >= start for inserted, ended in by_class[name]):
+            samples = [(e - i, min(s, e) - i, e - min(s, e)) for i, s, e in by_class[name] if start <= e < end]
+            if samples:
+                pi: float | None = judge(samples)
+            elif any(inserted < end and ended >= start for inserted, _, ended in by_class[name]):
                 pi = math.inf
             else:
                 pi = None
-            intervals.append(Interval(offset, pi, len(responses)))
+            intervals.append(Interval(offset, pi, len(samples)))
         result[name] = ClassAttainment(tuple(intervals))
     return result
+
+
+def worst_waits(requests: Iterable[tuple[str, float, float, float]]) -> dict[str, float]:
+    """Each class's longest wait, start - insert, in seconds (math.inf: a request never started)."""
+    worst: dict[str, float] = {}
+    for name, inserted, started, _ in requests:
+        worst[name] = max(worst.get(name, 0.0), started - inserted)
+    return worst
