@@ -4,43 +4,21 @@ one interval is that of an average response time goal over the requests of the c
 response time (end - insert) divided by the goal. An interval in which the class had work, queued or in flight
 (inserted before the interval's end and not ended before its start), but none of it ended is a miss (PI infinity);
 one in which the class had no work at all is left out. A class's attainment is the share of its counted intervals
-whose PI is at most 1: a PI read once at a phase's end says nothing of how long a class missed before."""
+whose PI is at most 1: a PI read once at a phase's end says nothing of how long a class missed before.
+
+`attainment` judges every class by an average goal from (class, inserted, ended). `judged_attainment` takes the
+requests' start too, (class, inserted, started, ended), and a judge per class that gives the PI of the requests
+ended in an interval: `goal_judge` judges them as the service judges a window (app/policy/goals.py `evaluate`), so
+a percentile goal's PI is the service's bucketed one. `worst_waits`: each class's longest wait (start - insert).
+All but `attainment` are app/examples/attainment.py's, which `wlm demo` shares."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
+from app.examples.attainment import ClassAttainment, Interval, Judge, Sample, goal_judge, judged_attainment, worst_waits
 
-@dataclass(frozen=True)
-class Interval:
-    """One interval of a class: its start, seconds after the phase's; its PI (None: the class had no work in it, so it
-    is left out; math.inf: work but no end); how many of the class's requests ended in it."""
-
-    offset_s: float
-    pi: float | None
-    ended: int
-
-
-@dataclass(frozen=True)
-class ClassAttainment:
-    """A class's intervals in one phase, and the share of those counted (PI not None) whose PI is at most 1; None
-    when none counted."""
-
-    intervals: tuple[Interval, ...]
-
-    @property
-    def counted(self) -> int:
-        return sum(interval.pi is not None for interval in self.intervals)
-
-    @property
-    def met(self) -> int:
-        return sum(interval.pi is not None and interval.pi <= 1 for interval in self.intervals)
-
-    @property
-    def share(self) -> float | None:
-        return self.met / self.counted if self.counted else None
+__all__ = ["ClassAttainment", "Interval", "Judge", "Sample", "attainment", "goal_judge", "judged_attainment", "worst_waits"]
 
 
 def attainment(
@@ -55,29 +33,11 @@ def attainment(
     that lie wholly inside it. `requests`: (class, inserted, ended) in seconds on one clock (the epoch); a request
     not ended (yet) has ended = math.inf, so it is queued in every interval after its insert. Requests of classes
     not in `goals_s` are ignored."""
-    if interval_s <= 0:
-        raise ValueError(f"interval_s must be positive, not {interval_s}")
-    by_class: dict[str, list[tuple[float, float]]] = {name: [] for name in goals_s}
-    for name, inserted, ended in requests:
-        if name in by_class:
-            by_class[name].append((inserted, ended))
-    bounds = []
-    k = 0
-    # Each bound from the phase's start, not by adding up: k * interval_s does not drift.
-    while (end := phase_start + (k + 1) * interval_s) <= phase_end:
-        bounds.append((k * interval_s, phase_start + k * interval_s, end))
-        k += 1
-    result = {}
-    for name, goal in goals_s.items():
-        intervals = []
-        for offset, start, end in bounds:
-            responses = [ended - inserted for inserted, ended in by_class[name] if start <= ended < end]
-            if responses:
-                pi: float | None = sum(responses) / len(responses) / goal
-            elif any(inserted < end and ended >= start for inserted, ended in by_class[name]):
-                pi = math.inf
-            else:
-                pi = None
-            intervals.append(Interval(offset, pi, len(responses)))
-        result[name] = ClassAttainment(tuple(intervals))
-    return result
+    judges = {name: _average_judge(goal) for name, goal in goals_s.items()}
+    return judged_attainment(
+        ((name, inserted, inserted, ended) for name, inserted, ended in requests), judges, phase_start, phase_end, interval_s
+    )
+
+
+def _average_judge(goal_s: float) -> Judge:
+    return lambda samples: sum(sample[0] for sample in samples) / len(samples) / goal_s

@@ -36,3 +36,15 @@ async def without_record(data_dir: Path, tokens: set[str], seconds: float) -> se
     while (missing := tokens - await asyncio.to_thread(completed, data_dir)) and time.monotonic() < deadline:
         await asyncio.sleep(0.5)
     return missing
+
+
+def timed(data_dir: Path, application_environment: str) -> list[tuple[str, float, float, float]]:
+    """(service class, inserted, selected, ended) of every request of the environment that has its record, in
+    seconds since the epoch: `ends` with the time a server took the request (one never selected: its end)."""
+    table = records.read(data_dir / "records")
+    table = table.filter(pc.equal(table["application_environment"], application_environment))
+    inserted = table["inserted_at"].cast(pa.int64()).to_pylist()
+    ended = table["ended_at"].cast(pa.int64()).to_pylist()
+    selected = pc.coalesce(table["selected_at"], table["ended_at"]).cast(pa.int64()).to_pylist()
+    names = table["service_class"].to_pylist()
+    return [(n, i / 1000, s / 1000, e / 1000) for n, i, s, e in zip(names, inserted, selected, ended, strict=True)]

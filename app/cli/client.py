@@ -266,7 +266,10 @@ def cmd_demo(args: argparse.Namespace) -> None:
     from app.examples import demo
 
     try:
-        summary = asyncio.run(demo.run(_service_url(args), _api_key(args), minutes=args.minutes, phase_seconds=args.phase_seconds))
+        records_dir = get_settings().data_dir / "records"  # where the service on this host writes them, as data/admin.key
+        summary = asyncio.run(
+            demo.run(_service_url(args), _api_key(args), minutes=args.minutes, phase_seconds=args.phase_seconds, records_dir=records_dir)
+        )
     except demo.DemoError as exc:
         raise CliError(f"demo: {exc}") from None
     except KeyboardInterrupt:

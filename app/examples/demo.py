@@ -20,11 +20,13 @@ import contextlib
 import random
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from app.client import QueueManager, WlmError
+from app.examples import demo_attainment
 from app.examples.demo_plan import (
     CLASS_NAMES,
     DEMO_POLICY,
@@ -62,10 +64,13 @@ class DemoError(Exception):
 
 
 class Demo:
-    def __init__(self, url: str, admin_key: str, *, minutes: float, phase_seconds: float = DEFAULT_PHASE_SECONDS) -> None:
+    def __init__(
+        self, url: str, admin_key: str, *, minutes: float, phase_seconds: float = DEFAULT_PHASE_SECONDS, records_dir: Path | None = None
+    ) -> None:
+        """`records_dir`: where the service writes its work records, for the summary's attainment (None: not told)."""
         if minutes <= 0 or phase_seconds <= 0:
             raise DemoError("--minutes and --phase-seconds must be positive")
-        self.url = url
+        self.url, self.records_dir = url, records_dir
         self.duration_s = minutes * 60
         self.phase_s = phase_seconds
         self.phases = phases(self.duration_s, phase_seconds)
@@ -74,6 +79,7 @@ class Demo:
         self.admin = httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {admin_key}"}, timeout=30)
         self.summary = DemoSummary(seconds=0)
         self._began = 0.0
+        self._began_epoch = 0.0
         self._servers_at_start = ServersAtStart(0, frozenset())
         self._key_id: str | None = None
         self._quiesced = False  # QUIESCE issued and not yet resumed: undone if the demo is stopped in between
@@ -96,10 +102,11 @@ class Demo:
                     f"{len(self.phases)} phases of {self.phase_s:g} s, QUIESCE and RESUME of {ENVIRONMENT} halfway; figures per class "
                     f"are {'/'.join(CLASS_NAMES)}, servers connected/wanted. Watch it at {self.url}/dashboard"
                 )
-                self._began = time.monotonic()
+                self._began, self._began_epoch = time.monotonic(), time.time()
                 await self._drive(qm)
             finally:
                 self.summary.purged = await self._leave(qm)
+            self.summary.attainment = await self._attainment(int(qm.info["id"]))
         finally:
             await self._clean_up()
         return self.summary
@@ -299,6 +306,15 @@ class Demo:
             await asyncio.sleep(POLL_SECONDS)
         _say(f"not all served within {DRAIN_SECONDS:g} s of the last arrival: the rest is purged as the queue manager leaves")
 
+    async def _attainment(self, queue_manager_id: int) -> list[str]:
+        """The summary's attainment lines, from the work records of the demo's requests (app/examples/demo_attainment.py)."""
+        where = self.records_dir
+        found = None if where is None else await demo_attainment.read_requests(where, queue_manager_id, sum(self.summary.inserted.values()))
+        if found is None:
+            return [f"  attainment: not computed, no work records at {where} (the service runs on another host?)"]
+        ops = self.summary.operator
+        return demo_attainment.attainment(found, self._began_epoch, self.duration_s, ops.quiesce_at, ops.resume_at).lines()
+
     async def _leave(self, qm: QueueManager) -> int:
         """Disconnect the queue manager, which purges what it left queued; how many that were."""
         try:
@@ -322,5 +338,7 @@ class Demo:
             await self.admin.aclose()
 
 
-async def run(url: str, admin_key: str, *, minutes: float, phase_seconds: float = DEFAULT_PHASE_SECONDS) -> DemoSummary:
-    return await Demo(url, admin_key, minutes=minutes, phase_seconds=phase_seconds).run()
+async def run(
+    url: str, admin_key: str, *, minutes: float, phase_seconds: float = DEFAULT_PHASE_SECONDS, records_dir: Path | None = None
+) -> DemoSummary:
+    return await Demo(url, admin_key, minutes=minutes, phase_seconds=phase_seconds, records_dir=records_dir).run()

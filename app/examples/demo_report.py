@@ -112,6 +112,7 @@ class DemoSummary:
     worst_pi: dict[str, float] = field(default_factory=dict)
     final_pi: dict[str, float | None] = field(default_factory=dict)
     operator: OperatorTimes = field(default_factory=OperatorTimes)
+    attainment: list[str] = field(default_factory=list)  # its lines (app/examples/demo_attainment.py)
 
     def note(self, snapshot: Snapshot) -> None:
         """Keep what the summary tells of one snapshot: the latest counts, the most at once, the worst PIs."""
@@ -146,6 +147,7 @@ class DemoSummary:
             f"  queue: at most {self.most_queued} waiting at once",
             f"  operator: QUIESCE at {clock(ops.quiesce_s)}, QUIESCED at {clock(ops.quiesced_s)}, RESUME at {clock(ops.resume_s)}",
             f"  PI (<= 1: goal met): worst {_pis(self.worst_pi)}; at the end {_pis(self.final_pi)}",
+            *self.attainment,
         ]
 
 

@@ -1,4 +1,5 @@
-"""bench/_attainment.py: the per-interval PI and attainment bench/goals.py reports, from (class, inserted, ended)."""
+"""bench/_attainment.py: the per-interval PI and attainment bench/goals.py reports, from (class, inserted, ended), and
+bench/goals_vs_peers.py, from (class, inserted, started, ended) judged by the service's own PI."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import pytest
 
 # The benchmarks' helpers are modules of bench/, imported as the benchmarks import them.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from _attainment import attainment
+from _attainment import attainment, goal_judge, judged_attainment, worst_waits
+
+from app.policy.schemas import AverageGoal, PercentileGoal
 
 GOALS = {"FAST": 0.5, "SLOW": 2.0}
 T0 = 1_700_000_000.0  # an epoch time, as the work records give
@@ -104,3 +107,44 @@ def test_requests_of_other_classes_are_ignored_and_the_interval_must_be_positive
     assert set(result) == {"FAST"} and pis(result, "FAST") == [None] * 5
     with pytest.raises(ValueError):
         attainment([], GOALS, T0, T0 + 5, 0.0)
+
+
+def test_judged_by_the_services_pi_an_average_goal_gives_what_attainment_gives() -> None:
+    requests = [("FAST", T0 + 0.0, T0 + 0.2), ("FAST", T0 + 1.0, T0 + 1.4), ("FAST", T0 + 5.0, T0 + 6.0), ("FAST", T0 + 8.0, T0 + 14.0)]
+    plain = attainment(requests, {"FAST": 0.5}, T0, T0 + 15, 5.0)
+    judged = judged_attainment(
+        [(n, i, i, e) for n, i, e in requests], {"FAST": goal_judge(AverageGoal(type="average", response_time_ms=500))}, T0, T0 + 15, 5.0
+    )
+    assert pis(judged, "FAST") == pytest.approx(pis(plain, "FAST"))
+    assert pis(judged, "FAST") == pytest.approx([0.6, 2.0, 12.0])
+
+
+def test_a_percentile_goals_pi_is_the_services_bucketed_one() -> None:
+    judge = goal_judge(PercentileGoal(type="percentile", percentile=90, response_time_ms=1000))
+    # Nine of ten within 40% of the goal: the 90th percentile falls in the first bucket (<= 50%): PI 0.5.
+    fast = [(0.4, 0.0, 0.4)] * 9 + [(3.0, 2.0, 1.0)]
+    assert judge(fast) == 0.5
+    # Two of ten at three times the goal: the 90th percentile is in the <= 400% bucket: PI 4.
+    assert judge([(0.4, 0.0, 0.4)] * 8 + [(3.0, 2.0, 1.0)] * 2) == 4.0
+    # A clock's rounding that makes a part slightly negative is taken as 0, not refused.
+    assert judge([(0.1, -0.001, 0.101)]) == 0.5
+
+
+def test_the_judges_see_queue_and_execution_from_the_start() -> None:
+    seen = []
+
+    def judge(samples):
+        seen.extend(samples)
+        return 0.5
+
+    requests = [("A", T0 + 1.0, T0 + 3.0, T0 + 4.0), ("A", T0 + 2.0, math.inf, math.inf), ("B", T0, T0, T0 + 1)]
+    result = judged_attainment(requests, {"A": judge}, T0, T0 + 10, 5.0)
+    assert seen == [pytest.approx((3.0, 2.0, 1.0))]
+    assert pis(result, "A") == [0.5, math.inf]  # the one never started is queued in the second interval
+    assert set(result) == {"A"}
+
+
+def test_worst_wait_is_each_classs_longest_start_less_insert() -> None:
+    requests = [("A", T0, T0 + 0.5, T0 + 1), ("A", T0 + 1, T0 + 3.5, T0 + 4), ("B", T0, T0 + 0.1, T0 + 2)]
+    assert worst_waits(requests) == pytest.approx({"A": 2.5, "B": 0.1})
+    assert worst_waits([("A", T0, math.inf, math.inf)]) == {"A": math.inf}
