@@ -67,6 +67,28 @@ async def test_a_request_queued_past_the_promotion_time_goes_ahead_of_more_impor
     assert await store.redis.hget(k.promotion, "promoted|BATCH") == "1"
 
 
+async def test_the_work_record_says_promoted_of_the_delivery_that_ended(promoting, k):
+    store = promoting
+    await store.register_server(k, SERVER, worker_tasks=10, worker_weight=1, overflow=False)
+    [batch] = await _queued(store, k, "BATCH")
+    [online] = await _queued(store, k, "ONLINE")
+    await _past_promotion_time(store, k, batch)
+    assert (await _one(store, k)).meta["promoted"] is True
+    [ended] = await store.end(k, SERVER, [EndArgs(batch, "completed")])
+    assert ended.record["promoted"] is True and ended.record["id"] == batch
+    # Given back after a promotion, then selected in the importance order: that delivery was not promoted.
+    [again] = await _queued(store, k, "BATCH")
+    await _past_promotion_time(store, k, again)
+    await store.redis.hset(k.promotion, "tokens", 1)
+    assert (await _one(store, k)).meta["promoted"] is True
+    assert (await store.reassign(k, CONFIG, server_id=SERVER)).requeued == 1  # as when the server left
+    await store.register_server(k, SERVER, worker_tasks=10, worker_weight=1, overflow=False)
+    await store.redis.hset(k.promotion, "tokens", 0)
+    assert [(await _one(store, k)).id for _ in range(2)] == [online, again]
+    [ended] = await store.end(k, SERVER, [EndArgs(again, "completed")])
+    assert "promoted" not in ended.record and ended.record["deliveries"] == 2
+
+
 async def test_over_n_selects_at_most_1_plus_share_times_n_are_promoted(promoting, k):
     store, share, selects = promoting, 0.1, 60
     store.promotion_share = share
