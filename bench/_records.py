@@ -7,6 +7,7 @@ import asyncio
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from app.work import records
@@ -16,6 +17,16 @@ def completed(data_dir: Path) -> set[str]:
     """The tokens of the completion records under a service's data directory."""
     table = records.read(data_dir / "records")
     return set(table.filter(pc.equal(table["outcome"], "completed"))["token"].to_pylist())
+
+
+def ends(data_dir: Path, application_environment: str) -> list[tuple[str, float, float]]:
+    """(service class, inserted, ended) of every request of the environment that has its record, whatever its
+    outcome, in seconds since the epoch (the records keep milliseconds)."""
+    table = records.read(data_dir / "records")
+    table = table.filter(pc.equal(table["application_environment"], application_environment))
+    inserted = table["inserted_at"].cast(pa.int64()).to_pylist()
+    ended = table["ended_at"].cast(pa.int64()).to_pylist()
+    return [(name, i / 1000, e / 1000) for name, i, e in zip(table["service_class"].to_pylist(), inserted, ended, strict=True)]
 
 
 async def without_record(data_dir: Path, tokens: set[str], seconds: float) -> set[str]:

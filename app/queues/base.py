@@ -41,6 +41,12 @@ class AeConfig:
     class_ranks: tuple[int, ...] = ()
     class_groups: tuple[GroupCap | None, ...] = ()
 
+    @property
+    def tiers(self) -> tuple[int, ...]:
+        """Per class of `class_order`, its tier in a select (a server's home class goes first among its tier's): its
+        importance rank, or, where the ranks are not known, a tier of its own."""
+        return self.class_ranks or tuple(range(len(self.class_order)))
+
 
 class StoreBase:
     def __init__(

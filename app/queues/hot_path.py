@@ -118,7 +118,8 @@ class RequestQueues(SweptQueues, ResourceGroups):
         (resource_groups.py)."""
         groups = groups_of(config)
         if not groups:
-            return await self._select(k, config, config.class_order, server_id, max_items, begin=begin, ends=ends, waiter=waiter)
+            order = list(zip(config.class_order, config.tiers, strict=True))
+            return await self._select(k, order, config.completion_time_ms, server_id, max_items, begin=begin, ends=ends, waiter=waiter)
         ended: list[EndResult] = []
         if ends:  # ended first, so that the slots they free count for this select
             ended = await self.end(k, server_id, ends, group_by_class(config))
@@ -128,8 +129,10 @@ class RequestQueues(SweptQueues, ResourceGroups):
             order = preferred_order(config, grants)
             number = {grant.group.name: n for n, grant in enumerate(grants, 1)}
             group_of = group_by_class(config)
-            budgets = [number[group_of[sc].name] if sc in group_of else 0 for sc in order] + [grant.granted for grant in grants]
-            result = await self._select(k, config, order, server_id, max_items, begin=begin, waiter=waiter, budgets=budgets)
+            budgets = [number[group_of[sc].name] if sc in group_of else 0 for sc, _ in order] + [grant.granted for grant in grants]
+            result = await self._select(
+                k, order, config.completion_time_ms, server_id, max_items, begin=begin, waiter=waiter, budgets=budgets
+            )
             for item in result.items:
                 if (group := group_of.get(item.meta["sc"])) is not None:
                     taken[group.name].append(member_of(k, item.id, item.meta))
@@ -140,8 +143,8 @@ class RequestQueues(SweptQueues, ResourceGroups):
     async def _select(
         self,
         k: AeKeys,
-        config: AeConfig,
-        class_order: Sequence[str],
+        order: Sequence[tuple[str, int]],
+        lease_ms: int,
         server_id: int,
         max_items: int,
         *,
@@ -150,17 +153,17 @@ class RequestQueues(SweptQueues, ResourceGroups):
         waiter: str = "",
         budgets: Sequence[int] = (),
     ) -> SelectResult:
-        """`select` in the class order given, with the groups' `budgets` (per class its group's number, then each
-        group's slots) if any."""
+        """`select` in the class order given (each class with its tier: see select.lua), with the groups' `budgets`
+        (per class its group's number, then each group's slots) if any."""
         keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.seen, k.records, k.exits, k.done, k.done_exp, k.samples]
         keys += [k.assign, k.retire, k.swept, k.served, k.waiters, k.served_at, k.dead, k.dead_at, k.buckets, k.histograms]
-        keys += [k.promotion, *k.class_queues(list(class_order))]
+        keys += [k.promotion, *k.class_queues([sc for sc, _ in order])]
         script = "select_and_begin" if begin else "select"
         ended: list[EndResult] | None = None
         for _ in range(UNSWEEPS_PER_SELECT + 1):
             args: list[Any] = [
                 server_id,
-                config.completion_time_ms,
+                lease_ms,
                 max_items,
                 self.tombstone_ms,
                 self.samples_ms,
@@ -171,7 +174,8 @@ class RequestQueues(SweptQueues, ResourceGroups):
                 len(ends),
             ]
             args += _end_args(ends)
-            args += class_order
+            args += [sc for sc, _ in order]
+            args += [tier for _, tier in order]
             args += budgets
             flat = await self.scripts.call(script, keys, args)
             status, after_ends = ReturnCode(int(flat[0])), 2 + 2 * int(flat[1])

@@ -48,17 +48,17 @@ def group_by_class(config: AeConfig) -> dict[str, GroupCap]:
     return {sc: group for sc, group in zip(config.class_order, config.class_groups, strict=False) if group is not None}
 
 
-def preferred_order(config: AeConfig, grants: Sequence[Grant]) -> list[str]:
-    """The classes in the order a select looks at them (pure): most important first, as the policy orders them,
-    except that a class whose group is under its min_in_flight comes before the other classes of equal importance
-    (and so before every less important one)."""
+def preferred_order(config: AeConfig, grants: Sequence[Grant]) -> list[tuple[str, int]]:
+    """The classes in the order a select looks at them, each with its tier (pure): most important first, as the
+    policy orders them, except that a class whose group is under its min_in_flight comes before the other classes of
+    equal importance (and so before every less important one), in a tier of its own."""
     under = {g.group.name for g in grants if g.group.min_in_flight is not None and g.in_flight < g.group.min_in_flight}
     groups = config.class_groups or (None,) * len(config.class_order)
     ranked = [
-        (rank, 0 if group is not None and group.name in under else 1, position, sc)
-        for position, (sc, rank, group) in enumerate(zip(config.class_order, config.class_ranks, groups, strict=True))
+        (2 * tier + (0 if group is not None and group.name in under else 1), position, sc)
+        for position, (sc, tier, group) in enumerate(zip(config.class_order, config.tiers, groups, strict=True))
     ]
-    return [sc for *_, sc in sorted(ranked)]
+    return [(sc, tier) for tier, _, sc in sorted(ranked)]
 
 
 def member_of(k: AeKeys, request_id: str, meta: Mapping[str, Any]) -> str:

@@ -151,6 +151,24 @@ def servers_for_goal(goal: GoalModel, arrival_rate_per_s: float, service_time_s:
     return ServerNeed(servers, offered_load, reachable, reason)
 
 
+def servers_for_backlog(queued: int, service_time_s: float, drain_s: float, spare_servers: float = 0.0) -> int:
+    """Servers beyond those the arrivals need (`servers_for_goal`, a steady state) that serve the `queued` requests
+    already waiting within `drain_s`, after what the arrivals' count leaves spare (`spare_servers`: that count less
+    the offered load) serves of them: ceil((queued·S − spare·drain) ÷ drain), at least 0. The manager drains a backlog
+    by its next decision, when it looks again; without this a class that fell behind (servers still starting, a surge)
+    gets only what its arrivals need, and its backlog goes down by the little they leave spare, its goal missed all the
+    while. The spare is counted so that the few requests queued at any moment in a steady state start no server."""
+    if queued < 0:
+        raise ValueError(f"queued must be >= 0, got {queued!r}")
+    if not math.isfinite(drain_s) or drain_s <= 0:
+        raise ValueError(f"drain_s must be finite and > 0, got {drain_s!r}")
+    if not math.isfinite(spare_servers) or spare_servers < 0:
+        raise ValueError(f"spare_servers must be finite and >= 0, got {spare_servers!r}")
+    _check_rates(0.0, service_time_s)
+    unserved_s = queued * service_time_s - spare_servers * drain_s
+    return min(max(0, math.ceil(unserved_s / drain_s)), SERVER_COUNT_CEILING)
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # Sharing the environment's servers out
 # --------------------------------------------------------------------------------------------------------------------

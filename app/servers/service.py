@@ -2,7 +2,7 @@
 
 How many servers each class needs and which server serves which class come from the pure functions of
 app.servers.decisions, fed by the latest goal evaluation (app.servers.performance); the select script reads the
-result (a server's home class first; a retired server is told to end, 0C14).
+result (a server's home class first among the classes of its importance; a retired server is told to end, 0C14).
 
 Results are kept in Redis (hashes per environment and node), so every replica answers the same; Prometheus
 gauges of the deciding process carry the same figures.
@@ -27,7 +27,7 @@ from app.policy.active import ActivePolicy
 from app.policy.schemas import ServerLimits
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
-from app.servers.decisions import ClassDemand, allocate, assign_servers, servers_for_goal, within_group_caps
+from app.servers.decisions import ClassDemand, allocate, assign_servers, servers_for_backlog, servers_for_goal, within_group_caps
 from app.servers.limits import beyond_max, effective_limits
 from app.servers.schemas import (
     NodeScaling,
@@ -52,13 +52,14 @@ class ServerDecision:
 
 
 async def manage_environment(
-    store: QueueStore, policy: ActivePolicy, keys: AeKeys, judged: list[PeriodPerformance], window_s: float, *, launching: bool
+    store: QueueStore, policy: ActivePolicy, keys: AeKeys, judged: list[PeriodPerformance], drain_s: float, *, launching: bool
 ) -> ServerDecision:
     """Decide how many servers each service class of one environment on one node needs (Erlang C from its arrival
-    rate, service time and goal), share them out under the environment's limits (most important, worst PI first),
-    give each connected server a home class, and retire surplus servers: those beyond `max` always (a hard limit),
-    and those beyond what the goals and `min` need when the service starts the environment's servers itself (it
-    has a start command and `launching` is on, so it can start them again). Overflow servers are not managed."""
+    rate, service time and goal, and more to serve its backlog within `drain_s`), share them out under the
+    environment's limits (most important, worst PI first), give each connected server a home class, and retire
+    surplus servers: those beyond `max` always (a hard limit), and those beyond what the goals and `min` need when
+    the service starts the environment's servers itself (it has a start command and `launching` is on, so it can
+    start them again). Overflow servers are not managed."""
     ae = policy.application_environments[keys.ae]
     limits, _ = await limits_in_force(store, policy, keys.ae)
     managed = await managed_servers(store, keys)
@@ -68,10 +69,12 @@ async def manage_environment(
     for name in policy.class_order:
         spec, seen = policy.service_classes[name], first_periods.get(name)
         queued = seen.queued if seen else 0
-        # Arrivals: what ended per second, plus what waits, to be drained within a window.
-        rate = (seen.ended_per_second if seen else 0.0) + queued / window_s
+        rate = seen.ended_per_second if seen else 0.0
         service_s = seen.avg_execution_ms / 1000 if seen and seen.avg_execution_ms else None
-        tasks = servers_for_goal(spec.periods[0].goal, rate, service_s).servers if rate > 0 and service_s else 0
+        tasks = 0
+        if service_s:
+            need = servers_for_goal(spec.periods[0].goal, rate, service_s)
+            tasks = need.servers + servers_for_backlog(queued, service_s, drain_s, max(0.0, need.servers - need.offered_load))
         pi = seen.performance_index if seen else None
         demands.append(ClassDemand(name, spec.periods[0].importance, pi, math.ceil(tasks / tasks_per_server), queued > 0))
     caps = {

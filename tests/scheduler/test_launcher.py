@@ -44,10 +44,10 @@ async def _until(service: ServiceProcess, check: Callable[[], Awaitable[object]]
 async def _service_with(
     tmp_path, start_command: list[str], server_limits: dict[str, int], **settings: str
 ) -> tuple[ServiceProcess, httpx.AsyncClient, str]:
+    settings = {"goal_interval_seconds": "0.5", **settings}
     service = ServiceProcess(
-        tmp_path, bootstrap_admin_key=ADMIN_KEY, log_level="info", launcher="true", goal_interval_seconds="0.5", lease_check_seconds="0.2",
-        **settings,
-    )  # fmt: skip
+        tmp_path, bootstrap_admin_key=ADMIN_KEY, log_level="info", launcher="true", lease_check_seconds="0.2", **settings
+    )
     service.start()
     http = httpx.AsyncClient(base_url=service.url, timeout=10)
     document = yaml.safe_load(EXAMPLE_POLICY)
@@ -92,6 +92,17 @@ async def test_the_servers_of_an_environment_are_started_to_its_minimum_and_serv
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+async def test_an_environment_s_minimum_starts_before_the_manager_s_first_decision(tmp_path):
+    # The manager decides once an hour here: the minimum is wanted whatever it decides, so it need not wait for it.
+    command = [sys.executable, "-m", "app.examples.echo_server"]
+    service, http, _ = await _service_with(tmp_path, command, {"min": 2, "max": 4}, goal_interval_seconds="3600")
+    try:
+        await _until(service, lambda: _count_is(http, 2))
+    finally:
+        await http.aclose()
+        service.stop()
 
 
 async def _count_is(http: httpx.AsyncClient, count: int) -> bool:

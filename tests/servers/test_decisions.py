@@ -26,6 +26,7 @@ from app.servers.decisions import (
     ServerNeed,
     allocate,
     assign_servers,
+    servers_for_backlog,
     servers_for_goal,
     within_group_caps,
 )
@@ -257,6 +258,44 @@ def test_allocate_invariants(seed: int) -> None:
 # --------------------------------------------------------------------------------------------------------------------
 # Input checks
 # --------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("queued", "service_time", "drain", "expected"),
+    [
+        (0, 0.1, 2.0, 0),  # nothing waiting: nothing beyond the arrivals' need
+        (1, 0.1, 2.0, 1),  # any backlog at all: a server's worth, rounded up
+        (20, 0.1, 2.0, 1),  # exactly one server's work within the drain
+        (21, 0.1, 2.0, 2),
+        (100, 0.1, 2.0, 5),
+        (100, 0.1, 10.0, 1),  # a longer drain (the default goal interval): fewer
+        (10**9, 1.0, 1.0, 10_000),  # capped at the ceiling, as every count
+    ],
+)
+def test_servers_for_backlog(queued: int, service_time: float, drain: float, expected: int) -> None:
+    assert servers_for_backlog(queued, service_time, drain) == expected
+
+
+@pytest.mark.parametrize(
+    ("queued", "spare", "expected"),
+    [
+        (10, 0.5, 0),  # 1 s of work, and the spare half server serves 1 s by the next decision: none more
+        (11, 0.5, 1),  # 1.1 s: 0.1 s left over, a server's worth rounded up
+        (50, 0.5, 2),  # 5 s: 4 s left over, 2 servers for the 2 s drain
+        (3, 1.0, 0),  # a steady state's few queued requests start no server
+    ],
+)
+def test_servers_for_backlog_counts_what_the_spare_capacity_serves(queued: int, spare: float, expected: int) -> None:
+    assert servers_for_backlog(queued, 0.1, 2.0, spare) == expected
+
+
+@pytest.mark.parametrize(
+    ("queued", "service_time", "drain", "spare"),
+    [(-1, 0.1, 1, 0), (1, 0, 1, 0), (1, math.nan, 1, 0), (1, 0.1, 0, 0), (1, 0.1, math.inf, 0), (1, 0.1, 1, -0.5), (1, 0.1, 1, math.nan)],
+)
+def test_servers_for_backlog_refuses_bad_figures(queued: int, service_time: float, drain: float, spare: float) -> None:
+    with pytest.raises(ValueError):
+        servers_for_backlog(queued, service_time, drain, spare)
 
 
 @pytest.mark.parametrize(("arrival_rate", "service_time"), [(-1, 1), (math.nan, 1), (1, 0), (1, -1), (1, math.inf)])

@@ -3,10 +3,16 @@ autoscaler's figure, decided from real queues."""
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
+
 from app.servers.performance import evaluate_environment
+from app.servers.schemas import PeriodPerformance
 from app.servers.service import manage_environment
 from tests.conftest import ADMIN
 from tests.work.conftest import BATCH, ONLINE, make_world, policy_document
+
+REPORTS = {"transaction_class": "RPT1"}
 
 
 async def _manage(app, launching: bool = False):
@@ -17,7 +23,7 @@ async def _manage(app, launching: bool = False):
     return await manage_environment(state.queues, policy, keys, judged, 60, launching=launching), keys
 
 
-async def test_each_class_with_work_gets_a_home_server_and_a_server_serves_its_home_class_first(client, app):
+async def test_each_class_with_work_gets_a_home_server_and_a_server_takes_more_important_work_first(client, app):
     world = await make_world(client, policy_document(start_command=None, server_limits={"min": 0, "max": 4}))
     first, second = await world.server(), await world.server()
     await world.insert({"c": "online"}, classification=ONLINE)
@@ -28,10 +34,50 @@ async def test_each_class_with_work_gets_a_home_server_and_a_server_serves_its_h
     assert sorted(homes.values()) == ["BATCH", "ONLINE"]  # one each: the most important class got the first server
     batch_server = first if homes[min(homes, key=int)] == "BATCH" else second
     got = (await world.select(batch_server)).json()["items"][0]
-    assert got["service_class"] == "BATCH"  # its home class first, though ONLINE is more important
-    # With its home class empty, a server takes other work rather than idle.
+    # Its home class does not come before a more important one: queued ONLINE work waits for no BATCH server.
+    assert got["service_class"] == "ONLINE"
     other = (await world.select(batch_server, end=[{"token": got["token"]}])).json()["items"]
-    assert [item["service_class"] for item in other] == ["ONLINE"]
+    assert [item["service_class"] for item in other] == ["BATCH"]
+
+
+async def test_a_server_takes_its_home_class_first_among_classes_of_equal_importance(client, app):
+    document = json.loads(policy_document(start_command=None, server_limits={"min": 0, "max": 4}))
+    (reports,) = [sc for sc in document["service_classes"] if sc["name"] == "REPORTS"]
+    reports["importance"] = 3  # as BATCH's, which comes first by name
+    world = await make_world(client, json.dumps(document))
+    servers = [await world.server() for _ in range(3)]
+    for classification in (ONLINE, BATCH, REPORTS):
+        await world.insert({"c": classification}, classification=classification)
+    _, keys = await _manage(app)
+    homes = await app.state.wlm.redis.hgetall(keys.assign)
+    assert sorted(homes.values()) == ["BATCH", "ONLINE", "REPORTS"]
+    (reports_server,) = [servers[n] for n, sid in enumerate(sorted(homes, key=int)) if homes[sid] == "REPORTS"]
+    taken, ends = [], []
+    for _ in range(3):
+        (item,) = (await world.select(reports_server, end=ends)).json()["items"]
+        taken.append(item["service_class"])
+        ends = [{"token": item["token"]}]
+    assert taken == ["ONLINE", "REPORTS", "BATCH"]
+
+
+async def test_a_class_behind_gets_servers_to_serve_its_backlog_by_the_next_decision(client, app):
+    # ONLINE fell behind (servers starting, a surge): 60 requests of 100 ms wait, though only 1 a second arrives.
+    await make_world(client, policy_document(start_command=None, server_limits={"min": 0, "max": 8}))
+    state = app.state.wlm
+    policy = await state.policies.active()
+    keys = state.queues.keys("LOCAL", "PAYROLL")
+    judged = [
+        PeriodPerformance(
+            service_class="ONLINE", period=1, application_environment="PAYROLL", node="LOCAL", importance=1, goal={},
+            window_seconds=60, evaluated_at=datetime.now(UTC), ended=60, ended_per_second=1.0, avg_response_ms=2000,
+            p50_response_ms=None, p90_response_ms=None, p99_response_ms=None, avg_queue_ms=1900, avg_execution_ms=100,
+            velocity=None, distribution=None, performance_index=8.0, goal_met=False, goal_met_share=0.0, queued=60,
+        )
+    ]  # fmt: skip
+    decision = await manage_environment(state.queues, policy, keys, judged, 2.0, launching=False)
+    # 1 server for the arrivals (load 0.1), and 3 for the 6 s of queued work less the 1.8 s that server's spare 0.9
+    # serves within the 2 s to the next decision.
+    assert decision.desired["ONLINE"] == 4
 
 
 async def test_servers_beyond_max_are_told_to_end_and_get_no_work(client, app):

@@ -356,9 +356,9 @@ local function refill(key, bucket, share, selected)
 end
 
 -- Select work for a server (select.lua, select_and_begin.lua), after ending what it asks to end (IWM4STEN) in the
--- same call: its home class first (the one the manager gave it, if any), then the most important class first;
--- dependent before independent, FIFO within; ahead of them, a request past the promotion time (starved_class).
--- `begin_now`: the selected requests are begun at once (IWM4STBG).
+-- same call: the most important class first, its home class (the one the manager gave it, if any) first among
+-- equals; dependent before independent, FIFO within; ahead of them, a request past the promotion time
+-- (starved_class). `begin_now`: the selected requests are begun at once (IWM4STBG).
 -- KEYS and ARGV as select.lua describes them.
 local function select_work(begin_now)
   local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], leases = KEYS[4], inflight = KEYS[5], servers = KEYS[6],
@@ -413,16 +413,21 @@ local function select_work(begin_now)
 
   local want = math.min(me.tasks - inflight, max_items)
   local got = 0
-  -- Class positions (0-based) in the order to look at them: the home class, then the others most important first.
-  local classes, home = {}, redis.call('HGET', k.assign, server)
+  -- Class positions (0-based) in the order to look at them: the order given (most important first), except that the
+  -- server's home class comes first among the classes of its tier (the ARGV after the names: equal tiers are
+  -- adjacent). A home never puts a class before a more important one: docs/scheduler.md, "Which work a server takes".
   local class_count = (#KEYS - FIRST_LIST + 1) / 4
+  local first_tier = first_class + class_count
+  local classes, home = {}, redis.call('HGET', k.assign, server)
+  local tier_start = 1
   for i = 0, class_count - 1 do
-    if ARGV[first_class + i] == home then table.insert(classes, 1, i) else classes[#classes + 1] = i end
+    if i > 0 and ARGV[first_tier + i] ~= ARGV[first_tier + i - 1] then tier_start = i + 1 end
+    if ARGV[first_class + i] == home then table.insert(classes, tier_start, i) else classes[#classes + 1] = i end
   end
-  -- Resource groups (app/queues/resource_groups.py), when the environment's classes are in some: after the class
-  -- names, per class its group's number (0: none), then per group the slots it granted this select.
+  -- Resource groups (app/queues/resource_groups.py), when the environment's classes are in some: after the tiers,
+  -- per class its group's number (0: none), then per group the slots it granted this select.
   local group_of, slots_left = {}, {}
-  local first_group = first_class + class_count
+  local first_group = first_tier + class_count
   if ARGV[first_group] then
     for i = 0, class_count - 1 do group_of[i] = tonumber(ARGV[first_group + i]) end
     for g = 1, #ARGV - first_group - class_count + 1 do slots_left[g] = tonumber(ARGV[first_group + class_count + g - 1]) end

@@ -1,6 +1,7 @@
 """The launcher: on this host, starts the server processes of application environments that have a start
-command, so that they have as many servers as the manager decided (`{…}:desired`), as z/OS WLM starts server
-address spaces from the environment's procedure.
+command, so that they have as many servers as the manager decided (`{…}:desired`), and at least the minimum of
+their server limits before its first decision, as z/OS WLM starts server address spaces from the environment's
+procedure.
 
 - Only while the environment's state allows new servers (not QUIESCING, QUIESCED, STOPPED, DELETING).
 - Servers connected by hand count: only what the connected servers (or the launched ones not connected yet)
@@ -154,6 +155,8 @@ class Launcher:
             keys = self.state.queues.keys(node, ae.name)
             desired, _ = await self.state.queues.desired_servers(keys)
             limits, _ = await limits_in_force(self.state.queues, policy, ae.name)
+            # The minimum is wanted whatever the manager decides: it is started before its first decision too.
+            desired = max(desired, limits.min)
             if limits.max is not None:
                 desired = min(desired, limits.max)  # a new maximum holds before the manager's next decision
             missing = desired - max(await connected_servers(self.state.queues, keys), self.running(ae.name))

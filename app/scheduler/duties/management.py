@@ -38,7 +38,9 @@ class GoalManagement:
             try:
                 await state.queues.publish_buckets(keys, specs)  # again, should Redis have lost them
                 judged = await evaluate_environment(state.queues, policy, keys, window)
-                await manage_environment(state.queues, policy, keys, judged, window, launching=state.settings.launcher)
+                await manage_environment(
+                    state.queues, policy, keys, judged, state.settings.goal_interval_seconds, launching=state.settings.launcher
+                )
             except UNAVAILABLE:
                 raise  # an outage stops the whole pass: the duty loop reports it and tries again
             except Exception as exc:  # noqa: BLE001 - a defect in one environment's figures must not stop the others
