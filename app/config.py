@@ -87,6 +87,10 @@ class Settings(BaseSettings):
     # IWM4AEDF: how many dynamic application environments one queue manager may define.
     max_dynamic_environments: int = Field(default=64, ge=0)
     max_wait_seconds: float = Field(default=60.0, ge=0)
+    # No work starved (z/OS blocked workload support, docs/scheduler.md): a request queued longer than this is
+    # selected ahead of the importance order (BLWLINTHD), within this share of an environment's selects (BLWLTRPCT).
+    blocked_promotion_seconds: float = Field(default=20.0, gt=0)
+    blocked_promotion_share: float = Field(default=0.005, gt=0, le=1)
     enclave_ttl_seconds: int = Field(default=86_400, ge=1)
     idempotency_ttl_seconds: int = Field(default=86_400, ge=1)
     # How long an ended request's id is remembered, so a late end is told "already ended" rather than "unknown".

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import math
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -121,6 +122,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             tombstone_ms=settings.tombstone_seconds * 1000,
             samples_ms=int(settings.goal_window_seconds * 1000),
             dead_letter_ms=int(settings.dead_letter_days * 86_400_000),
+            promotion_ms=math.ceil(settings.blocked_promotion_seconds * 1000),
+            promotion_share=settings.blocked_promotion_share,
             blobs=SweptBlobs(sessions),
             durability=durability,
         )

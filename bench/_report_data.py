@@ -4,14 +4,16 @@ leaves behind.
 
 The mix: ONLINE (percentile goal, 60%), BATCH (average goal, then discretionary in its second period, 25%), REPORTS
 (velocity goal, 10%), SYSOTHER (discretionary, 5%); two application environments on two nodes; 96% completed, 1.5%
-failed, 1% deleted, 0.5% purged, 1% abandoned; lognormal response times; one request in 1,000 the second life of
-a failed one whose dead letter was retried (its token, `life` 2). Each column of the records' contract has a value
-rule here (VALUE_RULES); a column without one fails the benchmark, naming it. The files are written by the records' own
-writer (`app.work.records.write_file`), one per hour of the day, each declaring its group keys and, per outbox (node
-and AE), the range of outbox positions its records held. 0.5% of the requests are written twice, as the service writes
-copies: whole batches (10,000 records of one outbox) written again after a crash, each in a file of its own whose
-range lies within its hour's file's range (so the job need not read it). The service writes one file per flush (up to
-one a second) and does not compact them yet: a day of tens of thousands of small files would read slower than these.
+failed, 1% deleted, 0.5% purged, 1% abandoned; lognormal response times; one request in 1,000 the second life of a
+failed one whose dead letter was retried (its token, `life` 2); a request of a class other than ONLINE selected after
+queueing past the promotion time is `promoted`, as the service selects it ahead of ONLINE. Each column of the records'
+contract has a value rule here (VALUE_RULES); a column without one fails the benchmark, naming it. The files are
+written by the records' own writer (`app.work.records.write_file`), one per hour of the day, each declaring its group
+keys and, per outbox (node and AE), the range of outbox positions its records held. 0.5% of the requests are written
+twice, as the service writes copies: whole batches (10,000 records of one outbox) written again after a crash, each in
+a file of its own whose range lies within its hour's file's range (so the job need not read it). The service writes
+one file per flush (up to one a second) and does not compact them yet: a day of tens of thousands of small files would
+read slower than these.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ RETRIED_EVERY = 15
 # The service's records_batch: a batch written twice is at most this many records.
 REFLUSHED_BATCH = 10_000
 HOUR_MS = 3_600_000
+PROMOTION_MS = 20_000  # the service's default WLM_BLOCKED_PROMOTION_SECONDS
 OUTBOX_PREFIX = "wlm"  # the service's default Redis key prefix (WLM_REDIS_PREFIX)
 INCARNATION = "0f5e2a9c41d7b368"  # each outbox's, as the service makes them (one day, Redis never lost)
 
@@ -178,6 +181,7 @@ VALUE_RULES: dict[str, Callable[[_Hour], pa.Array]] = {
     "execution_time_ms": lambda h: pa.array(h.execution, mask=~h.server_ended),
     "result": lambda h: pa.nulls(h.n, pa.string()),
     "life": lambda h: pa.array(h.life),
+    "promoted": lambda h: pa.array(h.server_ended & (h.queue > PROMOTION_MS) & (h.classes != CLASSES.index("ONLINE"))),
 }
 
 

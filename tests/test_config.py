@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
+import pytest
+from pydantic import ValidationError
+
 from app.config import Settings
+from tests.processes import WLM
 
 
 def test_defaults_are_the_embedded_ones(monkeypatch):
@@ -30,3 +36,33 @@ def test_empty_variables_mean_unset(monkeypatch):
         monkeypatch.setenv(name, "")
     settings = Settings(_env_file=None)
     assert settings.bootstrap_admin_key is None and settings.redis_url is None and settings.database_url is None
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("BLOCKED_PROMOTION_SECONDS", "0", "greater than 0"),
+        ("BLOCKED_PROMOTION_SECONDS", "-5", "greater than 0"),
+        ("BLOCKED_PROMOTION_SHARE", "0", "greater than 0"),
+        ("BLOCKED_PROMOTION_SHARE", "1.5", "less than or equal to 1"),
+    ],
+)
+def test_blocked_promotion_settings_out_of_range_are_refused_naming_them(monkeypatch, name, value, says):
+    monkeypatch.setenv(f"WLM_{name}", value)
+    with pytest.raises(ValidationError) as refused:
+        Settings(_env_file=None)
+    assert name.lower() in str(refused.value) and says in str(refused.value)
+
+
+def test_the_service_refuses_to_start_with_a_promotion_share_out_of_range(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WLM_")}
+    env |= {"WLM_DATA_DIR": str(tmp_path / "data"), "WLM_BLOCKED_PROMOTION_SHARE": "2"}
+    done = subprocess.run([WLM, "serve"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "blocked_promotion_share" in done.stderr and "less than or equal to 1" in done.stderr
+    assert not (tmp_path / "data").exists()  # refused before it touched anything
+
+
+def test_blocked_promotion_defaults_are_z_os_s():
+    settings = Settings(_env_file=None)
+    assert (settings.blocked_promotion_seconds, settings.blocked_promotion_share) == (20.0, 0.005)

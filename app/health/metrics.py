@@ -1,13 +1,14 @@
 """What /metrics serves beside the process's own counters (HTTP, sweeper, the scheduler's server decisions): the
 queues' state and the latest goal evaluation, read from Redis at scrape time, so every replica answers alike.
 
-Per application environment, node and service class: requests queued, and the age of the oldest of them in memory
-(by the queue node's clock; a class whose queue's front was swept to the database has older requests there, as
-`wlm_queue_swept` says) and the servers the manager's latest decision wants; per environment and node: requests
-held by servers, servers registered and dead letters kept; per service class period: the performance index, ended rate, average
-response and velocity of the latest evaluation; per resource group: requests in flight, its cap and the time its
-work has waited on the cap; per class period, histograms of response, queue and execution times in the nightly
-report's 14 buckets of its goal (counted by the script that ends each request).
+Per application environment, node and service class: requests queued, and the age of the oldest of them in memory (by
+the queue node's clock; a class whose queue's front was swept to the database has older requests there, as
+`wlm_queue_swept` says) and the servers the manager's latest decision wants; per environment and node: requests held
+by servers, servers registered and dead letters kept; per service class period: the performance index, ended rate,
+average response and velocity of the latest evaluation; per service class, the selects that promoted one of its
+requests past the promotion time (a counter, kept by the select script); per resource group: requests in flight, its
+cap and the time its work has waited on the cap; per class period, histograms of response, queue and execution times
+in the nightly report's 14 buckets of its goal (counted by the script that ends each request).
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ FAMILIES = {
     "wlm_service_class_avg_response_seconds": "Average response (insert to end)",
     "wlm_service_class_velocity": "100 x execution / (execution + queue delay)",
 }
+# A counter: its samples are named PROMOTED + "_total".
+PROMOTED = "wlm_promoted_selects"
+PROMOTED_HELP = "Selects that took a request of the class ahead of the importance order, queued past the promotion time"
 
 
 async def queue_metrics(queues: QueueStore, policy: ActivePolicy | None) -> bytes:
@@ -78,7 +82,7 @@ def exposition(places: Sequence[tuple[str, str]], figures: Sequence[QueueFigures
     """The Prometheus text of `figures`, one per (environment, node) of `places` (pure). Written here rather than
     through prometheus_client's metric objects, which took most of a scrape's time with thousands of queues
     (docs/benchmarks.md, bench/metrics_scrape.py)."""
-    samples: dict[str, list[str]] = {name: [] for name in FAMILIES}
+    samples: dict[str, list[str]] = {name: [] for name in (*FAMILIES, PROMOTED)}
     for (ae, node), place_figures in zip(places, figures, strict=True):
         place = f'application_environment="{_escaped(ae)}",node="{_escaped(node)}"'
         samples["wlm_requests_in_flight"].append(f"{{{place}}} {place_figures.in_flight}")
@@ -93,6 +97,7 @@ def exposition(places: Sequence[tuple[str, str]], figures: Sequence[QueueFigures
             samples["wlm_queue_depth"].append(f"{queue} {place_figures.depths.get(sc, 0)}")
             samples["wlm_queue_oldest_age_seconds"].append(f"{queue} {age}")
             samples["wlm_queue_swept"].append(f"{queue} {int(sc in place_figures.swept)}")
+            samples[PROMOTED].append(f"{queue} {place_figures.promoted.get(sc, 0)}")
         for raw in place_figures.performance:
             # Only the fields shown, each if there: an evaluation written by another version of the service (a
             # rolling upgrade) must not fail the scrape.
@@ -110,6 +115,7 @@ def exposition(places: Sequence[tuple[str, str]], figures: Sequence[QueueFigures
     lines = []
     for name, text in FAMILIES.items():
         lines += [f"# HELP {name} {text}", f"# TYPE {name} gauge", *(name + sample for sample in samples[name])]
+    lines += [f"# HELP {PROMOTED} {PROMOTED_HELP}", f"# TYPE {PROMOTED} counter", *(f"{PROMOTED}_total{s}" for s in samples[PROMOTED])]
     return "\n".join(lines) + "\n"
 
 

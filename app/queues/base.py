@@ -58,10 +58,14 @@ class StoreBase:
         tombstone_ms: int,
         samples_ms: int,
         dead_letter_ms: int = 7 * 86_400_000,
+        promotion_ms: int = 20_000,
+        promotion_share: float = 0.005,
         blobs: SweptBlobStore | None = None,
         durability: Durability | None = None,
     ) -> None:
-        """`blobs`: where swept parts of queues are (None: this store never sweeps, nor finds anything swept).
+        """`promotion_ms`, `promotion_share`: a request queued longer is selected ahead of the class order, within
+        that share of an environment's selects (starved_class in lua/common.lua).
+        `blobs`: where swept parts of queues are (None: this store never sweeps, nor finds anything swept).
         `durability`: how an insert is on disk before it returns (app/queues/durability.py; None: once in memory)."""
         # Its replies come decoded (topology.connect), which redis-py's types cannot know: they say `bytes | str`,
         # and the stores cast what they read to the str it is.
@@ -74,6 +78,8 @@ class StoreBase:
         self.tombstone_ms = tombstone_ms
         self.samples_ms = samples_ms  # how long ended requests are kept as samples for goal evaluation
         self.dead_letter_ms = dead_letter_ms  # how long a dead letter is kept (lua/common.lua dead_letter)
+        self.promotion_ms = promotion_ms
+        self.promotion_share = promotion_share
         self._standalone_seen = False  # a single server's kind is asked until it has answered once (`ping`)
 
     def keys(self, node: str, ae: str) -> AeKeys:

@@ -14,6 +14,9 @@ from app.queues.base import AeConfig, StoreBase
 from app.queues.keys import AeKeys, queue_name, retired_key, server_limits_key
 from app.queues.performance import DESIRED_TOTAL
 
+# The promotion hash's field of a class's promoted selects (PROMOTED_FIELD in lua/common.lua) is this and the class.
+PROMOTED_FIELD = "promoted|"
+
 
 @dataclass(frozen=True, slots=True)
 class Retired:
@@ -50,11 +53,17 @@ class QueueFigures:
     dead_letters: int
     in_flight_by_class: dict[str, int]
     histograms: dict[str, int]  # lua/common.lua `histograms`: '<class>|<period>|<r, q or e>|<bucket or sum>' -> count
+    promoted: dict[str, int]  # selects that promoted a request of the class (starved_class in lua/common.lua)
     desired: dict[str, int]
     performance: list[str]
     depths: dict[str, int]
     inserted_ms: dict[str, int | None]
     swept: set[str]
+
+
+def promoted_counts(promotion: Mapping[str, str]) -> dict[str, int]:
+    """The promoted selects per class, of the promotion hash's fields (beside the token bucket's own)."""
+    return {field.removeprefix(PROMOTED_FIELD): int(n) for field, n in promotion.items() if field.startswith(PROMOTED_FIELD)}
 
 
 class Environments(StoreBase):
@@ -101,9 +110,9 @@ class Environments(StoreBase):
         """One environment on one node, in one script call (the calls of one turn share a write)."""
         names = [queue_name(sc, dependent) for sc in service_classes for dependent in (True, False)]
         keys = [k.req, k.swept, k.servers, k.inflight, k.depth, k.desired, k.performance, k.dead_at, k.leases, k.histograms]
-        keys += k.class_queues(list(service_classes))
+        keys += [k.promotion, *k.class_queues(list(service_classes))]
         reply = await self.scripts.run("queue_figures", keys, names)
-        now, servers, held, dead, depths, desired, performance, by_class, histograms, *oldest = reply
+        now, servers, held, dead, depths, desired, performance, by_class, histograms, promotion, *oldest = reply
         return QueueFigures(
             now_ms=int(now),
             servers=int(servers),
@@ -111,12 +120,17 @@ class Environments(StoreBase):
             dead_letters=int(dead),
             in_flight_by_class={sc: int(n) for sc, n in zip(by_class[::2], by_class[1::2], strict=True)},
             histograms={field: int(n) for field, n in zip(histograms[::2], histograms[1::2], strict=True)},
+            promoted=promoted_counts(dict(zip(promotion[::2], promotion[1::2], strict=True))),
             desired={sc: int(n) for sc, n in zip(desired[::2], desired[1::2], strict=True) if sc != DESIRED_TOTAL},
             performance=list(performance),
             depths={sc: int(n) for sc, n in zip(depths[::2], depths[1::2], strict=True)},
             inserted_ms={sc: None if oldest[2 * i] is None else int(oldest[2 * i]) for i, sc in enumerate(service_classes)},
             swept={sc for i, sc in enumerate(service_classes) if int(oldest[2 * i + 1])},
         )
+
+    async def promoted_selects(self, k: AeKeys) -> dict[str, int]:
+        """Per service class, the selects that promoted one of its requests here (blocked workload promotion)."""
+        return promoted_counts(cast(dict[str, str], await self.redis.hgetall(k.promotion)))
 
     async def silent_servers(self, k: AeKeys, silent_ms: int) -> list[int]:
         """Servers registered here that neither selected nor heartbeat for `silent_ms`."""

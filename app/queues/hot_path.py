@@ -157,7 +157,7 @@ class RequestQueues(SweptQueues, ResourceGroups):
         (per class its group's number, then each group's slots) if any."""
         keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.seen, k.records, k.exits, k.done, k.done_exp, k.samples]
         keys += [k.assign, k.retire, k.swept, k.served, k.waiters, k.served_at, k.dead, k.dead_at, k.buckets, k.histograms]
-        keys += k.class_queues([sc for sc, _ in order])
+        keys += [k.promotion, *k.class_queues([sc for sc, _ in order])]
         script = "select_and_begin" if begin else "select"
         ended: list[EndResult] | None = None
         for _ in range(UNSWEEPS_PER_SELECT + 1):
@@ -169,6 +169,8 @@ class RequestQueues(SweptQueues, ResourceGroups):
                 self.samples_ms,
                 self.dead_letter_ms,
                 waiter,
+                self.promotion_ms,
+                self.promotion_share,
                 len(ends),
             ]
             args += _end_args(ends)

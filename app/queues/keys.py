@@ -1,10 +1,9 @@
 """The Redis key layout.
 
-Every key of one application environment on one node shares one hash tag, `{<prefix>:<node>:<ae>}`, so every
-script touches one slot (Redis Cluster) and can act on all the service-class queues of the environment and
-on its servers' capacity at once: select takes the most important class's work and counts it against the
-server in one atomic step. Each service-class queue is a pair of lists (dependent work ahead of independent)
-inside that slot.
+Every key of one application environment on one node shares one hash tag, `{<prefix>:<node>:<ae>}`, so every script
+touches one slot (Redis Cluster) and can act on all the service-class queues of the environment and on its servers'
+capacity at once: select takes the most important class's work and counts it against the server in one atomic step.
+Each service-class queue is a pair of lists (dependent work ahead of independent) inside that slot.
 """
 
 from __future__ import annotations
@@ -77,8 +76,7 @@ class AeKeys:
 
     @cached_property
     def records_incarnation(self) -> str:
-        """A random id the outbox keeps with its count (lua/pending_records.lua): positions counted under another
-        incarnation are other records."""
+        """A random id kept with the outbox's count (lua/pending_records.lua): positions under another are other records."""
         return f"{self.tag}:records_incarnation"
 
     @cached_property
@@ -164,6 +162,11 @@ class AeKeys:
         return f"{self.tag}:served_at"
 
     @cached_property
+    def promotion(self) -> str:
+        """No work starved: hash `tokens`, `due` and `promoted|<class>` -> count (lua/common.lua `starved_class`)."""
+        return f"{self.tag}:promotion"
+
+    @cached_property
     def notify_channel(self) -> str:
         return notify_channel(self.prefix, self.node, self.ae)
 
@@ -180,8 +183,7 @@ class AeKeys:
         return f"{self.tag}:q:{name}"
 
     def rear(self, name: str) -> str:
-        """Requests inserted while the queue is swept (or still behind what was): they join the front once the
-        swept part has come back (see app/sweeper)."""
+        """Requests inserted while the queue is swept (or behind what was): they join the front once that came back (app/sweeper)."""
         return f"{self.tag}:rear:{name}"
 
     def chain(self, name: str) -> str:

@@ -46,6 +46,7 @@ async def evaluate_environment(store: QueueStore, policy: ActivePolicy, keys: Ae
     else:
         UNJUDGED.succeeded(where)
     queued = await store.queue_depths(keys)
+    promoted = await store.promoted_selects(keys)
     evaluated_at = datetime.fromtimestamp(now / 1000, UTC)
     results = []
     for name in policy.class_order:
@@ -84,6 +85,7 @@ async def evaluate_environment(store: QueueStore, policy: ActivePolicy, keys: Ae
                     goal_met=judged.goal_met,
                     goal_met_share=judged.goal_met_share,
                     queued=queued.get(name, 0) if period.number == 1 else 0,
+                    promoted=promoted.get(name, 0) if period.number == 1 else 0,
                 )
             )
     await _publish(store, keys, results)

@@ -34,6 +34,9 @@ class PeriodPerformance(BaseModel):
     goal_met: bool | None
     goal_met_share: float | None
     queued: int
+    # Selects that promoted a request of the class, queued past the promotion time, ahead of the importance order
+    # (so far, on this environment and node; on the first period's row). 0 in an evaluation an older version published.
+    promoted: int = 0
 
 
 class ServiceClassPerformance(BaseModel):

@@ -104,6 +104,7 @@ def _record(meta: dict[str, Any], periods: PeriodTable) -> tuple[Any, ...]:
         None if selected is None else ended - selected,
         meta.get("result"),
         meta.get("life", 1),
+        bool(meta.get("promoted")),
     )
 
 

@@ -35,6 +35,9 @@ SCHEMA = pa.schema(
         # 1 for a request's first life; each retry of its dead letter lives again under the same token, counted up.
         # Null in files written before it was added: read as 1.
         ("life", pa.int32()),
+        # True when the select of the delivery that ended it was a blocked workload promotion (docs/scheduler.md).
+        # Null in files written before it was added.
+        ("promoted", pa.bool_()),
     ]
 )
 

@@ -146,7 +146,7 @@ def test_the_exposition_of_an_empty_queue_a_swept_one_and_an_odd_name() -> None:
     figures = QueueFigures(
         now_ms=10_000, servers=2, in_flight=1, dead_letters=4, in_flight_by_class={"BATCH": 1}, histograms={}, desired={"BATCH": 3},
         performance=[], depths={"ONLINE": 0, "BATCH": 7},
-        inserted_ms={"ONLINE": None, "BATCH": 4_000}, swept={"BATCH"},
+        inserted_ms={"ONLINE": None, "BATCH": 4_000}, swept={"BATCH"}, promoted={"BATCH": 3},
     )  # fmt: skip
     samples = {
         (sample.name, sample.labels.get("service_class")): sample.value
@@ -159,6 +159,7 @@ def test_the_exposition_of_an_empty_queue_a_swept_one_and_an_odd_name() -> None:
     assert samples[("wlm_requests_in_flight", None)] == 1 and samples[("wlm_servers_registered", None)] == 2
     assert samples[("wlm_servers_desired", "BATCH")] == 3 and samples[("wlm_dead_letters", None)] == 4
     assert samples[("wlm_service_class_in_flight", "BATCH")] == 1 and samples[("wlm_service_class_in_flight", "ONLINE")] == 0
+    assert samples[("wlm_promoted_selects_total", "BATCH")] == 3 and samples[("wlm_promoted_selects_total", "ONLINE")] == 0
     odd = 'A"B\\C'
     parsed = text_string_to_metric_families(exposition([(odd, "N")], [figures]))
     [family] = [f for f in parsed if f.name == "wlm_requests_in_flight"]
@@ -211,7 +212,7 @@ async def test_without_redis_the_process_counters_are_still_served(settings: Set
 def test_histograms_are_cumulative_over_the_goal_s_report_buckets() -> None:
     figures = QueueFigures(
         now_ms=0, servers=0, in_flight=0, dead_letters=0, in_flight_by_class={}, desired={}, performance=[], depths={},
-        inserted_ms={}, swept=set(),
+        inserted_ms={}, swept=set(), promoted={},
         histograms={"ONLINE|1|r|1": 2, "ONLINE|1|r|6": 1, "ONLINE|1|r|14": 1, "ONLINE|1|r|sum": 900, "REPORTS|1|r|3": 5, "GONE|1|r|1": 1},
     )  # fmt: skip
     bounds = {"ONLINE": [bucket_bounds_ms(PercentileGoal(type="percentile", percentile=90, response_time_ms=250))], "REPORTS": [()]}

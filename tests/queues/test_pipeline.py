@@ -111,7 +111,7 @@ async def test_confirmed_calls_of_one_turn_share_one_wait_after_them_all(store: 
     """A WAIT holds its connection until it is answered, so the inserts a replica must confirm go out with one WAIT
     after all of them per turn (it confirms every write before it): one WAIT each would run them one at a time.
     Each caller gets its own script's reply and the WAIT's (0 here: this Redis has no replica, and waits 50 ms)."""
-    figures = [k.req, k.swept, k.servers, k.inflight, k.depth, k.desired, k.performance, k.dead_at, k.leases, k.histograms]
+    figures = [k.req, k.swept, k.servers, k.inflight, k.depth, k.desired, k.performance, k.dead_at, k.leases, k.histograms, k.promotion]
     await store.scripts.run("queue_figures", figures, [])  # the script loaded
     await store.scripts.call_and_wait("queue_figures", figures, [], 50)  # the connection opened
     before = await _waits(store.redis)
@@ -129,7 +129,7 @@ async def test_while_a_wait_is_out_the_calls_written_meanwhile_share_the_next(st
     """Redis runs nothing after a WAIT on its connection until the WAIT is answered: with a WAIT per turn, a stalled
     replica would hold each queued turn for the whole timeout in turn. Calls of later turns, written while a WAIT
     is out, share one WAIT written once it is answered."""
-    figures = [k.req, k.swept, k.servers, k.inflight, k.depth, k.desired, k.performance, k.dead_at, k.leases, k.histograms]
+    figures = [k.req, k.swept, k.servers, k.inflight, k.depth, k.desired, k.performance, k.dead_at, k.leases, k.histograms, k.promotion]
     await store.scripts.run("queue_figures", figures, [])  # the script loaded
     await store.scripts.call_and_wait("queue_figures", figures, [], 50)  # the connection opened
     before = await _waits(store.redis)

@@ -1,5 +1,5 @@
 """A records file declares its group keys in its footer, so the nightly report can name its groups without a
-second read of the records."""
+second read of the records; files written before a column was added read beside newer ones."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from app.work import records
 from app.work.records import OutboxOrigin, outbox_table, write, write_file
 from spark_jobs.contract.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER, SCHEMA
 
@@ -67,7 +68,7 @@ def test_outbox_entries_become_records_column_by_column() -> None:
     ended = {"id": "a1", "node": "EAST", "ae": "PAYROLL", "sc": "ONLINE", "rc": "ATMA", "policy": 3, "qm": 7, "subsystem_type": "CB",
              "subsystem_name": "CICSA", "server": "12", "userid": "ATM01", "dep": 0, "outcome": "completed", "deliveries": 2,
              "inserted": 1_764_000_000_000, "selected": 1_764_000_000_040, "begun": 1_764_000_000_050, "ended": 1_764_000_000_400,
-             "result": "ok", "life": 2}  # fmt: skip
+             "result": "ok", "life": 2, "promoted": True}  # fmt: skip
     deleted = {"id": "b2", "node": "EAST", "ae": "PAYROLL", "sc": "BATCH", "policy": 3, "qm": 7, "outcome": "deleted",
                "inserted": 1_764_000_000_000, "ended": 1_764_000_000_900}  # fmt: skip
     periods = {3: {"ONLINE": [300, None]}}  # ONLINE's first period ends at 300 ms of response; BATCH has none listed
@@ -85,11 +86,22 @@ def test_outbox_entries_become_records_column_by_column() -> None:
          "server_id": 12, "userid": "ATM01", "enclave": None, "dependent": False, "outcome": "completed", "deliveries": 2,
          "inserted_at": at(1_764_000_000_000), "selected_at": at(1_764_000_000_040), "begun_at": at(1_764_000_000_050),
          "ended_at": at(1_764_000_000_400), "response_time_ms": 400, "queue_time_ms": 40, "execution_time_ms": 360, "result": "ok",
-         "life": 2},
+         "life": 2, "promoted": True},
         {"token": "EAST~PAYROLL~b2", "application_environment": "PAYROLL", "node": "EAST", "service_class": "BATCH", "period": 1,
          "report_class": None, "policy_version": 3, "queue_manager_id": 7, "subsystem_type": None, "subsystem_name": None,
          "server_id": None, "userid": None, "enclave": None, "dependent": False, "outcome": "deleted", "deliveries": 0,
          "inserted_at": at(1_764_000_000_000), "selected_at": None, "begun_at": None, "ended_at": at(1_764_000_000_900),
-         "response_time_ms": 900, "queue_time_ms": 900, "execution_time_ms": None, "result": None, "life": 1},
+         "response_time_ms": 900, "queue_time_ms": 900, "execution_time_ms": None, "result": None, "life": 1, "promoted": False},
     ]  # fmt: skip
     assert outbox_table([], periods).num_rows == 0
+
+
+def test_a_file_written_before_the_newer_columns_reads_them_as_null(tmp_path: Path) -> None:
+    """Files written before `life` and `promoted` were added read beside newer ones, those columns null."""
+    older = pa.schema([field for field in SCHEMA if field.name not in ("life", "promoted")])
+    row = {**key(), "outcome": "completed", "ended_at": datetime(2026, 11, 1, tzinfo=UTC)}
+    (tmp_path / "date=2026-11-01").mkdir()
+    write_file(pa.Table.from_pylist([{**row, "token": "EAST~PAYROLL~old"}], schema=older), tmp_path / "date=2026-11-01" / "old.parquet")
+    write(tmp_path, [{**row, "token": "EAST~PAYROLL~new", "life": 1, "promoted": True}])
+    read = {r["token"]: (r["life"], r["promoted"]) for r in records.read(tmp_path).to_pylist()}
+    assert read == {"EAST~PAYROLL~old": (None, None), "EAST~PAYROLL~new": (1, True)}

@@ -268,24 +268,112 @@ local function remove_queued(k, id, meta, outcome, now, tombstone_ms)
   return finish(k, id, meta, outcome, now, tombstone_ms)
 end
 
+-- No work starved (z/OS blocked workload support; docs/scheduler.md): a request queued longer than the promotion
+-- time is selected ahead of the class order, as often as a token bucket per environment and node allows. Each
+-- request selected adds `share` of a token, up to 1; a promotion spends one, so over any span promotions stay
+-- within 1 + share x selects. The hash KEYS promotion holds `tokens` (absent: 1), `due` (ms; absent: 0) and per
+-- class `promoted|<class>`, its promoted selects (/metrics). `due` spares the common select any look at the
+-- queues: a look that promotes nothing sets it to when the oldest head it saw passes the promotion time.
+local PROMOTED_FIELD = 'promoted|'
+-- Tokens add up in binary fractions: 0.1 added ten times is a hair under 1.
+local TOKEN_SLACK = 1e-9
+-- Entries of deleted requests at a list's head dropped per look (a select drops them too), beyond which the list
+-- is taken for empty until the next look.
+local HEAD_DROPS = 32
+
+local function promotion_bucket(key)
+  local fields = redis.call('HMGET', key, 'tokens', 'due')
+  return {tokens = tonumber(fields[1] or 1), due = tonumber(fields[2] or 0), changed = false}
+end
+
+local function live_head(k, list)
+  for _ = 1, HEAD_DROPS do
+    local id = redis.call('LINDEX', list, 0)
+    if not id then return nil end
+    local meta = load_meta(k.req, id)
+    if meta and meta.state == 'q' then return meta end
+    redis.call('LPOP', list)
+  end
+  return nil
+end
+
+-- The oldest queued request of one queue, as a select would come to it: the head of its front, else (nothing of
+-- the queue in the database) of its rear. nil: none queued in memory; false: its front is empty and the queue goes
+-- on in the database, whose blob must come back first.
+local function queue_head(k, queue, front, rear)
+  local head = live_head(k, front)
+  if head or redis.call('LLEN', front) > 0 then return head end
+  if redis.call('HEXISTS', k.swept, queue) == 1 then return false end
+  return live_head(k, rear)
+end
+
+-- The class (its position) to promote, when `bucket` holds a token and is due: of the classes in `classes` order
+-- after the first with work (the one this select takes from anyway), skipping those whose resource group granted
+-- no slot (at its cap), the one whose oldest head (dependent or independent) passed the promotion time longest
+-- ago. Returns nil when none did (`due` set to when the next does), or nil and a queue whose front is empty and
+-- goes on in the database (a select brings its blob back first, then looks again).
+local function starved_class(k, bucket, classes, first_list, first_class, group_of, slots_left, now, after_ms)
+  if bucket.tokens + TOKEN_SLACK < 1 or now < bucket.due then return nil end
+  local chosen, oldest, first_with_work = nil, nil, nil
+  bucket.changed, bucket.due = true, now + after_ms
+  for _, position in ipairs(classes) do
+    local group = group_of[position] or 0
+    if group == 0 or slots_left[group] > 0 then
+      local inserted = nil
+      for part, kind in ipairs({'dep', 'ind'}) do
+        local base = first_list + 4 * position + 2 * (part - 1)
+        local queue = ARGV[first_class + position] .. ':' .. kind
+        local head = queue_head(k, queue, KEYS[base], KEYS[base + 1])
+        if head == false then return nil, queue end
+        if head and (inserted == nil or head.inserted < inserted) then inserted = head.inserted end
+      end
+      if inserted and first_with_work == nil then
+        first_with_work = position
+      elseif inserted and inserted + after_ms > now then
+        bucket.due = math.min(bucket.due, inserted + after_ms)
+      elseif inserted and (oldest == nil or inserted < oldest) then
+        chosen, oldest = position, inserted
+      end
+    end
+  end
+  -- The promoted class may hold more such requests: look again as soon as a token is back.
+  if chosen then bucket.due = now end
+  return chosen
+end
+
+-- A promotion spends a token and is counted for its class.
+local function count_promotion(key, bucket, class)
+  bucket.tokens = bucket.tokens - 1
+  redis.call('HINCRBY', key, PROMOTED_FIELD .. class, 1)
+end
+
+-- Each request selected adds `share` of a token, up to 1; the bucket is written only when it changed.
+local function refill(key, bucket, share, selected)
+  local tokens = math.min(1, bucket.tokens + share * selected)
+  if tokens ~= bucket.tokens or bucket.changed then
+    redis.call('HSET', key, 'tokens', tokens, 'due', bucket.due)
+  end
+end
+
 -- Select work for a server (select.lua, select_and_begin.lua), after ending what it asks to end (IWM4STEN) in the
 -- same call: the most important class first, its home class (the one the manager gave it, if any) first among
--- equals; dependent before independent, FIFO within. `begin_now`: the selected requests are begun at once (IWM4STBG).
+-- equals; dependent before independent, FIFO within; ahead of them, a request past the promotion time
+-- (starved_class). `begin_now`: the selected requests are begun at once (IWM4STBG).
 -- KEYS and ARGV as select.lua describes them.
 local function select_work(begin_now)
   local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], leases = KEYS[4], inflight = KEYS[5], servers = KEYS[6],
     seen = KEYS[7], records = KEYS[8], exits = KEYS[9], done = KEYS[10], done_exp = KEYS[11], samples = KEYS[12],
     assign = KEYS[13], retire = KEYS[14], swept = KEYS[15], served = KEYS[16], waiters = KEYS[17], served_at = KEYS[18],
-    dead = KEYS[19], dead_at = KEYS[20], buckets = KEYS[21], histograms = KEYS[22]}
-  local FIRST_LIST = 23
+    dead = KEYS[19], dead_at = KEYS[20], buckets = KEYS[21], histograms = KEYS[22], promotion = KEYS[23]}
+  local FIRST_LIST = 24
   local now, server, lease_ms, max_items = now_ms(), ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-  local waiter, ends = ARGV[7], tonumber(ARGV[8])
-  local first_class = 9 + END_ARITY * ends
+  local waiter, promotion_ms, promotion_share, ends = ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+  local first_class = 11 + END_ARITY * ends
 
   local result = {OK, ends}
-  end_held(k, server, now, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), 9, first_class - 1, result)
+  end_held(k, server, now, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), 11, first_class - 1, result)
 
-  -- A long-polling server's waiter (ARGV 6; '' when the server does not wait) is listed when it is to wait for
+  -- A long-polling server's waiter (ARGV 7; '' when the server does not wait) is listed when it is to wait for
   -- work (nothing selected, or an overflow server not needed yet), and unlisted otherwise.
   local me
   local function listing(waits)
@@ -348,7 +436,7 @@ local function select_work(begin_now)
   -- Takes up to `want - got` requests from the front of one queue; the rear joins the front when the front is empty
   -- and nothing of the queue is in the database. Returns false when the queue's next requests are in the database.
   -- The requests are popped, read, written and given their payloads a command each for all of them.
-  local function take(class, queue, front, rear, limit)
+  local function take(class, queue, front, rear, limit, promoted)
     local blocked, metas, leases, ids, slots = false, {}, {}, {}, {}
     while got < limit do
       local popped = redis.call('LPOP', front, limit - got)
@@ -369,6 +457,7 @@ local function select_work(begin_now)
             meta.server = server
             meta.selected = now
             meta.deliveries = (meta.deliveries or 0) + 1
+            meta.promoted = promoted or nil  -- of this delivery: an earlier one's mark goes
             if begin_now then
               meta.state = 'b'
               meta.begun = now
@@ -397,25 +486,37 @@ local function select_work(begin_now)
     return not blocked
   end
 
-  local blocked = nil
-  for _, position in ipairs(classes) do
-    if got >= want or blocked then break end
+  -- Takes from one class, dependent before independent, until `got` reaches `limit`; returns the queue whose next
+  -- requests are in the database, if it stopped there.
+  local function take_class(position, limit, promoted)
     local class = ARGV[first_class + position]
     local group = group_of[position] or 0
     -- A class whose group granted no slot (at its cap) is passed over for the next eligible work.
-    local limit = group > 0 and math.min(want, got + slots_left[group]) or want
+    if group > 0 then limit = math.min(limit, got + slots_left[group]) end
     for part, kind in ipairs({'dep', 'ind'}) do
       local base = FIRST_LIST + 4 * position + 2 * (part - 1)
       local queue = class .. ':' .. kind
       local before = got
-      local open = got < limit and take(class, queue, KEYS[base], KEYS[base + 1], limit)
+      local open = got < limit and take(class, queue, KEYS[base], KEYS[base + 1], limit, promoted)
       if group > 0 then slots_left[group] = slots_left[group] - (got - before) end
-      if got < limit and not open then
-        blocked = queue
-        break
-      end
+      if got < limit and not open then return queue end
     end
+    return nil
   end
+
+  local blocked = nil
+  local bucket = promotion_bucket(k.promotion)
+  local starved, swept = starved_class(k, bucket, classes, FIRST_LIST, first_class, group_of, slots_left, now, promotion_ms)
+  if swept then return refuse(FRONT_SWEPT, swept) end
+  if starved then
+    blocked = take_class(starved, 1, true)
+    if got > 0 then count_promotion(k.promotion, bucket, ARGV[first_class + starved]) end
+  end
+  for _, position in ipairs(classes) do
+    if got >= want or blocked then break end
+    blocked = take_class(position, want, false)
+  end
+  refill(k.promotion, bucket, promotion_share, got)
   if blocked and got == 0 then return refuse(FRONT_SWEPT, blocked) end
   if got > 0 then
     redis.call('HINCRBY', k.inflight, server, got)

@@ -4,15 +4,17 @@
 -- skips them), else of its rear, which joins the front when the front runs out; dependent and independent queues
 -- both count. A queue whose front is in the database (swept) has older requests there: its oldest in memory is
 -- returned, and `swept` says so.
--- KEYS: req, swept, servers, inflight, depth, desired, performance, dead_at, leases, histograms, then per class: dependent front, dependent rear,
---       independent front, independent rear
+-- KEYS: req, swept, servers, inflight, depth, desired, performance, dead_at, leases, histograms, promotion, then per class:
+--       dependent front, dependent rear, independent front, independent rear
 -- ARGV: per class, its dependent and independent queue names (as `swept` names them)
 -- Returns {OK, now, servers registered, requests held, dead letters, depth (HGETALL), desired (HGETALL),
--- performance (HVALS), requests held per class (class, count pairs), histograms (HGETALL), then per class: inserted ms of its oldest (false: none queued in memory), swept (1 or 0)}.
+-- performance (HVALS), requests held per class (class, count pairs), histograms (HGETALL), promotion (HGETALL: the
+-- bucket and the promoted selects per class, starved_class in common.lua), then per class: inserted ms of its oldest
+-- (false: none queued in memory), swept (1 or 0)}.
 local SCAN = 32  -- entries looked at per list: beyond them, a run of deleted entries is taken for an empty list
 local k = {req = KEYS[1], swept = KEYS[2], servers = KEYS[3], inflight = KEYS[4], depth = KEYS[5], desired = KEYS[6],
-  performance = KEYS[7], dead_at = KEYS[8], leases = KEYS[9], histograms = KEYS[10]}
-local FIRST_LIST = 11
+  performance = KEYS[7], dead_at = KEYS[8], leases = KEYS[9], histograms = KEYS[10], promotion = KEYS[11]}
+local FIRST_LIST = 12
 
 local held = 0
 for _, count in ipairs(redis.call('HVALS', k.inflight)) do held = held + tonumber(count) end
@@ -34,6 +36,7 @@ end
 for class, count in pairs(per_class) do append_pair(held_by_class, class, count) end
 result[#result + 1] = held_by_class
 result[#result + 1] = redis.call('HGETALL', k.histograms)
+result[#result + 1] = redis.call('HGETALL', k.promotion)
 
 local function first_live(list)
   local ids = redis.call('LRANGE', list, 0, SCAN - 1)

@@ -1,12 +1,14 @@
 -- Select work for a server (IWM4SSL), after ending what it asks to end (IWM4STEN) in the same call: the most
 -- important class first, the server's home class (the one the manager gave it, if any) first among equals; dependent
--- before independent, FIFO within (select_work in common.lua; select_and_begin.lua also begins what it selects).
+-- before independent, FIFO within; ahead of them, as a token bucket allows, a request queued past the promotion time
+-- (select_work and starved_class in common.lua; select_and_begin.lua also begins what it selects).
 -- KEYS: req, payload, depth, leases, inflight, servers, seen, records, exits, done, done_exp, samples, assign,
---       retire, swept, served, waiters, served_at, dead, dead_at, buckets, histograms, then per class in order:
---       dependent front and rear lists, independent front and rear
+--       retire, swept, served, waiters, served_at, dead, dead_at, buckets, histograms, promotion, then per class
+--       in order: dependent front and rear lists, independent front and rear
 -- ARGV: server id, lease ms, max items, tombstone ms, samples ms, dead letters' keep ms, the server's waiter if it
---       long-polls ('' if not: see wake in common.lua), number of ends, then per end the five values end.lua takes;
---       then the class names in KEYS order, then per class its tier (classes in order of tier; lower: first)
+--       long-polls ('' if not: see wake in common.lua), promotion ms, promotion share, number of ends, then per end
+--       the five values end.lua takes; then the class names in KEYS order, then per class its tier (classes in
+--       order of tier; lower: first)
 -- Returns {status, number of ends, per end: code, value (see end_held), then by status}: OK and per item: id, meta,
 -- payload (possibly no items); SERVER_NOT_REGISTERED; WORKER_TASKS_EXHAUSTED and in flight, tasks: server at
 -- capacity; OVERFLOW_NOT_NEEDED: overflow server while another server has capacity; SERVER_SURPLUS: the server is

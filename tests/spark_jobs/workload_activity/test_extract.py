@@ -216,3 +216,13 @@ def test_a_day_s_records_are_read_once_each_from_the_files_the_service_writes(sp
     copy_free = [row.token for row in read_files(spark, files.copy_free).collect()]
     assert sorted(copy_free) == sorted(set(copy_free)) and not set(copy_free) & set(searched)
     assert set(copy_free) | set(searched) == {row["token"] for row in rows}
+
+
+def test_files_written_before_the_newer_columns_are_read_beside_newer_ones(spark: SparkSession, tmp_path: Path) -> None:
+    day = Path(day_path(str(tmp_path), DAY))
+    day.mkdir(parents=True)
+    older = pa.schema([field for field in SCHEMA if field.name not in ("life", "promoted")])
+    row = dict(zip(GROUP_KEYS, ("PAYROLL", "EAST", "BATCH", 1, None, 1), strict=True))
+    write_file(pa.Table.from_pylist([{**row, "token": "old"}], schema=older), day / "part-old.parquet")
+    write_file(pa.Table.from_pylist([{**row, "token": "new", "life": 2, "promoted": True}], schema=SCHEMA), day / "part-new.parquet")
+    assert sorted((r.token, r.life) for r in read_records(spark, str(tmp_path), DAY).collect()) == [("new", 2), ("old", None)]

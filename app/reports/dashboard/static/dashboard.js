@@ -302,6 +302,7 @@ async function livePerformance(policy) {
           cell(milliseconds(p.p90_response_ms), "number"),
           cell(share(p.goal_met_share), "number"),
           cell(String(p.queued), "number"),
+          cell(String(p.promoted), "number"),
         ],
         { "data-service-class": p.service_class, "data-period": String(p.period) },
       ),
