@@ -34,8 +34,8 @@ LOW_EVERY = math.ceil(2 / SHARE)
 
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
-    """A short promotion time and a large share; no goal management after its first pass, so that no server gets a
-    less important class as its home class (which it would serve first, without promotion)."""
+    """A short promotion time and a large share; no goal management after its first pass, so that the load alone
+    (not a decision's homes or retirements in the middle of it) decides what the test's servers select."""
     return settings.model_copy(
         update={"blocked_promotion_seconds": PROMOTION_S, "blocked_promotion_share": SHARE, "goal_interval_seconds": 3600}
     )
