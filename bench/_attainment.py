@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from app.examples.attainment import ClassAttainment, Interval, Judge, Sample, goal_judge, judged_attainment, worst_waits
+from app.policy.schemas import AverageGoal
 
 __all__ = ["ClassAttainment", "Interval", "Judge", "Sample", "attainment", "goal_judge", "judged_attainment", "worst_waits"]
 
@@ -33,11 +34,7 @@ def attainment(
     that lie wholly inside it. `requests`: (class, inserted, ended) in seconds on one clock (the epoch); a request
     not ended (yet) has ended = math.inf, so it is queued in every interval after its insert. Requests of classes
     not in `goals_s` are ignored."""
-    judges = {name: _average_judge(goal) for name, goal in goals_s.items()}
+    judges = {name: goal_judge(AverageGoal(type="average", response_time_ms=round(goal * 1000))) for name, goal in goals_s.items()}
     return judged_attainment(
         ((name, inserted, inserted, ended) for name, inserted, ended in requests), judges, phase_start, phase_end, interval_s
     )
-
-
-def _average_judge(goal_s: float) -> Judge:
-    return lambda samples: sum(sample[0] for sample in samples) / len(samples) / goal_s
