@@ -11,8 +11,10 @@ out: with one metric and a handful of replicas they seldom bind.
 
 from __future__ import annotations
 
+import argparse
 import math
 from collections import deque
+from typing import Any
 
 LIST_LENGTH = 5  # the scaler's default `listLength`
 
@@ -43,3 +45,34 @@ class Stabiliser:
         if recommended >= current:
             return recommended
         return min(current, max(count for _, count in self._recommendations))
+
+
+def list_lengths(text: str) -> tuple[int, ...]:
+    """--keda-list-lengths: whole numbers above 0, comma-separated, no repeats."""
+    try:
+        lengths = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of whole numbers: {text!r}") from None
+    if not lengths or min(lengths) < 1 or len(set(lengths)) != len(lengths):
+        raise argparse.ArgumentTypeError(f"list lengths must be above 0 and differ: {text!r}")
+    return lengths
+
+
+def keda_label(list_length: int, first: bool) -> str:
+    return "keda_rule" if first else f"keda_rule_l{list_length}"
+
+
+def equal_attainment(systems: dict[str, Any], keda_labels: list[str]) -> dict[str, Any] | None:
+    """The cheapest keda_rule run whose every class attains at least wlm's, and wlm's server-seconds over its; None
+    when no listLength run got there."""
+    wlm = systems["wlm"]
+
+    def matches(label: str) -> bool:
+        pairs = [(wlm["classes"][n]["attainment"], systems[label]["classes"][n]["attainment"]) for n in wlm["classes"]]
+        return all(a is not None and b is not None and b >= a for a, b in pairs)
+
+    matching = sorted((systems[label]["server_seconds"], label) for label in keda_labels if matches(label))
+    if not matching:
+        return None
+    cost, label = matching[0]
+    return {"system": label, "server_seconds": cost, "wlm_over_it": round(wlm["server_seconds"] / cost, 3)}

@@ -17,6 +17,9 @@ are real processes sleeping each request's service time:
 - keda_rule: the same queues and workers, scaled by KEDA's Redis lists rule (bench/_keda.py): clamp(ceil(queued /
   5), min, max) polled every 10 s (the pollingInterval of deploy/kubernetes/servers/payroll.yaml), scale-down
   stabilised over 60 s (issue 36's figure; the HPA's default is 300 s), min and max = wlm's server limits.
+  `--keda-list-lengths 5,2,1` runs the rule again at each further listLength (keda_rule_l2, keda_rule_l1): a
+  smaller one scales out sooner and spends more. `equal_attainment` names the cheapest of these runs whose every
+  class attains at least what wlm's does, and wlm's server-seconds over its: the comparison at equal attainment.
 The peers run on an embedded Redis of their own (appendfsync always, as the service's), after the service stopped.
 
 Server-seconds are counted the same way for all (bench/_lifetimes.py): the server processes (echo servers under the
@@ -54,7 +57,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # the app, for bench/_records.py
 from _attainment import ClassAttainment, goal_judge, judged_attainment, worst_waits
-from _keda import LIST_LENGTH
+from _keda import LIST_LENGTH, equal_attainment, keda_label, list_lengths
 from _lifetimes import alive_at, server_seconds
 from _peers import KedaRule, RqRun, run_rq
 from _plot import chart
@@ -136,6 +139,12 @@ def arguments() -> tuple[argparse.Namespace, Trace]:
     parser.add_argument("--interval", type=float, default=10.0, help="seconds per attainment interval")
     parser.add_argument("--drain-seconds", type=float, default=180.0, help="how long a system may take to end its backlog")
     parser.add_argument("--plot", type=Path, default=PLOT, help="where a full run draws its chart (PNG)")
+    parser.add_argument(
+        "--keda-list-lengths",
+        type=list_lengths,
+        default=(LIST_LENGTH,),
+        help=f"keda_rule's listLength, then further ones to run the rule again at (default {LIST_LENGTH})",
+    )
     args = parse_args(parser, SMOKE)
     try:
         trace = load(args.trace)
@@ -160,10 +169,14 @@ def main() -> None:
         runs: dict[str, Run] = {"wlm": wlm}
         found = {"wlm": judge("wlm", trace, wlm, args.warmup, args.interval)}
         pool = max(1, round(server_seconds(wlm.lifetimes, wlm.start, wlm.start + length) / length))
-        rule = KedaRule(LIST_LENGTH, POLLING_S, DOWN_WINDOW_S, low, high)
+        rules = {
+            keda_label(length_, k == 0): KedaRule(length_, POLLING_S, DOWN_WINDOW_S, low, high)
+            for k, length_ in enumerate(args.keda_list_lengths)
+        }
         checks = {"a bad --trace is refused with the field at fault (exit 2)": refused(bad)}
         url = redis_server.start()
-        for label, workers in (("rq_priority", pool), ("keda_rule", rule)):
+        peers: list[tuple[str, int | KedaRule]] = [("rq_priority", pool), *rules.items()]
+        for label, workers in peers:
             runs[label] = run_rq(url, list(trace.classes), load_, length, workers, args.drain_seconds)
             found[label] = judge(label, trace, runs[label], args.warmup, args.interval)
     finally:
@@ -173,12 +186,13 @@ def main() -> None:
     servers = {label: [(s, alive_at(run.lifetimes, run.start + s)) for s in range(int(length) + 1)] for label, run in runs.items()}
     details: dict[str, Any] = {label: {"servers_max": max(count for _, count in servers[label])} for label in runs}
     details["wlm"] |= {"accepted": wlm.accepted, "refused": wlm.refused, "unrecorded": wlm.unrecorded, "decisions": wlm.decisions}
-    for label in ("rq_priority", "keda_rule"):
+    for label in ("rq_priority", *rules):
         run = runs[label]
         assert isinstance(run, RqRun)
         details[label] |= {"jobs": len(run.requests), "unended": run.unended, "polls": run.polls}
     if not args.smoke:
-        draw(args, trace, {label: found[label][next(iter(trace.classes))] for label in runs}, servers)
+        drawn = ("wlm", "rq_priority", "keda_rule")
+        draw(args, trace, {label: found[label][next(iter(trace.classes))] for label in drawn}, {label: servers[label] for label in drawn})
     figures = {
         "systems": systems,
         "trace": {
@@ -195,7 +209,7 @@ def main() -> None:
                 "worker_class": "rq.worker.SimpleWorker",
                 "rule": "round(wlm's server_seconds / the trace's length), at least 1",
             },  # fmt: skip
-            "keda_rule": rule.as_json(),
+            **{label: rule.as_json() for label, rule in rules.items()},
             "redis": "embedded redis-server, appendfsync always (the service's default)",
         },
         "wlm": {"manager": MANAGER, "server_limits": {"min": low, "max": high}, "service_workers": 1, "server_tasks": 1},
@@ -203,10 +217,11 @@ def main() -> None:
         "server_seconds": "server processes' lifetimes (kernel start to exit, polled every 0.1 s) clipped to the trace",
         "details": details,
         "targets": targets(systems),
+        "equal_attainment": equal_attainment(systems, list(rules)),
         "machine": machine(),
         "plot": None if args.smoke else str(args.plot),
     }
-    drained = {label: details[label]["unended"] == 0 for label in ("rq_priority", "keda_rule")}
+    drained = {label: details[label]["unended"] == 0 for label in ("rq_priority", *rules)}
     checks |= {
         "every insert answered 201": not wlm.refused,
         f"every accepted request recorded within {args.drain_seconds:g} s": wlm.unrecorded == 0,
