@@ -28,7 +28,11 @@ ENV PIP_NO_CACHE_DIR=1 \
 RUN python -m venv /opt/venv
 WORKDIR /app
 
-# Dependencies first, read from pyproject.toml alone, so a code change does not reinstall them.
+# The SDK first (sdk/python, httpx only): the service depends on wlm-client, which pip then finds installed.
+COPY sdk/python /sdk/python
+RUN pip install /sdk/python
+
+# Dependencies next, read from pyproject.toml alone, so a code change does not reinstall them.
 COPY pyproject.toml ./
 RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
         > /tmp/requirements.txt \
