@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "shutdown",
         "migrate",
         "repeated_failures",
+        "custom_methods",
     ),
     ("audit", "events"),
     ("auth",),
