@@ -39,7 +39,6 @@ async def show_dead_letter(token: str, service: Service, _: Viewer) -> DeadLette
     router,
     "POST",
     "/{token}:retry",
-    former="/{token}/retry",
     response_model=RetriedOut,
     summary="Queue a dead letter again, under its token",
 )
@@ -53,11 +52,11 @@ async def discard_dead_letter(token: str, service: Service, session: SessionDep,
     return Response(status_code=204)
 
 
-@custom_method(router, "POST", ":retry", former="/retry", response_model=BulkOut, summary="Queue again every dead letter a filter matches")
+@custom_method(router, "POST", ":retry", response_model=BulkOut, summary="Queue again every dead letter a filter matches")
 async def retry_matching(body: BulkRetryIn, service: Service, session: SessionDep, operator: Operator) -> BulkOut:
     return await service.retry_matching(session, operator.name, body, body.position)
 
 
-@custom_method(router, "POST", ":discard", former="/discard", response_model=BulkOut, summary="Discard every dead letter a filter matches")
+@custom_method(router, "POST", ":discard", response_model=BulkOut, summary="Discard every dead letter a filter matches")
 async def discard_matching(body: BulkIn, service: Service, session: SessionDep, operator: Operator) -> BulkOut:
     return await service.discard_matching(session, operator.name, body)

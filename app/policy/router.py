@@ -84,9 +84,7 @@ async def get_version(
     return _policy_response(request, await service.get_version(session, version))
 
 
-@custom_method(
-    router, "POST", ":classify", former="/classify", response_model=ClassifyOut, summary="Which classes the active policy gives such work"
-)
+@custom_method(router, "POST", ":classify", response_model=ClassifyOut, summary="Which classes the active policy gives such work")
 async def classify(
     body: ClassifyIn,
     session: SessionDep,

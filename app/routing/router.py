@@ -42,7 +42,6 @@ def _node_out(attributes: service.NodeAttributes) -> NodeOut:
     router,
     "GET",
     ":explain",
-    former="/explain",
     response_model=ExplainOut,
     summary="Why a request to this environment would go where it goes: the algorithm's steps",
 )
