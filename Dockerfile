@@ -2,8 +2,8 @@
 # Two images from one file: the WLM service's API (`docker build -t wlm .`, the last stage, `api`), then
 # `docker run -p 8000:8000 wlm` (embedded SQLite and Redis under /data), or `docker compose up` for PostgreSQL and a
 # real Redis (see docker-compose.yml); and the nightly report's (`docker build --target report -t wlm-report .`),
-# the only one with PySpark (the service's `report` extra, 300 MB of wheel) and Java. Each API replica never runs
-# Spark, so it has neither.
+# the only one with PySpark (the service's `report` extra, about 490 MB installed) and Java: an API replica never
+# runs Spark.
 #
 # How the project is installed, and why:
 #   app/migrate.py finds alembic.ini and migrations/ next to the `app` package (ROOT = parent of app/). So the
