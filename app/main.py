@@ -21,6 +21,7 @@ from app.config import Settings, get_settings
 from app.connections.queue_managers import ConnectedQueueManagers
 from app.connections.router import router as connections_router
 from app.connections.service import ConnectionCache
+from app.custom_methods import DeprecationMiddleware
 from app.db import create_engine, session_factory
 from app.dead_letters.router import router as dead_letters_router
 from app.embedded_redis import EmbeddedRedis
@@ -208,6 +209,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Each middleware added runs before those added earlier. Bodies are bounded before anything reads them (the hot
     # paths, authentication, FastAPI's parsing); only the metrics, which read none, see the request first and so
     # count the refusals too.
+    app.add_middleware(DeprecationMiddleware)  # next to the router: it reads the route the router matched
     app.add_middleware(HotPathsMiddleware, paths=HOT_PATHS)
     app.add_middleware(RejectNulMiddleware)
     app.add_middleware(BodyLimitMiddleware, limits=_body_limits(settings), default=settings.max_body_bytes)

@@ -13,6 +13,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
+from app.custom_methods import FORMER_PATH_SUFFIX
 from app.errors import ERROR_DESCRIPTIONS, ErrorBody
 from app.policy.schemas import ServiceDefinition
 
@@ -103,7 +104,9 @@ def operation_id(route: APIRoute) -> str:
 def error_statuses(path: str, operation: dict[str, Any]) -> list[int]:
     """The error statuses an operation can answer: by its shape (input, a body, authentication) and by what its
     services raise (DOMAIN_ERRORS)."""
-    statuses = set(DOMAIN_ERRORS.get(operation["operationId"], UNLISTED_DOMAIN_ERRORS))
+    # A custom method's former path (app.custom_methods) answers as the method does.
+    operation_id = operation["operationId"].removesuffix("-" + _kebab(FORMER_PATH_SUFFIX))
+    statuses = set(DOMAIN_ERRORS.get(operation_id, UNLISTED_DOMAIN_ERRORS))
     if "parameters" in operation or "requestBody" in operation:
         statuses |= {400, 422}  # NUL characters in the URL (app.http), a malformed body; invalid fields
     if "requestBody" in operation:

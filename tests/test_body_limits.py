@@ -61,7 +61,7 @@ async def test_each_route_has_its_limit(client, settings):
     _assert_too_large(response, settings.max_policy_bytes)
     # An ordinary route takes the default, whatever the body is.
     classify = {"subsystem_type": "CB", "attributes": {"userid": "x" * settings.max_body_bytes}}
-    _assert_too_large(await client.post("/v1/policy/classify", headers=ADMIN, json=classify), settings.max_body_bytes)
+    _assert_too_large(await client.post("/v1/policy:classify", headers=ADMIN, json=classify), settings.max_body_bytes)
     world = await make_world(client)
     # One work request: its payload's limit and room for its other fields; within that, the payload's own check.
     limit = _work_limit(settings)
@@ -89,8 +89,8 @@ async def test_a_streamed_body_is_refused_once_it_passes_the_limit(client, setti
     world = await make_world(client)
     for path, headers, limit in (
         ("/v1/work", world.qm, _work_limit(settings)),
-        ("/v1/policy/classify", {}, settings.max_body_bytes),  # FastAPI reads a body before it checks the caller
-        ("/v1/policy/classify", ADMIN, settings.max_body_bytes),
+        ("/v1/policy:classify", {}, settings.max_body_bytes),  # FastAPI reads a body before it checks the caller
+        ("/v1/policy:classify", ADMIN, settings.max_body_bytes),
     ):
         pulled: list[int] = []
         response = await client.post(path, headers={**headers, **JSON}, content=_lazy_body(100 * limit, pulled))
@@ -144,7 +144,7 @@ async def test_oversized_bodies_do_not_grow_the_process(service: ServiceProcess)
     pid = service.process.pid  # type: ignore[union-attr]
     async with httpx.AsyncClient(base_url=service.url, timeout=60) as http:
         qm = await make_key(http, "qm", ["queue_manager"])
-        kinds = list(itertools.product(("/v1/work", "/v1/policy/classify"), ({}, qm), (True, False)))  # path, headers, declared
+        kinds = list(itertools.product(("/v1/work", "/v1/policy:classify"), ({}, qm), (True, False)))  # path, headers, declared
         for kind in kinds:  # each kind once first: the allocations a first request makes are not the bodies'
             await _send_oversized(http, *kind)
         _reset_peak(pid)

@@ -2,12 +2,13 @@
 
 A module may import its own package and any package of a lower layer. Routers are HTTP only: besides the
 infrastructure they import their own package and `app.deps`. Nothing in `spark_jobs/` imports `app`: the report
-ships to a Spark cluster without the web service.
+ships to a Spark cluster without the web service; nor does the SDK (`sdk/python`), which installs without it.
 """
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "shutdown",
         "migrate",
         "repeated_failures",
-        "client",
+        "custom_methods",
     ),
     ("audit", "events"),
     ("auth",),
@@ -119,6 +120,16 @@ def test_spark_jobs_import_no_app() -> None:
         for path in sorted((ROOT / "spark_jobs").rglob("*.py"))
         for imported in _imports(path)
         if imported == "app" or imported.startswith("app.")
+    ]
+    assert wrong == []
+
+
+def test_the_sdk_imports_only_itself_httpx_and_the_standard_library() -> None:
+    wrong = [
+        f"{path.relative_to(ROOT)} -> {imported}"
+        for path in sorted((ROOT / "sdk" / "python" / "wlm_client").rglob("*.py"))
+        for imported in _imports(path)
+        if imported.split(".")[0] not in {"wlm_client", "httpx", *sys.stdlib_module_names}
     ]
     assert wrong == []
 

@@ -208,7 +208,7 @@ def cmd_route(args: argparse.Namespace) -> None:
                 "application_environment": args.application_environment,
                 **({"queue_manager_node": args.origin} if args.origin else {}),
             }
-            print("\n".join(_explain_lines(call(client, "GET", "/v1/routing/explain", params=params))))
+            print("\n".join(_explain_lines(call(client, "GET", "/v1/routing:explain", params=params))))
             return
         if args.action == "nodes":
             nodes = call(client, "GET", "/v1/routing/nodes")["items"]

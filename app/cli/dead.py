@@ -1,4 +1,4 @@
-"""`wlm dead list|show|retry|discard`: the dead letters of a running service (GET/POST /v1/dead-letters)."""
+"""`wlm dead list|show|retry|discard`: the dead letters of a running service (GET/POST /v1/dead-letters, :retry and :discard)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def cmd_dead(args: argparse.Namespace) -> None:
             if _filter(args) or args.all:
                 raise CliError("give a TOKEN or a filter, not both")
             if args.action == "retry":
-                retried = call(client, "POST", f"/v1/dead-letters/{args.token}/retry", json={"position": _position(args)})
+                retried = call(client, "POST", f"/v1/dead-letters/{args.token}:retry", json={"position": _position(args)})
                 print(f"{args.token}: queued again at the {retried['position']} of {retried['service_class']} (life {retried['life']})")
             else:
                 call(client, "DELETE", f"/v1/dead-letters/{args.token}")
@@ -66,7 +66,7 @@ def cmd_dead(args: argparse.Namespace) -> None:
             body = _filter(args) | ({"all": True} if args.all else {})
             if args.action == "retry":
                 body["position"] = _position(args)
-            done = call(client, "POST", f"/v1/dead-letters/{args.action}", json=body)
+            done = call(client, "POST", f"/v1/dead-letters:{args.action}", json=body)
             verb = "queued again" if args.action == "retry" else "discarded"
             print(f"{done['done']} of {done['matched']} matching dead letters {verb}")
 

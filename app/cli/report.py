@@ -4,6 +4,7 @@ service's settings, and the cron line that runs it every night."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -31,6 +32,12 @@ def job_settings(settings: Settings) -> JobSettings:
 
 def cmd_report(args: argparse.Namespace) -> None:
     if args.action == "run":
+        # PySpark is the service's `report` extra: the API's image and an install without the extra lack it.
+        if importlib.util.find_spec("pyspark") is None:
+            raise CliError(
+                "wlm report run needs PySpark, the service's `report` extra, which is not installed here: "
+                "`pip install -e '.[report]'` in the service's checkout (make does), or run the report's image"
+            )
         try:
             run_from_arguments(args, job_settings(get_settings()))
         except JobFailed as failure:

@@ -4,6 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
 
+from app.custom_methods import custom_method
 from app.dead_letters.schemas import BulkIn, BulkOut, BulkRetryIn, DeadLetterList, DeadLetterOut, DeadLetterQuery, RetriedOut, RetryIn
 from app.dead_letters.service import DeadLetterService, letter_out, parse_cursor
 from app.deps import Operator, SessionDep, StateDep, Viewer
@@ -34,7 +35,13 @@ async def show_dead_letter(token: str, service: Service, _: Viewer) -> DeadLette
     return await service.show(token)
 
 
-@router.post("/{token}/retry", response_model=RetriedOut, summary="Queue a dead letter again, under its token")
+@custom_method(
+    router,
+    "POST",
+    "/{token}:retry",
+    response_model=RetriedOut,
+    summary="Queue a dead letter again, under its token",
+)
 async def retry_dead_letter(token: str, body: RetryIn, service: Service, session: SessionDep, operator: Operator) -> RetriedOut:
     return await service.retry(session, operator.name, token, body.position)
 
@@ -45,11 +52,11 @@ async def discard_dead_letter(token: str, service: Service, session: SessionDep,
     return Response(status_code=204)
 
 
-@router.post("/retry", response_model=BulkOut, summary="Queue again every dead letter a filter matches")
+@custom_method(router, "POST", ":retry", response_model=BulkOut, summary="Queue again every dead letter a filter matches")
 async def retry_matching(body: BulkRetryIn, service: Service, session: SessionDep, operator: Operator) -> BulkOut:
     return await service.retry_matching(session, operator.name, body, body.position)
 
 
-@router.post("/discard", response_model=BulkOut, summary="Discard every dead letter a filter matches")
+@custom_method(router, "POST", ":discard", response_model=BulkOut, summary="Discard every dead letter a filter matches")
 async def discard_matching(body: BulkIn, service: Service, session: SessionDep, operator: Operator) -> BulkOut:
     return await service.discard_matching(session, operator.name, body)

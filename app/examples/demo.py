@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from wlm_client import QueueManager, WlmError
 
-from app.client import QueueManager, WlmError
 from app.examples import demo_attainment
 from app.examples.demo_plan import (
     CLASS_NAMES,

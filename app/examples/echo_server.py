@@ -14,7 +14,7 @@ import logging
 import os
 from typing import Any
 
-from app.client import Server, install_signal_handlers
+from wlm_client import Server, install_signal_handlers
 
 
 def _required(name: str) -> str:

@@ -5,6 +5,7 @@ from typing import Annotated, Any
 import yaml
 from fastapi import APIRouter, Path, Query, Request, Response
 
+from app.custom_methods import custom_method
 from app.deps import Admin, Classifier, Offset, QueueManager, SessionDep, StateDep, Viewer
 from app.policy import service
 from app.policy.models import PolicyVersion
@@ -83,7 +84,7 @@ async def get_version(
     return _policy_response(request, await service.get_version(session, version))
 
 
-@router.post("/classify", response_model=ClassifyOut, summary="Which classes the active policy gives such work")
+@custom_method(router, "POST", ":classify", response_model=ClassifyOut, summary="Which classes the active policy gives such work")
 async def classify(
     body: ClassifyIn,
     session: SessionDep,

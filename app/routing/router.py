@@ -5,6 +5,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from app.custom_methods import custom_method
 from app.deps import Operator, SessionDep, StateDep, Viewer
 from app.errors import NotFound
 from app.routing import service
@@ -37,8 +38,12 @@ def _node_out(attributes: service.NodeAttributes) -> NodeOut:
     )
 
 
-@router.get(
-    "/explain", response_model=ExplainOut, summary="Why a request to this environment would go where it goes: the algorithm's steps"
+@custom_method(
+    router,
+    "GET",
+    ":explain",
+    response_model=ExplainOut,
+    summary="Why a request to this environment would go where it goes: the algorithm's steps",
 )
 async def explain(
     state: StateDep,

@@ -71,12 +71,12 @@ async def test_dead_letter_needs_a_failure_and_bulk_actions_need_a_filter(client
     refused = await world.end(server, token, outcome="completed", dead_letter=True, expect=422)
     assert refused.json()["error"]["code"] == "validation_failed"
     for action in ("retry", "discard"):
-        response = await client.post(f"/v1/dead-letters/{action}", headers=ADMIN, json={})
+        response = await client.post(f"/v1/dead-letters:{action}", headers=ADMIN, json={})
         assert response.status_code == 422, response.text
     assert (await client.get("/v1/dead-letters/nope", headers=ADMIN)).status_code == 404
     bad_cursor = await client.get("/v1/dead-letters", headers=ADMIN, params={"cursor": "x"})
     assert bad_cursor.json()["error"]["code"] == "invalid_cursor", bad_cursor.text
-    viewer = await client.post("/v1/dead-letters/retry", json={"all": True})
+    viewer = await client.post("/v1/dead-letters:retry", json={"all": True})
     assert viewer.status_code == 401
 
 
@@ -86,7 +86,7 @@ async def test_concurrent_retries_on_two_replicas_queue_it_once_under_its_token(
     token = await _failed_for_good(world, server, {"n": "again"})
 
     answers = await asyncio.gather(
-        *(replica.post(f"/v1/dead-letters/{token}/retry", headers=ADMIN, json={}) for replica in (client, other) * 8)
+        *(replica.post(f"/v1/dead-letters/{token}:retry", headers=ADMIN, json={}) for replica in (client, other) * 8)
     )
     assert Counter(a.status_code for a in answers) == {200: 1, 404: 15}
     [retried] = [a.json() for a in answers if a.status_code == 200]
@@ -113,7 +113,7 @@ async def test_a_retry_goes_to_the_front_or_the_back_as_asked(client):
     back = await _failed_for_good(world, server, {"n": "back"})
     queued = [(await world.insert({"n": i}))["token"] for i in range(2)]
     for token, position in ((front, "front"), (back, "back")):
-        response = await client.post(f"/v1/dead-letters/{token}/retry", headers=ADMIN, json={"position": position})
+        response = await client.post(f"/v1/dead-letters/{token}:retry", headers=ADMIN, json={"position": position})
         assert response.status_code == 200, response.text
     items = (await world.select(server, max_items=10)).json()["items"]
     assert [i["token"] for i in items] == [front, *queued, back]
@@ -134,9 +134,9 @@ async def test_bulk_retry_and_discard_by_filter_page_through_every_match(client)
             break
     assert seen == [*online, *batch]
 
-    retried = (await client.post("/v1/dead-letters/retry", headers=ADMIN, json={"service_class": "BATCH", "position": "front"})).json()
+    retried = (await client.post("/v1/dead-letters:retry", headers=ADMIN, json={"service_class": "BATCH", "position": "front"})).json()
     assert retried["matched"] == 4 and retried["done"] == 4 and sorted(retried["tokens"]) == sorted(batch)
-    discarded = (await client.post("/v1/dead-letters/discard", headers=ADMIN, json={"all": True})).json()
+    discarded = (await client.post("/v1/dead-letters:discard", headers=ADMIN, json={"all": True})).json()
     assert discarded["done"] == 3 and sorted(discarded["tokens"]) == sorted(online)
     assert await _dead_letters(client) == []
     assert (await client.delete(f"/v1/dead-letters/{online[0]}", headers=ADMIN)).status_code == 404

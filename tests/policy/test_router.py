@@ -170,7 +170,7 @@ async def test_only_admins_install(client):
 async def test_classify_with_the_active_policy(client, attributes, service_class, report_class, path):
     await install_policy(client)
     qm = await make_key(client, "qm-classify", ["queue_manager"])
-    response = await client.post("/v1/policy/classify", headers=qm, json={"subsystem_type": "cb", "attributes": attributes})
+    response = await client.post("/v1/policy:classify", headers=qm, json={"subsystem_type": "cb", "attributes": attributes})
     assert response.status_code == 200, response.text
     body = response.json()
     assert (body["service_class"], body["report_class"], body["matched_rules"]) == (service_class, report_class, path)
@@ -178,5 +178,5 @@ async def test_classify_with_the_active_policy(client, attributes, service_class
 
 async def test_classify_refuses_unknown_attributes(client):
     await install_policy(client)
-    response = await client.post("/v1/policy/classify", headers=ADMIN, json={"subsystem_type": "CB", "attributes": {"colour": "red"}})
+    response = await client.post("/v1/policy:classify", headers=ADMIN, json={"subsystem_type": "CB", "attributes": {"colour": "red"}})
     assert response.status_code == 422 and response.json()["error"]["errors"][0]["path"] == "attributes.colour"

@@ -129,7 +129,7 @@ async def test_a_queue_managers_own_node_keeps_its_requests_under_use_queue_loca
 async def test_explain_shows_each_elimination_and_changes_nothing(client: httpx.AsyncClient) -> None:
     world = await world_on(client, multi_node_policy(EAST={"put_enabled": False}, NORTH={"rank": 3}))
     viewer = await make_key(client, "viewer", ["viewer"])
-    explained = await client.get("/v1/routing/explain", headers=viewer, params={"application_environment": "PAYROLL"})
+    explained = await client.get("/v1/routing:explain", headers=viewer, params={"application_environment": "PAYROLL"})
     assert explained.status_code == 200, explained.text
     body = explained.json()
     assert body["chosen"] == "NORTH"
@@ -137,7 +137,7 @@ async def test_explain_shows_each_elimination_and_changes_nothing(client: httpx.
     assert steps["1.1"] == [{"node": "EAST", "link": None, "reason": "put disabled"}]
     assert steps["6"] == [{"node": "WEST", "link": None, "reason": "instance CLWLRANK 0 < 3"}]
     assert [c["node"] for c in body["candidates"]] == list(NODES)
-    again = await client.get("/v1/routing/explain", headers=viewer, params={"application_environment": "PAYROLL"})
+    again = await client.get("/v1/routing:explain", headers=viewer, params={"application_environment": "PAYROLL"})
     assert again.json()["candidates"] == body["candidates"]
     assert (await world.insert())["node"] == "NORTH"
 
@@ -198,7 +198,7 @@ def linked_policy() -> str:
 
 
 async def explained_steps(client: httpx.AsyncClient, headers: dict[str, str]) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
-    body = (await client.get("/v1/routing/explain", headers=headers, params={"application_environment": "PAYROLL"})).json()
+    body = (await client.get("/v1/routing:explain", headers=headers, params={"application_environment": "PAYROLL"})).json()
     return body, {step["step"]: step["eliminated"] for step in body["steps"]}
 
 
@@ -303,10 +303,10 @@ async def test_a_changed_weight_resets_the_sequence(client: httpx.AsyncClient) -
     await routed(world, 5)
     op = await operator(client)
     params = {"application_environment": "PAYROLL"}
-    factors = [c["sequence_factor"] for c in (await client.get("/v1/routing/explain", headers=op, params=params)).json()["candidates"]]
+    factors = [c["sequence_factor"] for c in (await client.get("/v1/routing:explain", headers=op, params=params)).json()["candidates"]]
     assert factors == [40.0, 40.0, 20.0]
     assert (await client.patch("/v1/routing/nodes/NORTH", headers=op, json={"weight": 10})).status_code == 200
-    candidates = (await client.get("/v1/routing/explain", headers=op, params=params)).json()["candidates"]
+    candidates = (await client.get("/v1/routing:explain", headers=op, params=params)).json()["candidates"]
     assert [(c["sequence_factor"], c["weight"]) for c in candidates] == [(0.0, 50), (0.0, 50), (0.0, 10)]
 
 

@@ -355,7 +355,7 @@ async function liveDeadLetters() {
   const rows = page.items.map((d) => {
     const actions = document.createElement("td");
     actions.append(
-      actionButton("Retry", () => deadLetterAction(d.token, "retry", { method: "POST", suffix: "/retry", body: { position: "back" } })),
+      actionButton("Retry", () => deadLetterAction(d.token, "retry", { method: "POST", suffix: ":retry", body: { position: "back" } })),
       actionButton("Discard", () => deadLetterAction(d.token, "discard", { method: "DELETE" })),
     );
     return row(

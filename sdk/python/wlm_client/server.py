@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from app.client.connection import BACKOFF_S, MAX_BACKOFF_S, Connection, WlmError, retrying, transient
+from wlm_client.connection import BACKOFF_S, MAX_BACKOFF_S, Connection, WlmError, retrying, transient
 
 log = logging.getLogger(__name__)
 

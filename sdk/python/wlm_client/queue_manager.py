@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from app.client.connection import ATTEMPTS, Connection, compact, retrying
+from wlm_client.connection import ATTEMPTS, Connection, compact, retrying
 
 
 class QueueManager(Connection):

@@ -1,4 +1,4 @@
-"""The SDK on the real app (through httpx.ASGITransport), real Redis and the database."""
+"""The SDK (sdk/python) on the real app (through httpx.ASGITransport), real Redis and the database."""
 
 from __future__ import annotations
 
@@ -12,37 +12,16 @@ import httpx
 import pytest
 import yaml
 from fastapi import FastAPI
+from wlm_client import DeadLetter, QueueManager, Server, WlmError
 
-from app.client import DeadLetter, QueueManager, Server, WlmError
 from tests.conftest import ADMIN, EXAMPLE_POLICY, install_policy, make_key
+from tests.sdk.recording import RecordingTransport
 
 pytestmark = pytest.mark.asyncio
 
 URL = "http://wlm"
 ONLINE = {"userid": "ATM01"}
 TIMEOUT = 8  # no test waits longer for the SDK: a bug fails the test instead of hanging the suite
-
-
-class RecordingTransport(httpx.ASGITransport):
-    """The app, and a log of the JSON bodies the SDK sent: (method, path, body)."""
-
-    def __init__(self, app: FastAPI) -> None:
-        super().__init__(app=app)
-        self.sent: list[tuple[str, str, Any]] = []
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.sent.append((request.method, request.url.path, json.loads(request.content) if request.content else None))
-        return await super().handle_async_request(request)
-
-    def ends(self) -> dict[str, str]:
-        """Outcome by work token, of every end sent (with a select or on its own)."""
-        outcomes = {}
-        for _, path, body in self.sent:
-            if path == "/v1/work/select":
-                outcomes |= {end["token"]: end["outcome"] for end in body["end"]}
-            elif path.endswith("/end"):
-                outcomes[path.split("/")[3]] = body["outcome"]
-        return outcomes
 
 
 @dataclass
@@ -121,7 +100,7 @@ async def test_four_workers_handle_each_request_once(setup):
                 stop.set()
             return {"double": item["payload"]["n"] * 2}
 
-        transport = RecordingTransport(setup.app)
+        transport = RecordingTransport(httpx.ASGITransport(app=setup.app))
         server = await setup.server(worker_tasks=4, transport=transport)
         await asyncio.wait_for(server.serve(handler, stop_event=stop), TIMEOUT)
 
@@ -149,7 +128,7 @@ async def test_a_failing_handler_ends_its_request_as_failed(setup):
             if item["payload"]["fail"] == "dead":
                 raise DeadLetter("no such account")
 
-        transport = RecordingTransport(setup.app)
+        transport = RecordingTransport(httpx.ASGITransport(app=setup.app))
         server = await setup.server(transport=transport)
         await asyncio.wait_for(server.serve(handler, wait_seconds=1, stop_event=stop), TIMEOUT)
 

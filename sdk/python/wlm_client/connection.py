@@ -1,5 +1,5 @@
 """A connection to the WLM service (IWM4CON .. IWM4DIS) over HTTP, with the errors and retries both kinds share
-(app.client.queue_manager, app.client.server)."""
+(wlm_client.queue_manager, wlm_client.server)."""
 
 from __future__ import annotations
 
