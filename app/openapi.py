@@ -132,6 +132,23 @@ def _add_models(components: dict[str, Any], *models: type[BaseModel]) -> None:
         components[model.__name__] = schema
 
 
+# What app.http.RejectNulMiddleware refuses in a path or query string, declared on every text parameter.
+NO_NUL = "^[^\\x00]*$"
+
+
+def parameter_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A path, query or header parameter's schema as the service checks it: an optional one is absent, never null (a
+    URL or header cannot carry a null, and a generated client would send the text "null"), and text carries no NUL
+    unless a pattern of its own already says what it may carry."""
+    branches = [branch for branch in schema.get("anyOf", []) if branch.get("type") != "null"]
+    if len(branches) == 1 and len(schema["anyOf"]) == 2:
+        # Its default (None) goes too: absent means no value, and null is no longer among the values.
+        schema = {key: value for key, value in schema.items() if key != "anyOf" and (key, value) != ("default", None)} | branches[0]
+    if schema.get("type") == "string" and "pattern" not in schema and "enum" not in schema and "format" not in schema:
+        schema = schema | {"pattern": NO_NUL}
+    return schema
+
+
 def openapi_document(app: FastAPI) -> dict[str, Any]:
     """The generated document, completed once per app: error responses, the service definition (the policy route
     reads its body itself, as YAML or JSON) and the bearer scheme."""
@@ -152,6 +169,8 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
                 responses.setdefault(str(status), _error_response(status))  # a route's own declaration stands
             if path.startswith(AUTHENTICATED_PREFIX):
                 operation["security"] = [{"bearer": []}]
+            for parameter in operation.get("parameters", []):
+                parameter["schema"] = parameter_schema(parameter["schema"])
     for unused in ("HTTPValidationError", "ValidationError"):
         components.pop(unused, None)
     app.openapi_schema = schema

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from app.config import Settings
@@ -77,3 +78,57 @@ def test_the_policy_body_is_declared_as_json_and_yaml(spec):
     content = operation["requestBody"]["content"]
     assert set(content) == {"application/json", "application/yaml"}
     assert content["application/json"]["schema"] == {"$ref": "#/components/schemas/ServiceDefinition"}
+
+
+def _validator(spec: dict[str, Any], name: str) -> jsonschema.Draft202012Validator:
+    """A validator of the component `name`, its references resolved within the document."""
+    document = {"$ref": f"#/components/schemas/{name}", "components": spec["components"]}
+    return jsonschema.Draft202012Validator(document)
+
+
+def test_parameters_are_declared_as_checked_never_null_and_without_nul(spec):
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            for parameter in operation.get("parameters", []):
+                schema, where = parameter["schema"], f"{method} {path} {parameter['name']}"
+                assert "anyOf" not in schema and schema.get("type") != "null", where  # absent, never the text "null"
+                if schema.get("type") == "string" and "enum" not in schema and "format" not in schema:
+                    assert "pattern" in schema, where
+    events = spec["paths"]["/v1/events"]["get"]["parameters"]
+    last_event_id = next(p["schema"] for p in events if p["name"] == "last-event-id")
+    assert last_event_id["type"] == "string" and last_event_id["pattern"] == r"^\d{1,19}-\d{1,19}$"
+    token = next(p["schema"] for p in spec["paths"]["/v1/enclaves/{token}"]["delete"]["parameters"] if p["name"] == "token")
+    assert re.search(token["pattern"], "enc-1") and not re.search(token["pattern"], "enc\x00-1")
+
+
+def test_a_bulk_dead_letter_body_declares_that_it_needs_a_filter_or_all(spec):
+    bulk = _validator(spec, "BulkRetryIn")
+    assert not bulk.is_valid({}) and not bulk.is_valid({"all": False}) and not bulk.is_valid({"node": None, "position": "front"})
+    assert bulk.is_valid({"all": True}) and bulk.is_valid({"node": "N1"}) and bulk.is_valid({"reason": "failed", "position": "front"})
+
+
+def test_a_service_class_declares_a_goal_or_periods_not_both(spec):
+    service_class = _validator(spec, "ServiceClass")
+    goal = {"type": "average", "response_time_ms": 500}
+    assert service_class.is_valid({"name": "ONLINE", "importance": 1, "goal": goal})
+    assert service_class.is_valid({"name": "ONLINE", "periods": [{"importance": 1, "goal": goal}]})
+    assert not service_class.is_valid({"name": "ONLINE"})
+    assert not service_class.is_valid({"name": "ONLINE", "importance": 1})
+    assert not service_class.is_valid({"name": "ONLINE", "goal": goal, "periods": [{"importance": 1, "goal": goal}]})
+    assert not service_class.is_valid({"name": "ONLINE", "importance": 1, "periods": [{"importance": 1, "goal": goal}]})
+
+
+def test_a_goal_but_a_discretionary_one_declares_that_it_needs_an_importance(spec):
+    service_class, period = _validator(spec, "ServiceClass"), _validator(spec, "Period")
+    average, discretionary = {"type": "average", "response_time_ms": 500}, {"type": "discretionary"}
+    assert not service_class.is_valid({"name": "ONLINE", "goal": average})
+    assert service_class.is_valid({"name": "ONLINE", "goal": discretionary})
+    assert not period.is_valid({"goal": average}) and period.is_valid({"goal": average, "importance": 2})
+    assert period.is_valid({"goal": discretionary})
+
+
+def test_a_routing_change_declares_that_it_names_an_attribute(spec):
+    for name in ("NodeRoutingPatch", "LinkRoutingPatch", "InstanceRoutingPatch"):
+        change = _validator(spec, name)
+        assert not change.is_valid({}), name
+    assert _validator(spec, "NodeRoutingPatch").is_valid({"weight": None})  # a null names one: back to the policy's

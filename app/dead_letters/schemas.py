@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.schemas import Name, StrictModel
 
@@ -40,7 +40,16 @@ class RetryIn(StrictModel):
     position: Literal["front", "back"] = Field(default="back", description="queued ahead of its class's work, or behind it")
 
 
+def _filter_or_all(schema: dict[str, Any]) -> None:
+    """Declares `_deliberate`'s rule, so that a generated client knows it: some filter field given (not null), or
+    `all: true`."""
+    given = [{"required": [name], "properties": {name: {"not": {"type": "null"}}}} for name in DeadLetterFilter.model_fields]
+    schema["anyOf"] = [*given, {"required": ["all"], "properties": {"all": {"const": True}}}]
+
+
 class BulkIn(DeadLetterFilter):
+    model_config = ConfigDict(json_schema_extra=_filter_or_all)
+
     all: bool = Field(default=False, description="must be true to act on every dead letter (no filter given)")
 
     @model_validator(mode="after")

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.policy.schemas import (
     InstanceUseQueue,
@@ -17,10 +17,15 @@ from app.policy.schemas import (
 from app.routing.algorithm import LinkState, UseQueue
 from app.schemas import Name, StrictModel
 
+# The service refuses a change that names no attribute (a null names one: back to the policy's value); declared so.
+NAMES_A_CHANGE = ConfigDict(json_schema_extra={"minProperties": 1})
+
 
 class NodeRoutingPatch(StrictModel):
     """ALTER, SUSPEND and RESUME of a node, STOP and START of its link: the attributes named change, a null takes one
     back to the policy's value."""
+
+    model_config = NAMES_A_CHANGE
 
     use_queue: NodeUseQueue | None = None
     weight: Weight | None = None
@@ -37,6 +42,8 @@ class LinkRoutingPatch(StrictModel):
     """ALTER, STOP and START of one of a node's links: the attributes named change, a null takes one back to the
     policy's value."""
 
+    model_config = NAMES_A_CHANGE
+
     network_priority: NetworkPriority | None = None
     stopped: bool | None = Field(
         default=None, description="true: STOP this link (the node is reached by its others); false or null: START it"
@@ -44,6 +51,8 @@ class LinkRoutingPatch(StrictModel):
 
 
 class InstanceRoutingPatch(StrictModel):
+    model_config = NAMES_A_CHANGE
+
     put_enabled: bool | None = None
     rank: Rank | None = None
     priority: RoutingPriority | None = None
