@@ -132,3 +132,12 @@ def test_a_routing_change_declares_that_it_names_an_attribute(spec):
         change = _validator(spec, name)
         assert not change.is_valid({}), name
     assert _validator(spec, "NodeRoutingPatch").is_valid({"weight": None})  # a null names one: back to the policy's
+
+
+def test_classification_attributes_declare_the_names_the_service_takes(spec):
+    classify = _validator(spec, "ClassifyIn")
+    for name in ("userid", "transaction_name", "TN", "tn", "Spm"):
+        assert classify.is_valid({"subsystem_type": "CICS", "attributes": {name: "X"}}), name
+    for name in ("USERID", "__main__", "user id"):
+        assert not classify.is_valid({"subsystem_type": "CICS", "attributes": {name: "X"}}), name
+    assert not classify.is_valid({"subsystem_type": "CICS", "attributes": {"userid": "a\x00b"}})

@@ -19,6 +19,7 @@ from pydantic import (
     GetJsonSchemaHandler,
     StringConstraints,
     TypeAdapter,
+    WithJsonSchema,
     field_validator,
 )
 from pydantic.json_schema import JsonDict, JsonSchemaValue
@@ -335,10 +336,29 @@ class PolicyVersionList(BaseModel):
     offset: int
 
 
+def _any_case(code: str) -> str:
+    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in code)
+
+
+# Work attributes by API name (transaction_name, userid, transaction_class, ...) or by qualifier (TN, UI, TC, ...).
+# The names app.policy.service.qualifier_attributes takes are declared, so that a generated client knows them (an API
+# name as spelt, or a qualifier in any case), not checked here: the service names the known ones when refusing.
+ATTRIBUTE_NAME_PATTERN = "^(" + "|".join([*QUALIFIER_ATTRIBUTES.values(), *(_any_case(q.value) for q in Qualifier)]) + ")$"
+ATTRIBUTE_VALUE = {"type": "string", "maxLength": 256, "pattern": r"^[^\x00]*$"}
+Attributes = Annotated[
+    dict[
+        Annotated[str, StringConstraints(max_length=64)],
+        Annotated[str, StringConstraints(max_length=256, pattern=ATTRIBUTE_VALUE["pattern"])],
+    ],
+    WithJsonSchema(
+        {"type": "object", "propertyNames": {"maxLength": 64, "pattern": ATTRIBUTE_NAME_PATTERN}, "additionalProperties": ATTRIBUTE_VALUE}
+    ),
+]
+
+
 class ClassifyIn(StrictModel):
     subsystem_type: SubsystemType
-    # Attributes by API name (transaction_name, userid, ...) or by qualifier (TN, UI, ...).
-    attributes: dict[str, Annotated[str, StringConstraints(max_length=256)]] = Field(default_factory=dict)
+    attributes: Attributes = Field(default_factory=dict)
 
 
 class ClassifyOut(BaseModel):

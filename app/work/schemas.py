@@ -6,14 +6,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, StringConstraints, model_validator
 
+from app.policy.schemas import Attributes
 from app.schemas import JsonDocument, Name, StrictModel
 
 ConnectToken = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")]
 Userid = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[^\x00]*$")]
-Attributes = dict[
-    Annotated[str, StringConstraints(max_length=64)], Annotated[str, StringConstraints(max_length=256, pattern=r"^[^\x00]*$")]
-]
 # A work request's body is bounded on the wire, where its payload may take WIRE_PAYLOAD_FACTOR times the bytes that
 # max_payload_bytes counts (the payload as stored: compact UTF-8): a client that escapes non-ASCII text sends "\u65e5"
 # for a 3-byte character, and two such escapes for a 4-byte one. Its other fields take at most WORK_FIELDS_BYTES:
