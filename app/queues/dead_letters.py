@@ -1,5 +1,5 @@
 """Dead letters: requests abandoned after their last delivery, or ended `failed` by a server that asked for it, kept
-with their payload in their environment's slot (dead_letter in lua/common.lua writes them in the script that ends
+with their payload in their environment's slot (dead_letter in lua/includes/finish.lua writes them in the script that ends
 the request) until an operator retries or discards them, or they are older than the store's `dead_letter_ms`."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any, Literal, cast
 import orjson
 
 from app.errors import lua_error
+from app.queues import script_specs as specs
 from app.queues.base import StoreBase
 from app.queues.codes import ReturnCode
 from app.queues.keys import AeKeys, queue_name
@@ -83,7 +84,8 @@ class DeadLetters(StoreBase):
         for _ in range(2):  # the dead letter read may have been retried and died again meanwhile, in another queue
             keys = [k.req, k.payload, k.depth, k.classes, k.seq, k.swept, k.sweeping, k.waiters, k.done, k.done_exp, k.dead, k.dead_at]
             keys += [k.front(queue), k.rear(queue)]
-            result = await self.scripts.call("dead_retry", keys, [request_id, queue, position, k.notify_channel, k.wake_prefix])
+            call = specs.DEAD_RETRY(keys, [request_id, queue, position, k.notify_channel, k.wake_prefix])
+            result = await self.scripts.call(call)
             code = ReturnCode(int(result[0]))
             if code is ReturnCode.DEAD_LETTER_MOVED:
                 queue = str(result[1])
@@ -97,5 +99,5 @@ class DeadLetters(StoreBase):
         """The ids that were dead letters here, now gone."""
         if not request_ids:
             return []
-        result = await self.scripts.run("dead_discard", [k.dead, k.dead_at], list(request_ids))
+        result = await self.scripts.run(specs.DEAD_DISCARD([k.dead, k.dead_at], arg_groups=[request_ids]))
         return [str(v) for v in result]

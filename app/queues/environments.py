@@ -10,11 +10,12 @@ from typing import Any, cast
 
 import orjson
 
+from app.queues import script_specs as specs
 from app.queues.base import AeConfig, StoreBase
 from app.queues.keys import AeKeys, queue_name, retired_key, server_limits_key
 from app.queues.performance import DESIRED_TOTAL
 
-# The promotion hash's field of a class's promoted selects (PROMOTED_FIELD in lua/common.lua) is this and the class.
+# The promotion hash's field of a class's promoted selects (PROMOTED_FIELD in lua/includes/promotion.lua) is this and the class.
 PROMOTED_FIELD = "promoted|"
 
 
@@ -52,8 +53,8 @@ class QueueFigures:
     in_flight: int
     dead_letters: int
     in_flight_by_class: dict[str, int]
-    histograms: dict[str, int]  # lua/common.lua `histograms`: '<class>|<period>|<r, q or e>|<bucket or sum>' -> count
-    promoted: dict[str, int]  # selects that promoted a request of the class (starved_class in lua/common.lua)
+    histograms: dict[str, int]  # lua/includes/end_held.lua `histograms`: '<class>|<period>|<r, q or e>|<bucket or sum>' -> count
+    promoted: dict[str, int]  # selects that promoted a request of the class (starved_class in lua/includes/promotion.lua)
     desired: dict[str, int]
     performance: list[str]
     depths: dict[str, int]
@@ -110,8 +111,8 @@ class Environments(StoreBase):
         """One environment on one node, in one script call (the calls of one turn share a write)."""
         names = [queue_name(sc, dependent) for sc in service_classes for dependent in (True, False)]
         keys = [k.req, k.swept, k.servers, k.inflight, k.depth, k.desired, k.performance, k.dead_at, k.leases, k.histograms]
-        keys += [k.promotion, *k.class_queues(list(service_classes))]
-        reply = await self.scripts.run("queue_figures", keys, names)
+        keys.append(k.promotion)
+        reply = await self.scripts.run(specs.QUEUE_FIGURES(keys, key_groups=[k.class_queues(list(service_classes))], arg_groups=[names]))
         now, servers, held, dead, depths, desired, performance, by_class, histograms, promotion, *oldest = reply
         return QueueFigures(
             now_ms=int(now),

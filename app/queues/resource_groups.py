@@ -4,7 +4,7 @@ environment, node and replica.
 A group's count lives in a slot of its own (GroupKeys), since its classes' queues are in every environment's
 slot: on a Redis Cluster no one script can count the group and select. So a select of an environment whose
 classes are in groups takes the groups' slots first (group_take.lua, each a reservation that lapses), selects
-within them (select_work in lua/common.lua skips a class whose group granted nothing, and takes no more of a
+within them (select_work in lua/includes/select_work.lua skips a class whose group granted nothing, and takes no more of a
 group than it granted), then settles (group_settle.lua): the slots it used hold its requests until they end,
 and the others are given back. An end frees its request's slot. A request given back (its lease expired, its
 server died) is found by the scheduler's pass over the held requests (`stale_members`), which frees its slot: held
@@ -21,6 +21,7 @@ from typing import Any, cast
 
 import orjson
 
+from app.queues import script_specs as specs
 from app.queues.base import AeConfig, GroupCap, StoreBase
 from app.queues.keys import AeKeys, GroupKeys, parse_token
 
@@ -79,7 +80,7 @@ class ResourceGroups(StoreBase):
 
         async def take(group: GroupCap) -> Grant:
             args = [want, group.max_in_flight or 0, reservation, hold_ms, channel]
-            granted, in_flight = await self.scripts.run("group_take", self.group_keys(group.name).all, args)
+            granted, in_flight = await self.scripts.run(specs.GROUP_TAKE(self.group_keys(group.name).all, args))
             return Grant(group, reservation, int(granted), int(in_flight))
 
         return list(await asyncio.gather(*(take(group) for group in groups)))
@@ -87,8 +88,9 @@ class ResourceGroups(StoreBase):
     async def settle_slots(self, group: GroupCap, reservation: str, slots: int, hold: Sequence[str], release: Sequence[str] = ()) -> int:
         """A reservation's slots settled: `hold` held, the rest given back; `release` freed. Returns the group's
         count after."""
-        args = [reservation, slots, group.max_in_flight or 0, len(hold), *hold, *release]
-        (count,) = await self.scripts.run("group_settle", self.group_keys(group.name).all, args)
+        args = [reservation, slots, group.max_in_flight or 0, len(hold)]
+        call = specs.GROUP_SETTLE(self.group_keys(group.name).all, args, arg_groups=[hold, release])
+        (count,) = await self.scripts.run(call)
         return int(count)
 
     async def release_ended(self, k: AeKeys, groups: Mapping[str, GroupCap], records: Iterable[str]) -> None:
