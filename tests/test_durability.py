@@ -24,6 +24,7 @@ from app.queues import durability
 from app.queues.durability import Durability, NotDurable, durability_of
 from app.queues.hot_path import NewRequest
 from app.queues.keys import AeKeys
+from app.queues.request_meta import RequestMeta
 from app.queues.script_spec import ScriptCall
 from app.queues.script_specs import INSERT as INSERT_SPEC
 from app.queues.store import QueueStore
@@ -153,7 +154,7 @@ async def test_an_insert_and_its_waitaof_go_on_one_connection(tmp_path, monkeypa
 
             monkeypatch.setattr(durability, "confirm", confirm)
             store = QueueStore(redis, "wlm", idempotency_ttl_s=60, tombstone_ms=1000, samples_ms=1000, durability=Durability(waitaof=True))
-            request = NewRequest(uuid.uuid4().hex, "ONLINE", False, {"sc": "ONLINE"}, "{}", None)
+            request = NewRequest(uuid.uuid4().hex, "ONLINE", False, RequestMeta({"sc": "ONLINE"}), "{}", None)
             assert await store.insert(AeKeys("wlm", "LOCAL", "PAYROLL"), 1, [request], 10) == [request.id]
     finally:
         server.stop()

@@ -184,3 +184,47 @@ def test_every_script_call_is_built_from_its_specification() -> None:
     assert by_hand == []
     names = {name for name, value in vars(script_specs).items() if value in script_specs.SPECS}
     assert sorted(names - used) == []
+
+
+# A request's JSON keys and states, which only its definition (and the Lua scripts) may name.
+REQUEST_KEYS = frozenset({"sc", "rc", "dep", "qm", "ae"})
+REQUEST_STATES = frozenset({"q", "s", "b"})
+
+
+def _named_keys(node: ast.AST) -> list[ast.expr]:
+    """The expressions `node` uses as a mapping's keys: a subscript, a dict's keys, a get's, a keyword's name."""
+    if isinstance(node, ast.Subscript):
+        return [node.slice]
+    if isinstance(node, ast.Dict):
+        return [key for key in node.keys if key is not None]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "pop", "setdefault"):
+        return node.args[:1]
+    if isinstance(node, ast.keyword) and node.arg is not None:
+        return [ast.Constant(node.arg)]
+    return []
+
+
+def _compared(node: ast.AST) -> list[ast.expr]:
+    """The constants `node` compares with, within a tuple, list or set too."""
+    if not isinstance(node, ast.Compare):
+        return []
+    operands = [node.left, *node.comparators]
+    return [e for o in operands for e in (o.elts if isinstance(o, ast.Tuple | ast.List | ast.Set) else [o])]
+
+
+def test_a_requests_keys_are_named_by_its_definition_only() -> None:
+    """The two-letter keys of a request's metadata and its states are app/queues/request_meta.py's: every other
+    module reads and writes a request by its typed fields."""
+    named: list[str] = []
+    for path in _app_modules():
+        module = _module_name(path)
+        if module == "app.queues.request_meta":
+            continue
+        for node in ast.walk(_parsed(path)):
+            for key in _named_keys(node):
+                if isinstance(key, ast.Constant) and key.value in REQUEST_KEYS:
+                    named.append(f"{module}:{getattr(node, 'lineno', '?')} {key.value!r}")
+            for value in _compared(node):
+                if isinstance(value, ast.Constant) and value.value in REQUEST_STATES:
+                    named.append(f"{module}:{node.lineno} {value.value!r}")
+    assert named == []

@@ -9,13 +9,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
-import orjson
-
 from app.errors import AppError, lua_error
 from app.queues import script_specs as specs
 from app.queues.base import AeConfig, GroupCap
 from app.queues.codes import ReturnCode
 from app.queues.keys import AeKeys, queue_name
+from app.queues.request_meta import RequestMeta
 from app.queues.resource_groups import ResourceGroups, group_by_class, groups_of, member_of, preferred_order
 from app.queues.sweep import SweptQueues
 
@@ -28,7 +27,7 @@ class NewRequest:
     id: str
     service_class: str
     dependent: bool
-    meta: dict[str, Any]
+    meta: RequestMeta
     payload: str  # JSON text
     idempotency_key: str | None
 
@@ -36,7 +35,7 @@ class NewRequest:
 @dataclass(frozen=True, slots=True)
 class Selected:
     id: str
-    meta: dict[str, Any]
+    meta: RequestMeta
     payload: str
 
 
@@ -46,8 +45,8 @@ class EndResult:
     value: str  # the work record (JSON) when ended, else the code's detail
 
     @property
-    def record(self) -> dict[str, Any]:
-        return orjson.loads(self.value)
+    def record(self) -> RequestMeta:
+        return RequestMeta.from_json(self.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +110,7 @@ class RequestQueues(SweptQueues, ResourceGroups):
             item_args += [
                 request.id,
                 request.service_class,
-                orjson.dumps(request.meta),
+                request.meta.to_json(),
                 request.payload,
                 request.idempotency_key or "",
                 queue,
@@ -159,7 +158,7 @@ class RequestQueues(SweptQueues, ResourceGroups):
                 k, order, config.completion_time_ms, server_id, max_items, begin=begin, waiter=waiter, budgets=budgets
             )
             for item in result.items:
-                if (group := group_of.get(item.meta["sc"])) is not None:
+                if (group := group_of.get(item.meta.service_class)) is not None:
                     taken[group.name].append(member_of(k, item.id, item.meta))
         finally:
             await asyncio.gather(*(self.settle_slots(g.group, g.reservation, g.granted, taken[g.group.name]) for g in grants))
@@ -212,7 +211,7 @@ class RequestQueues(SweptQueues, ResourceGroups):
                 continue
             if status is not ReturnCode.OK:
                 return SelectResult(ended, [], status, lua_error(status, rest))
-            items = [Selected(rest[i], orjson.loads(rest[i + 1]), rest[i + 2]) for i in range(0, len(rest), 3)]
+            items = [Selected(rest[i], RequestMeta.from_json(rest[i + 1]), rest[i + 2]) for i in range(0, len(rest), 3)]
             return SelectResult(ended, items, status, None)
         assert ended is not None
         return SelectResult(ended, [], ReturnCode.OK, None)
@@ -244,7 +243,7 @@ class RequestQueues(SweptQueues, ResourceGroups):
             await self.release_ended(k, groups, [result.value for result in results if result.code is ReturnCode.OK])
         return results
 
-    async def delete(self, k: AeKeys, request_id: str, queue_manager: int) -> dict[str, Any]:
+    async def delete(self, k: AeKeys, request_id: str, queue_manager: int) -> RequestMeta:
         """Delete a queued request, in memory or swept; returns its work record."""
         args = [queue_manager, request_id, self.tombstone_ms]
         for _ in range(2):  # a swept request whose blob came back meanwhile is deleted from memory the second time
@@ -257,7 +256,7 @@ class RequestQueues(SweptQueues, ResourceGroups):
                     continue
             if code != ReturnCode.OK:
                 raise lua_error(code, result[1:])
-            return json.loads(result[1])
+            return RequestMeta.from_json(result[1])
         raise lua_error(ReturnCode.UNKNOWN_WORK, [])
 
     async def purge(self, k: AeKeys, queue_manager: int, page: int = 1000) -> int:

@@ -17,13 +17,12 @@ import asyncio
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
-
-import orjson
+from typing import cast
 
 from app.queues import script_specs as specs
 from app.queues.base import AeConfig, GroupCap, StoreBase
 from app.queues.keys import AeKeys, GroupKeys, parse_token
+from app.queues.request_meta import RequestMeta, RequestState
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +61,11 @@ def preferred_order(config: AeConfig, grants: Sequence[Grant]) -> list[tuple[str
     return [(sc, tier) for tier, _, sc in sorted(ranked)]
 
 
-def member_of(k: AeKeys, request_id: str, meta: Mapping[str, Any]) -> str:
+def member_of(k: AeKeys, request_id: str, meta: RequestMeta) -> str:
     """A request's member in its group, from its metadata (as selected, or its work record): one delivery of one life
     of it, so a request given back and selected again is another member, and a late release of the old one frees
     nothing of the new."""
-    return f"{k.token(request_id)}|{int(meta.get('life', 1))}|{int(meta['deliveries'])}"
+    return f"{k.token(request_id)}|{int(meta.life)}|{int(meta.deliveries)}"
 
 
 class ResourceGroups(StoreBase):
@@ -97,10 +96,10 @@ class ResourceGroups(StoreBase):
         """The slots of ended requests (their work records, JSON) freed, in their groups."""
         freed: dict[GroupCap, list[str]] = {}
         for raw in records:
-            record = orjson.loads(raw)
-            group = groups.get(record["sc"])
+            record = RequestMeta.from_json(raw)
+            group = groups.get(record.service_class)
             if group is not None:
-                freed.setdefault(group, []).append(member_of(k, record["id"], record))
+                freed.setdefault(group, []).append(member_of(k, record.id, record))
         await asyncio.gather(*(self.settle_slots(group, "", 0, (), members) for group, members in freed.items()))
 
     async def held_members(self, name: str) -> list[str]:
@@ -122,12 +121,12 @@ class ResourceGroups(StoreBase):
         for k, held in by_place.items():
             raws = cast(list[str | None], await self.redis.hmget(k.req, [request_id for _, request_id, _, _ in held]))
             for (member, _, life, deliveries), raw in zip(held, raws, strict=True):
-                meta = orjson.loads(raw) if raw is not None else None
+                meta = RequestMeta.from_json(raw) if raw is not None else None
                 held_still = (
                     meta is not None
-                    and meta.get("state") in ("s", "b")
-                    and meta.get("life", 1) == life
-                    and meta.get("deliveries") == deliveries
+                    and meta.state in (RequestState.SELECTED, RequestState.BEGUN)
+                    and meta.life == life
+                    and meta.deliveries == deliveries
                 )
                 if not held_still:
                     stale.append(member)

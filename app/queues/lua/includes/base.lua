@@ -2,8 +2,9 @@
 -- Keys follow app/queues/keys.py; the return codes (OK, UNKNOWN_WORK ...) are the prelude's Lua locals
 -- (app/queues/codes.py).
 --
--- A request's metadata is one JSON object in the hash KEYS req (field: request id); its payload lives apart in
--- KEYS payload so that state changes never copy it.
+-- A request's metadata is one JSON object in the hash KEYS req (field: request id), its keys as
+-- app/queues/request_meta.py defines them; its payload lives apart in KEYS payload so that state changes never copy
+-- it.
 -- States: q (queued), s (selected), b (begun).
 
 -- The one clock is Redis's: every instant of a request's life and of a lease is read here, inside the script that
