@@ -72,38 +72,66 @@ def outbox_table(metas: Sequence[RequestMeta], periods: dict[int, PeriodTable]) 
     return pa.table(dict(zip(SCHEMA.names, columns, strict=True)), schema=SCHEMA)
 
 
+# What a record takes of a request's metadata at its end, in one call per record.
+_FIELDS = RequestMeta.reader(
+    "node",
+    "application_environment",
+    "id",
+    "service_class",
+    "report_class",
+    "policy",
+    "queue_manager",
+    "subsystem_type",
+    "subsystem_name",
+    "server",
+    "userid",
+    "enclave",
+    "dependent",
+    "outcome",
+    "deliveries",
+    "inserted",
+    "selected",
+    "begun",
+    "ended",
+    "result",
+    "life",
+    "promoted",
+)
+
+
 def _record(meta: RequestMeta, periods: PeriodTable) -> tuple[Any, ...]:
     """One record's values, in SCHEMA's order."""
-    inserted, selected, ended = meta.inserted, meta.selected, meta.ended
-    durations = periods.get(meta.service_class)
+    node, ae, request_id, sc, rc, policy, qm, subsystem_type, subsystem_name, server, *rest = _FIELDS(meta)
+    userid, enclave, dependent, outcome, deliveries, inserted, selected, begun, ended, result, life, promoted = rest
+    durations = periods.get(sc)
     response = ended - inserted
     return (
-        TOKEN_SEPARATOR.join((meta.node, meta.application_environment, meta.id)),
-        meta.application_environment,
-        meta.node,
-        meta.service_class,
+        TOKEN_SEPARATOR.join((node, ae, request_id)),
+        ae,
+        node,
+        sc,
         period_number(durations, response) if durations else 1,
-        meta.report_class,
-        meta.policy,
-        meta.queue_manager,
-        meta.subsystem_type,
-        meta.subsystem_name,
-        meta.server_id,
-        meta.userid,
-        meta.enclave,
-        bool(meta.dependent),
-        meta.outcome,
-        meta.deliveries,
+        rc,
+        policy,
+        qm,
+        subsystem_type,
+        subsystem_name,
+        int(server) if server else None,
+        userid,
+        enclave,
+        bool(dependent),
+        outcome,
+        deliveries,
         inserted,
         selected,
-        meta.begun,
+        begun,
         ended,
         response,
         (selected if selected is not None else ended) - inserted,
         None if selected is None else ended - selected,
-        meta.result,
-        meta.life,
-        bool(meta.promoted),
+        result,
+        life,
+        bool(promoted),
     )
 
 

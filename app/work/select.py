@@ -156,7 +156,8 @@ def _item_out(keys: AeKeys, config: AeConfig, selected: Selected) -> WorkItemOut
     """The payload stays the JSON text it was stored as: the route writes it into the answer as it is (encoded once,
     at the insert)."""
     meta = selected.meta
-    assert meta.selected is not None  # the select stamped it
+    selected_ms = meta.selected
+    assert selected_ms is not None  # the select stamped it
     return WorkItemOut(
         token=keys.token(selected.id),
         service_class=meta.service_class,
@@ -167,5 +168,5 @@ def _item_out(keys: AeKeys, config: AeConfig, selected: Selected) -> WorkItemOut
         state="begun" if meta.state is RequestState.BEGUN else "selected",
         deliveries=meta.deliveries,
         inserted_at=datetime.fromtimestamp(meta.inserted / 1000, UTC),
-        lease_expires_at=datetime.fromtimestamp((meta.selected + config.completion_time_ms) / 1000, UTC),
+        lease_expires_at=datetime.fromtimestamp((selected_ms + config.completion_time_ms) / 1000, UTC),
     )
