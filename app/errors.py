@@ -21,6 +21,7 @@ from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.queues.codes import ReturnCode
+from app.queues.request_meta import STATE_OF
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +165,6 @@ _LUA_ERRORS: dict[ReturnCode, tuple[type[AppError], str, str, tuple[str, ...]]] 
     ),
     ReturnCode.DEAD_LETTER_MOVED: (Conflict, "dead_letter_moved", "the dead letter is in another queue (asked again)", ("queue",)),
 }  # fmt: skip
-_STATES = {"q": "queued", "s": "selected", "b": "begun"}
 
 
 def lua_error(code: int, values: list[Any]) -> AppError:
@@ -174,8 +174,8 @@ def lua_error(code: int, values: list[Any]) -> AppError:
     except (ValueError, KeyError):  # no code of app/queues/codes.py, or OK
         error_class, error_code, message, names = AppError, "internal", f"queue script code {code}", ()
     details = {name: _plain(value) for name, value in zip(names, values, strict=False)}
-    if "state" in details:
-        details["state"] = _STATES.get(str(details["state"]), details["state"])
+    if "state" in details and details["state"] in STATE_OF:
+        details["state"] = STATE_OF[details["state"]].word
     if error_code == "backlog_limit":
         details["reason_code"] = "BACKLOG_LIMIT"
     return error_class(message, code=error_code, **details)

@@ -24,6 +24,9 @@ from app.queues import durability
 from app.queues.durability import Durability, NotDurable, durability_of
 from app.queues.hot_path import NewRequest
 from app.queues.keys import AeKeys
+from app.queues.request_meta import RequestMeta
+from app.queues.script_spec import ScriptCall
+from app.queues.script_specs import INSERT as INSERT_SPEC
 from app.queues.store import QueueStore
 from tests.conftest import client_of, running_app
 from tests.processes import WLM, ServiceProcess
@@ -43,6 +46,8 @@ def everysec_redis(tmp_path):
 
 
 PROBE = "wlmtest:durability:probe"
+# An insert of nothing, which the scripts stand-in answers without Redis.
+INSERT = INSERT_SPEC(["key"] * 8, ["channel", "wake", 60, 10], key_groups=[[]], arg_groups=[[]])
 STRICT_CONFIG = {"appendonly": "yes", "appendfsync": "always", "no-appendfsync-on-rewrite": "no"}
 
 
@@ -149,7 +154,7 @@ async def test_an_insert_and_its_waitaof_go_on_one_connection(tmp_path, monkeypa
 
             monkeypatch.setattr(durability, "confirm", confirm)
             store = QueueStore(redis, "wlm", idempotency_ttl_s=60, tombstone_ms=1000, samples_ms=1000, durability=Durability(waitaof=True))
-            request = NewRequest(uuid.uuid4().hex, "ONLINE", False, {"sc": "ONLINE"}, "{}", None)
+            request = NewRequest(uuid.uuid4().hex, "ONLINE", False, RequestMeta({"sc": "ONLINE"}), "{}", None)
             assert await store.insert(AeKeys("wlm", "LOCAL", "PAYROLL"), 1, [request], 10) == [request.id]
     finally:
         server.stop()
@@ -159,7 +164,7 @@ async def test_an_insert_and_its_waitaof_go_on_one_connection(tmp_path, monkeypa
 class WrittenScripts:
     """The scripts, as far as a durability that has nothing to confirm calls them."""
 
-    async def run(self, name: str, keys: list[str], args: list[Any]) -> list[Any]:
+    async def run(self, call: ScriptCall) -> list[Any]:
         return ["written"]
 
 
@@ -171,10 +176,10 @@ async def test_a_redis_that_does_not_answer_at_start_is_checked_at_the_first_ins
     assert isinstance(deferred, durability.DeferredDurability)
     refusing = OlderRedis(STRICT_CONFIG | {"appendfsync": "everysec"})
     with pytest.raises(ServiceUnavailable, match="appendfsync everysec") as refused:
-        await deferred.run(WrittenScripts(), refusing, "insert", ["key"], [])  # type: ignore[arg-type]
+        await deferred.run(WrittenScripts(), refusing, INSERT)  # type: ignore[arg-type]
     assert refused.value.code == "not_durable"
     accepting = durability.DeferredDurability("strict", PROBE, 1000)
-    written = await accepting.run(WrittenScripts(), OlderRedis(STRICT_CONFIG), "insert", ["key"], [])  # type: ignore[arg-type]
+    written = await accepting.run(WrittenScripts(), OlderRedis(STRICT_CONFIG), INSERT)  # type: ignore[arg-type]
     assert written == ["written"]
 
 

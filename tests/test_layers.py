@@ -1,18 +1,24 @@
-"""The layers of `app/` point one way, read from the code's own imports (docs/architecture.md draws them).
+"""The layers of `app/` point one way, read from the code's own imports (docs/architecture.md draws them, and is
+read here so that the drawing cannot drift from the rule).
 
 A module may import its own package and any package of a lower layer. Routers are HTTP only: besides the
 infrastructure they import their own package and `app.deps`. Nothing in `spark_jobs/` imports `app`: the report
-ships to a Spark cluster without the web service; nor does the SDK (`sdk/python`), which installs without it.
+ships to a Spark cluster without the web service; nor does the SDK (`sdk/python`), which installs without it. Every
+call of a queue script is built by its specification (app/queues/script_specs.py).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
+from app.queues import script_specs
+
 ROOT = Path(__file__).resolve().parent.parent
-MAX_MODULE_LINES = 350
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+MAX_MODULE_LINES = 500
 
 # Lowest first. Infrastructure knows no domain; a domain knows the infrastructure and the domains below it.
 LAYERS: tuple[tuple[str, ...], ...] = (
@@ -135,5 +141,101 @@ def test_the_sdk_imports_only_itself_httpx_and_the_standard_library() -> None:
 
 
 def test_modules_stay_small() -> None:
-    too_long = {_module_name(path): lines for path in _app_modules() if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
+    modules = [*(ROOT / "app").rglob("*.py"), *(ROOT / "app").rglob("*.lua"), *(ROOT / "spark_jobs").rglob("*.py")]
+    too_long = {str(path.relative_to(ROOT)): lines for path in modules if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
     assert too_long == {}
+
+
+def _drawn_layers() -> dict[str, set[int]]:
+    """Per package named in docs/architecture.md's drawing of the layers, the numbers of the rows it is drawn in (a
+    row without a number goes on the one above it)."""
+    drawing = ARCHITECTURE.read_text().split("## Layers", 1)[1].split("```", 2)[1]
+    drawn: dict[str, set[int]] = {}
+    level = None
+    for line in drawing.splitlines():
+        if not (match := re.fullmatch(r"\s*│\s*(\d*)\s*│(.*)│", line)):
+            continue
+        level = int(match[1]) if match[1] else level
+        for name in re.findall(r"(?<![\w/])([a-z_]+)/?(?![\w/])", match[2]):
+            if name in LAYER_OF and level is not None:
+                drawn.setdefault(name, set()).add(level)
+    return drawn
+
+
+def test_the_architecture_drawing_puts_each_package_in_its_layer() -> None:
+    assert _drawn_layers() == {package: {level} for package, level in LAYER_OF.items()}
+
+
+def test_the_architecture_table_lists_every_package_from_the_bottom_layer_up() -> None:
+    table = ARCHITECTURE.read_text().split("| package | modules | pure modules |", 1)[1].split("\n\n", 1)[0]
+    listed = re.findall(r"^\| `(\w+)/` \|", table, re.MULTILINE)
+    assert sorted(listed) == sorted(p.name for p in (ROOT / "app").iterdir() if p.is_dir() and not p.name.startswith("__"))
+    levels = [LAYER_OF[package] for package in listed]
+    assert levels == sorted(levels), list(zip(listed, levels, strict=True))
+
+
+def test_every_script_call_is_built_from_its_specification() -> None:
+    """A script's call (`ScriptCall`) is made by its ScriptSpec only, never by hand or by a script's name, and every
+    script's specification is used."""
+    by_hand: list[str] = []
+    used: set[str] = set()
+    for path in _app_modules():
+        module = _module_name(path)
+        for node in ast.walk(_parsed(path)):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "ScriptCall":
+                if module != "app.queues.script_spec":
+                    by_hand.append(f"{module}:{node.lineno}")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and "scripts" in ast.unparse(node.func.value):
+                if node.args and isinstance(node.args[0], ast.Constant):
+                    by_hand.append(f"{module}:{node.lineno}")
+            elif isinstance(node, ast.Attribute) and module != "app.queues.script_specs":
+                used.add(node.attr)
+            elif isinstance(node, ast.alias) and module != "app.queues.script_specs":
+                used.add(node.name)
+    assert by_hand == []
+    names = {name for name, value in vars(script_specs).items() if value in script_specs.SPECS}
+    assert sorted(names - used) == []
+
+
+# A request's JSON keys and states, which only its definition (and the Lua scripts) may name.
+REQUEST_KEYS = frozenset({"sc", "rc", "dep", "qm", "ae"})
+REQUEST_STATES = frozenset({"q", "s", "b"})
+
+
+def _named_keys(node: ast.AST) -> list[ast.expr]:
+    """The expressions `node` uses as a mapping's keys: a subscript, a dict's keys, a get's, a keyword's name."""
+    if isinstance(node, ast.Subscript):
+        return [node.slice]
+    if isinstance(node, ast.Dict):
+        return [key for key in node.keys if key is not None]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "pop", "setdefault"):
+        return node.args[:1]
+    if isinstance(node, ast.keyword) and node.arg is not None:
+        return [ast.Constant(node.arg)]
+    return []
+
+
+def _compared(node: ast.AST) -> list[ast.expr]:
+    """The constants `node` compares with, within a tuple, list or set too."""
+    if not isinstance(node, ast.Compare):
+        return []
+    operands = [node.left, *node.comparators]
+    return [e for o in operands for e in (o.elts if isinstance(o, ast.Tuple | ast.List | ast.Set) else [o])]
+
+
+def test_a_requests_keys_are_named_by_its_definition_only() -> None:
+    """The two-letter keys of a request's metadata and its states are app/queues/request_meta.py's: every other
+    module reads and writes a request by its typed fields."""
+    named: list[str] = []
+    for path in _app_modules():
+        module = _module_name(path)
+        if module == "app.queues.request_meta":
+            continue
+        for node in ast.walk(_parsed(path)):
+            for key in _named_keys(node):
+                if isinstance(key, ast.Constant) and key.value in REQUEST_KEYS:
+                    named.append(f"{module}:{getattr(node, 'lineno', '?')} {key.value!r}")
+            for value in _compared(node):
+                if isinstance(value, ast.Constant) and value.value in REQUEST_STATES:
+                    named.append(f"{module}:{node.lineno} {value.value!r}")
+    assert named == []

@@ -65,24 +65,23 @@ def _at(ms: int) -> datetime:
 
 def letter_out(found: Found, *, with_payload: bool) -> DeadLetterOut:
     meta, keys = found.letter.meta, found.keys
-    server = meta.get("server")
-    selected = meta.get("selected")
+    selected = meta.selected
     return DeadLetterOut(
         token=found.token,
         application_environment=keys.ae,
         node=keys.node,
-        service_class=meta["sc"],
-        report_class=meta.get("rc"),
-        dependent=bool(meta.get("dep")),
+        service_class=meta.service_class,
+        report_class=meta.report_class,
+        dependent=meta.dependent,
         reason=found.letter.reason,
-        deliveries=meta.get("deliveries", 0),
-        last_server_id=int(server) if server else None,
-        error=meta.get("error"),
-        userid=meta.get("userid"),
-        queue_manager_id=meta["qm"],
-        life=meta.get("life", 1),
-        inserted_at=_at(meta["inserted"]),
-        first_inserted_at=_at(meta.get("first_inserted", meta["inserted"])),
+        deliveries=meta.deliveries,
+        last_server_id=meta.server_id,
+        error=meta.error,
+        userid=meta.userid,
+        queue_manager_id=meta.queue_manager,
+        life=meta.life,
+        inserted_at=_at(meta.inserted),
+        first_inserted_at=_at(meta.first_inserted or meta.inserted),
         selected_at=None if selected is None else _at(selected),
         died_at=_at(found.letter.died_ms),
         payload=orjson.loads(found.letter.payload) if with_payload else None,
@@ -173,7 +172,7 @@ class DeadLetterService:
         while True:
             page = await self.queues.dead_letters_after(keys, place_after, _ms(wanted.until), SCAN_PAGE)
             for letter in page.letters:
-                if wanted.service_class in (None, letter.meta.get("sc")) and wanted.reason in (None, letter.reason):
+                if wanted.service_class in (None, letter.meta.service_class) and wanted.reason in (None, letter.reason):
                     matched.append(Found(keys, letter))
                     if len(matched) == limit:
                         return matched, True
@@ -194,9 +193,9 @@ class DeadLetterService:
     async def retry(self, session: AsyncSession, actor: str, token: str, position: Position) -> RetriedOut:
         keys, request_id = self._keys_of(token)
         meta = await self.queues.retry_dead_letter(keys, request_id, position)
-        record(session, actor, RETRY_ACTION, token, position=position, life=meta["life"])
+        record(session, actor, RETRY_ACTION, token, position=position, life=meta.life)
         await session.commit()
-        return RetriedOut(token=token, service_class=meta["sc"], position=position, life=meta["life"])
+        return RetriedOut(token=token, service_class=meta.service_class, position=position, life=meta.life)
 
     async def discard(self, session: AsyncSession, actor: str, token: str) -> None:
         keys, request_id = self._keys_of(token)

@@ -119,7 +119,7 @@ def exposition(places: Sequence[tuple[str, str]], figures: Sequence[QueueFigures
     return "\n".join(lines) + "\n"
 
 
-# The histograms of ends per class period (lua/common.lua `histograms`), by the kind of time they count.
+# The histograms of ends per class period (lua/includes/end_held.lua `histograms`), by the kind of time they count.
 HISTOGRAMS = {
     "r": ("wlm_service_class_response_seconds", "Response times (insert to end) in the 14 report buckets of the period's goal"),
     "q": ("wlm_service_class_queue_seconds", "Queue times (insert to select) in the 14 report buckets of the period's goal"),

@@ -118,7 +118,7 @@ def period_bounds_ms(policy: ActivePolicy) -> dict[str, list[tuple[float, ...]]]
 
 
 def bucket_specs(policy: ActivePolicy) -> dict[str, str]:
-    """Per service class, what the end scripts bucket its requests by (lua/common.lua `histograms`): per period,
+    """Per service class, what the end scripts bucket its requests by (lua/includes/end_held.lua `histograms`): per period,
     `<duration ms or ''>|<goal's response time ms or ''>`, separated by `;`."""
     return {
         name: ";".join(f"{_text(period.duration_ms)}|{_text(_response_time_ms(period.goal))}" for period in spec.periods)

@@ -15,7 +15,7 @@ from app.queues.topology import cluster_enabled
 
 
 def redis_time_ms(time: tuple[int, int]) -> int:
-    """Redis's TIME (seconds, microseconds) in milliseconds, as common.lua's now_ms() reads it."""
+    """Redis's TIME (seconds, microseconds) in milliseconds, as now_ms() in lua/includes/base.lua reads it."""
     seconds, micros = time
     return int(seconds) * 1000 + int(micros) // 1000
 
@@ -64,7 +64,7 @@ class StoreBase:
         durability: Durability | None = None,
     ) -> None:
         """`promotion_ms`, `promotion_share`: a request queued longer is selected ahead of the class order, within
-        that share of an environment's selects (starved_class in lua/common.lua).
+        that share of an environment's selects (starved_class in lua/includes/promotion.lua).
         `blobs`: where swept parts of queues are (None: this store never sweeps, nor finds anything swept).
         `durability`: how an insert is on disk before it returns (app/queues/durability.py; None: once in memory)."""
         # Its replies come decoded (topology.connect), which redis-py's types cannot know: they say `bytes | str`,
@@ -77,7 +77,7 @@ class StoreBase:
         self.idempotency_ttl_s = idempotency_ttl_s
         self.tombstone_ms = tombstone_ms
         self.samples_ms = samples_ms  # how long ended requests are kept as samples for goal evaluation
-        self.dead_letter_ms = dead_letter_ms  # how long a dead letter is kept (lua/common.lua dead_letter)
+        self.dead_letter_ms = dead_letter_ms  # how long a dead letter is kept (dead_letter in lua/includes/finish.lua)
         self.promotion_ms = promotion_ms
         self.promotion_share = promotion_share
         self._standalone_seen = False  # a single server's kind is asked until it has answered once (`ping`)

@@ -1,19 +1,21 @@
 """Dead letters: requests abandoned after their last delivery, or ended `failed` by a server that asked for it, kept
-with their payload in their environment's slot (dead_letter in lua/common.lua writes them in the script that ends
+with their payload in their environment's slot (dead_letter in lua/includes/finish.lua writes them in the script that ends
 the request) until an operator retries or discards them, or they are older than the store's `dead_letter_ms`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Literal, cast
 
 import orjson
 
 from app.errors import lua_error
+from app.queues import script_specs as specs
 from app.queues.base import StoreBase
 from app.queues.codes import ReturnCode
 from app.queues.keys import AeKeys, queue_name
+from app.queues.request_meta import RequestMeta
 
 Position = Literal["front", "back"]
 
@@ -23,7 +25,7 @@ class DeadLetter:
     id: str
     died_ms: int  # Redis's clock
     reason: Literal["max_deliveries", "failed"]
-    meta: dict[str, Any]  # the request's metadata at its end: class, deliveries, last server, error, times...
+    meta: RequestMeta  # the request's metadata at its end: class, deliveries, last server, error, times...
     payload: str  # JSON text, as inserted
 
 
@@ -35,7 +37,7 @@ class DeadLetterPage:
 
 def _letter(request_id: str, died_ms: float, raw: str) -> DeadLetter:
     letter = orjson.loads(raw)
-    return DeadLetter(request_id, int(died_ms), letter["reason"], letter["meta"], letter["payload"])
+    return DeadLetter(request_id, int(died_ms), letter["reason"], RequestMeta(letter["meta"]), letter["payload"])
 
 
 class DeadLetters(StoreBase):
@@ -72,30 +74,31 @@ class DeadLetters(StoreBase):
         letters = [_letter(m, s, raw) for (m, s), raw in zip(entries, raws, strict=True) if raw is not None]
         return DeadLetterPage(letters, (int(entries[-1][1]), entries[-1][0]) if more else None)
 
-    async def retry_dead_letter(self, k: AeKeys, request_id: str, position: Position) -> dict[str, Any]:
+    async def retry_dead_letter(self, k: AeKeys, request_id: str, position: Position) -> RequestMeta:
         """Queue a dead letter again, at the front or back of its class queue, under its id; returns its new
         metadata. A dead letter already retried (or discarded, or gone) is refused as unknown_dead_letter: of two
         retries of one dead letter, however close, one queues it."""
         letter = await self.dead_letter(k, request_id)
         if letter is None:
             raise lua_error(ReturnCode.UNKNOWN_DEAD_LETTER, [])
-        queue = queue_name(letter.meta["sc"], bool(letter.meta.get("dep")))
+        queue = queue_name(letter.meta.service_class, letter.meta.dependent)
         for _ in range(2):  # the dead letter read may have been retried and died again meanwhile, in another queue
             keys = [k.req, k.payload, k.depth, k.classes, k.seq, k.swept, k.sweeping, k.waiters, k.done, k.done_exp, k.dead, k.dead_at]
             keys += [k.front(queue), k.rear(queue)]
-            result = await self.scripts.call("dead_retry", keys, [request_id, queue, position, k.notify_channel, k.wake_prefix])
+            call = specs.DEAD_RETRY(keys, [request_id, queue, position, k.notify_channel, k.wake_prefix])
+            result = await self.scripts.call(call)
             code = ReturnCode(int(result[0]))
             if code is ReturnCode.DEAD_LETTER_MOVED:
                 queue = str(result[1])
                 continue
             if code is not ReturnCode.OK:
                 raise lua_error(code, result[1:])
-            return orjson.loads(result[1])
+            return RequestMeta.from_json(result[1])
         raise lua_error(ReturnCode.UNKNOWN_DEAD_LETTER, [])
 
     async def discard_dead_letters(self, k: AeKeys, request_ids: Sequence[str]) -> list[str]:
         """The ids that were dead letters here, now gone."""
         if not request_ids:
             return []
-        result = await self.scripts.run("dead_discard", [k.dead, k.dead_at], list(request_ids))
+        result = await self.scripts.run(specs.DEAD_DISCARD([k.dead, k.dead_at], arg_groups=[request_ids]))
         return [str(v) for v in result]

@@ -24,6 +24,7 @@ from redis.asyncio.cluster import ClusterNode
 from redis.exceptions import AskError, MovedError, ResponseError, TryAgainError
 
 from app.errors import UNAVAILABLE, ServiceUnavailable, unavailable
+from app.queues.script_spec import ScriptCall
 from app.queues.scripts import Scripts, checked
 from app.queues.topology import ClusterClient
 
@@ -56,18 +57,18 @@ class Durability:
         self.waitaof = waitaof
         self.replicas = replicas
 
-    async def run(self, scripts: Scripts, redis: Redis, name: str, keys: list[str], args: list[Any]) -> list[Any]:
-        """Script `name`, a write of one queue (its keys share one hash tag), run as `Scripts.run` does and returned
+    async def run(self, scripts: Scripts, redis: Redis, call: ScriptCall) -> list[Any]:
+        """The script `call` makes, a write of one queue (its keys share one hash tag), run as `Scripts.run` does and returned
         once it is durable. WAITAOF and WAIT wait for the writes of the connection they are sent on, so the script
         and they share one (on a cluster, one to the keys' master). The scripts confirmed this way must always write
         something, even when they change nothing (the insert script's sequence number does): a replay of an insert
         whose confirmation failed then waits for the first insert's too, as the AOF and the replication stream are
         written in order."""
         if not self.waitaof and self.replicas is None:
-            return await scripts.run(name, keys, args)
+            return await scripts.run(call)
         for _ in range(REDIRECTS + 1):
             try:
-                return await self._run(scripts, redis, name, keys, args)
+                return await self._run(scripts, redis, call)
             except MovedError as redirect:  # the write was not made: only the keys' master's own client sees one
                 if not isinstance(redis, ClusterClient):
                     raise
@@ -83,17 +84,17 @@ class Durability:
             code="redis_unavailable",
         )
 
-    async def _run(self, scripts: Scripts, redis: Redis, name: str, keys: list[str], args: list[Any]) -> list[Any]:
+    async def _run(self, scripts: Scripts, redis: Redis, call: ScriptCall) -> list[Any]:
         cluster = redis if isinstance(redis, ClusterClient) else None
         try:
-            master = await cluster.master_of(keys[0]) if cluster is not None else redis
+            master = await cluster.master_of(call.keys[0]) if cluster is not None else redis
             replicas = self.replicas if self.replicas is not None and await self.replicas.online(master) else None
             if not self.waitaof and replicas is None:
-                return await scripts.run(name, keys, args)
+                return await scripts.run(call)
             if replicas is not None:
                 replicas.admit(master)
                 if not self.waitaof:
-                    pipelined = await scripts.call_and_wait(name, keys, args, replicas.timeout_ms)
+                    pipelined = await scripts.call_and_wait(call, replicas.timeout_ms)
                     if pipelined is not None:
                         confirmed = replicas.observe(master, pipelined[1])
                         result = checked(pipelined[0])  # a refusal (429 backlog limit) is answered as such
@@ -101,7 +102,7 @@ class Durability:
                             raise replicas.unconfirmed()
                         return result
             async with master.client() as connection:
-                reply = await scripts.call(name, keys, args, connection)
+                reply = await scripts.call(call, connection)
                 if self.waitaof:
                     await confirm(connection)
                 confirmed = True
@@ -271,14 +272,14 @@ class DeferredDurability(Durability):
         self.mode, self.probe_key, self.replica_wait_ms = mode, probe_key, replica_wait_ms
         self._checked: Durability | None = None
 
-    async def run(self, scripts: Scripts, redis: Redis, name: str, keys: list[str], args: list[Any]) -> list[Any]:
+    async def run(self, scripts: Scripts, redis: Redis, call: ScriptCall) -> list[Any]:
         if self._checked is None:
             try:
                 self._checked = await durability_of(redis, self.mode, self.probe_key, self.replica_wait_ms)
             except NotDurable as exc:
                 log.error("%s", exc)
                 raise ServiceUnavailable(str(exc), code="not_durable") from exc
-        return await self._checked.run(scripts, redis, name, keys, args)
+        return await self._checked.run(scripts, redis, call)
 
 
 async def durability_at_start(redis: Redis, mode: Literal["strict", "fast"], probe_key: str, replica_wait_ms: int) -> Durability:

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from app.queues import script_specs as specs
 from app.queues.base import StoreBase
 from app.queues.keys import scheduler_keys
 
@@ -36,11 +37,11 @@ class SchedulerElection(StoreBase):
     async def elect(self, member: str, weight: int, activation_ms: int, info: str) -> Election:
         """One heartbeat of `member` (`info`: JSON of its host and pid): renew, take or give up the role."""
         args = [member, weight, activation_ms, info]
-        return _election(await self.scripts.call("elect", list(scheduler_keys(self.prefix)), args))
+        return _election(await self.scripts.call(specs.ELECT(scheduler_keys(self.prefix), args)))
 
     async def resign(self, member: str) -> Election:
         """Leave the election; a holder gives the role up at once."""
-        return _election(await self.scripts.call("resign", list(scheduler_keys(self.prefix)), [member]))
+        return _election(await self.scripts.call(specs.RESIGN(scheduler_keys(self.prefix), [member])))
 
     async def election_status(self) -> tuple[dict[str, str], list[Member]]:
         """The holder's hash and the members, as stored (Redis's time for their ages)."""

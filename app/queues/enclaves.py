@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
 
 from app.queues.base import StoreBase
 from app.queues.keys import enclave_key
+from app.queues.request_meta import Enclave
 
 
 class EnclaveRecords(StoreBase):
-    async def save_enclave(self, enclave_id: str, enclave: Mapping[str, Any], ttl_s: int) -> None:
+    async def save_enclave(self, enclave_id: str, enclave: Enclave, ttl_s: int) -> None:
         await self.redis.set(enclave_key(self.prefix, enclave_id), json.dumps(enclave), ex=ttl_s)
 
-    async def enclave(self, enclave_id: str) -> dict[str, Any] | None:
+    async def enclave(self, enclave_id: str) -> Enclave | None:
         """The enclave, unless it expired or was deleted."""
         raw = await self.redis.get(enclave_key(self.prefix, enclave_id))
-        return json.loads(raw) if raw else None
+        return Enclave.from_json(raw) if raw else None
 
     async def delete_enclave(self, enclave_id: str) -> None:
         await self.redis.delete(enclave_key(self.prefix, enclave_id))

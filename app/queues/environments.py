@@ -8,13 +8,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, cast
 
-import orjson
-
+from app.queues import script_specs as specs
 from app.queues.base import AeConfig, StoreBase
 from app.queues.keys import AeKeys, queue_name, retired_key, server_limits_key
 from app.queues.performance import DESIRED_TOTAL
+from app.queues.request_meta import RequestMeta, RetiredPlace
 
-# The promotion hash's field of a class's promoted selects (PROMOTED_FIELD in lua/common.lua) is this and the class.
+# The promotion hash's field of a class's promoted selects (PROMOTED_FIELD in lua/includes/promotion.lua) is this and the class.
 PROMOTED_FIELD = "promoted|"
 
 
@@ -52,8 +52,8 @@ class QueueFigures:
     in_flight: int
     dead_letters: int
     in_flight_by_class: dict[str, int]
-    histograms: dict[str, int]  # lua/common.lua `histograms`: '<class>|<period>|<r, q or e>|<bucket or sum>' -> count
-    promoted: dict[str, int]  # selects that promoted a request of the class (starved_class in lua/common.lua)
+    histograms: dict[str, int]  # lua/includes/end_held.lua `histograms`: '<class>|<period>|<r, q or e>|<bucket or sum>' -> count
+    promoted: dict[str, int]  # selects that promoted a request of the class (starved_class in lua/includes/promotion.lua)
     desired: dict[str, int]
     performance: list[str]
     depths: dict[str, int]
@@ -110,8 +110,8 @@ class Environments(StoreBase):
         """One environment on one node, in one script call (the calls of one turn share a write)."""
         names = [queue_name(sc, dependent) for sc in service_classes for dependent in (True, False)]
         keys = [k.req, k.swept, k.servers, k.inflight, k.depth, k.desired, k.performance, k.dead_at, k.leases, k.histograms]
-        keys += [k.promotion, *k.class_queues(list(service_classes))]
-        reply = await self.scripts.run("queue_figures", keys, names)
+        keys.append(k.promotion)
+        reply = await self.scripts.run(specs.QUEUE_FIGURES(keys, key_groups=[k.class_queues(list(service_classes))], arg_groups=[names]))
         now, servers, held, dead, depths, desired, performance, by_class, histograms, promotion, *oldest = reply
         return QueueFigures(
             now_ms=int(now),
@@ -142,7 +142,8 @@ class Environments(StoreBase):
         """Service classes with requests queued or held in this environment."""
         queued = {sc for sc, depth in cast(dict[str, str], await self.redis.hgetall(k.depth)).items() if int(depth) > 0}
         held_ids = cast(list[str], await self.redis.zrange(k.leases, 0, -1))
-        held = {orjson.loads(meta)["sc"] for meta in await self.redis.hmget(k.req, held_ids) if meta} if held_ids else set()
+        metas = await self.redis.hmget(k.req, held_ids) if held_ids else []
+        held = {RequestMeta.from_json(meta).service_class for meta in metas if meta}
         return queued | held
 
     async def retire_servers(self, k: AeKeys, server_ids: Sequence[int]) -> None:
@@ -181,15 +182,17 @@ class Environments(StoreBase):
         """Remember an environment that left (a dynamic one whose queue manager disconnected) until its queues are
         drained: the duties no longer find it in the policy, yet its records must be written, its exits called,
         held work ended or abandoned, and work a stale cache let in purged."""
-        member = json.dumps({"node": k.node, "ae": k.ae, "qm": queue_manager})
+        # json.dumps's spacing, as the members already retired have it: a place retired again is the same member.
+        member = json.dumps(RetiredPlace.of(node=k.node, application_environment=k.ae, queue_manager=queue_manager))
         await self.redis.hset(retired_key(self.prefix), member, json.dumps({"config": asdict(config), "since": await self.clock_ms()}))
 
     async def retired(self) -> list[Retired]:
         result = []
         for member, value in cast(dict[str, str], await self.redis.hgetall(retired_key(self.prefix))).items():
-            where, what = json.loads(member), json.loads(value)
+            where, what = RetiredPlace.from_json(member), json.loads(value)
             config = what["config"] | {"class_order": tuple(what["config"]["class_order"])}
-            result.append(Retired(self.keys(where["node"], where["ae"]), AeConfig(**config), where["qm"], what["since"], member))
+            keys = self.keys(where.node, where.application_environment)
+            result.append(Retired(keys, AeConfig(**config), where.queue_manager, what["since"], member))
         return result
 
     async def drained(self, k: AeKeys) -> bool:

@@ -9,12 +9,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
-import orjson
-
 from app.errors import AppError, lua_error
+from app.queues import script_specs as specs
 from app.queues.base import AeConfig, GroupCap
 from app.queues.codes import ReturnCode
 from app.queues.keys import AeKeys, queue_name
+from app.queues.request_meta import RequestMeta
 from app.queues.resource_groups import ResourceGroups, group_by_class, groups_of, member_of, preferred_order
 from app.queues.sweep import SweptQueues
 
@@ -27,7 +27,7 @@ class NewRequest:
     id: str
     service_class: str
     dependent: bool
-    meta: dict[str, Any]
+    meta: RequestMeta
     payload: str  # JSON text
     idempotency_key: str | None
 
@@ -35,7 +35,7 @@ class NewRequest:
 @dataclass(frozen=True, slots=True)
 class Selected:
     id: str
-    meta: dict[str, Any]
+    meta: RequestMeta
     payload: str
 
 
@@ -45,8 +45,8 @@ class EndResult:
     value: str  # the work record (JSON) when ended, else the code's detail
 
     @property
-    def record(self) -> dict[str, Any]:
-        return orjson.loads(self.value)
+    def record(self) -> RequestMeta:
+        return RequestMeta.from_json(self.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +72,19 @@ class EndArgs:
     dead_letter: bool = False  # a failed request goes to the dead letters
 
 
+@dataclass(frozen=True, slots=True)
+class Budgets:
+    """What resource groups granted a select: per class its group's number (0: none), then per group its slots."""
+
+    group_of_class: list[int]
+    slots: list[int]
+
+
+NO_BUDGETS = Budgets([], [])
+
+
 def _end_args(ends: Sequence[EndArgs]) -> list[str]:
-    """Per end, the five values end_held (lua/common.lua) reads."""
+    """Per end, the five values end_held (lua/includes/end_held.lua) reads."""
     return [
         value for end in ends for value in (end.request_id, end.outcome, end.result or "", end.error or "", "1" if end.dead_letter else "")
     ]
@@ -86,18 +97,31 @@ def _end_results(flat: Sequence[Any]) -> list[EndResult]:
 class RequestQueues(SweptQueues, ResourceGroups):
     async def register_server(self, k: AeKeys, server_id: int, worker_tasks: int, worker_weight: int, overflow: bool) -> None:
         value = json.dumps({"tasks": worker_tasks, "weight": worker_weight, "overflow": overflow})
-        await self.scripts.run("register", [k.servers, k.seen], [server_id, value])
+        await self.scripts.run(specs.REGISTER([k.servers, k.seen], [server_id, value]))
 
     async def insert(self, k: AeKeys, queue_manager: int, requests: Sequence[NewRequest], backlog_limit: int) -> list[str]:
         """All or none; returns the ids in order (an earlier id where an idempotency key repeats)."""
-        keys = [k.req, k.payload, k.depth, k.classes, k.seq, k.swept, k.sweeping, k.waiters]
-        args: list[Any] = [k.notify_channel, k.wake_prefix, self.idempotency_ttl_s, backlog_limit]
+        item_keys: list[str] = []
+        item_args: list[Any] = []
         for request in requests:
             queue = queue_name(request.service_class, request.dependent)
-            keys += [k.front(queue), k.rear(queue)]
-            keys.append(k.idempotency(queue_manager, request.idempotency_key) if request.idempotency_key else k.no_idempotency)
-            args += [request.id, request.service_class, orjson.dumps(request.meta), request.payload, request.idempotency_key or "", queue]
-        ids = await self.durability.run(self.scripts, self.redis, "insert", keys, args)
+            item_keys += [k.front(queue), k.rear(queue)]
+            item_keys.append(k.idempotency(queue_manager, request.idempotency_key) if request.idempotency_key else k.no_idempotency)
+            item_args += [
+                request.id,
+                request.service_class,
+                request.meta.to_json(),
+                request.payload,
+                request.idempotency_key or "",
+                queue,
+            ]
+        call = specs.INSERT(
+            [k.req, k.payload, k.depth, k.classes, k.seq, k.swept, k.sweeping, k.waiters],
+            [k.notify_channel, k.wake_prefix, self.idempotency_ttl_s, backlog_limit],
+            key_groups=[item_keys],
+            arg_groups=[item_args],
+        )
+        ids = await self.durability.run(self.scripts, self.redis, call)
         return [str(v) for v in ids]
 
     async def select(
@@ -114,7 +138,7 @@ class RequestQueues(SweptQueues, ResourceGroups):
         """End `ends`, then select (and begin, if `begin`), in one script call. When the queue to take from goes on
         in the database, its next blob comes back and the select is tried again (the ends were applied). A
         long-polling server's `waiter` is listed for inserts to wake when nothing was selected, and unlisted
-        otherwise (wake in common.lua). Classes in resource groups take their groups' slots first
+        otherwise (wake in lua/includes/wake.lua). Classes in resource groups take their groups' slots first
         (resource_groups.py)."""
         groups = groups_of(config)
         if not groups:
@@ -129,12 +153,12 @@ class RequestQueues(SweptQueues, ResourceGroups):
             order = preferred_order(config, grants)
             number = {grant.group.name: n for n, grant in enumerate(grants, 1)}
             group_of = group_by_class(config)
-            budgets = [number[group_of[sc].name] if sc in group_of else 0 for sc, _ in order] + [grant.granted for grant in grants]
+            budgets = Budgets([number[group_of[sc].name] if sc in group_of else 0 for sc, _ in order], [grant.granted for grant in grants])
             result = await self._select(
                 k, order, config.completion_time_ms, server_id, max_items, begin=begin, waiter=waiter, budgets=budgets
             )
             for item in result.items:
-                if (group := group_of.get(item.meta["sc"])) is not None:
+                if (group := group_of.get(item.meta.service_class)) is not None:
                     taken[group.name].append(member_of(k, item.id, item.meta))
         finally:
             await asyncio.gather(*(self.settle_slots(g.group, g.reservation, g.granted, taken[g.group.name]) for g in grants))
@@ -151,14 +175,16 @@ class RequestQueues(SweptQueues, ResourceGroups):
         begin: bool,
         ends: Sequence[EndArgs] = (),
         waiter: str = "",
-        budgets: Sequence[int] = (),
+        budgets: Budgets = NO_BUDGETS,
     ) -> SelectResult:
         """`select` in the class order given (each class with its tier: see select.lua), with the groups' `budgets`
-        (per class its group's number, then each group's slots) if any."""
+        if any."""
         keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.seen, k.records, k.exits, k.done, k.done_exp, k.samples]
         keys += [k.assign, k.retire, k.swept, k.served, k.waiters, k.served_at, k.dead, k.dead_at, k.buckets, k.histograms]
-        keys += [k.promotion, *k.class_queues([sc for sc, _ in order])]
-        script = "select_and_begin" if begin else "select"
+        keys.append(k.promotion)
+        class_queues = k.class_queues([sc for sc, _ in order])
+        spec = specs.SELECT_AND_BEGIN if begin else specs.SELECT
+        classes, tiers = [sc for sc, _ in order], [tier for _, tier in order]
         ended: list[EndResult] | None = None
         for _ in range(UNSWEEPS_PER_SELECT + 1):
             args: list[Any] = [
@@ -173,11 +199,8 @@ class RequestQueues(SweptQueues, ResourceGroups):
                 self.promotion_share,
                 len(ends),
             ]
-            args += _end_args(ends)
-            args += [sc for sc, _ in order]
-            args += [tier for _, tier in order]
-            args += budgets
-            flat = await self.scripts.call(script, keys, args)
+            arg_groups: list[Sequence[Any]] = [_end_args(ends), classes, tiers, budgets.group_of_class, budgets.slots]
+            flat = await self.scripts.call(spec(keys, args, key_groups=[class_queues], arg_groups=arg_groups))
             status, after_ends = ReturnCode(int(flat[0])), 2 + 2 * int(flat[1])
             if ended is None:
                 ended = _end_results(flat[2:after_ends])
@@ -188,7 +211,7 @@ class RequestQueues(SweptQueues, ResourceGroups):
                 continue
             if status is not ReturnCode.OK:
                 return SelectResult(ended, [], status, lua_error(status, rest))
-            items = [Selected(rest[i], orjson.loads(rest[i + 1]), rest[i + 2]) for i in range(0, len(rest), 3)]
+            items = [Selected(rest[i], RequestMeta.from_json(rest[i + 1]), rest[i + 2]) for i in range(0, len(rest), 3)]
             return SelectResult(ended, items, status, None)
         assert ended is not None
         return SelectResult(ended, [], ReturnCode.OK, None)
@@ -200,11 +223,11 @@ class RequestQueues(SweptQueues, ResourceGroups):
     async def begin(self, k: AeKeys, config: AeConfig, request_id: str, server_id: int) -> int:
         """Returns when the request's completion time ends (ms, Redis's clock)."""
         args = [request_id, server_id, config.completion_time_ms]
-        (lease_ends_ms,) = await self.scripts.run("begin", [k.req, k.leases, k.done], args)
+        (lease_ends_ms,) = await self.scripts.run(specs.BEGIN([k.req, k.leases, k.done], args))
         return int(lease_ends_ms)
 
     async def extend(self, k: AeKeys, config: AeConfig, server_id: int) -> int:
-        result = await self.scripts.run("extend", [k.req, k.leases, k.seen], [server_id, config.completion_time_ms])
+        result = await self.scripts.run(specs.EXTEND([k.req, k.leases, k.seen], [server_id, config.completion_time_ms]))
         return int(result[0])
 
     async def end(
@@ -214,17 +237,17 @@ class RequestQueues(SweptQueues, ResourceGroups):
         its resource group) free their slots."""
         keys = [k.req, k.payload, k.leases, k.inflight, k.records, k.exits, k.done, k.done_exp, k.samples, k.dead, k.dead_at]
         keys += [k.buckets, k.histograms]
-        args = [server_id, self.tombstone_ms, self.samples_ms, self.dead_letter_ms, *_end_args(ends)]
-        results = _end_results(await self.scripts.run("end", keys, args))
+        args = [server_id, self.tombstone_ms, self.samples_ms, self.dead_letter_ms]
+        results = _end_results(await self.scripts.run(specs.END(keys, args, arg_groups=[_end_args(ends)])))
         if groups:
             await self.release_ended(k, groups, [result.value for result in results if result.code is ReturnCode.OK])
         return results
 
-    async def delete(self, k: AeKeys, request_id: str, queue_manager: int) -> dict[str, Any]:
+    async def delete(self, k: AeKeys, request_id: str, queue_manager: int) -> RequestMeta:
         """Delete a queued request, in memory or swept; returns its work record."""
         args = [queue_manager, request_id, self.tombstone_ms]
         for _ in range(2):  # a swept request whose blob came back meanwhile is deleted from memory the second time
-            result = await self.scripts.call("delete_queued", self._removal_keys(k), args)
+            result = await self.scripts.call(specs.DELETE_QUEUED(self._removal_keys(k), args))
             code = int(result[0])
             not_in_memory = code == ReturnCode.UNKNOWN_WORK and len(result) == 1  # not {UNKNOWN_WORK, 'foreign'}
             if not_in_memory and self.blobs is not None and await self.redis.hlen(k.swept):
@@ -233,14 +256,15 @@ class RequestQueues(SweptQueues, ResourceGroups):
                     continue
             if code != ReturnCode.OK:
                 raise lua_error(code, result[1:])
-            return json.loads(result[1])
+            return RequestMeta.from_json(result[1])
         raise lua_error(ReturnCode.UNKNOWN_WORK, [])
 
     async def purge(self, k: AeKeys, queue_manager: int, page: int = 1000) -> int:
         """Every queued request of a disconnected queue manager, in memory (a page per script call) and swept."""
         cursor, purged = "0", 0
         while True:
-            cursor, count = await self.scripts.run("purge_queued", self._removal_keys(k), [queue_manager, cursor, page, self.tombstone_ms])
+            call = specs.PURGE_QUEUED(self._removal_keys(k), [queue_manager, cursor, page, self.tombstone_ms])
+            cursor, count = await self.scripts.run(call)
             purged += int(count)
             if str(cursor) == "0":
                 break
@@ -260,12 +284,11 @@ class RequestQueues(SweptQueues, ResourceGroups):
         one acted)."""
         classes = await self.known_classes(k, config)
         keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.records, k.exits, k.done, k.done_exp, k.seen, k.fence]
-        keys += [k.waiters, k.served_at, k.dead, k.dead_at, *k.class_lists(classes)]
+        keys += [k.waiters, k.served_at, k.dead, k.dead_at]
         args = [config.max_deliveries, self.tombstone_ms, k.notify_channel, k.wake_prefix, epoch]
-        if server_id is None:
-            result = await self.scripts.run("reassign_expired", keys, [*args, batch, self.dead_letter_ms, *classes])
-        else:
-            result = await self.scripts.run("reassign_server", keys, [*args, server_id, self.dead_letter_ms, *classes])
+        spec, which = (specs.REASSIGN_EXPIRED, batch) if server_id is None else (specs.REASSIGN_SERVER, server_id)
+        call = spec(keys, [*args, which, self.dead_letter_ms], key_groups=[k.class_lists(classes)], arg_groups=[classes])
+        result = await self.scripts.run(call)
         return Reassigned(int(result[0]), [str(v) for v in result[2:]])
 
     async def known_classes(self, k: AeKeys, config: AeConfig) -> list[str]:

@@ -81,7 +81,7 @@ class AeKeys:
 
     @cached_property
     def samples(self) -> str:
-        """Ended requests of the goal evaluation window (see end_held in lua/common.lua)."""
+        """Ended requests of the goal evaluation window (see end_held in lua/includes/end_held.lua)."""
         return f"{self.tag}:samples"
 
     @cached_property
@@ -134,7 +134,7 @@ class AeKeys:
     @cached_property
     def buckets(self) -> str:
         """Hash class -> its periods' bucket bounds (app.policy.active.bucket_specs); `histograms` counts ends in them:
-        hash `<class>|<period>|<r, q or e>|<bucket 1-14 or sum>` -> count or ms (lua/common.lua `histograms`)."""
+        hash `<class>|<period>|<r, q or e>|<bucket 1-14 or sum>` -> count or ms (lua/includes/end_held.lua `histograms`)."""
         return f"{self.tag}:buckets"
 
     @cached_property
@@ -143,7 +143,7 @@ class AeKeys:
 
     @cached_property
     def dead(self) -> str:
-        """Dead letters: hash request id -> JSON {meta, payload, reason} (dead_letter in lua/common.lua)."""
+        """Dead letters: hash request id -> JSON {meta, payload, reason} (dead_letter in lua/includes/finish.lua)."""
         return f"{self.tag}:dead"
 
     @cached_property
@@ -153,7 +153,7 @@ class AeKeys:
 
     @cached_property
     def waiters(self) -> str:
-        """Long-polling servers waiting for work here: zset `<process>:<waiter>` -> wake rank (common.lua)."""
+        """Long-polling servers waiting for work here: zset `<process>:<waiter>` -> wake rank (lua/includes/wake.lua)."""
         return f"{self.tag}:waiters"
 
     @cached_property
@@ -163,7 +163,7 @@ class AeKeys:
 
     @cached_property
     def promotion(self) -> str:
-        """No work starved: hash `tokens`, `due` and `promoted|<class>` -> count (lua/common.lua `starved_class`)."""
+        """No work starved: hash `tokens`, `due` and `promoted|<class>` -> count (lua/includes/promotion.lua `starved_class`)."""
         return f"{self.tag}:promotion"
 
     @cached_property
@@ -172,7 +172,7 @@ class AeKeys:
 
     @cached_property
     def wake_prefix(self) -> str:
-        """Followed by a process's id: the channel that wakes that process's listed waiters (common.lua)."""
+        """Followed by a process's id: the channel that wakes that process's listed waiters (lua/includes/wake.lua)."""
         return wake_prefix(self.prefix)
 
     def queue(self, service_class: str, dependent: bool) -> str:

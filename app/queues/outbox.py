@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from app.queues import script_specs as specs
 from app.queues.base import StoreBase
 from app.queues.keys import AeKeys
 
@@ -25,15 +26,15 @@ class Outbox(StoreBase):
         """The outbox's incarnation ('' if it is empty and has none yet), the position of its first record and its
         first `limit` records, read together (lua/pending_records.lua)."""
         keys = [k.records, k.records_acked, k.records_incarnation]
-        incarnation, acked, entries = await self.scripts.run("pending_records", keys, [limit, uuid.uuid4().hex[:16]])
+        incarnation, acked, entries = await self.scripts.run(specs.PENDING_RECORDS(keys, [limit, uuid.uuid4().hex[:16]]))
         return str(incarnation), int(acked), [str(v) for v in entries]
 
     async def ack_records(self, k: AeKeys, records: Sequence[str]) -> int:
-        result = await self.scripts.run("ack_records", [k.records, k.records_acked], [len(records), records[0], records[-1]])
+        result = await self.scripts.run(specs.ACK_RECORDS([k.records, k.records_acked], [len(records), records[0], records[-1]]))
         return int(result[0])
 
     async def claim_exits(self, k: AeKeys, claim_ms: int, limit: int) -> list[str]:
-        return [str(v) for v in await self.scripts.run("claim_exits", [k.exits], [claim_ms, limit])]
+        return [str(v) for v in await self.scripts.run(specs.CLAIM_EXITS([k.exits], [claim_ms, limit]))]
 
     async def settle_exit(self, k: AeKeys, entry: str, retry: str | None, delay_ms: int) -> None:
         """Delivered or given up (retry None), else replaced by its next attempt `delay_ms` from now, in one

@@ -4,7 +4,7 @@ environment, node and replica.
 A group's count lives in a slot of its own (GroupKeys), since its classes' queues are in every environment's
 slot: on a Redis Cluster no one script can count the group and select. So a select of an environment whose
 classes are in groups takes the groups' slots first (group_take.lua, each a reservation that lapses), selects
-within them (select_work in lua/common.lua skips a class whose group granted nothing, and takes no more of a
+within them (select_work in lua/includes/select_work.lua skips a class whose group granted nothing, and takes no more of a
 group than it granted), then settles (group_settle.lua): the slots it used hold its requests until they end,
 and the others are given back. An end frees its request's slot. A request given back (its lease expired, its
 server died) is found by the scheduler's pass over the held requests (`stale_members`), which frees its slot: held
@@ -17,12 +17,12 @@ import asyncio
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
-import orjson
-
+from app.queues import script_specs as specs
 from app.queues.base import AeConfig, GroupCap, StoreBase
 from app.queues.keys import AeKeys, GroupKeys, parse_token
+from app.queues.request_meta import RequestMeta, RequestState
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +61,11 @@ def preferred_order(config: AeConfig, grants: Sequence[Grant]) -> list[tuple[str
     return [(sc, tier) for tier, _, sc in sorted(ranked)]
 
 
-def member_of(k: AeKeys, request_id: str, meta: Mapping[str, Any]) -> str:
+def member_of(k: AeKeys, request_id: str, meta: RequestMeta) -> str:
     """A request's member in its group, from its metadata (as selected, or its work record): one delivery of one life
     of it, so a request given back and selected again is another member, and a late release of the old one frees
     nothing of the new."""
-    return f"{k.token(request_id)}|{int(meta.get('life', 1))}|{int(meta['deliveries'])}"
+    return f"{k.token(request_id)}|{int(meta.life)}|{int(meta.deliveries)}"
 
 
 class ResourceGroups(StoreBase):
@@ -79,7 +79,7 @@ class ResourceGroups(StoreBase):
 
         async def take(group: GroupCap) -> Grant:
             args = [want, group.max_in_flight or 0, reservation, hold_ms, channel]
-            granted, in_flight = await self.scripts.run("group_take", self.group_keys(group.name).all, args)
+            granted, in_flight = await self.scripts.run(specs.GROUP_TAKE(self.group_keys(group.name).all, args))
             return Grant(group, reservation, int(granted), int(in_flight))
 
         return list(await asyncio.gather(*(take(group) for group in groups)))
@@ -87,18 +87,19 @@ class ResourceGroups(StoreBase):
     async def settle_slots(self, group: GroupCap, reservation: str, slots: int, hold: Sequence[str], release: Sequence[str] = ()) -> int:
         """A reservation's slots settled: `hold` held, the rest given back; `release` freed. Returns the group's
         count after."""
-        args = [reservation, slots, group.max_in_flight or 0, len(hold), *hold, *release]
-        (count,) = await self.scripts.run("group_settle", self.group_keys(group.name).all, args)
+        args = [reservation, slots, group.max_in_flight or 0, len(hold)]
+        call = specs.GROUP_SETTLE(self.group_keys(group.name).all, args, arg_groups=[hold, release])
+        (count,) = await self.scripts.run(call)
         return int(count)
 
     async def release_ended(self, k: AeKeys, groups: Mapping[str, GroupCap], records: Iterable[str]) -> None:
         """The slots of ended requests (their work records, JSON) freed, in their groups."""
         freed: dict[GroupCap, list[str]] = {}
         for raw in records:
-            record = orjson.loads(raw)
-            group = groups.get(record["sc"])
+            record = RequestMeta.from_json(raw)
+            group = groups.get(record.service_class)
             if group is not None:
-                freed.setdefault(group, []).append(member_of(k, record["id"], record))
+                freed.setdefault(group, []).append(member_of(k, record.id, record))
         await asyncio.gather(*(self.settle_slots(group, "", 0, (), members) for group, members in freed.items()))
 
     async def held_members(self, name: str) -> list[str]:
@@ -120,12 +121,12 @@ class ResourceGroups(StoreBase):
         for k, held in by_place.items():
             raws = cast(list[str | None], await self.redis.hmget(k.req, [request_id for _, request_id, _, _ in held]))
             for (member, _, life, deliveries), raw in zip(held, raws, strict=True):
-                meta = orjson.loads(raw) if raw is not None else None
+                meta = RequestMeta.from_json(raw) if raw is not None else None
                 held_still = (
                     meta is not None
-                    and meta.get("state") in ("s", "b")
-                    and meta.get("life", 1) == life
-                    and meta.get("deliveries") == deliveries
+                    and meta.state in (RequestState.SELECTED, RequestState.BEGUN)
+                    and meta.life == life
+                    and meta.deliveries == deliveries
                 )
                 if not held_still:
                     stale.append(member)

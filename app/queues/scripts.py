@@ -1,5 +1,6 @@
-"""The Lua scripts, loaded once per Redis client; each is the return codes' prelude (app/queues/codes.py), then
-`common.lua`, then its own body."""
+"""The Lua scripts, loaded once per Redis client; each is the return codes' prelude (app/queues/codes.py), then the
+includes its header names (lua/includes/), then its own body. Each is called as its specification builds the call
+(app/queues/script_specs.py)."""
 
 from __future__ import annotations
 
@@ -16,61 +17,48 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from app.errors import lua_error
 from app.queues.codes import ReturnCode, lua_prelude
 from app.queues.pipeline import ScriptPipeline, bulk, pack
+from app.queues.script_spec import ScriptCall, includes
+from app.queues.script_specs import SPECS
 
 LUA_DIR = Path(__file__).parent / "lua"
-# One script per state transition.
-SCRIPT_NAMES = (
-    "register",
-    "insert",
-    "select",
-    "select_and_begin",
-    "begin",
-    "end",
-    "delete_queued",
-    "purge_queued",
-    "reassign_expired",
-    "reassign_server",
-    "claim_exits",
-    "pending_records",
-    "ack_records",
-    "extend",
-    "elect",
-    "resign",
-    "sweep_begin",
-    "sweep_commit",
-    "sweep_abort",
-    "unsweep",
-    "take_served",
-    "delete_swept",
-    "queue_figures",
-    "dead_retry",
-    "dead_discard",
-    "group_take",
-    "group_settle",
-)
+INCLUDES_DIR = LUA_DIR / "includes"
+
+
+def source(name: str) -> str:
+    """What script `name` is loaded as: the prelude, the includes its header names (each behind the includes it
+    names itself, each once), then its body."""
+    body = (LUA_DIR / f"{name}.lua").read_text()
+    return lua_prelude() + "".join(_included(includes(body), set())) + body
+
+
+def _included(names: tuple[str, ...], seen: set[str]) -> list[str]:
+    parts: list[str] = []
+    for name in names:
+        if name not in seen:
+            seen.add(name)
+            text = (INCLUDES_DIR / f"{name}.lua").read_text()
+            parts += [*_included(includes(text), seen), text, "\n"]
+    return parts
 
 
 class Scripts:
     def __init__(self, redis: Redis) -> None:
-        shared = lua_prelude() + (LUA_DIR / "common.lua").read_text()
         self._redis = redis
-        self._scripts: dict[str, AsyncScript] = {
-            name: redis.register_script(shared + "\n" + (LUA_DIR / f"{name}.lua").read_text()) for name in SCRIPT_NAMES
-        }
+        self._scripts: dict[str, AsyncScript] = {spec.name: redis.register_script(source(spec.name)) for spec in SPECS}
         self._pipeline = ScriptPipeline.of(redis)
         # Writes a replica must confirm, each followed by its WAIT: a WAIT holds its connection until a replica
         # answers, which must not hold the other scripts' calls behind it.
         self._confirmed = ScriptPipeline.of(redis)
         self._evalsha = {name: b"$7\r\nEVALSHA\r\n" + bulk(script.sha.encode()) for name, script in self._scripts.items()}
 
-    async def call(self, name: str, keys: list[str], args: list[Any], client: Redis | None = None) -> list[Any]:
+    async def call(self, call: ScriptCall, client: Redis | None = None) -> list[Any]:
         """Run a script and return what it returned, status code first; on `client` (one connection) if given."""
         if client is None or client is self._redis:
-            reply = await self._send(name, keys, args)
+            reply = await self._send(call.script, call.keys, call.args)
             if reply is not None:
                 return reply
             client = None
-        return list(await self._scripts[name](keys=keys, args=args, client=client))
+        return list(await self._scripts[call.script](keys=call.keys, args=call.args, client=client))
 
     async def _send(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> list[Any] | None:
         """EVALSHA packed here and sent on the pipelined connection (app/queues/pipeline.py); None when the script
@@ -90,7 +78,7 @@ class Scripts:
         except (NoScriptError, RedisConnectionError, RedisTimeoutError):
             return None
 
-    async def call_and_wait(self, name: str, keys: list[str], args: list[Any], wait_ms: int) -> tuple[list[Any], int] | None:
+    async def call_and_wait(self, call: ScriptCall, wait_ms: int) -> tuple[list[Any], int] | None:
         """`call` on a pipelined connection of its own, followed by a WAIT for one replica (up to `wait_ms`) that the
         calls of one turn share: what the script returned, and how many replicas have it (0 when the WAIT failed:
         the script ran, and must not run again). None where `_send` would give None and the script did not run: the
@@ -99,7 +87,7 @@ class Scripts:
         if self._confirmed is None:
             return None
         try:
-            packed = _pack(self._evalsha[name], keys, args)
+            packed = _pack(self._evalsha[call.script], call.keys, call.args)
         except TypeError:
             return None
         reply, replicas = await self._confirmed.call_confirmed(packed, pack(b"WAIT", b"1", b"%d" % wait_ms))
@@ -114,9 +102,9 @@ class Scripts:
             if pipeline is not None:
                 await pipeline.aclose()
 
-    async def run(self, name: str, keys: list[str], args: list[Any], client: Redis | None = None) -> list[Any]:
+    async def run(self, call: ScriptCall, client: Redis | None = None) -> list[Any]:
         """Run a script; a return code other than OK is raised as the AppError mapped to it in app.errors."""
-        return checked(await self.call(name, keys, args, client))
+        return checked(await self.call(call, client))
 
 
 def checked(result: list[Any]) -> list[Any]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.errors import ServiceUnavailable, lua_error
+from app.queues import script_specs as specs
 from app.queues.base import StoreBase
 from app.queues.codes import ReturnCode
 from app.queues.keys import AeKeys
@@ -41,7 +42,7 @@ class SweptQueues(StoreBase):
     async def take_service_rates(self, k: AeKeys) -> tuple[int | None, dict[str, int]]:
         """Requests selected per queue since the last call, and how long that was (ms, Redis's clock; None on the
         first call); the count starts again."""
-        elapsed_ms, *flat = await self.scripts.run("take_served", [k.served], [])
+        elapsed_ms, *flat = await self.scripts.run(specs.TAKE_SERVED([k.served]))
         return (int(elapsed_ms) if elapsed_ms != "" else None), {str(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}
 
     async def queue_sizes(self, k: AeKeys, queue: str) -> QueueSizes:
@@ -59,15 +60,15 @@ class SweptQueues(StoreBase):
     async def sweep_begin(self, k: AeKeys, queue: str, part: str, keep: int, count: int, token: str, epoch: int) -> PendingSweep:
         """Mark the queue as being swept and read what to move: the last `count` of its front beyond the first
         `keep` (part 'front'), or the first `count` of its rear."""
-        flat = await self.scripts.run("sweep_begin", self._sweep_keys(k, queue), [queue, token, epoch, part, keep, count])
+        flat = await self.scripts.run(specs.SWEEP_BEGIN(self._sweep_keys(k, queue), [queue, token, epoch, part, keep, count]))
         entries = [SweptEntry(flat[i], flat[i + 1], flat[i + 2]) for i in range(0, len(flat), 3)]
         return PendingSweep(k, queue, part, token, epoch, entries)
 
     async def sweep_commit(self, sweep: PendingSweep, blob_ids: list[int]) -> int | None:
         """Move the entries out, their blobs (in order; none when all were of deleted requests) joining the chain;
         None when the sweep raced with a select, delete or change of one of them (aborted: the queue is as it was)."""
-        args = [sweep.queue, sweep.token, sweep.epoch, *blob_ids]
-        result = await self.scripts.call("sweep_commit", self._sweep_keys(sweep.keys, sweep.queue), args)
+        args = [sweep.queue, sweep.token, sweep.epoch]
+        result = await self.scripts.call(specs.SWEEP_COMMIT(self._sweep_keys(sweep.keys, sweep.queue), args, arg_groups=[blob_ids]))
         code = int(result[0])
         if code == ReturnCode.SWEEP_ABORTED:
             return None
@@ -76,7 +77,7 @@ class SweptQueues(StoreBase):
         return int(result[1])
 
     async def sweep_abort(self, sweep: PendingSweep) -> None:
-        await self.scripts.run("sweep_abort", self._sweep_keys(sweep.keys, sweep.queue), [sweep.queue, sweep.token, sweep.epoch])
+        await self.scripts.run(specs.SWEEP_ABORT(self._sweep_keys(sweep.keys, sweep.queue), [sweep.queue, sweep.token, sweep.epoch]))
 
     # ---- what the hot path does with swept queues -------------------------------------------------------------
 
@@ -99,10 +100,9 @@ class SweptQueues(StoreBase):
         """Put a blob's requests back behind the front if it is still the chain's first, and forget it; returns how
         many came back (0 when another process restored it first)."""
         assert self.blobs is not None
-        args: list[Any] = [queue, blob_id]
-        for entry in entries:
-            args += [entry.id, entry.meta, entry.payload]
-        result = await self.scripts.call("unsweep", [k.req, k.payload, k.front(queue), k.chain(queue), k.swept, k.swept_deleted], args)
+        restored = [value for entry in entries for value in (entry.id, entry.meta, entry.payload)]
+        keys = [k.req, k.payload, k.front(queue), k.chain(queue), k.swept, k.swept_deleted]
+        result = await self.scripts.call(specs.UNSWEEP(keys, [queue, blob_id], arg_groups=[restored]))
         if int(result[0]) == ReturnCode.BLOB_RESTORED:
             return 0
         await self.blobs.forget([blob_id])
@@ -126,7 +126,7 @@ class SweptQueues(StoreBase):
             return ReturnCode.UNKNOWN_WORK, [ReturnCode.UNKNOWN_WORK]
         keys = [*self._removal_keys(k), k.chain(queue), k.swept, k.swept_deleted]
         args = [outcome, queue_manager, self.tombstone_ms, queue, blob_id, request_id, entry.meta]
-        result = await self.scripts.call("delete_swept", keys, args)
+        result = await self.scripts.call(specs.DELETE_SWEPT(keys, args))
         return int(result[0]), result
 
     async def _drop_emptied_blobs(self, k: AeKeys, queue: str) -> None:

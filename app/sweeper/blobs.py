@@ -11,6 +11,7 @@ from sqlalchemy import Table, delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.queues.keys import AeKeys
+from app.queues.request_meta import RequestMeta
 from app.queues.swept_blobs import SweptEntry
 from app.sweeper.models import SweptBlob, SweptRequest
 
@@ -41,7 +42,7 @@ class SweptBlobs:
                         "node": k.node,
                         "application_environment": k.ae,
                         "request_id": e.id,
-                        "queue_manager": orjson.loads(e.meta)["qm"],
+                        "queue_manager": RequestMeta.from_json(e.meta).queue_manager,
                         "blob_id": blob.id,
                     }
                     for e in part

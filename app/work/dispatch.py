@@ -63,7 +63,7 @@ def wake_order(waiters: list[Waiter], last_served: dict[int, int]) -> list[Waite
 
 
 def parse_wake(data: str) -> tuple[list[str], str]:
-    """Pure: a wake-up's waiter names and the notify channel of their environment (as wake in common.lua writes it)."""
+    """Pure: a wake-up's waiter names and the notify channel of their environment (as wake in lua/includes/wake.lua writes it)."""
     names, _, channel = data.partition("\n")
     return names.split(), channel
 

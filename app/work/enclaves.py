@@ -6,13 +6,13 @@ import secrets
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from app.auth.roles import PrincipalInfo
 from app.config import Settings
 from app.connections.service import ConnInfo
 from app.errors import NotFound
 from app.policy.service import PolicyStore, qualifier_attributes
+from app.queues.request_meta import Enclave
 from app.queues.store import QueueStore
 from app.work.calls import Connections
 from app.work.schemas import EnclaveIn, EnclaveOut
@@ -32,19 +32,25 @@ class Enclaves:
         policy = await self.policies.active()
         if body.parent is not None:
             parent = await self.of(qm, body.parent)
-            enclave = {**parent, "dep": True, "parent": body.parent}
+            enclave = parent.replace(dependent=True, parent=body.parent)
         else:
             result = policy.classify(qm.subsystem_type, qualifier_attributes(body.classification, path="classification"))
-            enclave = {"sc": result.service_class, "rc": result.report_class, "dep": False, "qm": qm.id, "policy": policy.version}
+            enclave = Enclave.of(
+                service_class=result.service_class,
+                report_class=result.report_class,
+                dependent=False,
+                queue_manager=qm.id,
+                policy=policy.version,
+            )
         enclave_id = secrets.token_urlsafe(16)
         ttl = self.settings.enclave_ttl_seconds
         await self.store.save_enclave(enclave_id, enclave, ttl)
         return EnclaveOut(
             token=ENCLAVE_PREFIX + enclave_id,
-            service_class=enclave["sc"],
-            report_class=enclave["rc"],
-            dependent=enclave["dep"],
-            policy_version=enclave["policy"],
+            service_class=enclave.service_class,
+            report_class=enclave.report_class,
+            dependent=enclave.dependent,
+            policy_version=enclave.policy,
             expires_at=datetime.fromtimestamp(time.time() + ttl, UTC),
         )
 
@@ -53,9 +59,9 @@ class Enclaves:
         await self.of(qm, token)
         await self.store.delete_enclave(token.removeprefix(ENCLAVE_PREFIX))
 
-    async def of(self, qm: ConnInfo, token: str) -> dict[str, Any]:
+    async def of(self, qm: ConnInfo, token: str) -> Enclave:
         """The enclave `token` names, if the queue manager `qm` created it and it has not expired."""
         enclave = await self.store.enclave(token.removeprefix(ENCLAVE_PREFIX)) if token.startswith(ENCLAVE_PREFIX) else None
-        if enclave is None or enclave["qm"] != qm.id:
+        if enclave is None or enclave.queue_manager != qm.id:
             raise NotFound("unknown or expired enclave token", code="unknown_enclave")
         return enclave

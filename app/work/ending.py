@@ -112,7 +112,7 @@ def settle(
     for (i, _), result in zip(valid, done, strict=True):
         if result.code is ReturnCode.OK:
             record = result.record
-            outcomes[i] = EndedOut(token=ends[i][0], outcome=record["outcome"], response_time_ms=record["ended"] - record["inserted"])
+            outcomes[i] = EndedOut(token=ends[i][0], outcome=record.outcome, response_time_ms=record.ended - record.inserted)
         else:
             outcomes[i] = lua_error(result.code, [result.value])
     return cast(list[EndedOut | AppError], outcomes)  # prepare left None only at the indexes of `valid`, filled above

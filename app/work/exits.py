@@ -14,12 +14,12 @@ import hmac
 import json
 import logging
 import time
-from typing import Any
 
 import httpx
 from prometheus_client import Counter
 
 from app.queues.keys import TOKEN_SEPARATOR
+from app.queues.request_meta import ExitEntry, RequestMeta
 
 log = logging.getLogger(__name__)
 
@@ -50,21 +50,21 @@ def backoff_seconds(attempt: int, base: float) -> float:
     return min(base * 2**attempt, MAX_BACKOFF_SECONDS)
 
 
-def body_of(entry: dict[str, Any]) -> bytes:
-    record = json.loads(entry["record"])
-    token = TOKEN_SEPARATOR.join((record["node"], record["ae"], record["id"]))
+def body_of(entry: ExitEntry) -> bytes:
+    record = RequestMeta.from_json(entry.record)
+    token = TOKEN_SEPARATOR.join((record.node, record.application_environment, record.id))
     event = {
-        "event_id": f"{token}:{record['outcome']}",
-        "event": f"work.{record['outcome']}",
+        "event_id": f"{token}:{record.outcome}",
+        "event": f"work.{record.outcome}",
         "token": token,
-        "application_environment": record["ae"],
-        "service_class": record["sc"],
-        "userid": record.get("userid"),
-        "enclave": record.get("enclave"),
-        "inserted_at_ms": record["inserted"],
-        "removed_at_ms": record["ended"],
-        "deliveries": record.get("deliveries", 0),
-        "attempt": entry["attempt"] + 1,
+        "application_environment": record.application_environment,
+        "service_class": record.service_class,
+        "userid": record.userid,
+        "enclave": record.enclave,
+        "inserted_at_ms": record.inserted,
+        "removed_at_ms": record.ended,
+        "deliveries": record.deliveries,
+        "attempt": entry.attempt + 1,
     }
     return json.dumps(event, separators=(",", ":")).encode()
 

@@ -15,6 +15,7 @@ from app.events.service import publish, subject
 from app.policy.active import ActivePolicy
 from app.policy.service import PolicyStore, qualifier_attributes
 from app.queues.hot_path import NewRequest
+from app.queues.request_meta import RequestMeta
 from app.queues.store import QueueStore
 from app.routing.service import Router, count_routed
 from app.work.calls import Connections, json_bytes
@@ -97,7 +98,7 @@ class Insertion:
                     raise ValidationFailed([{"path": f"{path}idempotency_key", "message": "repeated within the batch"}])
                 seen_keys.add(item.idempotency_key)
             requests.append(request)
-            classes.append((request.service_class, request.meta["rc"]))
+            classes.append((request.service_class, request.meta.report_class))
         try:
             ids = await self.store.insert(keys, qm.id, requests, ae.backlog_limit)
         except TooManyRequests as exc:
@@ -148,7 +149,7 @@ class Insertion:
     async def _new_request(self, policy: ActivePolicy, qm: ConnInfo, node: str, ae: str, item: WorkItemIn, path: str) -> NewRequest:
         if item.enclave_token is not None:
             enclave = await self.enclaves.of(qm, item.enclave_token)
-            sc, rc, dependent, version = enclave["sc"], enclave["rc"], enclave["dep"], enclave["policy"]
+            sc, rc, dependent, version = enclave.service_class, enclave.report_class, enclave.dependent, enclave.policy
             if sc not in policy.service_classes:
                 raise Conflict(
                     f"the enclave's service class {sc} is no longer in the policy; create a new enclave", code="enclave_class_removed"
@@ -166,20 +167,18 @@ class Insertion:
                 f"{path}payload has {len(encoded)} bytes; at most {self.settings.max_payload_bytes}", path=f"{path}payload"
             )
         payload = encoded.decode()
-        meta = {
-            "sc": sc,
-            "rc": rc,
-            "dep": dependent,
-            "qm": qm.id,
-            "subsystem_type": qm.subsystem_type,
-            "subsystem_name": qm.subsystem_name,
-            "userid": item.userid,
-            "enclave": item.enclave_token,
-            "policy": version,
-            "node": node,
-            "ae": ae,
-            "state": "q",
-            "deliveries": 0,
-            "exit": qm.exit_url or "",
-        }
+        meta = RequestMeta.queued(
+            service_class=sc,
+            report_class=rc,
+            dependent=dependent,
+            queue_manager=qm.id,
+            subsystem_type=qm.subsystem_type,
+            subsystem_name=qm.subsystem_name,
+            userid=item.userid,
+            enclave=item.enclave_token,
+            policy=version,
+            node=node,
+            application_environment=ae,
+            exit=qm.exit_url or "",
+        )
         return NewRequest(secrets.token_urlsafe(12), sc, dependent, meta, payload, item.idempotency_key)

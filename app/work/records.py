@@ -29,7 +29,6 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -37,6 +36,7 @@ import pyarrow.parquet as pq
 from app.embedded_redis import die_with_parent
 from app.policy.active import ActivePolicy, period_number
 from app.queues.keys import TOKEN_SEPARATOR
+from app.queues.request_meta import RequestMeta
 from spark_jobs.contract.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER, SCHEMA
 
 
@@ -63,48 +63,75 @@ def period_table(policy: ActivePolicy | None) -> PeriodTable:
     return {name: [period.duration_ms for period in spec.periods] for name, spec in policy.service_classes.items()}
 
 
-def outbox_table(metas: Sequence[dict[str, Any]], periods: dict[int, PeriodTable]) -> pa.Table:
+def outbox_table(metas: Sequence[RequestMeta], periods: dict[int, PeriodTable]) -> pa.Table:
     """Outbox entries (each request's metadata at its end) as a table of records (pure), built column by column:
     a row of plain values per record, times left in milliseconds (Arrow takes them as they are), rather than a
     dict and four datetimes per record, which took the writer most of its time."""
-    rows = [_record(meta, periods[meta["policy"]]) for meta in metas]
+    rows = [_record(meta, periods[meta.policy]) for meta in metas]
     columns = zip(*rows, strict=True) if rows else ([] for _ in SCHEMA.names)
     return pa.table(dict(zip(SCHEMA.names, columns, strict=True)), schema=SCHEMA)
 
 
-def _record(meta: dict[str, Any], periods: PeriodTable) -> tuple[Any, ...]:
+# What a record takes of a request's metadata at its end, in one call per record.
+_FIELDS = RequestMeta.reader(
+    "node",
+    "application_environment",
+    "id",
+    "service_class",
+    "report_class",
+    "policy",
+    "queue_manager",
+    "subsystem_type",
+    "subsystem_name",
+    "server",
+    "userid",
+    "enclave",
+    "dependent",
+    "outcome",
+    "deliveries",
+    "inserted",
+    "selected",
+    "begun",
+    "ended",
+    "result",
+    "life",
+    "promoted",
+)
+
+
+def _record(meta: RequestMeta, periods: PeriodTable) -> tuple[Any, ...]:
     """One record's values, in SCHEMA's order."""
-    inserted, selected, ended = meta["inserted"], meta.get("selected"), meta["ended"]
-    durations = periods.get(meta["sc"])
+    node, ae, request_id, sc, rc, policy, qm, subsystem_type, subsystem_name, server, *rest = _FIELDS(meta)
+    userid, enclave, dependent, outcome, deliveries, inserted, selected, begun, ended, result, life, promoted = rest
+    durations = periods.get(sc)
     response = ended - inserted
-    server = meta.get("server")
     return (
-        TOKEN_SEPARATOR.join((meta["node"], meta["ae"], meta["id"])),
-        meta["ae"],
-        meta["node"],
-        meta["sc"],
+        TOKEN_SEPARATOR.join((node, ae, request_id)),
+        ae,
+        node,
+        sc,
         period_number(durations, response) if durations else 1,
-        meta.get("rc"),
-        meta["policy"],
-        meta["qm"],
-        meta.get("subsystem_type"),
-        meta.get("subsystem_name"),
+        rc,
+        policy,
+        qm,
+        subsystem_type,
+        subsystem_name,
         int(server) if server else None,
-        meta.get("userid"),
-        meta.get("enclave"),
-        bool(meta.get("dep")),
-        meta["outcome"],
-        meta.get("deliveries", 0),
+        userid,
+        enclave,
+        bool(dependent),
+        outcome,
+        deliveries,
         inserted,
         selected,
-        meta.get("begun"),
+        begun,
         ended,
         response,
         (selected if selected is not None else ended) - inserted,
         None if selected is None else ended - selected,
-        meta.get("result"),
-        meta.get("life", 1),
-        bool(meta.get("promoted")),
+        result,
+        life,
+        bool(promoted),
     )
 
 
@@ -185,8 +212,8 @@ def write_outbox(root: str, entries: Sequence[str], periods: dict[int, PeriodTab
     """Blocking, in the writer process: outbox entries (read from `origin`) as record
     rows, written durably. Returns how many, or (0, the policy versions missing from `periods`) without writing
     anything."""
-    metas = [orjson.loads(entry) for entry in entries]
-    missing = sorted({meta["policy"] for meta in metas} - periods.keys())
+    metas = [RequestMeta.from_json(entry) for entry in entries]
+    missing = sorted({meta.policy for meta in metas} - periods.keys())
     if missing:
         return 0, missing
     write_table(Path(root), outbox_table(metas, periods), origin)

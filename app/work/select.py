@@ -20,6 +20,7 @@ from app.queues.base import AeConfig
 from app.queues.codes import ReturnCode
 from app.queues.hot_path import EndArgs, EndResult, Selected
 from app.queues.keys import AeKeys
+from app.queues.request_meta import RequestState
 from app.queues.store import QueueStore
 from app.work.calls import Connections
 from app.work.dispatch import POLL_FALLBACK_SECONDS, Dispatcher, Waiter
@@ -155,15 +156,17 @@ def _item_out(keys: AeKeys, config: AeConfig, selected: Selected) -> WorkItemOut
     """The payload stays the JSON text it was stored as: the route writes it into the answer as it is (encoded once,
     at the insert)."""
     meta = selected.meta
+    selected_ms = meta.selected
+    assert selected_ms is not None  # the select stamped it
     return WorkItemOut(
         token=keys.token(selected.id),
-        service_class=meta["sc"],
-        report_class=meta["rc"],
+        service_class=meta.service_class,
+        report_class=meta.report_class,
         payload=orjson.Fragment(selected.payload),
-        userid=meta.get("userid"),
-        enclave=meta.get("enclave"),
-        state="begun" if meta["state"] == "b" else "selected",
-        deliveries=meta["deliveries"],
-        inserted_at=datetime.fromtimestamp(meta["inserted"] / 1000, UTC),
-        lease_expires_at=datetime.fromtimestamp((meta["selected"] + config.completion_time_ms) / 1000, UTC),
+        userid=meta.userid,
+        enclave=meta.enclave,
+        state="begun" if meta.state is RequestState.BEGUN else "selected",
+        deliveries=meta.deliveries,
+        inserted_at=datetime.fromtimestamp(meta.inserted / 1000, UTC),
+        lease_expires_at=datetime.fromtimestamp((selected_ms + config.completion_time_ms) / 1000, UTC),
     )

@@ -13,6 +13,7 @@ import pytest
 from app.queues.base import AeConfig
 from app.queues.hot_path import NewRequest
 from app.queues.keys import AeKeys
+from app.queues.request_meta import RequestMeta
 from app.queues.store import QueueStore
 from app.queues.swept_blobs import SweptEntry
 from app.queues.topology import connect, disconnect, is_cluster
@@ -80,7 +81,7 @@ def request(
     service_class: str = "ONLINE", *, queue_manager: int = QUEUE_MANAGER, dependent: bool = False, idempotency_key: str | None = None
 ) -> NewRequest:
     meta: dict[str, Any] = {"sc": service_class, "dep": dependent, "qm": queue_manager, "state": "q", "deliveries": 0, "exit": ""}
-    return NewRequest(uuid.uuid4().hex, service_class, dependent, meta, '{"n": 1}', idempotency_key)
+    return NewRequest(uuid.uuid4().hex, service_class, dependent, RequestMeta(meta), '{"n": 1}', idempotency_key)
 
 
 async def meta_of(store: QueueStore, k: AeKeys, request_id: str) -> dict[str, Any] | None:

@@ -15,6 +15,7 @@ from redis.asyncio import Redis
 from app.queues.base import AeConfig
 from app.queues.hot_path import EndArgs, NewRequest
 from app.queues.keys import AeKeys
+from app.queues.request_meta import RequestMeta
 from app.queues.store import QueueStore
 
 CONFIG = AeConfig(class_order=("ONLINE", "BATCH"), completion_time_ms=30_000, backlog_limit=100, max_deliveries=3)
@@ -45,7 +46,7 @@ def set_clock(monkeypatch: pytest.MonkeyPatch) -> Callable[[float], None]:
 
 def request(service_class: str = "ONLINE") -> NewRequest:
     meta = {"sc": service_class, "qm": 1, "state": "q", "deliveries": 0, "exit": ""}
-    return NewRequest(uuid.uuid4().hex, service_class, False, meta, '{"n": 1}', None)
+    return NewRequest(uuid.uuid4().hex, service_class, False, RequestMeta(meta), '{"n": 1}', None)
 
 
 async def redis_now(store: QueueStore) -> int:

@@ -9,30 +9,32 @@ from redis.asyncio import Redis
 
 from app.errors import AppError, lua_error
 from app.queues.codes import ReturnCode, lua_prelude
-from app.queues.scripts import LUA_DIR, SCRIPT_NAMES
+from app.queues.script_specs import SPECS
+from app.queues.scripts import INCLUDES_DIR, LUA_DIR, source
 
 SCRIPTS = {path.stem: path.read_text() for path in LUA_DIR.glob("*.lua")}
+INCLUDES = {path.stem: path.read_text() for path in INCLUDES_DIR.glob("*.lua")}
 
 
-def _code_of(source: str) -> str:
+def _code_of(text: str) -> str:
     """Lua without its comments and string literals."""
-    source = re.sub(r"--[^\n]*", "", source)
-    return re.sub(r"'[^'\n]*'|\"[^\"\n]*\"", "''", source)
+    text = re.sub(r"--[^\n]*", "", text)
+    return re.sub(r"'[^'\n]*'|\"[^\"\n]*\"", "''", text)
 
 
 def test_every_script_file_is_loaded_and_every_loaded_script_has_a_file() -> None:
-    assert sorted(SCRIPTS) == sorted([*SCRIPT_NAMES, "common"])
+    assert sorted(SCRIPTS) == sorted(spec.name for spec in SPECS)
 
 
 def test_scripts_name_their_return_codes() -> None:
-    bare = {name: re.findall(r"[{(]\s*-\d+", _code_of(source)) for name, source in SCRIPTS.items()}
+    bare = {name: re.findall(r"[{(]\s*-\d+", _code_of(text)) for name, text in (SCRIPTS | INCLUDES).items()}
     assert {name: found for name, found in bare.items() if found} == {}
 
 
 def test_every_upper_case_name_a_script_uses_is_a_code_or_defined_there() -> None:
     defined = set(re.findall(r"local ([A-Z][A-Z_]+) =", lua_prelude())) | {"KEYS", "ARGV"}
-    defined |= {name for source in SCRIPTS.values() for name in re.findall(r"local ([A-Z][A-Z_]+)\s*=", source)}
-    used = {(script, name) for script, source in SCRIPTS.items() for name in re.findall(r"\b[A-Z][A-Z_]{2,}\b", _code_of(source))}
+    defined |= {name for text in (SCRIPTS | INCLUDES).values() for name in re.findall(r"local ([A-Z][A-Z_]+)\s*=", text)}
+    used = {(script, name) for script, text in (SCRIPTS | INCLUDES).items() for name in re.findall(r"\b[A-Z][A-Z_]{2,}\b", _code_of(text))}
     assert sorted((script, name) for script, name in used if name not in defined) == []
 
 
@@ -50,8 +52,7 @@ def test_every_code_but_ok_maps_to_its_own_error() -> None:
 async def test_every_script_compiles_on_redis(redis_url: str) -> None:
     redis = Redis.from_url(redis_url, decode_responses=True)
     try:
-        shared = lua_prelude() + SCRIPTS["common"]
-        for name in SCRIPT_NAMES:
-            assert await redis.script_load(shared + "\n" + SCRIPTS[name])
+        for spec in SPECS:
+            assert await redis.script_load(source(spec.name))
     finally:
         await redis.aclose()

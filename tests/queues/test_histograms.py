@@ -1,4 +1,4 @@
-"""The end scripts count each ended request in its class period's report buckets (lua/common.lua `histograms`):
+"""The end scripts count each ended request in its class period's report buckets (lua/includes/end_held.lua `histograms`):
 checked against the period and bucket the work record's own times give, with a goal of a few milliseconds so that
 requests fall in different buckets and periods."""
 

@@ -11,8 +11,10 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from app.queues import pipeline
+from app.queues import script_specs as specs
 from app.queues.keys import AeKeys
 from app.queues.pipeline import CLIENT_NAME, ScriptPipeline
+from app.queues.script_spec import ScriptCall
 from app.queues.store import QueueStore
 from tests.queues.conftest import CONFIG, QUEUE_MANAGER, request
 from tests.waiting import eventually
@@ -65,7 +67,8 @@ async def test_a_cancelled_call_leaves_the_replies_of_the_others_in_order(store:
 
 async def test_an_error_reply_is_raised_as_redis_py_raises_it(store: QueueStore) -> None:
     with pytest.raises(ResponseError):
-        await store.scripts.call("insert", ["{x}:a"], ["not", "what", "insert", "takes"])
+        # Built by hand, past its specification, which would refuse it before Redis sees it.
+        await store.scripts.call(ScriptCall("insert", ["{x}:a"], ["not", "what", "insert", "takes"]))
 
 
 async def test_a_killed_connection_is_opened_again(store: QueueStore, k: AeKeys) -> None:
@@ -111,11 +114,12 @@ async def test_confirmed_calls_of_one_turn_share_one_wait_after_them_all(store: 
     """A WAIT holds its connection until it is answered, so the inserts a replica must confirm go out with one WAIT
     after all of them per turn (it confirms every write before it): one WAIT each would run them one at a time.
     Each caller gets its own script's reply and the WAIT's (0 here: this Redis has no replica, and waits 50 ms)."""
-    figures = [k.req, k.swept, k.servers, k.inflight, k.depth, k.desired, k.performance, k.dead_at, k.leases, k.histograms, k.promotion]
-    await store.scripts.run("queue_figures", figures, [])  # the script loaded
-    await store.scripts.call_and_wait("queue_figures", figures, [], 50)  # the connection opened
+    keys = [k.req, k.swept, k.servers, k.inflight, k.depth, k.desired, k.performance, k.dead_at, k.leases, k.histograms, k.promotion]
+    figures = specs.QUEUE_FIGURES(keys, key_groups=[[]], arg_groups=[[]])  # no class
+    await store.scripts.run(figures)  # the script loaded
+    await store.scripts.call_and_wait(figures, 50)  # the connection opened
     before = await _waits(store.redis)
-    replies = await asyncio.gather(*(store.scripts.call_and_wait("queue_figures", figures, [], 50) for _ in range(5)))
+    replies = await asyncio.gather(*(store.scripts.call_and_wait(figures, 50) for _ in range(5)))
     assert all(reply is not None and reply[0][0] == 0 and reply[1] == 0 for reply in replies), replies
     assert await _waits(store.redis) == before + 1
 
@@ -129,17 +133,18 @@ async def test_while_a_wait_is_out_the_calls_written_meanwhile_share_the_next(st
     """Redis runs nothing after a WAIT on its connection until the WAIT is answered: with a WAIT per turn, a stalled
     replica would hold each queued turn for the whole timeout in turn. Calls of later turns, written while a WAIT
     is out, share one WAIT written once it is answered."""
-    figures = [k.req, k.swept, k.servers, k.inflight, k.depth, k.desired, k.performance, k.dead_at, k.leases, k.histograms, k.promotion]
-    await store.scripts.run("queue_figures", figures, [])  # the script loaded
-    await store.scripts.call_and_wait("queue_figures", figures, [], 50)  # the connection opened
+    keys = [k.req, k.swept, k.servers, k.inflight, k.depth, k.desired, k.performance, k.dead_at, k.leases, k.histograms, k.promotion]
+    figures = specs.QUEUE_FIGURES(keys, key_groups=[[]], arg_groups=[[]])  # no class
+    await store.scripts.run(figures)  # the script loaded
+    await store.scripts.call_and_wait(figures, 50)  # the connection opened
     before = await _waits(store.redis)
-    first = asyncio.ensure_future(store.scripts.call_and_wait("queue_figures", figures, [], 300))  # no replica: 300 ms
+    first = asyncio.ensure_future(store.scripts.call_and_wait(figures, 300))  # no replica: 300 ms
     confirmed = store.scripts._confirmed
     assert confirmed is not None
     await eventually(lambda: confirmed._protocol is not None and confirmed._protocol.confirming is not None, what="the first WAIT out")
     later = []
     for _ in range(3):  # three turns while it is out
-        later.append(asyncio.ensure_future(store.scripts.call_and_wait("queue_figures", figures, [], 300)))
+        later.append(asyncio.ensure_future(store.scripts.call_and_wait(figures, 300)))
         await asyncio.sleep(0)
     replies = await asyncio.gather(first, *later)
     assert all(reply is not None and reply[1] == 0 for reply in replies)

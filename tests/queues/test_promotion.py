@@ -1,4 +1,4 @@
-"""No work starved (starved_class in lua/common.lua), in the queue store on a real Redis: a request queued past the
+"""No work starved (starved_class in lua/includes/promotion.lua), in the queue store on a real Redis: a request queued past the
 promotion time is selected ahead of more important work, as often as the share of selects allows; a class at its
 resource group's cap is not promoted; dependent work goes first within the promoted class; a swept class's blob
 comes back to be promoted; and a select with nothing due looks at no queue."""

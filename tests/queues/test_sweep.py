@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from app.errors import Fenced, NotFound
+from app.queues import script_specs as specs
 from app.queues.codes import ReturnCode
 from app.queues.keys import AeKeys
+from app.queues.script_spec import ScriptCall
 from app.queues.store import QueueStore
 from app.queues.sweep import PendingSweep
 from tests.queues.conftest import CONFIG, OTHER_QUEUE_MANAGER, QUEUE_MANAGER, SERVER, MemoryBlobs, meta_of, request
@@ -108,17 +110,18 @@ async def test_a_delete_that_finds_the_blob_brought_back_meanwhile_deletes_it_fr
 
     async def brought_back_meanwhile(keys: AeKeys, request_id: str) -> tuple[int, str] | None:
         located = await locate(keys, request_id)
-        args = [QUEUE, 1, *[value for e in await blobs.read(1) for value in (e.id, e.meta, e.payload)]]
-        await store.scripts.run("unsweep", [k.req, k.payload, k.front(QUEUE), k.chain(QUEUE), k.swept, k.swept_deleted], args)
+        restored = [value for e in await blobs.read(1) for value in (e.id, e.meta, e.payload)]
+        keys = [k.req, k.payload, k.front(QUEUE), k.chain(QUEUE), k.swept, k.swept_deleted]
+        await store.scripts.run(specs.UNSWEEP(keys, [QUEUE, 1], arg_groups=[restored]))
         return located  # the blob is still indexed: delete_swept answers NOT_SWEPT, and the delete goes again
 
     monkeypatch.setattr(blobs, "locate", brought_back_meanwhile)
     answers: list[tuple[str, int]] = []
     call = store.scripts.call
 
-    async def recorded(name: str, keys: list[str], args: list[Any], client: Any = None) -> list[Any]:
-        result = await call(name, keys, args, client)
-        answers.append((name, int(result[0])))
+    async def recorded(script: ScriptCall, client: Any = None) -> list[Any]:
+        result = await call(script, client)
+        answers.append((script.script, int(result[0])))
         return result
 
     monkeypatch.setattr(store.scripts, "call", recorded)

@@ -1,5 +1,5 @@
 """Who an insert wakes: the best listed waiter, in the process that holds it and no other (app/work/dispatch.py,
-wake in app/queues/lua/common.lua), with two replicas on one Redis where it takes two."""
+wake in app/queues/lua/includes/wake.lua), with two replicas on one Redis where it takes two."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from app.queues.request_meta import RequestMeta
 from app.work import records
 from app.work.records import OutboxOrigin, outbox_table, write, write_file
 from spark_jobs.contract.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER, SCHEMA
@@ -73,7 +74,7 @@ def test_outbox_entries_become_records_column_by_column() -> None:
                "inserted": 1_764_000_000_000, "ended": 1_764_000_000_900}  # fmt: skip
     periods = {3: {"ONLINE": [300, None]}}  # ONLINE's first period ends at 300 ms of response; BATCH has none listed
 
-    table = outbox_table([ended, deleted], periods)
+    table = outbox_table([RequestMeta(ended), RequestMeta(deleted)], periods)
 
     assert table.schema == SCHEMA
 

@@ -4,7 +4,7 @@
 -- index) stays the same while it waits: files declare the positions they hold, and a reader knows which files
 -- can share records.
 -- KEYS: records, records_acked
--- ARGV: n, first record, last record
+-- ARGV: count, first, last
 -- Returns {OK, dropped}
 local n = tonumber(ARGV[1])
 if redis.call('LINDEX', KEYS[1], 0) == ARGV[2] and redis.call('LINDEX', KEYS[1], n - 1) == ARGV[3] then

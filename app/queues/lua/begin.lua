@@ -1,6 +1,7 @@
 -- A server begins a request it selected (IWM4STBG); the completion time starts again.
 -- KEYS: req, leases, done
--- ARGV: id, server id, lease ms
+-- ARGV: id, server, lease_ms
+-- INCLUDES: base
 -- Returns {OK, the lease's end (ms)}, {UNKNOWN_WORK}, {ALREADY_ENDED, outcome}, {NOT_HOLDER}.
 local k = {req = KEYS[1], leases = KEYS[2], done = KEYS[3]}
 local now, id, server, lease_ms = now_ms(), ARGV[1], ARGV[2], tonumber(ARGV[3])

@@ -1,6 +1,6 @@
 -- An operator discards dead letters (app/queues/dead_letters.py).
 -- KEYS: dead, dead_at
--- ARGV: request ids
+-- ARGV: per request: id
 -- Returns {OK, the ids that were dead letters (and are gone now)...}.
 local result = {OK}
 for _, id in ipairs(ARGV) do

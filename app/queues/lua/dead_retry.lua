@@ -2,10 +2,10 @@
 -- under its token), with its payload, no deliveries and its life counted up; its tombstone goes, so its queue
 -- manager and servers see it queued. The dead letter goes in the same step: a second retry, however close behind,
 -- finds nothing and queues nothing.
--- KEYS: req, payload, depth, classes, seq, swept, sweeping, waiters, done, done_exp, dead, dead_at, then the front and
---       rear lists of the dead letter's queue
--- ARGV: request id, its queue name (as its meta's class and dependence give it), 'front' or 'back', notify channel,
---       wake prefix
+-- KEYS: req, payload, depth, classes, seq, swept, sweeping, waiters, done, done_exp, dead, dead_at, front, rear
+-- ARGV: id, queue, position, notify_channel, wake_prefix
+-- INCLUDES: base, wake
+-- queue: the dead letter's queue name, as its meta's class and dependence give it; position: 'front' or 'back'.
 -- Returns {OK, the request's metadata (JSON)}, {UNKNOWN_DEAD_LETTER}, or {DEAD_LETTER_MOVED, its queue name} when
 -- the lists passed are not its queue's.
 local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], classes = KEYS[4], seq = KEYS[5], swept = KEYS[6],
@@ -38,7 +38,7 @@ redis.call('ZREM', k.done_exp, id)
 redis.call('HDEL', k.dead, id)
 redis.call('ZREM', k.dead_at, id)
 if position == 'front' then
-  -- Ahead of everything, as a request given back is (give_back in common.lua).
+  -- Ahead of everything, as a request given back is (give_back in includes/give_back.lua).
   redis.call('LPUSH', front, id)
 else
   -- Behind everything, as a new request is (insert.lua): a swept queue takes it at its rear.

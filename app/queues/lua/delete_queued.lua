@@ -1,6 +1,7 @@
 -- A queue manager deletes one of its queued requests (IWM4QDE).
 -- KEYS: req, payload, depth, records, exits, done, done_exp
--- ARGV: queue manager id, id, tombstone ms
+-- ARGV: queue_manager, id, tombstone_ms
+-- INCLUDES: finish
 -- Returns {OK, record}, {UNKNOWN_WORK} not in memory (perhaps swept), {UNKNOWN_WORK, 'foreign'} another queue
 -- manager's (not revealed to the caller; no need to look among the swept), {ALREADY_ENDED, outcome},
 -- {NOT_QUEUED, state} no longer queued.

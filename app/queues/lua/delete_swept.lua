@@ -1,7 +1,9 @@
 -- Delete (IWM4QDE) or purge (IWM4DIS) a request whose blob is in the database (seed 002): its work record is
 -- written now, and it is left out when the blob comes back.
 -- KEYS: req, payload, depth, records, exits, done, done_exp, chain, swept, swept_deleted
--- ARGV: outcome ('deleted' or 'purged'), queue manager id, tombstone ms, queue name, blob id, id, meta
+-- ARGV: outcome, queue_manager, tombstone_ms, queue, blob, id, meta
+-- INCLUDES: finish
+-- outcome: 'deleted' or 'purged'.
 -- Returns {OK, record}; {UNKNOWN_WORK} or {ALREADY_ENDED, outcome} as delete_queued.lua; {NOT_SWEPT}: it is in memory
 -- (its blob came back meanwhile): remove it from the queues instead.
 local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], records = KEYS[4], exits = KEYS[5], done = KEYS[6],

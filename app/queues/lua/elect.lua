@@ -1,7 +1,9 @@
 -- The scheduler election (seeds 003/004): every member calls this each heartbeat (leaving it: resign.lua).
--- KEYS: members (hash: member -> JSON {weight, seen, info}), holder (hash: member, weight, epoch, renewed, since);
---       one hash tag.
--- ARGV: member, weight, activation interval (ms), info (JSON: host, pid)
+-- KEYS: members, holder
+-- ARGV: member, weight, activation_ms, info
+-- INCLUDES: base
+-- members: hash member -> JSON {weight, seen, info}; holder: hash member, weight, epoch, renewed, since; one hash
+-- tag. info: JSON of the member's host and pid.
 -- Returns {active (1 or 0), epoch, holder ('' for none), what happened: took | kept | yielded | standby}.
 -- The epoch is the fencing token: it grows by one with every new holder. Time is Redis's (now_ms), so members'
 -- clocks do not matter.

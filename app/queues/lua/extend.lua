@@ -1,6 +1,7 @@
 -- A server's heartbeat: every request it holds gets its completion time anew.
 -- KEYS: req, leases, seen
--- ARGV: server id, lease ms
+-- ARGV: server, lease_ms
+-- INCLUDES: base
 -- Returns {OK, extended}
 local now, server, lease_ms = now_ms(), ARGV[1], tonumber(ARGV[2])
 redis.call('HSET', KEYS[3], server, now)

@@ -2,8 +2,9 @@
 -- slots become the requests the select took (held until they end), the rest are given back, and ended requests
 -- free theirs. When slots were freed below the cap, the places whose selects it refused are woken.
 -- KEYS: held, reserved, blocked, capped
--- ARGV: reservation id ('' for none), its slots, max in flight (0: no cap), number of requests to hold, then those
---       members, then members to release
+-- ARGV: reservation, slots, max_in_flight, holding; per held: member; per released: member
+-- INCLUDES: groups
+-- reservation: '' for none; max_in_flight: 0 for no cap; holding: how many members to hold follow.
 -- Returns {OK, in flight after}.
 local held, reserved, blocked, capped = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local reservation, slots, max, holding = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])

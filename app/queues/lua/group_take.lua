@@ -4,7 +4,9 @@
 -- between the two leaves its reservations to lapse (as long as the work's own lease: work it selected meanwhile is
 -- given back by then too).
 -- KEYS: held, reserved, blocked, capped
--- ARGV: want, max in flight (0: no cap), reservation id, hold ms, the notify channel of the place asking
+-- ARGV: want, max_in_flight, reservation, hold_ms, channel
+-- INCLUDES: groups
+-- max_in_flight: 0 for no cap; channel: the notify channel of the place asking.
 -- Returns {OK, granted, in flight before}. A place granted less than it wanted is woken when a slot is freed.
 local held, reserved, blocked, capped = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local want, max, reservation, hold_ms, channel = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), ARGV[5]

@@ -1,8 +1,10 @@
 -- Queue requests (IWM4QIN), all or none.
--- KEYS: req, payload, depth, classes, seq, swept, sweeping, waiters, then per item: its queue's front and rear
---       lists, its idempotency key (a dummy key of the same slot when the item has none)
--- ARGV: notify channel, wake prefix, idempotency ttl s, backlog limit, then per item: id, class, meta (JSON without
---       `seq` and `inserted`, which are added here), payload (JSON), idempotency key ('' for none), queue name
+-- KEYS: req, payload, depth, classes, seq, swept, sweeping, waiters; per item: front, rear, idempotency
+-- ARGV: notify_channel, wake_prefix, idempotency_ttl_s, backlog_limit; per item: id, service_class, meta, payload,
+--       idempotency_key, queue
+-- INCLUDES: base, wake
+-- Per item: idempotency is a dummy key of the same slot when the item has none (idempotency_key ''); meta is
+-- JSON without `seq` and `inserted`, which are added here; payload is JSON.
 -- A queue that is swept, being swept, or still has a rear list takes new requests at its rear (app/sweeper).
 -- Returns {OK, id...} in item order (an id of an earlier insert for a repeated idempotency key),
 -- or {BACKLOG_LIMIT, class, depth, limit} when a class queue would pass its backlog limit (nothing written).

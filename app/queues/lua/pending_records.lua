@@ -4,7 +4,7 @@
 -- counted again from 0 are then never taken for the records that held them before. An empty outbox is left as it
 -- is (flushes find most outboxes empty: no write each time).
 -- KEYS: records, records_acked, records_incarnation
--- ARGV: limit, a new incarnation id
+-- ARGV: limit, incarnation
 -- Returns {OK, incarnation ('' for an empty outbox without one), first position, records}
 local records = redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
 local acked = redis.call('GET', KEYS[2])

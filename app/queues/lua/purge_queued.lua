@@ -1,7 +1,8 @@
 -- A page of a disconnected queue manager's queued requests is purged (IWM4DIS); call again with the returned
 -- cursor until it is '0'.
 -- KEYS: req, payload, depth, records, exits, done, done_exp
--- ARGV: queue manager id, cursor, page size, tombstone ms
+-- ARGV: queue_manager, cursor, page, tombstone_ms
+-- INCLUDES: finish
 -- Returns {OK, next cursor, purged count}
 local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], records = KEYS[4], exits = KEYS[5], done = KEYS[6],
   done_exp = KEYS[7]}

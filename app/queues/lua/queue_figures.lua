@@ -4,12 +4,14 @@
 -- skips them), else of its rear, which joins the front when the front runs out; dependent and independent queues
 -- both count. A queue whose front is in the database (swept) has older requests there: its oldest in memory is
 -- returned, and `swept` says so.
--- KEYS: req, swept, servers, inflight, depth, desired, performance, dead_at, leases, histograms, promotion, then per class:
---       dependent front, dependent rear, independent front, independent rear
--- ARGV: per class, its dependent and independent queue names (as `swept` names them)
+-- KEYS: req, swept, servers, inflight, depth, desired, performance, dead_at, leases, histograms, promotion; per
+--       class: dep_front, dep_rear, ind_front, ind_rear
+-- ARGV: per class: dep_queue, ind_queue
+-- INCLUDES: base
+-- Per class, its dependent and independent queue names as `swept` names them.
 -- Returns {OK, now, servers registered, requests held, dead letters, depth (HGETALL), desired (HGETALL),
 -- performance (HVALS), requests held per class (class, count pairs), histograms (HGETALL), promotion (HGETALL: the
--- bucket and the promoted selects per class, starved_class in common.lua), then per class: inserted ms of its oldest
+-- bucket and the promoted selects per class, starved_class in includes/promotion.lua), then per class: inserted ms of its oldest
 -- (false: none queued in memory), swept (1 or 0)}.
 local SCAN = 32  -- entries looked at per list: beyond them, a run of deleted entries is taken for an empty list
 local k = {req = KEYS[1], swept = KEYS[2], servers = KEYS[3], inflight = KEYS[4], depth = KEYS[5], desired = KEYS[6],

@@ -1,9 +1,10 @@
 -- Give back held requests whose completion time passed (a batch of them): each goes to the front of its class
--- queue, or is abandoned once it has been delivered max deliveries times (give_back in common.lua).
+-- queue, or is abandoned once it has been delivered max deliveries times (give_back in includes/give_back.lua).
 -- KEYS: req, payload, depth, leases, inflight, servers, records, exits, done, done_exp, seen, fence, waiters,
---       served_at, dead, dead_at, then per class (in ARGV order): dependent list, independent list
--- ARGV: max deliveries, tombstone ms, notify channel, wake prefix, scheduler epoch (0: not a scheduler's duty, not
---       fenced), batch size, dead letters' keep ms, class names...
+--       served_at, dead, dead_at; per class: dep, ind
+-- ARGV: max_deliveries, tombstone_ms, notify_channel, wake_prefix, epoch, batch, dead_keep_ms; per class: class
+-- INCLUDES: give_back
+-- Per class in ARGV order, its dependent and independent lists; epoch 0: not a scheduler's duty, not fenced.
 -- Returns {OK, requeued, abandoned, ids of abandoned...}, or {FENCED, epoch} when a newer scheduler already acted here.
 local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], leases = KEYS[4], inflight = KEYS[5], records = KEYS[7],
   exits = KEYS[8], done = KEYS[9], done_exp = KEYS[10], fence = KEYS[12], waiters = KEYS[13], dead = KEYS[15], dead_at = KEYS[16]}

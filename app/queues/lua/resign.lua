@@ -1,6 +1,7 @@
 -- A member leaves the scheduler election (it stops); a holder gives the role up at once, so another member takes it
 -- at its next heartbeat rather than after the activation interval.
--- KEYS: members, holder (as elect.lua); ARGV: member
+-- KEYS: members, holder
+-- ARGV: member
 -- Returns {0, epoch, holder ('' for none), what happened: resigned | standby}.
 local members, holder = KEYS[1], KEYS[2]
 local me = ARGV[1]

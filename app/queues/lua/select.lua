@@ -1,14 +1,17 @@
 -- Select work for a server (IWM4SSL), after ending what it asks to end (IWM4STEN) in the same call: the most
 -- important class first, the server's home class (the one the manager gave it, if any) first among equals; dependent
 -- before independent, FIFO within; ahead of them, as a token bucket allows, a request queued past the promotion time
--- (select_work and starved_class in common.lua; select_and_begin.lua also begins what it selects).
+-- (includes/select_work.lua and includes/promotion.lua; select_and_begin.lua also begins what it selects).
 -- KEYS: req, payload, depth, leases, inflight, servers, seen, records, exits, done, done_exp, samples, assign,
---       retire, swept, served, waiters, served_at, dead, dead_at, buckets, histograms, promotion, then per class
---       in order: dependent front and rear lists, independent front and rear
--- ARGV: server id, lease ms, max items, tombstone ms, samples ms, dead letters' keep ms, the server's waiter if it
---       long-polls ('' if not: see wake in common.lua), promotion ms, promotion share, number of ends, then per end
---       the five values end.lua takes; then the class names in KEYS order, then per class its tier (classes in
---       order of tier; lower: first)
+--       retire, swept, served, waiters, served_at, dead, dead_at, buckets, histograms, promotion; per class:
+--       dep_front, dep_rear, ind_front, ind_rear
+-- ARGV: server, lease_ms, max_items, tombstone_ms, samples_ms, dead_keep_ms, waiter, promotion_ms, promotion_share,
+--       ends; per end: id, outcome, result, error, dead_letter; per class: class; per class: tier; optionally per
+--       class: group; per group: slots
+-- INCLUDES: select_work
+-- waiter: the server's if it long-polls ('' if not: see wake in includes/wake.lua). Per end: the five values
+-- end.lua takes. Classes in order of tier (lower: first). Groups, when the environment's classes are in resource
+-- groups: per class its group's number (0: none), then per group the slots it granted this select.
 -- Returns {status, number of ends, per end: code, value (see end_held), then by status}: OK and per item: id, meta,
 -- payload (possibly no items); SERVER_NOT_REGISTERED; WORKER_TASKS_EXHAUSTED and in flight, tasks: server at
 -- capacity; OVERFLOW_NOT_NEEDED: overflow server while another server has capacity; SERVER_SURPLUS: the server is

@@ -3,7 +3,9 @@
 -- the front list, its last `max` entries beyond the first `keep` (the buffer stays in memory); of the rear list,
 -- its first `max`. A digest of those entries and their metadata is kept with the mark (see sweep_commit.lua).
 -- KEYS: req, payload, front, rear, chain, swept, sweeping, fence
--- ARGV: queue name, token, scheduler epoch, part ('front' or 'rear'), keep, max
+-- ARGV: queue, token, epoch, part, keep, max
+-- INCLUDES: sweep
+-- part: 'front' or 'rear'.
 -- Returns {OK, then per entry: id, meta ('' for a deleted request's entry), payload}, or {FENCED, epoch} when a
 -- newer scheduler acted on this queue.
 local k = sweep_keys()

@@ -3,8 +3,9 @@
 -- the rear), only if nothing touched them meanwhile: the same entries at the same end of the same list, each with
 -- the same metadata (not selected, deleted or changed). Otherwise the sweep is aborted and the queue left as it was.
 -- KEYS: req, payload, front, rear, chain, swept, sweeping, fence
--- ARGV: queue name, token, scheduler epoch, then the blob ids in queue order (none when every entry was of a
---       deleted request: nothing to keep)
+-- ARGV: queue, token, epoch; per blob: blob
+-- INCLUDES: sweep
+-- The blob ids in queue order (none when every entry was of a deleted request: nothing to keep).
 -- Returns {OK, moved}, {SWEEP_ABORTED}, or {FENCED, epoch} when a newer scheduler acted on this queue.
 local FIRST_BLOB = 4
 local k = sweep_keys()

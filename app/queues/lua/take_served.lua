@@ -1,8 +1,10 @@
 -- The sweeper's measure of service rates (seed 002): the requests selected per queue since the last call, and how
 -- long that was by Redis's clock, so a pass that came late, or on a newly elected scheduler, counts the time it
 -- covered. Counting starts again at once.
--- KEYS: served (hash: queue name -> requests selected; the field 'since' -> when counting began, ms)
+-- KEYS: served
 -- ARGV: none
+-- INCLUDES: base
+-- served: hash queue name -> requests selected; the field 'since' -> when counting began (ms).
 -- Returns {OK, elapsed ms ('' when counting had not begun), then per queue: name, count}
 local SINCE = 'since'  -- queue names always hold a ':', so no queue is called this
 local now = now_ms()

@@ -2,7 +2,7 @@
 -- front holds (nothing, or requests given back by expired leases, which come first anyway). Run when a select finds
 -- the front empty; once the chain is empty the rear joins the front at the next select (select.lua).
 -- KEYS: req, payload, front, chain, swept, swept_deleted
--- ARGV: queue name, blob id, then per request: id, meta, payload
+-- ARGV: queue, blob; per request: id, meta, payload
 -- Returns {OK, restored}, or {BLOB_RESTORED} when that blob is no longer the chain's first (another process brought it back).
 local k = {req = KEYS[1], payload = KEYS[2], front = KEYS[3], chain = KEYS[4], swept = KEYS[5], swept_deleted = KEYS[6]}
 local queue, blob = ARGV[1], ARGV[2]

@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from app.connections import exit_urls
 from app.connections.models import Connection
+from app.queues.request_meta import ExitEntry
 from app.scheduler.duties.context import DutyContext
 from app.work import exits as exit_calls
 
@@ -32,20 +33,20 @@ class ExitDelivery:
         settings = state.settings
         for keys, _ in await self.context.environments(retired=True):
             for raw in await state.queues.claim_exits(keys, EXIT_CLAIM_MS, EXIT_CLAIM_BATCH):
-                entry = json.loads(raw)
+                entry = ExitEntry.from_json(raw)
                 retry, delay_ms = None, 0
-                secret = await self._secret(entry["qm"])
-                if secret is None or not exit_urls.allowed(entry["exit"], settings.exit_url_allowlist):
+                secret = await self._secret(entry.queue_manager)
+                if secret is None or not exit_urls.allowed(entry.exit, settings.exit_url_allowlist):
                     exit_calls.EXIT_CALLS.labels("refused").inc()
-                elif await exit_calls.call(self.http, entry["exit"], secret, exit_calls.body_of(entry)):
+                elif await exit_calls.call(self.http, entry.exit, secret, exit_calls.body_of(entry)):
                     exit_calls.EXIT_CALLS.labels("delivered").inc()
-                elif entry["attempt"] + 1 >= settings.exit_max_attempts:
+                elif entry.attempt + 1 >= settings.exit_max_attempts:
                     exit_calls.EXIT_CALLS.labels("dropped").inc()
-                    log.warning("exit call for %s dropped after %d attempts", entry["id"], entry["attempt"] + 1)
+                    log.warning("exit call for %s dropped after %d attempts", entry.id, entry.attempt + 1)
                 else:
                     exit_calls.EXIT_CALLS.labels("retried").inc()
-                    retry = json.dumps({**entry, "attempt": entry["attempt"] + 1})
-                    delay_ms = int(exit_calls.backoff_seconds(entry["attempt"], settings.exit_retry_base_seconds) * 1000)
+                    retry = json.dumps(entry.replace(attempt=entry.attempt + 1))
+                    delay_ms = int(exit_calls.backoff_seconds(entry.attempt, settings.exit_retry_base_seconds) * 1000)
                 await state.queues.settle_exit(keys, raw, retry, delay_ms)
 
     async def _secret(self, queue_manager: int) -> str | None:

@@ -1,0 +1,71 @@
+-- The end of a request's life, its dead letter, and a queued request's removal.
+-- INCLUDES: base
+
+-- The end of a request's life: its work record goes to the outbox (flushed to Parquet by the service), the
+-- queue manager's exit is scheduled when the service (not a server) ended it, and a tombstone lets a late
+-- caller be told "already ended" instead of "unknown". With `later` (a table from ending_later), its writes are
+-- gathered there for `written` to make with one command each: the caller then reads nothing they change until
+-- then (end_held read its requests first, and answers an id it ended twice itself).
+local function finish(k, id, meta, outcome, now, tombstone_ms, later)
+  meta.outcome = outcome
+  meta.ended = now
+  meta.id = id
+  local record = cjson.encode(meta)
+  if outcome == 'deleted' or outcome == 'purged' or outcome == 'abandoned' then
+    if meta.exit and meta.exit ~= '' then
+      redis.call('ZADD', k.exits, now, cjson.encode({id = id, qm = meta.qm, exit = meta.exit, attempt = 0, record = record}))
+    end
+  end
+  if later then
+    later.records[#later.records + 1] = record
+    later.gone[#later.gone + 1] = id
+    append_pair(later.done, id, outcome)
+    append_pair(later.expiry, now + tombstone_ms, id)
+  else
+    redis.call('HDEL', k.req, id)
+    redis.call('HSET', k.done, id, outcome)
+    redis.call('RPUSH', k.records, record)
+    redis.call('HDEL', k.payload, id)
+    redis.call('ZADD', k.done_exp, now + tombstone_ms, id)
+  end
+  return record
+end
+
+-- Dead letters (app/queues/dead_letters.py): a request abandoned after its last delivery, or ended `failed` by a
+-- server that asked for it, is kept with its payload (JSON text, as inserted) under its id in the hash KEYS dead,
+-- and by when in the zset dead_at, for an operator to look at, retry or discard. Each one written drops up to
+-- DEAD_TRIM of those older than `keep_ms`, so the set stays bounded by a week's dead letters and no duty is needed.
+local DEAD_TRIM = 100
+local function dead_letter(k, id, meta, payload, reason, now, keep_ms)
+  local letter = {meta = meta, payload = payload or 'null', reason = reason}
+  redis.call('HSET', k.dead, id, cjson.encode(letter))
+  redis.call('ZADD', k.dead_at, now, id)
+  local old = redis.call('ZRANGEBYSCORE', k.dead_at, '-inf', now - keep_ms, 'LIMIT', 0, DEAD_TRIM)
+  if #old > 0 then
+    redis.call('HDEL', k.dead, unpack(old))
+    redis.call('ZREM', k.dead_at, unpack(old))
+  end
+end
+
+local function ending_later()
+  return {records = {}, gone = {}, done = {}, expiry = {}, leases = {}, samples = {}}
+end
+
+local function written(k, later)
+  if #later.records == 0 then return end
+  in_chunks('HDEL', k.req, later.gone)
+  in_chunks('HSET', k.done, later.done)
+  in_chunks('RPUSH', k.records, later.records)
+  in_chunks('HDEL', k.payload, later.gone)
+  in_chunks('ZADD', k.done_exp, later.expiry)
+  in_chunks('ZREM', k.leases, later.leases)
+  in_chunks('ZADD', k.samples, later.samples)
+end
+
+-- A queued request (in memory or swept) is deleted or purged: its entry in a list stays until a select or sweep drops
+-- it (deleting from a list's middle is O(n)). k needs req, payload, depth, records, exits, done, done_exp.
+local function remove_queued(k, id, meta, outcome, now, tombstone_ms)
+  redis.call('HINCRBY', k.depth, meta.sc, -1)
+  return finish(k, id, meta, outcome, now, tombstone_ms)
+end
+

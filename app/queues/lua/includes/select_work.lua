@@ -1,0 +1,172 @@
+-- Select work for a server (select.lua, select_and_begin.lua), after ending what it asks to end (IWM4STEN) in the
+-- same call: the most important class first, its home class (the one the manager gave it, if any) first among
+-- equals; dependent before independent, FIFO within; ahead of them, a request past the promotion time
+-- (starved_class). `begin_now`: the selected requests are begun at once (IWM4STBG).
+-- KEYS and ARGV as select.lua's header names them.
+-- INCLUDES: end_held, wake, promotion
+local function select_work(begin_now)
+  local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], leases = KEYS[4], inflight = KEYS[5], servers = KEYS[6],
+    seen = KEYS[7], records = KEYS[8], exits = KEYS[9], done = KEYS[10], done_exp = KEYS[11], samples = KEYS[12],
+    assign = KEYS[13], retire = KEYS[14], swept = KEYS[15], served = KEYS[16], waiters = KEYS[17], served_at = KEYS[18],
+    dead = KEYS[19], dead_at = KEYS[20], buckets = KEYS[21], histograms = KEYS[22], promotion = KEYS[23]}
+  local FIRST_LIST = 24
+  local now, server, lease_ms, max_items = now_ms(), ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+  local waiter, promotion_ms, promotion_share, ends = ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+  local first_class = 11 + END_ARITY * ends
+
+  local result = {OK, ends}
+  end_held(k, server, now, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), 11, first_class - 1, result)
+
+  -- A long-polling server's `waiter` ('' when the server does not wait) is listed when it is to wait for
+  -- work (nothing selected, or an overflow server not needed yet), and unlisted otherwise.
+  local me
+  local function listing(waits)
+    if waiter == '' then return end
+    if waits then
+      local served_at = tonumber(redis.call('HGET', k.served_at, server) or '0')
+      redis.call('ZADD', k.waiters, 'NX', wake_rank(me, served_at), waiter)
+    else
+      redis.call('ZREM', k.waiters, waiter)
+    end
+  end
+
+  local function refuse(status, ...)
+    listing(status == OVERFLOW_NOT_NEEDED)
+    result[1] = status
+    for _, value in ipairs({...}) do result[#result + 1] = value end
+    return result
+  end
+
+  local raw = redis.call('HGET', k.servers, server)
+  if not raw then return refuse(SERVER_NOT_REGISTERED) end
+  redis.call('HSET', k.seen, server, now)  -- a selecting server is alive
+  if redis.call('SISMEMBER', k.retire, server) == 1 then return refuse(SERVER_SURPLUS) end
+  me = cjson.decode(raw)
+  local inflight = tonumber(redis.call('HGET', k.inflight, server) or '0')
+  if inflight >= me.tasks then return refuse(WORKER_TASKS_EXHAUSTED, inflight, me.tasks) end
+
+  if me.overflow then
+    local all = redis.call('HGETALL', k.servers)
+    for i = 1, #all, 2 do
+      local other = cjson.decode(all[i + 1])
+      if not other.overflow and tonumber(redis.call('HGET', k.inflight, all[i]) or '0') < other.tasks then
+        return refuse(OVERFLOW_NOT_NEEDED)
+      end
+    end
+  end
+
+  local want = math.min(me.tasks - inflight, max_items)
+  local got = 0
+  -- Class positions (0-based) in the order to look at them: the order given (most important first), except that the
+  -- server's home class comes first among the classes of its tier (the ARGV after the names: equal tiers are
+  -- adjacent). A home never puts a class before a more important one: docs/scheduler.md, "Which work a server takes".
+  local class_count = (#KEYS - FIRST_LIST + 1) / 4
+  local first_tier = first_class + class_count
+  local classes, home = {}, redis.call('HGET', k.assign, server)
+  local tier_start = 1
+  for i = 0, class_count - 1 do
+    if i > 0 and ARGV[first_tier + i] ~= ARGV[first_tier + i - 1] then tier_start = i + 1 end
+    if ARGV[first_class + i] == home then table.insert(classes, tier_start, i) else classes[#classes + 1] = i end
+  end
+  -- Resource groups (app/queues/resource_groups.py), when the environment's classes are in some: after the tiers,
+  -- per class its group's number (0: none), then per group the slots it granted this select.
+  local group_of, slots_left = {}, {}
+  local first_group = first_tier + class_count
+  if ARGV[first_group] then
+    for i = 0, class_count - 1 do group_of[i] = tonumber(ARGV[first_group + i]) end
+    for g = 1, #ARGV - first_group - class_count + 1 do slots_left[g] = tonumber(ARGV[first_group + class_count + g - 1]) end
+  end
+
+  -- Takes up to `want - got` requests from the front of one queue; the rear joins the front when the front is empty
+  -- and nothing of the queue is in the database. Returns false when the queue's next requests are in the database.
+  -- The requests are popped, read, written and given their payloads a command each for all of them.
+  local function take(class, queue, front, rear, limit, promoted)
+    local blocked, metas, leases, ids, slots = false, {}, {}, {}, {}
+    while got < limit do
+      local popped = redis.call('LPOP', front, limit - got)
+      if not popped then
+        if redis.call('HEXISTS', k.swept, queue) == 1 then
+          blocked = true
+          break
+        end
+        if redis.call('EXISTS', rear) == 0 then break end
+        redis.call('RENAME', rear, front)
+      else
+        local raws = redis.call('HMGET', k.req, unpack(popped))
+        for j, id in ipairs(popped) do
+          local meta = raws[j] and cjson.decode(raws[j])
+          -- Entries of deleted requests stay in the list (deleting from its middle is O(n)); they are skipped here.
+          if meta and meta.state == 'q' then
+            meta.state = 's'
+            meta.server = server
+            meta.selected = now
+            meta.deliveries = (meta.deliveries or 0) + 1
+            meta.promoted = promoted or nil  -- of this delivery: an earlier one's mark goes
+            if begin_now then
+              meta.state = 'b'
+              meta.begun = now
+            end
+            local encoded = cjson.encode(meta)
+            append_pair(metas, id, encoded)
+            append_pair(leases, now + lease_ms, id)
+            ids[#ids + 1] = id
+            result[#result + 1] = id
+            result[#result + 1] = encoded
+            result[#result + 1] = false  -- its payload, read below
+            slots[#slots + 1] = #result
+            got = got + 1
+          end
+        end
+      end
+    end
+    if #ids > 0 then
+      in_chunks('HSET', k.req, metas)
+      in_chunks('ZADD', k.leases, leases)
+      local payloads = redis.call('HMGET', k.payload, unpack(ids))
+      for j, slot in ipairs(slots) do result[slot] = payloads[j] end
+      redis.call('HINCRBY', k.depth, class, -#ids)
+      redis.call('HINCRBY', k.served, queue, #ids)
+    end
+    return not blocked
+  end
+
+  -- Takes from one class, dependent before independent, until `got` reaches `limit`; returns the queue whose next
+  -- requests are in the database, if it stopped there.
+  local function take_class(position, limit, promoted)
+    local class = ARGV[first_class + position]
+    local group = group_of[position] or 0
+    -- A class whose group granted no slot (at its cap) is passed over for the next eligible work.
+    if group > 0 then limit = math.min(limit, got + slots_left[group]) end
+    for part, kind in ipairs({'dep', 'ind'}) do
+      local base = FIRST_LIST + 4 * position + 2 * (part - 1)
+      local queue = class .. ':' .. kind
+      local before = got
+      local open = got < limit and take(class, queue, KEYS[base], KEYS[base + 1], limit, promoted)
+      if group > 0 then slots_left[group] = slots_left[group] - (got - before) end
+      if got < limit and not open then return queue end
+    end
+    return nil
+  end
+
+  local blocked = nil
+  local bucket = promotion_bucket(k.promotion)
+  local starved, swept = starved_class(k, bucket, classes, FIRST_LIST, first_class, group_of, slots_left, now, promotion_ms)
+  if swept then return refuse(FRONT_SWEPT, swept) end
+  if starved then
+    blocked = take_class(starved, 1, true)
+    if got > 0 then count_promotion(k.promotion, bucket, ARGV[first_class + starved]) end
+  end
+  for _, position in ipairs(classes) do
+    if got >= want or blocked then break end
+    blocked = take_class(position, want, false)
+  end
+  refill(k.promotion, bucket, promotion_share, got)
+  if blocked and got == 0 then return refuse(FRONT_SWEPT, blocked) end
+  if got > 0 then
+    redis.call('HINCRBY', k.inflight, server, got)
+    redis.call('HSET', k.served_at, server, now)
+  end
+  listing(got == 0)
+  return result
+end
+

@@ -1,0 +1,110 @@
+"""Every queue script's KEYS and ARGV (app/queues/script_spec.py): one specification per script in app/queues/lua,
+in the words of its header; each call of a script is built by its specification."""
+
+from __future__ import annotations
+
+from app.queues.script_spec import ScriptSpec
+
+# The five values of one end, as end_held (lua/includes/end_held.lua) reads them.
+_PER_END = "per end: id, outcome, result, error, dead_letter"
+_PER_CLASS_QUEUES = "per class: dep_front, dep_rear, ind_front, ind_rear"
+_REMOVAL_KEYS = "req, payload, depth, records, exits, done, done_exp"
+_REASSIGN_KEYS = (
+    "req, payload, depth, leases, inflight, servers, records, exits, done, done_exp, seen, fence, waiters, served_at, dead, "
+    "dead_at; per class: dep, ind"
+)
+_SWEEP_KEYS = "req, payload, front, rear, chain, swept, sweeping, fence"
+_ELECTION_KEYS = "members, holder"
+_GROUP_KEYS = "held, reserved, blocked, capped"
+
+REGISTER = ScriptSpec.of("register", "servers, seen", "server, registration")
+INSERT = ScriptSpec.of(
+    "insert",
+    "req, payload, depth, classes, seq, swept, sweeping, waiters; per item: front, rear, idempotency",
+    "notify_channel, wake_prefix, idempotency_ttl_s, backlog_limit; per item: id, service_class, meta, payload, idempotency_key, queue",
+)
+SELECT = ScriptSpec.of(
+    "select",
+    "req, payload, depth, leases, inflight, servers, seen, records, exits, done, done_exp, samples, assign, retire, swept, "
+    f"served, waiters, served_at, dead, dead_at, buckets, histograms, promotion; {_PER_CLASS_QUEUES}",
+    "server, lease_ms, max_items, tombstone_ms, samples_ms, dead_keep_ms, waiter, promotion_ms, promotion_share, ends; "
+    f"{_PER_END}; per class: class; per class: tier; optionally per class: group; per group: slots",
+)
+SELECT_AND_BEGIN = SELECT.named("select_and_begin")
+BEGIN = ScriptSpec.of("begin", "req, leases, done", "id, server, lease_ms")
+EXTEND = ScriptSpec.of("extend", "req, leases, seen", "server, lease_ms")
+END = ScriptSpec.of(
+    "end",
+    "req, payload, leases, inflight, records, exits, done, done_exp, samples, dead, dead_at, buckets, histograms",
+    f"server, tombstone_ms, samples_ms, dead_keep_ms; {_PER_END}",
+)
+DELETE_QUEUED = ScriptSpec.of("delete_queued", _REMOVAL_KEYS, "queue_manager, id, tombstone_ms")
+PURGE_QUEUED = ScriptSpec.of("purge_queued", _REMOVAL_KEYS, "queue_manager, cursor, page, tombstone_ms")
+REASSIGN_EXPIRED = ScriptSpec.of(
+    "reassign_expired",
+    _REASSIGN_KEYS,
+    "max_deliveries, tombstone_ms, notify_channel, wake_prefix, epoch, batch, dead_keep_ms; per class: class",
+)
+REASSIGN_SERVER = ScriptSpec.of(
+    "reassign_server",
+    _REASSIGN_KEYS,
+    "max_deliveries, tombstone_ms, notify_channel, wake_prefix, epoch, server, dead_keep_ms; per class: class",
+)
+CLAIM_EXITS = ScriptSpec.of("claim_exits", "exits", "claim_ms, limit")
+PENDING_RECORDS = ScriptSpec.of("pending_records", "records, records_acked, records_incarnation", "limit, incarnation")
+ACK_RECORDS = ScriptSpec.of("ack_records", "records, records_acked", "count, first, last")
+ELECT = ScriptSpec.of("elect", _ELECTION_KEYS, "member, weight, activation_ms, info")
+RESIGN = ScriptSpec.of("resign", _ELECTION_KEYS, "member")
+SWEEP_BEGIN = ScriptSpec.of("sweep_begin", _SWEEP_KEYS, "queue, token, epoch, part, keep, max")
+SWEEP_COMMIT = ScriptSpec.of("sweep_commit", _SWEEP_KEYS, "queue, token, epoch; per blob: blob")
+SWEEP_ABORT = ScriptSpec.of("sweep_abort", _SWEEP_KEYS, "queue, token, epoch")
+UNSWEEP = ScriptSpec.of("unsweep", "req, payload, front, chain, swept, swept_deleted", "queue, blob; per request: id, meta, payload")
+TAKE_SERVED = ScriptSpec.of("take_served", "served", "none")
+DELETE_SWEPT = ScriptSpec.of(
+    "delete_swept", f"{_REMOVAL_KEYS}, chain, swept, swept_deleted", "outcome, queue_manager, tombstone_ms, queue, blob, id, meta"
+)
+QUEUE_FIGURES = ScriptSpec.of(
+    "queue_figures",
+    f"req, swept, servers, inflight, depth, desired, performance, dead_at, leases, histograms, promotion; {_PER_CLASS_QUEUES}",
+    "per class: dep_queue, ind_queue",
+)
+DEAD_RETRY = ScriptSpec.of(
+    "dead_retry",
+    "req, payload, depth, classes, seq, swept, sweeping, waiters, done, done_exp, dead, dead_at, front, rear",
+    "id, queue, position, notify_channel, wake_prefix",
+)
+DEAD_DISCARD = ScriptSpec.of("dead_discard", "dead, dead_at", "per request: id")
+GROUP_TAKE = ScriptSpec.of("group_take", _GROUP_KEYS, "want, max_in_flight, reservation, hold_ms, channel")
+GROUP_SETTLE = ScriptSpec.of(
+    "group_settle", _GROUP_KEYS, "reservation, slots, max_in_flight, holding; per held: member; per released: member"
+)
+
+SPECS = (
+    REGISTER,
+    INSERT,
+    SELECT,
+    SELECT_AND_BEGIN,
+    BEGIN,
+    EXTEND,
+    END,
+    DELETE_QUEUED,
+    PURGE_QUEUED,
+    REASSIGN_EXPIRED,
+    REASSIGN_SERVER,
+    CLAIM_EXITS,
+    PENDING_RECORDS,
+    ACK_RECORDS,
+    ELECT,
+    RESIGN,
+    SWEEP_BEGIN,
+    SWEEP_COMMIT,
+    SWEEP_ABORT,
+    UNSWEEP,
+    TAKE_SERVED,
+    DELETE_SWEPT,
+    QUEUE_FIGURES,
+    DEAD_RETRY,
+    DEAD_DISCARD,
+    GROUP_TAKE,
+    GROUP_SETTLE,
+)
