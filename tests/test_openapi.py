@@ -107,26 +107,6 @@ def test_a_bulk_dead_letter_body_declares_that_it_needs_a_filter_or_all(spec):
     assert bulk.is_valid({"all": True}) and bulk.is_valid({"node": "N1"}) and bulk.is_valid({"reason": "failed", "position": "front"})
 
 
-def test_a_service_class_declares_a_goal_or_periods_not_both(spec):
-    service_class = _validator(spec, "ServiceClass")
-    goal = {"type": "average", "response_time_ms": 500}
-    assert service_class.is_valid({"name": "ONLINE", "importance": 1, "goal": goal})
-    assert service_class.is_valid({"name": "ONLINE", "periods": [{"importance": 1, "goal": goal}]})
-    assert not service_class.is_valid({"name": "ONLINE"})
-    assert not service_class.is_valid({"name": "ONLINE", "importance": 1})
-    assert not service_class.is_valid({"name": "ONLINE", "goal": goal, "periods": [{"importance": 1, "goal": goal}]})
-    assert not service_class.is_valid({"name": "ONLINE", "importance": 1, "periods": [{"importance": 1, "goal": goal}]})
-
-
-def test_a_goal_but_a_discretionary_one_declares_that_it_needs_an_importance(spec):
-    service_class, period = _validator(spec, "ServiceClass"), _validator(spec, "Period")
-    average, discretionary = {"type": "average", "response_time_ms": 500}, {"type": "discretionary"}
-    assert not service_class.is_valid({"name": "ONLINE", "goal": average})
-    assert service_class.is_valid({"name": "ONLINE", "goal": discretionary})
-    assert not period.is_valid({"goal": average}) and period.is_valid({"goal": average, "importance": 2})
-    assert period.is_valid({"goal": discretionary})
-
-
 def test_a_routing_change_declares_that_it_names_an_attribute(spec):
     for name in ("NodeRoutingPatch", "LinkRoutingPatch", "InstanceRoutingPatch"):
         change = _validator(spec, name)

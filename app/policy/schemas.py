@@ -14,7 +14,6 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     GetJsonSchemaHandler,
     StringConstraints,
@@ -22,7 +21,7 @@ from pydantic import (
     WithJsonSchema,
     field_validator,
 )
-from pydantic.json_schema import JsonDict, JsonSchemaValue
+from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from app.schemas import Description, Name, StrictModel, SubsystemType
@@ -58,36 +57,14 @@ Goal = Annotated[AverageGoal | PercentileGoal | VelocityGoal | DiscretionaryGoal
 Importance = Annotated[int, Field(strict=True, ge=1, le=5)]
 
 
-# Validation's rule for a goal given (app/policy/validation.py), declared so that a generated client knows it: every
-# goal but a discretionary one needs an importance.
-IMPORTANCE_UNLESS_DISCRETIONARY: JsonDict = {
-    "if": {"properties": {"goal": {"properties": {"type": {"const": "discretionary"}}}}},
-    "else": {"required": ["importance"], "properties": {"importance": {"type": "integer"}}},
-}
-
-
 class Period(StrictModel):
-    model_config = ConfigDict(json_schema_extra=IMPORTANCE_UNLESS_DISCRETIONARY)
-
     duration_ms: Annotated[int, Field(strict=True, gt=0)] | None = None
     importance: Importance | None = None
     goal: Goal
 
 
-def _goal_or_periods(schema: dict[str, Any]) -> None:
-    """Declares validation's first rules for a class, so that a generated client knows them: a goal (with its
-    importance unless discretionary) given directly, or a list of periods, one of the two."""
-    periods = {"required": ["periods"], "properties": {"periods": {"type": "array"}}}
-    schema["oneOf"] = [
-        {"required": ["goal"], "properties": {"goal": {"not": {"type": "null"}}}, "not": periods} | IMPORTANCE_UNLESS_DISCRETIONARY,
-        periods | {"properties": {"periods": {"type": "array"}, "goal": {"type": "null"}, "importance": {"type": "null"}}},
-    ]
-
-
 class ServiceClass(StrictModel):
     """Either one period given directly (`importance`, `goal`) or a list of `periods`."""
-
-    model_config = ConfigDict(json_schema_extra=_goal_or_periods)
 
     name: Name
     description: Description = ""
