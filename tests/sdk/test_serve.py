@@ -4,6 +4,9 @@ batch) and deletes, a server connects, selects and begins, runs its handler and 
 from __future__ import annotations
 
 import asyncio
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -80,3 +83,18 @@ async def _nothing_left(service: ServiceProcess, server_key: str) -> None:
         selected = await http.post("/v1/work/select", json={"connect_token": token, "wait_seconds": 0, "max_items": 10})
         assert selected.status_code == 204, selected.text
         await http.delete(f"/v1/connections/{token}")
+
+
+def test_the_sdk_readme_s_example_runs_as_written(service, tmp_path):
+    """The example a newcomer copies first, from sdk/python/README.md, against the service: its keys and URL given."""
+    assert service.wlm("policy", "install", str(ROOT / "examples" / "policy.yaml")).returncode == 0
+    readme = (ROOT / "sdk" / "python" / "README.md").read_text()
+    [example] = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
+    keys = {"QM_KEY": _key(service, "readme-qm", "--role", "queue_manager")}
+    keys["SERVER_KEY"] = _key(service, "readme-srv", "--role", "server", "--permit", "CB.*.PAYROLL")
+    script = tmp_path / "example.py"
+    prelude = "".join(f"{name} = {value!r}\n" for name, value in keys.items())
+    script.write_text(prelude + example.replace("http://127.0.0.1:8000", service.url))
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=TIMEOUT)
+    assert result.returncode == 0, result.stderr
+    assert re.fullmatch(r"queued \S+\nserved\n", result.stdout), result.stdout
