@@ -24,7 +24,6 @@ from app.connections.service import ConnectionCache
 from app.custom_methods import DeprecationMiddleware
 from app.db import create_engine, session_factory
 from app.dead_letters.router import router as dead_letters_router
-from app.embedded_redis import EmbeddedRedis
 from app.errors import install_error_handlers
 from app.events.router import router as events_router
 from app.events.service import KEEPALIVE_SECONDS, EventStreams
@@ -40,10 +39,11 @@ from app.policy.router import environments_router
 from app.policy.router import router as policy_router
 from app.policy.service import PolicyStore
 from app.queues.advisories import AdvisoryReader
-from app.queues.durability import durability_at_start
 from app.queues.keys import durability_probe_key
 from app.queues.store import QueueStore
-from app.queues.topology import connect, disconnect, is_cluster
+from app.redis.durability import durability_at_start
+from app.redis.embedded import EmbeddedRedis
+from app.redis.topology import connect, disconnect, is_cluster
 from app.reports.router import dashboard_assets, dashboard_router
 from app.reports.router import router as reports_router
 from app.resource_groups.router import router as resource_groups_router

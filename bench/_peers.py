@@ -29,7 +29,7 @@ from _trace import Arrival
 from rq.job import Job
 from rq.registry import StartedJobRegistry
 
-from app.embedded_redis import die_with_parent
+from app.processes import die_with_parent
 
 WORKER_MARKER = "rq.cli worker"
 STOP_SECONDS = 30.0  # a worker told to stop has this long to finish its job before SIGKILL (Kubernetes' grace)

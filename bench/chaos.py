@@ -200,8 +200,9 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.embedded_redis import die_with_parent, server_binary
+from app.processes import die_with_parent
 from app.queues.keys import AeKeys, parse_token
+from app.redis.embedded import server_binary
 from bench._http import HttpClient
 from bench._service import ADMIN_KEY, ROOT, Service, admin_setup, example_policy, free_port, machine
 from bench._smoke import conclude, parse_args

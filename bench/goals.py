@@ -86,7 +86,7 @@ from _records import ends, without_record
 from _service import ADMIN_KEY, RQ_SERIALIZER, Service, machine, rq_workers
 from _smoke import conclude, parse_args
 
-from app.embedded_redis import die_with_parent
+from app.processes import die_with_parent
 
 HEADLINE = (
     "short_pi_imp1",

@@ -66,8 +66,8 @@ from _smoke import conclude, parse_args
 from _trace import Trace, TraceError, arrivals, load
 from _wlm import MANAGER, WlmRun, run_wlm
 
-from app.embedded_redis import EmbeddedRedis
 from app.policy.schemas import AverageGoal, PercentileGoal
+from app.redis.embedded import EmbeddedRedis
 
 HEADLINE = ("systems", "trace", "peers")
 TRACES = Path(__file__).resolve().parent / "traces"

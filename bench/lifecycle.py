@@ -416,7 +416,7 @@ def replica_phases(args: argparse.Namespace, durability: dict[str, str], tally: 
     """The same phases with the service on a Redis (fsyncing as the service's own would in the same mode) that has a
     replica, attached before the service starts."""
     sys.path.insert(0, str(ROOT))
-    from app.embedded_redis import EmbeddedRedis
+    from app.redis.embedded import EmbeddedRedis
     from tests.redis_cluster import replica_of
 
     print("on a Redis with a replica:", flush=True)

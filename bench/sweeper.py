@@ -38,8 +38,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.embedded_redis import EmbeddedRedis  # noqa: E402
 from app.queues.keys import AeKeys  # noqa: E402
+from app.redis.embedded import EmbeddedRedis  # noqa: E402
 from bench._http import HttpClient  # noqa: E402
 from bench._service import ADMIN_KEY, ROOT, Service, machine  # noqa: E402
 from bench._smoke import above_zero, conclude, parse_args  # noqa: E402

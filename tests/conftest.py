@@ -18,10 +18,10 @@ from fastapi import FastAPI
 from redis.asyncio import Redis
 
 from app.config import Settings
-from app.embedded_redis import EmbeddedRedis
 from app.main import create_app
 from app.migrate import upgrade
-from app.queues.topology import connect, disconnect, is_cluster
+from app.redis.embedded import EmbeddedRedis
+from app.redis.topology import connect, disconnect, is_cluster
 from tests.redis_cluster import LocalCluster, redis_cluster
 
 ROOT = Path(__file__).resolve().parent.parent

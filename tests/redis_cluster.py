@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from app.embedded_redis import server_binary
+from app.redis.embedded import server_binary
 from tests.waiting import eventually_sync
 
 SLOTS = 16384

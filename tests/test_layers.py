@@ -30,8 +30,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "ttl_cache",
         "http",
         "metrics",
-        "broadcast",
-        "embedded_redis",
+        "redis",
+        "processes",
         "wildcards",
         "schemas",
         "shutdown",
@@ -120,6 +120,19 @@ def test_imports_point_down() -> None:
     assert wrong == []
 
 
+def test_the_redis_plumbing_knows_no_domain() -> None:
+    """app/redis/ (connections, scripts, pub/sub, the embedded server) imports of app only itself and the error
+    hierarchy (which maps an outage to 503) and the child processes' helper."""
+    allowed = {"redis", "errors", "processes"}
+    wrong = [
+        f"{_module_name(path)} -> {imported}"
+        for path in sorted((ROOT / "app" / "redis").rglob("*.py"))
+        for imported in _imports(path)
+        if _package(imported) not in {None, *allowed}
+    ]
+    assert wrong == []
+
+
 def test_spark_jobs_import_no_app() -> None:
     wrong = [
         f"{_module_name(path)} -> {imported}"
@@ -183,7 +196,7 @@ def test_every_script_call_is_built_from_its_specification() -> None:
         module = _module_name(path)
         for node in ast.walk(_parsed(path)):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "ScriptCall":
-                if module != "app.queues.script_spec":
+                if module != "app.redis.script_spec":
                     by_hand.append(f"{module}:{node.lineno}")
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and "scripts" in ast.unparse(node.func.value):
                 if node.args and isinstance(node.args[0], ast.Constant):

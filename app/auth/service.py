@@ -21,10 +21,10 @@ from app.audit.service import record
 from app.auth.models import ApiKey, Principal, ServerPermit
 from app.auth.roles import PrincipalInfo, Role, effective_roles
 from app.auth.schemas import ApiKeyIn, PrincipalIn, PrincipalUpdate
-from app.broadcast import Subscription
 from app.db import utcnow
 from app.errors import Conflict, NotFound, Unauthenticated, ValidationFailed
 from app.queues.keys import key_changes_channel
+from app.redis.broadcast import Subscription
 from app.ttl_cache import TtlCache
 
 log = logging.getLogger(__name__)

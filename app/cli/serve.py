@@ -51,8 +51,8 @@ def _supervise_workers(config: Config) -> None:
 def cmd_serve(args: argparse.Namespace) -> None:
     import uvicorn
 
-    from app.embedded_redis import EmbeddedRedis
     from app.migrate import upgrade
+    from app.redis.embedded import EmbeddedRedis
 
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)

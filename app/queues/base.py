@@ -7,11 +7,12 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis, RedisCluster
 
-from app.queues.durability import Durability
 from app.queues.keys import AeKeys
-from app.queues.scripts import Scripts
+from app.queues.scripts import queue_sources
 from app.queues.swept_blobs import SweptBlobStore
-from app.queues.topology import cluster_enabled
+from app.redis.durability import Durability
+from app.redis.scripts import Scripts
+from app.redis.topology import cluster_enabled
 
 
 def redis_time_ms(time: tuple[int, int]) -> int:
@@ -66,12 +67,12 @@ class StoreBase:
         """`promotion_ms`, `promotion_share`: a request queued longer is selected ahead of the class order, within
         that share of an environment's selects (starved_class in lua/includes/promotion.lua).
         `blobs`: where swept parts of queues are (None: this store never sweeps, nor finds anything swept).
-        `durability`: how an insert is on disk before it returns (app/queues/durability.py; None: once in memory)."""
+        `durability`: how an insert is on disk before it returns (app/redis/durability.py; None: once in memory)."""
         # Its replies come decoded (topology.connect), which redis-py's types cannot know: they say `bytes | str`,
         # and the stores cast what they read to the str it is.
         self.redis = redis
         self.prefix = prefix
-        self.scripts = Scripts(redis)
+        self.scripts = Scripts(redis, queue_sources())
         self.blobs = blobs
         self.durability = durability or Durability()
         self.idempotency_ttl_s = idempotency_ttl_s

@@ -1,9 +1,9 @@
-"""Every queue script's KEYS and ARGV (app/queues/script_spec.py): one specification per script in app/queues/lua,
+"""Every queue script's KEYS and ARGV (app/redis/script_spec.py): one specification per script in app/queues/lua,
 in the words of its header; each call of a script is built by its specification."""
 
 from __future__ import annotations
 
-from app.queues.script_spec import ScriptSpec
+from app.redis.script_spec import ScriptSpec
 
 # The five values of one end, as end_held (lua/includes/end_held.lua) reads them.
 _PER_END = "per end: id, outcome, result, error, dead_letter"

@@ -1,24 +1,13 @@
-"""The Lua scripts, loaded once per Redis client; each is the return codes' prelude (app/queues/codes.py), then the
-includes its header names (lua/includes/), then its own body. Each is called as its specification builds the call
-(app/queues/script_specs.py)."""
+"""The queues' Lua scripts (lua/), each loaded as the return codes' prelude (codes.py), then the includes its header
+names (lua/includes/), then its own body; called as their specifications build the calls (script_specs.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from redis.asyncio import Redis
-from redis.commands.core import AsyncScript
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-
-from app.errors import lua_error
-from app.queues.codes import ReturnCode, lua_prelude
-from app.queues.pipeline import ScriptPipeline, bulk, pack
-from app.queues.script_spec import ScriptCall, includes
+from app.queues.codes import lua_prelude
 from app.queues.script_specs import SPECS
+from app.redis.script_spec import includes
 
 LUA_DIR = Path(__file__).parent / "lua"
 INCLUDES_DIR = LUA_DIR / "includes"
@@ -41,97 +30,6 @@ def _included(names: tuple[str, ...], seen: set[str]) -> list[str]:
     return parts
 
 
-class Scripts:
-    def __init__(self, redis: Redis) -> None:
-        self._redis = redis
-        self._scripts: dict[str, AsyncScript] = {spec.name: redis.register_script(source(spec.name)) for spec in SPECS}
-        self._pipeline = ScriptPipeline.of(redis)
-        # Writes a replica must confirm, each followed by its WAIT: a WAIT holds its connection until a replica
-        # answers, which must not hold the other scripts' calls behind it.
-        self._confirmed = ScriptPipeline.of(redis)
-        self._evalsha = {name: b"$7\r\nEVALSHA\r\n" + bulk(script.sha.encode()) for name, script in self._scripts.items()}
-
-    async def call(self, call: ScriptCall, client: Redis | None = None) -> list[Any]:
-        """Run a script and return what it returned, status code first; on `client` (one connection) if given."""
-        if client is None or client is self._redis:
-            reply = await self._send(call.script, call.keys, call.args)
-            if reply is not None:
-                return reply
-            client = None
-        return list(await self._scripts[call.script](keys=call.keys, args=call.args, client=client))
-
-    async def _send(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> list[Any] | None:
-        """EVALSHA packed here and sent on the pipelined connection (app/queues/pipeline.py); None when the script
-        must go redis-py's general way: not loaded yet (NOSCRIPT), an argument this packer does not take, a client
-        whose connections are not pipelined, or a connection that failed (redis-py's own retries then apply, as
-        they always did). redis-py's general packing and command plumbing cost a quarter of the service's CPU on
-        the single-request lifecycle (docs/benchmarks.md, bench/profile_lifecycle.py); these scripts are all the
-        hot path sends."""
-        if self._pipeline is None:
-            return None
-        try:
-            packed = _pack(self._evalsha[name], keys, args)
-        except TypeError:
-            return None
-        try:
-            return list(await self._pipeline.call(packed))
-        except (NoScriptError, RedisConnectionError, RedisTimeoutError):
-            return None
-
-    async def call_and_wait(self, call: ScriptCall, wait_ms: int) -> tuple[list[Any], int] | None:
-        """`call` on a pipelined connection of its own, followed by a WAIT for one replica (up to `wait_ms`) that the
-        calls of one turn share: what the script returned, and how many replicas have it (0 when the WAIT failed:
-        the script ran, and must not run again). None where `_send` would give None and the script did not run: the
-        caller then sends both on one connection of redis-py's. A lost connection before the script's reply is
-        raised: whether it ran is unknown, and a resend with the same idempotency key settles it."""
-        if self._confirmed is None:
-            return None
-        try:
-            packed = _pack(self._evalsha[call.script], call.keys, call.args)
-        except TypeError:
-            return None
-        reply, replicas = await self._confirmed.call_confirmed(packed, pack(b"WAIT", b"1", b"%d" % wait_ms))
-        if isinstance(reply, NoScriptError):
-            return None
-        if isinstance(reply, BaseException):
-            raise reply
-        return list(reply), 0 if isinstance(replicas, BaseException) else int(replicas)
-
-    async def aclose(self) -> None:
-        for pipeline in (self._pipeline, self._confirmed):
-            if pipeline is not None:
-                await pipeline.aclose()
-
-    async def run(self, call: ScriptCall, client: Redis | None = None) -> list[Any]:
-        """Run a script; a return code other than OK is raised as the AppError mapped to it in app.errors."""
-        return checked(await self.call(call, client))
-
-
-def checked(result: list[Any]) -> list[Any]:
-    """What a script returned after its return code, which is raised as its AppError (app.errors) unless OK."""
-    code = int(result[0])
-    if code != ReturnCode.OK:
-        raise lua_error(code, result[1:])
-    return list(result[1:])
-
-
-def _encoded(value: Any) -> bytes:
-    """As redis-py encodes a command's arguments: text as UTF-8, numbers as their decimal text, bytes as they are."""
-    kind = type(value)
-    if kind is str:
-        return value.encode()
-    if kind is int:
-        return b"%d" % value
-    if kind is bytes:
-        return value
-    if kind is float:
-        return repr(value).encode()
-    raise TypeError(f"not a script argument: {kind.__name__}")
-
-
-def _pack(evalsha: bytes, keys: Sequence[str], args: Sequence[Any]) -> bytes:
-    """EVALSHA sha numkeys key... arg... in the protocol (RESP)."""
-    parts = [b"*%d\r\n" % (3 + len(keys) + len(args)), evalsha, bulk(b"%d" % len(keys))]
-    parts.extend(bulk(_encoded(value)) for value in keys)
-    parts.extend(bulk(_encoded(value)) for value in args)
-    return b"".join(parts)
+def queue_sources() -> dict[str, str]:
+    """Every queue script by name, as it is loaded."""
+    return {spec.name: source(spec.name) for spec in SPECS}

@@ -32,8 +32,8 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from app.broadcast import Message, Subscription
 from app.queues.keys import notify_channel, notify_channel_pattern, notify_channel_place, wake_prefix
+from app.redis.broadcast import Message, Subscription
 
 log = logging.getLogger(__name__)
 

@@ -33,8 +33,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from app.embedded_redis import die_with_parent
 from app.policy.active import ActivePolicy, period_number
+from app.processes import die_with_parent
 from app.queues.keys import TOKEN_SEPARATOR
 from app.queues.request_meta import RequestMeta
 from spark_jobs.contract.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER, SCHEMA

@@ -83,7 +83,7 @@ async def test_a_role_taken_away_on_one_replica_is_refused_by_another_at_once(cl
 
 async def test_changes_are_heard_again_after_the_subscription_was_cut(client, other_app, other, settings, redis_admin, caplog):
     def warnings() -> list[logging.LogRecord]:
-        return [r for r in caplog.records if r.name == "app.broadcast" and "API key changes" in r.getMessage()]
+        return [r for r in caplog.records if r.name == "app.redis.broadcast" and "API key changes" in r.getMessage()]
 
     await both_listening(redis_admin, settings)
     headers = await make_key(client, "cut", ["viewer"])

@@ -15,12 +15,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 
 from app.config import Settings
-from app.embedded_redis import EmbeddedRedis
 from app.health.metrics import exposition, histogram_exposition
 from app.policy.active import bucket_bounds_ms
 from app.policy.schemas import PercentileGoal
 from app.queues.environments import QueueFigures
 from app.queues.keys import AeKeys, parse_token
+from app.redis.embedded import EmbeddedRedis
 from app.servers.schemas import PeriodPerformance
 from app.work import records
 from spark_jobs.contract.goals import BUCKET_LABELS, RESPONSE_BUCKET_LIMITS_PCT, TOLERANT_BUCKET_LIMITS_PCT

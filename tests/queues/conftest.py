@@ -16,7 +16,7 @@ from app.queues.keys import AeKeys
 from app.queues.request_meta import RequestMeta
 from app.queues.store import QueueStore
 from app.queues.swept_blobs import SweptEntry
-from app.queues.topology import connect, disconnect, is_cluster
+from app.redis.topology import connect, disconnect, is_cluster
 
 CONFIG = AeConfig(class_order=("ONLINE", "BATCH"), completion_time_ms=30_000, backlog_limit=5, max_deliveries=2)
 TOMBSTONE_MS = 60_000

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from redis.asyncio import Redis
 
 from app.errors import AppError, lua_error
 from app.queues.codes import ReturnCode, lua_prelude
 from app.queues.script_specs import SPECS
 from app.queues.scripts import INCLUDES_DIR, LUA_DIR, source
+from app.redis import scripts
+from app.redis.scripts import checked
 
 SCRIPTS = {path.stem: path.read_text() for path in LUA_DIR.glob("*.lua")}
 INCLUDES = {path.stem: path.read_text() for path in INCLUDES_DIR.glob("*.lua")}
@@ -40,6 +43,14 @@ def test_every_upper_case_name_a_script_uses_is_a_code_or_defined_there() -> Non
 
 def test_the_prelude_defines_each_code_once() -> None:
     assert lua_prelude().splitlines()[: len(ReturnCode)] == [f"local {code.name} = {code.value}" for code in ReturnCode]
+
+
+def test_ok_is_the_code_the_script_caller_takes_for_success() -> None:
+    assert ReturnCode.OK == scripts.OK
+    assert checked([ReturnCode.OK, "a"]) == ["a"]
+    with pytest.raises(AppError) as raised:
+        checked([ReturnCode.UNKNOWN_WORK])
+    assert raised.value.code == "unknown_work"
 
 
 def test_every_code_but_ok_maps_to_its_own_error() -> None:

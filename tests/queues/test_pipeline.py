@@ -1,4 +1,4 @@
-"""The scripts' pipelined connection (app/queues/pipeline.py): the calls of one turn of the event loop go out in one
+"""The scripts' pipelined connection (app/redis/pipeline.py): the calls of one turn of the event loop go out in one
 write, each caller gets its own reply (also when others were cancelled), errors come back as redis-py raises them,
 and a lost connection is opened again."""
 
@@ -10,12 +10,12 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from app.queues import pipeline
 from app.queues import script_specs as specs
 from app.queues.keys import AeKeys
-from app.queues.pipeline import CLIENT_NAME, ScriptPipeline
-from app.queues.script_spec import ScriptCall
 from app.queues.store import QueueStore
+from app.redis import pipeline
+from app.redis.pipeline import CLIENT_NAME, ScriptPipeline
+from app.redis.script_spec import ScriptCall
 from tests.queues.conftest import CONFIG, QUEUE_MANAGER, request
 from tests.waiting import eventually
 

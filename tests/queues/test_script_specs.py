@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from app.queues.script_spec import Group, Layout, ScriptArityError, ScriptSpec, header, includes
 from app.queues.script_specs import SPECS
 from app.queues.scripts import INCLUDES_DIR, LUA_DIR, source
+from app.redis.script_spec import Group, Layout, ScriptArityError, ScriptSpec, header, includes
 
 SPEC_OF = {spec.name: spec for spec in SPECS}
 SCRIPTS = {path.stem: path.read_text() for path in LUA_DIR.glob("*.lua")}

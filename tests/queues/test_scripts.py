@@ -1,4 +1,4 @@
-"""How scripts are sent: packed by app/queues/scripts.py byte for byte as redis-py packs them, loaded when Redis does
+"""How scripts are sent: packed by app/redis/scripts.py byte for byte as redis-py packs them, loaded when Redis does
 not know them (after a restart or SCRIPT FLUSH), and sent the general way for what the packer does not take."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from redis.asyncio.connection import Connection
 from app.queues.codes import ReturnCode
 from app.queues.hot_path import EndArgs
 from app.queues.keys import AeKeys
-from app.queues.pipeline import bulk
-from app.queues.scripts import _pack
 from app.queues.store import QueueStore
+from app.redis.pipeline import bulk
+from app.redis.scripts import _pack
 from tests.queues.conftest import CONFIG, QUEUE_MANAGER, SERVER, request
 
 BATCH = 200

@@ -12,9 +12,9 @@ from app.errors import Fenced, NotFound
 from app.queues import script_specs as specs
 from app.queues.codes import ReturnCode
 from app.queues.keys import AeKeys
-from app.queues.script_spec import ScriptCall
 from app.queues.store import QueueStore
 from app.queues.sweep import PendingSweep
+from app.redis.script_spec import ScriptCall
 from tests.queues.conftest import CONFIG, OTHER_QUEUE_MANAGER, QUEUE_MANAGER, SERVER, MemoryBlobs, meta_of, request
 from tests.redis_cluster import on_one_server_and_a_cluster  # noqa: F401 - the module runs on both
 

@@ -1,4 +1,4 @@
-"""The service on a real 3-master Redis Cluster the test starts (app/queues/topology.py): a URL naming any node is
+"""The service on a real 3-master Redis Cluster the test starts (app/redis/topology.py): a URL naming any node is
 all it takes; two replicas, each given another node, queue work over the three masters, wake each other's long
 polls, elect one scheduler and write every record, with no traceback in the log."""
 
@@ -18,10 +18,10 @@ from fastapi import FastAPI
 from redis.crc import key_slot
 
 from app.config import Settings
-from app.queues.durability import NotDurable
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
-from app.queues.topology import ClusterClient, connect, disconnect, is_cluster
+from app.redis.durability import NotDurable
+from app.redis.topology import ClusterClient, connect, disconnect, is_cluster
 from app.work import select as select_module
 from tests.conftest import ADMIN_KEY, client_of, running_app
 from tests.processes import ServiceProcess

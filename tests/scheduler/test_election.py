@@ -20,7 +20,7 @@ from app.errors import Conflict
 from app.queues.base import AeConfig
 from app.queues.keys import events_key
 from app.queues.store import QueueStore
-from app.queues.topology import connect, disconnect, is_cluster
+from app.redis.topology import connect, disconnect, is_cluster
 from app.scheduler.service import SchedulerMember, scheduler_status
 from tests.conftest import ADMIN_KEY, bearer
 from tests.redis_cluster import on_one_server_and_a_cluster  # noqa: F401 - the module runs on both

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from redis.asyncio.connection import AbstractConnection
 
-from app.queues.pipeline import _Protocol
+from app.redis.pipeline import _Protocol
 from tests.work.conftest import ONLINE, World
 
 _counting: ContextVar[list[str] | None] = ContextVar("counting", default=None)

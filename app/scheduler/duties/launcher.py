@@ -52,10 +52,10 @@ from sqlalchemy import select
 from app.auth.service import ensure_launcher_key
 from app.connections.departures import close_dead_servers
 from app.connections.models import Connection
-from app.embedded_redis import die_with_parent
 from app.operator.service import count_unexpected_terminations
 from app.operator.states import may_start_servers
 from app.policy.schemas import ApplicationEnvironment
+from app.processes import die_with_parent
 from app.servers.service import connected_servers, limits_in_force
 from app.state import AppState
 

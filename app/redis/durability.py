@@ -24,9 +24,9 @@ from redis.asyncio.cluster import ClusterNode
 from redis.exceptions import AskError, MovedError, ResponseError, TryAgainError
 
 from app.errors import UNAVAILABLE, ServiceUnavailable, unavailable
-from app.queues.script_spec import ScriptCall
-from app.queues.scripts import Scripts, checked
-from app.queues.topology import ClusterClient
+from app.redis.script_spec import ScriptCall
+from app.redis.scripts import Scripts, checked
+from app.redis.topology import ClusterClient
 
 log = logging.getLogger(__name__)
 

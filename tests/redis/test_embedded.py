@@ -9,7 +9,7 @@ import sys
 import pytest
 import redis
 
-from app.embedded_redis import EmbeddedRedis
+from app.redis.embedded import EmbeddedRedis
 from tests.waiting import eventually_sync
 
 
@@ -49,7 +49,7 @@ def test_data_survives_a_restart(tmp_path):
 def test_dies_with_a_killed_parent(tmp_path):
     """A service killed with -9 leaves no orphan redis-server behind (Linux parent-death signal)."""
     script = (
-        "from app.embedded_redis import EmbeddedRedis; import time; "
+        "from app.redis.embedded import EmbeddedRedis; import time; "
         f"EmbeddedRedis(__import__('pathlib').Path({str(tmp_path)!r})).start(); print('up', flush=True); time.sleep(60)"
     )
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)

@@ -1,4 +1,4 @@
-"""WLM_DURABILITY (app/queues/durability.py): in strict mode an insert is answered once Redis has it on disk, and
+"""WLM_DURABILITY (app/redis/durability.py): in strict mode an insert is answered once Redis has it on disk, and
 a service refuses to start on a Redis that cannot promise it."""
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from app.config import Settings
-from app.embedded_redis import EmbeddedRedis
 from app.errors import ServiceUnavailable
-from app.queues import durability
-from app.queues.durability import Durability, NotDurable, durability_of
 from app.queues.hot_path import NewRequest
 from app.queues.keys import AeKeys
 from app.queues.request_meta import RequestMeta
-from app.queues.script_spec import ScriptCall
 from app.queues.script_specs import INSERT as INSERT_SPEC
 from app.queues.store import QueueStore
+from app.redis import durability
+from app.redis.durability import Durability, NotDurable, durability_of
+from app.redis.embedded import EmbeddedRedis
+from app.redis.script_spec import ScriptCall
 from tests.conftest import client_of, running_app
 from tests.processes import WLM, ServiceProcess
 from tests.redis_cluster import Replica, replica_of
@@ -121,7 +121,7 @@ async def test_strict_reads_the_configuration_where_it_can(caplog):
     with pytest.raises(NotDurable, match="no-appendfsync-on-rewrite yes"):
         await durability_of(OlderRedis(STRICT_CONFIG | {"no-appendfsync-on-rewrite": "yes"}), "strict", PROBE, 1000)  # type: ignore[arg-type]
     unverifiable = OlderRedis(None)
-    with caplog.at_level(logging.WARNING, logger="app.queues.durability"):
+    with caplog.at_level(logging.WARNING, logger="app.redis.durability"):
         assert not (await durability_of(unverifiable, "strict", PROBE, 1000)).waitaof  # type: ignore[arg-type]
     assert "cannot be verified" in caplog.text and unverifiable.written == [PROBE]
 
@@ -229,7 +229,7 @@ async def test_a_strict_insert_is_answered_once_a_replica_has_it(settings, repli
 
         replica.process.kill()
         replica.process.wait()
-        caplog.set_level(logging.WARNING, logger="app.queues.durability")
+        caplog.set_level(logging.WARNING, logger="app.redis.durability")
         await world.insert_until_accepted({"n": 4})
         assert "has no replica online" in caplog.text
 
@@ -268,7 +268,7 @@ async def test_strict_mode_on_a_redis_that_refuses_info_and_config(settings, tmp
             denied = ["+@all", "-info", "-config"]
             admin.acl_setuser("wlm", enabled=True, passwords=["+secret"], keys=["*"], channels=["*"], commands=denied)
         guarded = url.replace("redis://", "redis://wlm:secret@")
-        caplog.set_level(logging.WARNING, logger="app.queues.durability")
+        caplog.set_level(logging.WARNING, logger="app.redis.durability")
         async with running_app(settings.model_copy(update={"redis_url": guarded})) as app, client_of(app) as client:
             world = await make_world(client)
             await world.insert({"n": 1})

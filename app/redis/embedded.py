@@ -6,16 +6,14 @@ the Ctrl-C a terminal sends its whole foreground process group does not stop it 
 the service stops it last. It dies with the process that started it (Linux parent-death signal), so a crashed
 service never leaves an orphan; the next start replays the AOF. Other processes on the same data directory
 (uvicorn workers) find it by its port file and share it; each checks it fsyncs as its own setting needs
-(app/queues/durability.py).
+(app/redis/durability.py).
 """
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -24,9 +22,10 @@ from typing import Literal
 
 import redis
 
+from app.processes import die_with_parent
+
 log = logging.getLogger(__name__)
 
-_PR_SET_PDEATHSIG = 1
 APPENDFSYNC = {"strict": "always", "fast": "everysec"}
 # An AOF rewrite forks a child that takes a core for about 100 ms. The embedded Redis shares its machine with the
 # service, and each rewrite showed as a burst of 20-70 ms answers: at 1,400 long-polled requests/s on 2 cores,
@@ -51,14 +50,6 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def die_with_parent() -> None:
-    """In a child before exec: get SIGTERM when the parent dies, even by kill -9 (Linux)."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass  # not Linux: the child outlives a crashed parent, and the next start reuses it by its port file
 
 
 def _alive(pid: int | None) -> bool:

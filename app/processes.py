@@ -1,0 +1,17 @@
+"""Child processes that must not outlive the service: the embedded Redis, the launcher's servers, the records
+writer."""
+
+from __future__ import annotations
+
+import ctypes
+import signal
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """In a child before exec: get SIGTERM when the parent dies, even by kill -9 (Linux)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass  # not Linux: the child outlives a crashed parent, and the next start reuses it by its port file
