@@ -24,6 +24,7 @@ from app.connections.service import ConnectionCache
 from app.custom_methods import DeprecationMiddleware
 from app.db import create_engine, session_factory
 from app.dead_letters.router import router as dead_letters_router
+from app.environments.router import router as environments_router
 from app.errors import install_error_handlers
 from app.events.router import router as events_router
 from app.events.service import KEEPALIVE_SECONDS, EventStreams
@@ -35,7 +36,6 @@ from app.models import import_all_models
 from app.openapi import openapi_document, operation_id
 from app.operator.router import router as operator_router
 from app.operator.service import OperatorStore
-from app.policy.router import environments_router
 from app.policy.router import router as policy_router
 from app.policy.service import PolicyStore
 from app.queues.advisories import AdvisoryReader

@@ -46,7 +46,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("servers",),
     ("operator",),
     ("routing",),
-    ("sweeper",),
+    # The application environment's API, over the domains that hold its parts (operator, servers, routing, policy).
+    ("sweeper", "environments"),
     ("work",),
     ("dead_letters",),
     # The elected scheduler's duties orchestrate every domain over the assembled process state.

@@ -10,7 +10,7 @@ from app.deps import Offset, Operator, SessionDep, StateDep, Viewer
 from app.errors import BadRequest, PayloadTooLarge
 from app.operator import display, service
 from app.operator.commands import DisplayCommand, VaryBody
-from app.operator.schemas import ApplicationEnvironmentList, ApplicationEnvironmentOut, OperatorCommandList, VaryOut
+from app.operator.schemas import ApplicationEnvironmentList, OperatorCommandList, VaryOut
 
 router = APIRouter(prefix="/v1", tags=["operator"])
 
@@ -90,34 +90,3 @@ async def list_commands(
     offset: Offset = 0,
 ) -> OperatorCommandList:
     return await service.list_commands(session, limit, offset)
-
-
-NamePattern = Annotated[
-    str,
-    Query(
-        min_length=1, max_length=32, pattern=r"^[A-Za-z0-9$#@_.*-]+$", description="a name, or a pattern with `*` for any run of characters"
-    ),
-]
-
-
-@router.get(
-    "/application-environments",
-    response_model=ApplicationEnvironmentList,
-    summary="D WLM,APPLENV=pattern: state, servers, in-flight and queued work of each application environment",
-)
-async def display_application_environments(
-    state: StateDep,
-    _: Viewer,
-    name: NamePattern = "*",
-    dynamic: Annotated[bool, Query(description="the dynamic ones queue managers defined (D WLM,DYNAPPL=pattern)")] = False,
-) -> ApplicationEnvironmentList:
-    return await display.display(
-        state.queues, state.operator, await state.policies.current(), DisplayCommand(name.upper(), dynamic=dynamic)
-    )
-
-
-@router.get(
-    "/application-environments/{name}", response_model=ApplicationEnvironmentOut, summary="D WLM,APPLENV=name: one application environment"
-)
-async def display_application_environment(name: str, state: StateDep, _: Viewer) -> ApplicationEnvironmentOut:
-    return await display.describe(state.queues, state.operator, await state.policies.current(), name)

@@ -6,14 +6,12 @@ import yaml
 from fastapi import APIRouter, Path, Query, Request, Response
 
 from app.custom_methods import custom_method
-from app.deps import Admin, Classifier, Offset, QueueManager, SessionDep, StateDep, Viewer
+from app.deps import Admin, Classifier, Offset, SessionDep, StateDep, Viewer
 from app.policy import service
 from app.policy.models import PolicyVersion
 from app.policy.schemas import (
     ClassifyIn,
     ClassifyOut,
-    DynamicApplicationEnvironmentIn,
-    DynamicApplicationEnvironmentOut,
     PolicyInstallOut,
     PolicyOut,
     PolicyVersionList,
@@ -21,7 +19,6 @@ from app.policy.schemas import (
 )
 
 router = APIRouter(prefix="/v1/policy", tags=["policy"])
-environments_router = APIRouter(prefix="/v1/application-environments", tags=["application environments"])
 
 _DEFINITION_BODY = {
     "requestBody": {
@@ -98,32 +95,4 @@ async def classify(
         service_class=result.service_class,
         report_class=result.report_class,
         matched_rules=list(result.matched_rules),
-    )
-
-
-@environments_router.post(
-    "",
-    status_code=201,
-    response_model=DynamicApplicationEnvironmentOut,
-    responses={200: {"model": DynamicApplicationEnvironmentOut, "description": "defined already, the same way"}},
-    summary="IWM4AEDF: a queue manager defines a dynamic application environment, removed when it disconnects",
-)
-async def define_dynamic_environment(
-    body: DynamicApplicationEnvironmentIn,
-    response: Response,
-    session: SessionDep,
-    state: StateDep,
-    queue_manager: QueueManager,
-) -> DynamicApplicationEnvironmentOut:
-    row, connection, created = await service.define_dynamic(
-        session, state.policies, queue_manager, body, most_per_queue_manager=state.settings.max_dynamic_environments
-    )
-    if not created:
-        response.status_code = 200
-    return DynamicApplicationEnvironmentOut(
-        **row.definition,
-        subsystem_type=connection.subsystem_type,
-        subsystem_name=connection.subsystem_name,
-        queue_manager_id=connection.id,
-        defined_at=row.defined_at,
     )

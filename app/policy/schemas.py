@@ -281,13 +281,6 @@ class DynamicApplicationEnvironmentIn(EnvironmentSettings):
     connect_token: Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
 
-class DynamicApplicationEnvironmentOut(EnvironmentSettings):
-    subsystem_type: str
-    subsystem_name: str
-    queue_manager_id: int  # the connection it belongs to; removed when that connection ends
-    defined_at: datetime
-
-
 class PolicyVersionOut(BaseModel):
     version: int
     name: str

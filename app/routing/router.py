@@ -14,8 +14,6 @@ from app.routing.schemas import (
     CandidateOut,
     EliminationOut,
     ExplainOut,
-    InstanceOut,
-    InstanceRoutingPatch,
     LinkOut,
     LinkRoutingPatch,
     NodeList,
@@ -89,17 +87,3 @@ async def alter_link(node: Name, link: Name, body: LinkRoutingPatch, session: Se
     changes = body.model_dump(exclude_unset=True)
     await service.alter(session, state.router.store, policy, operator.name, node, NODE_ITSELF, changes, link=link)
     return _node_out(next(n for n in await service.nodes(state.router, policy) if n.node == node))
-
-
-@router.patch(
-    "/application-environments/{application_environment}/instances/{node}",
-    response_model=InstanceOut,
-    summary="Alter an environment's instance on a node (put enabled, rank, priority, use-queue)",
-)
-async def alter_instance(
-    application_environment: Name, node: Name, body: InstanceRoutingPatch, session: SessionDep, state: StateDep, operator: Operator
-) -> InstanceOut:
-    policy = await state.policies.knowing(application_environment)
-    changes = body.model_dump(exclude_unset=True)
-    overridden = await service.alter(session, state.router.store, policy, operator.name, node, application_environment, changes)
-    return InstanceOut(node=node, application_environment=application_environment, overridden=overridden)

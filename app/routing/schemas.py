@@ -76,12 +76,6 @@ class NodeList(BaseModel):
     items: list[NodeOut]
 
 
-class InstanceOut(BaseModel):
-    node: str
-    application_environment: str
-    overridden: dict[str, Any]
-
-
 class CandidateOut(BaseModel):
     node: str
     put_enabled: bool

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.deps import AnyPrincipal, Operator, SessionDep, StateDep, Viewer, check_operator
+from app.deps import AnyPrincipal, StateDep, Viewer
 from app.servers import service
 from app.servers.performance import service_class_performance
-from app.servers.schemas import ScalingOut, ServerInstancesOut, ServerLimitsIn, ServerLimitsOut, ServiceClassPerformance
+from app.servers.schemas import ScalingOut, ServerInstancesOut, ServiceClassPerformance
 
 router = APIRouter(prefix="/v1", tags=["goals and servers"])
 
@@ -37,38 +37,3 @@ async def server_instances(token: str, state: StateDep, principal: AnyPrincipal)
 )
 async def scaling(name: str, state: StateDep, _: Viewer) -> ScalingOut:
     return await service.scaling(state.queues, await state.policies.active(), name)
-
-
-@router.put(
-    "/application-environments/{name}/server-limits",
-    response_model=ServerLimitsOut,
-    summary="IWM4SLI: set an environment's server limits (a connected server of it, with its connect token, or an operator)",
-)
-async def set_server_limits(
-    name: str, body: ServerLimitsIn, session: SessionDep, state: StateDep, principal: AnyPrincipal
-) -> ServerLimitsOut:
-    policy = await state.policies.knowing(name.upper())
-    if body.connect_token is None:
-        check_operator(principal)
-        server = None
-    else:
-        server = await service.calling_server(state.sessions, state.queues, state.connection_cache, principal, body.connect_token)
-    return await service.set_server_limits(session, state.queues, policy, principal, server, name, body)
-
-
-@router.get(
-    "/application-environments/{name}/server-limits",
-    response_model=ServerLimitsOut,
-    summary="The server limits an environment runs under: the policy's, or those set by IWM4SLI",
-)
-async def server_limits(name: str, state: StateDep, _: Viewer) -> ServerLimitsOut:
-    return await service.server_limits(state.queues, await state.policies.active(), name)
-
-
-@router.delete(
-    "/application-environments/{name}/server-limits",
-    response_model=ServerLimitsOut,
-    summary="Reset an environment's server limits to the policy's",
-)
-async def reset_server_limits(name: str, session: SessionDep, state: StateDep, operator: Operator) -> ServerLimitsOut:
-    return await service.reset_server_limits(session, state.queues, await state.policies.active(), operator, name)

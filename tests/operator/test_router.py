@@ -1,4 +1,5 @@
-"""Operator commands and the application environment display over HTTP, on the real app, Redis and databases."""
+"""Operator commands (VARY, and DISPLAY as a command) over HTTP, on the real app, Redis and databases; the display's own
+routes are tests/environments/test_display.py's."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from app.main import create_app
 from app.operator.service import apply_event
 from app.operator.states import AEState, InternalEvent
 from tests.conftest import ADMIN, EXAMPLE_POLICY, install_policy, make_key
-from tests.work.conftest import BATCH, ONLINE, make_world
 
 pytestmark = pytest.mark.asyncio
 
@@ -181,8 +181,6 @@ async def test_unknown_and_dynamic_application_environments(client):
     dynamic = await send(client, {"action": "QUIESCE", "application_environment": "DYN1", "dynamic": True}, expect=404)
     assert dynamic["error"]["code"] == "unknown_application_environment"
     assert (await shown(client))["state"] == "AVAILABLE"
-    missing = await client.get("/v1/application-environments/NOSUCH", headers=ADMIN)
-    assert missing.status_code == 404 and missing.json()["error"]["code"] == "unknown_application_environment"
 
 
 async def test_operators_and_admins_vary_viewers_only_look(client):
@@ -257,37 +255,8 @@ async def test_states_and_commands_survive_a_restart(client, settings):
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# D WLM,APPLENV=...
+# An environment that left the policy; the body's schema
 # --------------------------------------------------------------------------------------------------------------------
-
-
-async def test_display_counts_servers_in_flight_and_queued_work_by_class(client):
-    world = await make_world(client)
-    server = await world.server(tasks=2)
-    await world.server()
-    for classification in (ONLINE, ONLINE, ONLINE, BATCH):
-        await world.insert(classification=classification)
-    await world.select(server)  # takes one ONLINE request, the most important class
-    display = await shown(client)
-    assert (display["name"], display["state"], display["subsystem_type"], display["in_policy"]) == ("PAYROLL", "AVAILABLE", "CB", True)
-    assert (display["servers"], display["in_flight"], display["queued_total"]) == (2, 1, 3)
-    assert list(display["queued"].items()) == [("ONLINE", 2), ("BATCH", 1)]
-    assert display["nodes"] == [{"node": "LOCAL", "servers": 2, "in_flight": 1, "queued": {"ONLINE": 2, "BATCH": 1}}]
-    assert display["performance"] is None
-
-
-async def test_display_patterns_and_the_display_command(client):
-    await install_policy(client)
-    everything = (await client.get("/v1/application-environments", headers=ADMIN)).json()
-    assert everything["command"] == "DISPLAY WLM,APPLENV=*" and [item["name"] for item in everything["items"]] == ["PAYROLL"]
-    matching = (await client.get("/v1/application-environments", headers=ADMIN, params={"name": "pay*"})).json()
-    assert matching["command"] == "DISPLAY WLM,APPLENV=PAY*" and len(matching["items"]) == 1
-    assert (await client.get("/v1/application-environments", headers=ADMIN, params={"name": "X*"})).json()["items"] == []
-    bad = await client.get("/v1/application-environments", headers=ADMIN, params={"name": "PAY ROLL"})
-    assert bad.status_code == 422
-    typed = await send(client, {"command": "d wlm,applenv=P*"})
-    assert typed["command"] == "DISPLAY WLM,APPLENV=P*" and typed["items"] == matching["items"]
-    assert (await send(client, {"command": "D WLM,DYNAPPL=*"}))["items"] == []
 
 
 async def test_an_environment_that_left_the_policy_is_deleting(client, app):

@@ -1,62 +1,19 @@
-"""IWM4SLI: server limits set by a connected server of the environment or an operator, over the policy's, until a
-refresh, a policy that changes them, or a reset; obeyed by the manager at once (servers beyond a new maximum are told
-to end) and refused with 4xx where they make no sense."""
+"""IWM4SLI through the API: server limits set by a connected server of the environment or an operator, over the
+policy's, until a refresh, a policy that changes them, or a reset; obeyed by the manager at once (servers beyond a new
+maximum are told to end) and refused with 4xx where they make no sense."""
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 
-import pytest
 import yaml
 
-from app.policy.schemas import ServerLimits
-from app.servers.limits import beyond_max, effective_limits
 from app.servers.performance import evaluate_environment
-from app.servers.schemas import ServerLimitsOverride
 from app.servers.service import manage_environment
 from tests.conftest import ADMIN, EXAMPLE_POLICY, make_key
 from tests.work.conftest import World, make_world
 
-POLICY_LIMITS = ServerLimits(min=1, max=8, spread_min=True)
 LIMITS_PATH = "/v1/application-environments/PAYROLL/server-limits"
-
-
-def _override(limits: ServerLimits, over: ServerLimits = POLICY_LIMITS) -> ServerLimitsOverride:
-    return ServerLimitsOverride(limits=limits, policy_limits=over, source="server", set_by="srv", set_at=datetime(2026, 11, 25, tzinfo=UTC))
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# The pure rules
-# ---------------------------------------------------------------------------------------------------------------------
-
-
-def test_without_an_override_the_policy_s_limits_are_in_force() -> None:
-    assert effective_limits(POLICY_LIMITS, None) == (POLICY_LIMITS, None)
-
-
-def test_an_override_set_over_the_policy_s_limits_is_in_force() -> None:
-    override = _override(ServerLimits(min=0, max=2))
-    assert effective_limits(POLICY_LIMITS, override) == (ServerLimits(min=0, max=2), override)
-
-
-def test_a_policy_that_changes_the_limits_ends_the_override() -> None:
-    override = _override(ServerLimits(min=0, max=2))
-    changed = ServerLimits(min=1, max=9, spread_min=True)
-    assert effective_limits(changed, override) == (changed, None)
-
-
-@pytest.mark.parametrize(
-    ("servers", "maximum", "retired"),
-    [([3, 1, 2], None, []), ([3, 1, 2], 3, []), ([3, 1, 2], 5, []), ([3, 1, 2], 1, [2, 3]), ([7], 1, []), ([], 1, [])],
-)
-def test_the_newest_servers_beyond_a_maximum_are_retired(servers: list[int], maximum: int | None, retired: list[int]) -> None:
-    assert beyond_max(servers, maximum) == retired
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Through the API
-# ---------------------------------------------------------------------------------------------------------------------
 
 
 def _two_environments(**payroll: object) -> str:

@@ -66,6 +66,17 @@ async def test_a_generated_client_drives_a_request_through_its_life(client: http
     modules = {path.stem for path in (tmp_path / PACKAGE / "api").glob("*/*.py")} - {"__init__"}
     assert modules == {operation_id.replace("-", "_") for operation_id in _operation_ids(spec)}
     assert output.count("WARNING") == 1 and "Unsupported content type application/yaml" in output, output
+    # The application environment's API is one module of the client, its operations named as they always were.
+    environments = {path.stem for path in (tmp_path / PACKAGE / "api" / "application_environments").glob("*.py")} - {"__init__"}
+    assert environments == {
+        "application_environments_define_dynamic_environment",
+        "operator_display_application_environments",
+        "operator_display_application_environment",
+        "goals_and_servers_set_server_limits",
+        "goals_and_servers_server_limits",
+        "goals_and_servers_reset_server_limits",
+        "routing_alter_instance",
+    }
 
     models = generated("models")
     work = {name: generated(f"api.work.work_{name}") for name in ("create_enclave", "insert", "select", "begin", "end")}
@@ -123,6 +134,9 @@ async def test_a_generated_client_drives_a_request_through_its_life(client: http
             body=models.EndRequest(connect_token=connected.token, outcome=models.EndRequestOutcome.COMPLETED, result={"ok": True}),
         )
         assert isinstance(ended, models.EndedOut) and ended.outcome == "completed"
+        display = generated("api.application_environments.operator_display_application_environment")
+        shown = await display.asyncio("PAYROLL", client=admin)
+        assert isinstance(shown, models.ApplicationEnvironmentOut) and (shown.name, shown.servers, shown.queued_total) == ("PAYROLL", 1, 0)
 
         # An error comes back as the declared error body, parsed.
         unknown = await work["begin"].asyncio_detailed("no-such-token", client=server, body=models.TokenOnly(connect_token=connected.token))
