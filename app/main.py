@@ -26,6 +26,7 @@ from app.db import create_engine, session_factory
 from app.dead_letters.router import router as dead_letters_router
 from app.environments.router import router as environments_router
 from app.errors import install_error_handlers
+from app.events.advisories import Advisories, AdvisoryReader
 from app.events.router import router as events_router
 from app.events.service import KEEPALIVE_SECONDS, EventStreams
 from app.health.router import router as health_router
@@ -38,7 +39,6 @@ from app.operator.router import router as operator_router
 from app.operator.service import OperatorStore
 from app.policy.router import router as policy_router
 from app.policy.service import PolicyStore
-from app.queues.advisories import AdvisoryReader
 from app.queues.keys import durability_probe_key
 from app.queues.store import QueueStore
 from app.redis.durability import durability_at_start
@@ -50,6 +50,7 @@ from app.resource_groups.router import router as resource_groups_router
 from app.routing.router import router as routing_router
 from app.routing.service import Router, RoutingStore
 from app.scheduler.duties.runner import Duties, scheduled_duties
+from app.scheduler.duty_leases import DutyLeases
 from app.scheduler.router import router as scheduler_router
 from app.scheduler.service import SchedulerMember
 from app.servers.router import router as servers_router
@@ -146,7 +147,10 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             dispatcher=dispatcher,
             router=router,
             work=WorkServices.build(sessions, connection_cache, operator, queues, policies, dispatcher, router, settings),
-            events=EventStreams(queues, AdvisoryReader(events_redis, settings.redis_prefix), settings.events_max_subscribers, shutdown),
+            events=EventStreams(
+                Advisories(queues.context), AdvisoryReader(events_redis, settings.redis_prefix), settings.events_max_subscribers, shutdown
+            ),
+            leases=DutyLeases(redis),
             shutdown=shutdown,
         )
         await dispatcher.start()

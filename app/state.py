@@ -15,6 +15,7 @@ from app.operator.service import OperatorStore
 from app.policy.service import PolicyStore
 from app.queues.store import QueueStore
 from app.routing.service import Router
+from app.scheduler.duty_leases import DutyLeases
 from app.scheduler.service import SchedulerMember
 from app.shutdown import ShutdownNotice
 from app.work.dispatch import Dispatcher
@@ -39,6 +40,8 @@ class AppState:
     work: WorkServices
     # The advisory streams this process serves (GET /v1/events).
     events: EventStreams
+    # Duties one process at a time should do (the records writer, the launcher per host, the manager).
+    leases: DutyLeases
     # Given when this process is told to stop: long polls answer and event streams end (app/shutdown.py).
     shutdown: ShutdownNotice
     # This process's membership of the scheduler election (None when it runs no background duties).

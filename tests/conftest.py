@@ -20,7 +20,10 @@ from redis.asyncio import Redis
 from app.config import Settings
 from app.main import create_app
 from app.migrate import upgrade
+from app.queues.scripts import queue_sources
+from app.redis.context import RedisContext
 from app.redis.embedded import EmbeddedRedis
+from app.redis.scripts import Scripts
 from app.redis.topology import connect, disconnect, is_cluster
 from tests.redis_cluster import LocalCluster, redis_cluster
 
@@ -45,6 +48,17 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server = EmbeddedRedis(tmp_path_factory.mktemp("redis"))
     yield server.start()
     server.stop()
+
+
+@pytest.fixture
+async def redis_context(redis_url: str) -> AsyncIterator[RedisContext]:
+    """A domain's Redis records' context on the session's Redis (or a module's `redis_url`), under a prefix of its
+    own, with the scripts loaded as the service loads them."""
+    redis = await connect(redis_url, await is_cluster(redis_url), max_connections=20)
+    context = RedisContext(redis, f"t{uuid.uuid4().hex[:10]}", Scripts(redis, queue_sources()))
+    yield context
+    await context.scripts.aclose()
+    await disconnect(redis)
 
 
 @pytest.fixture(scope="session")

@@ -134,6 +134,22 @@ def test_the_redis_plumbing_knows_no_domain() -> None:
     assert wrong == []
 
 
+def test_other_domains_own_their_redis_records_beside_the_queue_store_not_in_it() -> None:
+    """A domain's Redis records are a class of its own over the shared RedisContext: nothing outside app/queues
+    extends the queue store or its base, and the store is composed of the queues' own parts only."""
+    wrong: list[str] = []
+    for path in _app_modules():
+        module = _module_name(path)
+        for node in ast.walk(_parsed(path)):
+            if isinstance(node, ast.ClassDef):
+                bases = {ast.unparse(base) for base in node.bases}
+                if not module.startswith("app.queues.") and bases & {"StoreBase", "QueueStore"}:
+                    wrong.append(f"{module}.{node.name}")
+    store = _parsed(ROOT / "app" / "queues" / "store.py")
+    imported = [n.module for n in ast.walk(store) if isinstance(n, ast.ImportFrom) and n.module and n.module != "__future__"]
+    assert wrong == [] and all(name.startswith("app.queues.") for name in imported), (wrong, imported)
+
+
 def test_spark_jobs_import_no_app() -> None:
     wrong = [
         f"{_module_name(path)} -> {imported}"

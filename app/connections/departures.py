@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.audit.service import record
 from app.auth.roles import PrincipalInfo
 from app.connections.models import Connection
+from app.connections.records import ConnectionRecords
 from app.connections.service import ConnectionCache, ConnInfo, by_token
 from app.db import utcnow
 from app.policy.active import ActivePolicy
@@ -70,10 +71,10 @@ async def disconnect(
     dynamic = await _remove_dynamic_environments(session, states, connection.id) if connection.role == "queue_manager" else []
     await session.commit()
     cache.pop(connection.token_hash)
-    await store.forget_connection(connection.token_hash)
+    await ConnectionRecords(store.context).forget(connection.token_hash)
     info = ConnInfo.of(connection)
     if info.role == "queue_manager":
-        await store.note_departed(asdict(info), int(purge_again_after_s * 1000))
+        await ConnectionRecords(store.context).note_departed(asdict(info), int(purge_again_after_s * 1000))
     cleanup = await release(store, policy, info)
     if policy is not None and dynamic:
         cleanup = replace(
@@ -138,9 +139,10 @@ async def release(store: QueueStore, policy: ActivePolicy | None, info: ConnInfo
 async def purge_departed_again(store: QueueStore, policy: ActivePolicy | None) -> int:
     """The second purge of departed queue managers whose time has come (see `active_connection`)."""
     purged = 0
-    for departed in await store.departed_due():
+    records = ConnectionRecords(store.context)
+    for departed in await records.departed_due():
         purged += (await release(store, policy, ConnInfo(**departed.record))).purged
-        await store.forget_departed(departed)
+        await records.forget_departed(departed)
     return purged
 
 
@@ -179,7 +181,7 @@ async def close_dead_servers(
                 connection.state, connection.disconnected_at, connection.disconnect_reason = "disconnected", utcnow(), reason
                 await session.commit()
                 cache.pop(connection.token_hash)
-                await store.forget_connection(connection.token_hash)
+                await ConnectionRecords(store.context).forget(connection.token_hash)
         if config is None:
             await store.unregister_server(keys, server_id)
         else:

@@ -14,6 +14,7 @@ from app.auth.profiles import is_permitted, server_resource
 from app.auth.roles import PrincipalInfo, Role
 from app.connections import exit_urls
 from app.connections.models import Connection
+from app.connections.records import ConnectionRecords
 from app.connections.schemas import QueueManagerConnect, ServerConnect
 from app.db import utcnow
 from app.errors import Conflict, Forbidden, NotFound, ValidationFailed
@@ -52,7 +53,7 @@ async def _publish(store: QueueStore, connection: Connection) -> ConnInfo:
     """Make an active connection visible to every replica: its record, and a server's registration with the
     queues of its environment (capacity and weight for select)."""
     info = ConnInfo.of(connection)
-    await store.save_connection(connection.token_hash, asdict(info))
+    await ConnectionRecords(store.context).save(connection.token_hash, asdict(info))
     if info.role == "server":
         assert info.node and info.application_environment and info.worker_tasks and info.worker_weight
         k = store.keys(info.node, info.application_environment)
@@ -81,7 +82,7 @@ async def active_connection(
 
 
 async def _lookup_connection(sessions: async_sessionmaker[AsyncSession], store: QueueStore, hashed: str) -> ConnInfo:
-    record = await store.connection(hashed)
+    record = await ConnectionRecords(store.context).get(hashed)
     if record is not None:
         return ConnInfo(**record)
     async with sessions() as session:

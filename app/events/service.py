@@ -22,8 +22,9 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from app.errors import TooManyRequests, ValidationFailed
+from app.events.advisories import Advisories, Advisory, AdvisoryReader
 from app.events.schemas import EventOut
-from app.queues.advisories import Advisories, Advisory, AdvisoryReader
+from app.redis.context import RedisContext
 from app.shutdown import ShutdownNotice
 
 log = logging.getLogger(__name__)
@@ -54,12 +55,12 @@ def subject_matcher(pattern: str) -> re.Pattern[str]:
     return re.compile(r"\.".join(parts) + "$")
 
 
-async def publish(advisories: Advisories, name: str, **data: Any) -> str | None:
+async def publish(context: RedisContext, name: str, **data: Any) -> str | None:
     """Append an advisory; returns its id in the stream (the SSE event id), or None when Redis could not take it:
     an advisory announces what happened, so failing to announce it must not undo or fail the thing itself."""
     # No time of its own: the stream id is Redis's clock (EventStreams reads the instant from it).
     try:
-        return await advisories.append_advisory(name, json.dumps(data))
+        return await Advisories(context).append(name, json.dumps(data))
     except RedisError as exc:
         log.warning("advisory %s not published: %s", name, exc)
         return None
@@ -103,7 +104,7 @@ class EventStreams:
         # The slot is taken before anything is awaited, so a burst cannot get past the limit; the stream gives it back.
         self.subscribers += 1
         try:
-            position = last_event_id or since or (await self.advisories.advisory_position_before(last or 0))
+            position = last_event_id or since or (await self.advisories.position_before(last or 0))
         except BaseException:
             self.subscribers -= 1
             raise

@@ -143,7 +143,7 @@ async def vary(
         await queues.reset_server_limits(name)
     if state != previous:
         await publish(
-            queues, subject("WLM", "INFO", "APPLENV", "STATE", name),
+            queues.context, subject("WLM", "INFO", "APPLENV", "STATE", name),
             previous_state=previous, state=state, command=str(command), by=row.changed_by,
         )  # fmt: skip
     return VaryResult(command, previous, state, row.changed_at, row.changed_by)
@@ -199,7 +199,7 @@ async def count_unexpected_terminations(
                 reason = f"{len(times)} unexpected server terminations or failed starts on {keys.node} within {window}"
                 if await apply_event(session, store, keys.ae, InternalEvent.UNEXPECTED_TERMINATIONS_EXCEEDED, reason) is AEState.STOPPED:
                     log.warning("%s is STOPPED: %s; RESUME it once the cause is fixed", keys.ae, reason)
-                    await publish(queues, subject("WLM", "INFO", "APPLENV", "STATE", keys.ae), state=AEState.STOPPED, reason=reason)
+                    await publish(queues.context, subject("WLM", "INFO", "APPLENV", "STATE", keys.ae), state=AEState.STOPPED, reason=reason)
 
 
 async def apply_event(session: AsyncSession, store: OperatorStore, name: str, event: InternalEvent, reason: str) -> AEState:

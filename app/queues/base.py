@@ -10,15 +10,10 @@ from redis.asyncio import Redis, RedisCluster
 from app.queues.keys import AeKeys
 from app.queues.scripts import queue_sources
 from app.queues.swept_blobs import SweptBlobStore
+from app.redis.context import RedisContext
 from app.redis.durability import Durability
 from app.redis.scripts import Scripts
 from app.redis.topology import cluster_enabled
-
-
-def redis_time_ms(time: tuple[int, int]) -> int:
-    """Redis's TIME (seconds, microseconds) in milliseconds, as now_ms() in lua/includes/base.lua reads it."""
-    seconds, micros = time
-    return int(seconds) * 1000 + int(micros) // 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,11 +63,11 @@ class StoreBase:
         that share of an environment's selects (starved_class in lua/includes/promotion.lua).
         `blobs`: where swept parts of queues are (None: this store never sweeps, nor finds anything swept).
         `durability`: how an insert is on disk before it returns (app/redis/durability.py; None: once in memory)."""
-        # Its replies come decoded (topology.connect), which redis-py's types cannot know: they say `bytes | str`,
-        # and the stores cast what they read to the str it is.
+        # The context the other owners of Redis records share with the queues (app/state.py hands it to them).
+        self.context = RedisContext(redis, prefix, Scripts(redis, queue_sources()))
         self.redis = redis
         self.prefix = prefix
-        self.scripts = Scripts(redis, queue_sources())
+        self.scripts = self.context.scripts
         self.blobs = blobs
         self.durability = durability or Durability()
         self.idempotency_ttl_s = idempotency_ttl_s
@@ -87,12 +82,8 @@ class StoreBase:
         return AeKeys(self.prefix, node, ae)
 
     async def clock_ms(self, near: str | None = None) -> int:
-        """Now by Redis's clock, the one every script stamps with: instants compared with what the scripts wrote
-        (leases, heartbeats, tombstones, due times) are taken here, never from this process's clock. On a Redis
-        Cluster each node has its clock: `near`, a key, names the node whose stamps the instant is compared with."""
-        if near is not None and isinstance(self.redis, RedisCluster):
-            return redis_time_ms(await self.redis.time(target_nodes=self.redis.get_node_from_key(near)))
-        return redis_time_ms(await self.redis.time())
+        """Now by Redis's clock (RedisContext.clock_ms)."""
+        return await self.context.clock_ms(near)
 
     async def aclose(self) -> None:
         """Closes what the store opened of its own (the scripts' pipelined connection); not the Redis client."""

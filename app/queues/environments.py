@@ -67,6 +67,14 @@ def promoted_counts(promotion: Mapping[str, str]) -> dict[str, int]:
 
 
 class Environments(StoreBase):
+    async def unregister_server(self, k: AeKeys, server_id: int) -> None:
+        """A server of an environment that left the policy: nothing it held can be requeued there, so it just goes,
+        with what the environment kept about it."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key in (k.servers, k.seen, k.inflight, k.served_at):
+                pipe.hdel(key, str(server_id))
+            await pipe.execute()
+
     async def registered_servers(self, k: AeKeys) -> dict[int, dict[str, Any]]:
         """The servers registered here: id -> their tasks, weight and whether they overflow."""
         return {int(sid): json.loads(raw) for sid, raw in (await self.redis.hgetall(k.servers)).items()}

@@ -279,20 +279,6 @@ class GroupKeys:
         return [self.held, self.reserved, self.blocked, self.capped]
 
 
-def idempotency_route_key(prefix: str, queue_manager: int, ae: str, key: str) -> str:
-    """The node a request with this idempotency key was routed to, so a retry goes where the first try went
-    (the key itself is kept per node, with the queue)."""
-    return f"{prefix}:idem-route:{{{queue_manager}:{ae}:{key}}}"
-
-
-def enclave_key(prefix: str, enclave_id: str) -> str:
-    return f"{prefix}:enc:{{{enclave_id}}}"
-
-
-def connection_key(prefix: str, token_hash: str) -> str:
-    return f"{prefix}:conn:{{{token_hash}}}"
-
-
 def server_limits_key(prefix: str, ae: str) -> str:
     """Server limits set by IWM4SLI over the policy's, for an environment on every node."""
     return f"{prefix}:server-limits:{{{ae}}}"
@@ -301,22 +287,6 @@ def server_limits_key(prefix: str, ae: str) -> str:
 def retired_key(prefix: str) -> str:
     """Environments gone from the policy whose queues still hold something to finish (records, exits, work)."""
     return f"{prefix}:retired"
-
-
-def departed_key(prefix: str) -> str:
-    """Queue managers that disconnected, by when their queues are purged a second time."""
-    return f"{prefix}:departed"
-
-
-def scheduler_keys(prefix: str) -> tuple[str, str]:
-    """The election's members and holder (one hash tag, so the election is one script)."""
-    tag = f"{{{prefix}:scheduler}}"
-    return f"{tag}:members", f"{tag}:holder"
-
-
-def events_key(prefix: str) -> str:
-    """The advisories, a capped stream: what GET /v1/events sends and the event log it can be read back from."""
-    return f"{prefix}:events"
 
 
 def key_changes_channel(prefix: str) -> str:

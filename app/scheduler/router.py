@@ -18,7 +18,7 @@ def _moment(ms: str | None) -> datetime | None:
 @router.get("/scheduler", response_model=SchedulerOut, summary="Who holds the scheduler's role, its epoch, and the members")
 async def scheduler(state: StateDep, _: Viewer) -> SchedulerOut:
     settings = state.settings
-    holder, members = await scheduler_status(state.queues)
+    holder, members = await scheduler_status(state.queues.context)
     activation_ms = settings.scheduler_activation_seconds * 1000
     return SchedulerOut(
         holder=holder.get("member"),

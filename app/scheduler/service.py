@@ -22,8 +22,8 @@ from redis.exceptions import RedisError
 
 from app.config import Settings
 from app.events.service import publish, subject
-from app.queues.election import Election, Member
-from app.queues.store import QueueStore
+from app.redis.context import RedisContext
+from app.scheduler.election import Election, Member, SchedulerElection
 
 log = logging.getLogger(__name__)
 
@@ -38,12 +38,12 @@ def member_name() -> str:
 class SchedulerMember:
     def __init__(
         self,
-        store: QueueStore,
+        context: RedisContext,
         settings: Settings,
         on_active: Callable[[int], Awaitable[None]],
         on_inactive: Callable[[], Awaitable[None]],
     ) -> None:
-        self.store, self.settings = store, settings
+        self.context, self.election, self.settings = context, SchedulerElection(context), settings
         self.name = member_name()
         self.on_active, self.on_inactive = on_active, on_inactive
         self.epoch: int | None = None  # set while this member holds the role
@@ -66,7 +66,7 @@ class SchedulerMember:
         started = time.monotonic()
         try:
             activation_ms = int(self.settings.scheduler_activation_seconds * 1000)
-            election = await self.store.elect(self.name, self.settings.scheduler_weight, activation_ms, self._info)
+            election = await self.election.elect(self.name, self.settings.scheduler_weight, activation_ms, self._info)
         except RedisError as exc:
             log.warning("scheduler election: Redis unreachable (%s)", exc)
             if self.active and not self.may_act():
@@ -94,7 +94,7 @@ class SchedulerMember:
         self.epoch = epoch
         log.info("this process (%s) is the scheduler, epoch %d", self.name, epoch)
         await publish(
-            self.store,
+            self.context,
             subject("WLM", "INFO", "SCHEDULER", "ACTIVE", self.name),
             member=self.name,
             epoch=epoch,
@@ -105,7 +105,9 @@ class SchedulerMember:
         epoch, self.epoch = self.epoch, None
         log.info("this process (%s) is no longer the scheduler (epoch %s): %s", self.name, epoch, reason)
         await self.on_inactive()
-        await publish(self.store, subject("WLM", "INFO", "SCHEDULER", "INACTIVE", self.name), member=self.name, epoch=epoch, reason=reason)
+        await publish(
+            self.context, subject("WLM", "INFO", "SCHEDULER", "INACTIVE", self.name), member=self.name, epoch=epoch, reason=reason
+        )
 
     async def start(self) -> None:
         """The first heartbeat now (a lone member holds the role before serving), then one every interval."""
@@ -138,13 +140,13 @@ class SchedulerMember:
         if self.active:
             await self._deactivate("stopping")
         try:
-            await self.store.resign(self.name)
+            await self.election.resign(self.name)
         except RedisError:
             log.warning("could not resign from the scheduler election (Redis unreachable)")
 
 
-async def scheduler_status(store: QueueStore) -> tuple[dict[str, str], list[Member]]:
+async def scheduler_status(context: RedisContext) -> tuple[dict[str, str], list[Member]]:
     """The holder's hash and the members, heaviest first (Redis's time for their ages)."""
-    holder, members = await store.election_status()
+    holder, members = await SchedulerElection(context).status()
     members.sort(key=lambda m: (-m.weight, m.member))
     return holder, members

@@ -13,8 +13,8 @@ from app.connections.service import ConnInfo
 from app.errors import NotFound
 from app.policy.service import PolicyStore, qualifier_attributes
 from app.queues.request_meta import Enclave
-from app.queues.store import QueueStore
 from app.work.calls import Connections
+from app.work.enclave_records import EnclaveRecords
 from app.work.schemas import EnclaveIn, EnclaveOut
 
 ENCLAVE_PREFIX = "e_"
@@ -23,7 +23,7 @@ ENCLAVE_PREFIX = "e_"
 @dataclass(frozen=True, slots=True)
 class Enclaves:
     connections: Connections
-    store: QueueStore
+    records: EnclaveRecords
     policies: PolicyStore
     settings: Settings
 
@@ -44,7 +44,7 @@ class Enclaves:
             )
         enclave_id = secrets.token_urlsafe(16)
         ttl = self.settings.enclave_ttl_seconds
-        await self.store.save_enclave(enclave_id, enclave, ttl)
+        await self.records.save(enclave_id, enclave, ttl)
         return EnclaveOut(
             token=ENCLAVE_PREFIX + enclave_id,
             service_class=enclave.service_class,
@@ -57,11 +57,11 @@ class Enclaves:
     async def delete(self, principal: PrincipalInfo, token: str, connect_token: str) -> None:
         qm = await self.connections.of(principal, connect_token, "queue_manager")
         await self.of(qm, token)
-        await self.store.delete_enclave(token.removeprefix(ENCLAVE_PREFIX))
+        await self.records.delete(token.removeprefix(ENCLAVE_PREFIX))
 
     async def of(self, qm: ConnInfo, token: str) -> Enclave:
         """The enclave `token` names, if the queue manager `qm` created it and it has not expired."""
-        enclave = await self.store.enclave(token.removeprefix(ENCLAVE_PREFIX)) if token.startswith(ENCLAVE_PREFIX) else None
+        enclave = await self.records.get(token.removeprefix(ENCLAVE_PREFIX)) if token.startswith(ENCLAVE_PREFIX) else None
         if enclave is None or enclave.queue_manager != qm.id:
             raise NotFound("unknown or expired enclave token", code="unknown_enclave")
         return enclave

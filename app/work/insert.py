@@ -20,6 +20,7 @@ from app.queues.store import QueueStore
 from app.routing.service import Router, count_routed
 from app.work.calls import Connections, json_bytes
 from app.work.enclaves import Enclaves
+from app.work.idempotency_routes import IdempotencyRoutes
 from app.work.schemas import WorkBatchIn, WorkIn, WorkItemIn, WorkQueued
 
 # When this process last announced a class queue at its backlog limit: at most one advisory a second for each.
@@ -33,7 +34,7 @@ async def _advise_backlog_limit(store: QueueStore, ae: str, node: str, details: 
     if time.monotonic() - _BACKLOG_ADVISED.get(queue, -BACKLOG_ADVISORY_SECONDS) < BACKLOG_ADVISORY_SECONDS:
         return
     _BACKLOG_ADVISED[queue] = time.monotonic()
-    await publish(store, subject("WLM", "WARN", "QUEUE", "BACKLOG_LIMIT", ae), node=node, **details)
+    await publish(store.context, subject("WLM", "WARN", "QUEUE", "BACKLOG_LIMIT", ae), node=node, **details)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,7 @@ class Insertion:
     connections: Connections
     enclaves: Enclaves
     store: QueueStore
+    routes: IdempotencyRoutes
     policies: PolicyStore
     router: Router
     settings: Settings
@@ -128,7 +130,7 @@ class Insertion:
             return earlier, "algorithm"
         node = await self.router.route(policy, ae, qm.node, len(items))
         if claims:
-            await self.store.claim_routes(qm.id, ae, claims, node)
+            await self.routes.claim(qm.id, ae, claims, node)
             # A concurrent retry of the same request that claimed first wins.
             node = await self._claimed_node(policy, qm, ae, claims) or node
         return node, "algorithm"
@@ -137,7 +139,7 @@ class Insertion:
         """The node the first try of these idempotency keys went to, if it still hosts the environment."""
         if not claims:
             return None
-        nodes = {node for node in await self.store.routed_nodes(qm.id, ae, claims) if node is not None and policy.hosts(ae, node)}
+        nodes = {node for node in await self.routes.routed_nodes(qm.id, ae, claims) if node is not None and policy.hosts(ae, node)}
         if len(nodes) > 1:
             raise Conflict(
                 f"the idempotency keys of this batch were queued on different nodes ({', '.join(sorted(nodes))}); send those "

@@ -16,8 +16,10 @@ from app.queues.store import QueueStore
 from app.routing.service import Router
 from app.work.calls import Connections
 from app.work.dispatch import Dispatcher
+from app.work.enclave_records import EnclaveRecords
 from app.work.enclaves import Enclaves
 from app.work.ending import Ending
+from app.work.idempotency_routes import IdempotencyRoutes
 from app.work.insert import Insertion
 from app.work.select import Selection
 
@@ -42,11 +44,13 @@ class WorkServices:
         settings: Settings,
     ) -> WorkServices:
         connections = Connections(sessions, store, connection_cache)
-        enclaves = Enclaves(connections, store, policies, settings)
+        enclaves = Enclaves(connections, EnclaveRecords(store.context), policies, settings)
         ending = Ending(connections, store, policies, settings)
         return cls(
             enclaves=enclaves,
-            insertion=Insertion(connections, enclaves, store, policies, router, settings),
+            insertion=Insertion(
+                connections, enclaves, store, IdempotencyRoutes(store.context, settings.idempotency_ttl_seconds), policies, router, settings
+            ),
             selection=Selection(connections, ending, operator, store, policies, dispatcher, settings),
             ending=ending,
         )

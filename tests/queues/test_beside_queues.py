@@ -1,5 +1,5 @@
-"""What the queue store keeps beside the queues, on a real Redis: connection records and departed queue managers,
-idempotency routes, enclaves, the manager's published decisions and the environments' snapshots."""
+"""What the queue store keeps beside the queues, on a real Redis: the manager's published decisions and the
+environments' snapshots."""
 
 from __future__ import annotations
 
@@ -8,47 +8,6 @@ import json
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
 from tests.queues.conftest import CONFIG, QUEUE_MANAGER, SERVER, request
-
-QM_RECORD = {"id": QUEUE_MANAGER, "role": "queue_manager", "node": None}
-
-
-async def test_a_departed_queue_manager_is_due_only_once_its_time_has_come(store: QueueStore) -> None:
-    await store.note_departed(QM_RECORD, purge_again_after_ms=60_000)
-    assert await store.departed_due() == []
-    await store.note_departed({**QM_RECORD, "id": 2}, purge_again_after_ms=0)
-    (due,) = await store.departed_due()
-    assert due.record == {**QM_RECORD, "id": 2}
-    await store.forget_departed(due)
-    assert await store.departed_due() == []
-    assert await store.redis.zcard(f"{store.prefix}:departed") == 1  # the other one still waits for its time
-
-
-async def test_a_connection_record_reads_back_until_forgotten(store: QueueStore) -> None:
-    assert await store.connection("abc") is None
-    await store.save_connection("abc", QM_RECORD)
-    assert await store.connection("abc") == QM_RECORD
-    await store.forget_connection("abc")
-    assert await store.connection("abc") is None
-
-
-async def test_an_idempotency_route_is_claimed_by_the_first_writer(store: QueueStore) -> None:
-    assert await store.routed_nodes(QUEUE_MANAGER, "PAYROLL", ["k1", "k2"]) == [None, None]
-    await store.claim_routes(QUEUE_MANAGER, "PAYROLL", ["k1"], "NODE_A")
-    await store.claim_routes(QUEUE_MANAGER, "PAYROLL", ["k1", "k2"], "NODE_B")  # a concurrent retry, later
-    assert await store.routed_nodes(QUEUE_MANAGER, "PAYROLL", ["k1", "k2"]) == ["NODE_A", "NODE_B"]
-    # Per queue manager and environment: the same key of another is another request.
-    assert await store.routed_nodes(QUEUE_MANAGER + 1, "PAYROLL", ["k1"]) == [None]
-    assert await store.routed_nodes(QUEUE_MANAGER, "BILLING", ["k1"]) == [None]
-    assert 0 < await store.redis.ttl(f"{store.prefix}:idem-route:{{{QUEUE_MANAGER}:PAYROLL:k1}}") <= store.idempotency_ttl_s
-
-
-async def test_an_enclave_expires_with_its_ttl_and_can_be_deleted(store: QueueStore) -> None:
-    enclave = {"sc": "ONLINE", "rc": "", "dep": False, "qm": QUEUE_MANAGER, "policy": 1}
-    await store.save_enclave("e1", enclave, ttl_s=30)
-    assert await store.enclave("e1") == enclave
-    assert 0 < await store.redis.ttl(f"{store.prefix}:enc:{{e1}}") <= 30
-    await store.delete_enclave("e1")
-    assert await store.enclave("e1") is None
 
 
 async def test_a_decision_replaces_the_previous_one_whole(store: QueueStore, k: AeKeys) -> None:

@@ -10,6 +10,7 @@ from app.queues.hot_path import EndArgs
 from app.queues.keys import AeKeys
 from app.queues.request_meta import Enclave, ExitEntry, RequestMeta, RequestState
 from app.queues.store import QueueStore
+from app.work.enclave_records import EnclaveRecords
 from app.work.exits import body_of
 from tests.queues.conftest import CONFIG, SERVER
 
@@ -60,8 +61,9 @@ async def test_a_dead_letter_in_the_old_layout_is_read_and_retried(store: QueueS
 
 
 async def test_an_enclave_and_an_exit_entry_in_the_old_layout_are_read(store: QueueStore) -> None:
-    await store.save_enclave("old3", Enclave({"sc": "ONLINE", "rc": None, "dep": False, "qm": QM, "policy": 3}), ttl_s=30)
-    enclave = await store.enclave("old3")
+    enclaves = EnclaveRecords(store.context)
+    await enclaves.save("old3", Enclave({"sc": "ONLINE", "rc": None, "dep": False, "qm": QM, "policy": 3}), ttl_s=30)
+    enclave = await enclaves.get("old3")
     assert enclave is not None and (enclave.service_class, enclave.queue_manager, enclave.policy, enclave.parent) == ("ONLINE", QM, 3, None)
     record = json.loads(QUEUED % 1000) | {"id": "old4", "outcome": "deleted", "ended": 1500}
     entry = ExitEntry.from_json(

@@ -17,8 +17,8 @@ from redis.asyncio import Redis
 
 from app.config import Settings
 from app.errors import Conflict
+from app.events.advisories import events_key
 from app.queues.base import AeConfig
-from app.queues.keys import events_key
 from app.queues.store import QueueStore
 from app.redis.topology import connect, disconnect, is_cluster
 from app.scheduler.service import SchedulerMember, scheduler_status
@@ -38,7 +38,7 @@ class Replica:
 
     def __init__(self, redis: Redis, settings: Settings) -> None:
         self.log: list[tuple[str, int | None]] = []
-        self.member = SchedulerMember(store_of(redis, settings.redis_prefix), settings, self._active, self._inactive)
+        self.member = SchedulerMember(store_of(redis, settings.redis_prefix).context, settings, self._active, self._inactive)
 
     async def _active(self, epoch: int) -> None:
         self.log.append(("active", epoch))
@@ -87,7 +87,7 @@ async def test_one_member_holds_the_role_and_a_second_waits(redis: Redis, prefix
         # A while in which nothing may happen: five heartbeats, and the second takes no role from the first.
         await asyncio.sleep(5 * HEARTBEAT)
         assert second.log == [] and first.log == [("active", 1)]
-        holder, members = await scheduler_status(store_of(redis, prefix))
+        holder, members = await scheduler_status(store_of(redis, prefix).context)
         assert holder["member"] == first.member.name and holder["epoch"] == "1"
         assert {m.member for m in members} == {first.member.name, second.member.name}
     finally:

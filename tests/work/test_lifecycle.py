@@ -10,7 +10,7 @@ from typing import Literal
 import pytest
 
 from app.connections.departures import purge_departed_again
-from app.queues.keys import departed_key
+from app.connections.records import departed_key
 from app.work.dispatch import Dispatcher, Waiter
 from tests.conftest import ADMIN
 from tests.redis_cluster import on_one_server_and_a_cluster  # noqa: F401 - the module runs on both

@@ -20,7 +20,7 @@ class DutyContext:
 
     async def advise(self, name: str, **data: object) -> None:
         """Publish an advisory stamped with the epoch it was decided under."""
-        await publish(self.state.queues, name, epoch=self.epoch, **data)
+        await publish(self.state.queues.context, name, epoch=self.epoch, **data)
 
     async def environments(self, *, retired: bool = False) -> list[tuple[AeKeys, AeConfig]]:
         """The environments of the active policy on their nodes, and with `retired` those that left it with

@@ -143,7 +143,7 @@ class Launcher:
             return
         node = self.configured_node or policy.nodes[0]
         lease_ms = int(max(3 * self.state.settings.lease_check_seconds, 10) * 1000)
-        if not await self.state.queues.hold_lease(f"{self.state.settings.redis_prefix}:launcher:{node}", self._owner, lease_ms):
+        if not await self.state.leases.hold(f"{self.state.settings.redis_prefix}:launcher:{node}", self._owner, lease_ms):
             return
         for ae in policy.application_environments.values():
             if not ae.start_command or not policy.hosts(ae.name, node):

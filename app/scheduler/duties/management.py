@@ -28,7 +28,7 @@ class GoalManagement:
             return
         # The lease outlives a few passes, so a scheduler that pauses briefly keeps it rather than handing it over.
         lease_ms = int(max(3 * state.settings.goal_interval_seconds, 10) * 1000)
-        if not await state.queues.hold_lease(f"{state.settings.redis_prefix}:manager", self.context.owner, lease_ms):
+        if not await state.leases.hold(f"{state.settings.redis_prefix}:manager", self.context.owner, lease_ms):
             return
         window = state.settings.goal_window_seconds
         specs = bucket_specs(policy)

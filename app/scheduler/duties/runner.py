@@ -127,5 +127,5 @@ def scheduled_duties(state: AppState) -> SchedulerMember:
         while running:
             await running.pop().stop()
 
-    member = SchedulerMember(state.queues, state.settings, on_active, on_inactive)
+    member = SchedulerMember(state.queues.context, state.settings, on_active, on_inactive)
     return member

@@ -8,8 +8,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.queues import script_specs as specs
-from app.queues.base import StoreBase
-from app.queues.keys import scheduler_keys
+from app.redis.context import RedisContext
+
+
+def scheduler_keys(prefix: str) -> tuple[str, str]:
+    """The election's members and holder (one hash tag, so the election is one script)."""
+    tag = f"{{{prefix}:scheduler}}"
+    return f"{tag}:members", f"{tag}:holder"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,24 +38,31 @@ def _election(result: list[Any]) -> Election:
     return Election(bool(int(active)), int(epoch), str(holder) or None, str(outcome))
 
 
-class SchedulerElection(StoreBase):
+class SchedulerElection:
+    """The election's records. Its scripts (elect.lua, resign.lua) are loaded with the queues' (app/queues/lua),
+    whose `base` include they use."""
+
+    def __init__(self, context: RedisContext) -> None:
+        self.context = context
+        self.keys = scheduler_keys(context.prefix)
+
     async def elect(self, member: str, weight: int, activation_ms: int, info: str) -> Election:
         """One heartbeat of `member` (`info`: JSON of its host and pid): renew, take or give up the role."""
         args = [member, weight, activation_ms, info]
-        return _election(await self.scripts.call(specs.ELECT(scheduler_keys(self.prefix), args)))
+        return _election(await self.context.scripts.call(specs.ELECT(self.keys, args)))
 
     async def resign(self, member: str) -> Election:
         """Leave the election; a holder gives the role up at once."""
-        return _election(await self.scripts.call(specs.RESIGN(scheduler_keys(self.prefix), [member])))
+        return _election(await self.context.scripts.call(specs.RESIGN(self.keys, [member])))
 
-    async def election_status(self) -> tuple[dict[str, str], list[Member]]:
+    async def status(self) -> tuple[dict[str, str], list[Member]]:
         """The holder's hash and the members, as stored (Redis's time for their ages)."""
-        members_key, holder_key = scheduler_keys(self.prefix)
-        async with self.redis.pipeline(transaction=False) as pipe:
+        members_key, holder_key = self.keys
+        async with self.context.redis.pipeline(transaction=False) as pipe:
             pipe.hgetall(holder_key)
             pipe.hgetall(members_key)
             holder, members = await pipe.execute()
-        now_ms = await self.clock_ms(near=members_key)
+        now_ms = await self.context.clock_ms(near=members_key)
         listed = []
         for name, raw in members.items():
             member = json.loads(raw)

@@ -8,11 +8,17 @@ from typing import cast
 
 from redis.asyncio import Redis
 
-from app.queues.base import StoreBase
-from app.queues.keys import events_key
+from app.redis.context import RedisContext
 
 # How many advisories the stream keeps (approximately: trimming is by whole nodes of the stream).
 EVENTS_KEPT = 100_000
+
+
+def events_key(prefix: str) -> str:
+    """The advisories, a capped stream: what GET /v1/events sends and the event log it can be read back from."""
+    return f"{prefix}:events"
+
+
 # An entry of the stream as read: its id and its fields.
 _Entry = tuple[str, dict[str, str]]
 
@@ -24,14 +30,20 @@ class Advisory:
     data: str  # JSON
 
 
-class Advisories(StoreBase):
-    async def append_advisory(self, subject: str, data: str) -> str:
-        """Returns its id in the stream."""
-        return str(await self.redis.xadd(events_key(self.prefix), {"subject": subject, "data": data}, maxlen=EVENTS_KEPT, approximate=True))
+class Advisories:
+    """The stream's writes and its positions, on the shared client."""
 
-    async def advisory_position_before(self, count: int) -> str:
+    def __init__(self, context: RedisContext) -> None:
+        self.redis = context.redis
+        self.stream = events_key(context.prefix)
+
+    async def append(self, subject: str, data: str) -> str:
+        """Returns its id in the stream."""
+        return str(await self.redis.xadd(self.stream, {"subject": subject, "data": data}, maxlen=EVENTS_KEPT, approximate=True))
+
+    async def position_before(self, count: int) -> str:
         """The id after which the last `count` advisories come (0: after the latest)."""
-        latest = cast(list[_Entry], await self.redis.xrevrange(events_key(self.prefix), count=count + 1))
+        latest = cast(list[_Entry], await self.redis.xrevrange(self.stream, count=count + 1))
         return latest[count][0] if len(latest) > count else "0-0"
 
 
