@@ -14,7 +14,6 @@ _REASSIGN_KEYS = (
     "dead_at; per class: dep, ind"
 )
 _SWEEP_KEYS = "req, payload, front, rear, chain, swept, sweeping, fence"
-_ELECTION_KEYS = "members, holder"
 _GROUP_KEYS = "held, reserved, blocked, capped"
 
 REGISTER = ScriptSpec.of("register", "servers, seen", "server, registration")
@@ -53,8 +52,6 @@ REASSIGN_SERVER = ScriptSpec.of(
 CLAIM_EXITS = ScriptSpec.of("claim_exits", "exits", "claim_ms, limit")
 PENDING_RECORDS = ScriptSpec.of("pending_records", "records, records_acked, records_incarnation", "limit, incarnation")
 ACK_RECORDS = ScriptSpec.of("ack_records", "records, records_acked", "count, first, last")
-ELECT = ScriptSpec.of("elect", _ELECTION_KEYS, "member, weight, activation_ms, info")
-RESIGN = ScriptSpec.of("resign", _ELECTION_KEYS, "member")
 SWEEP_BEGIN = ScriptSpec.of("sweep_begin", _SWEEP_KEYS, "queue, token, epoch, part, keep, max")
 SWEEP_COMMIT = ScriptSpec.of("sweep_commit", _SWEEP_KEYS, "queue, token, epoch; per blob: blob")
 SWEEP_ABORT = ScriptSpec.of("sweep_abort", _SWEEP_KEYS, "queue, token, epoch")
@@ -94,8 +91,6 @@ SPECS = (
     CLAIM_EXITS,
     PENDING_RECORDS,
     ACK_RECORDS,
-    ELECT,
-    RESIGN,
     SWEEP_BEGIN,
     SWEEP_COMMIT,
     SWEEP_ABORT,

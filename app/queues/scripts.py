@@ -7,27 +7,16 @@ from pathlib import Path
 
 from app.queues.codes import lua_prelude
 from app.queues.script_specs import SPECS
-from app.redis.script_spec import includes
+from app.redis.scripts import lua_source
 
 LUA_DIR = Path(__file__).parent / "lua"
 INCLUDES_DIR = LUA_DIR / "includes"
 
 
-def source(name: str) -> str:
-    """What script `name` is loaded as: the prelude, the includes its header names (each behind the includes it
-    names itself, each once), then its body."""
-    body = (LUA_DIR / f"{name}.lua").read_text()
-    return lua_prelude() + "".join(_included(includes(body), set())) + body
-
-
-def _included(names: tuple[str, ...], seen: set[str]) -> list[str]:
-    parts: list[str] = []
-    for name in names:
-        if name not in seen:
-            seen.add(name)
-            text = (INCLUDES_DIR / f"{name}.lua").read_text()
-            parts += [*_included(includes(text), seen), text, "\n"]
-    return parts
+def source(name: str, lua_dir: Path = LUA_DIR) -> str:
+    """What script `name` of `lua_dir` is loaded as, behind the queues' prelude and with their includes (the scheduler's
+    election, whose scripts live beside it, uses them too)."""
+    return lua_source(lua_dir / f"{name}.lua", INCLUDES_DIR, lua_prelude())
 
 
 def queue_sources() -> dict[str, str]:

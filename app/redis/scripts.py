@@ -5,6 +5,7 @@ connection (pipeline.py) where it can."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from redis.asyncio import Redis
@@ -15,16 +16,34 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from app.errors import lua_error
 from app.redis.pipeline import ScriptPipeline, bulk, pack
-from app.redis.script_spec import ScriptCall
+from app.redis.script_spec import ScriptCall, includes
 
 # Every script returns a status code first: this one when it did what it was asked (app.errors maps the others).
 OK = 0
+
+
+def lua_source(path: Path, includes_dir: Path, prelude: str) -> str:
+    """What the script at `path` is loaded as: `prelude` (its owner's return codes), the includes its header names
+    from `includes_dir` (each behind the includes it names itself, each once), then its body."""
+    body = path.read_text()
+    return prelude + "".join(_included(includes(body), includes_dir, set())) + body
+
+
+def _included(names: tuple[str, ...], includes_dir: Path, seen: set[str]) -> list[str]:
+    parts: list[str] = []
+    for name in names:
+        if name not in seen:
+            seen.add(name)
+            text = (includes_dir / f"{name}.lua").read_text()
+            parts += [*_included(includes(text), includes_dir, seen), text, "\n"]
+    return parts
 
 
 class Scripts:
     def __init__(self, redis: Redis, sources: Mapping[str, str] | None = None) -> None:
         self._redis = redis
         self._scripts: dict[str, AsyncScript] = {}
+        self._sources: dict[str, str] = {}
         self._evalsha: dict[str, bytes] = {}
         self._pipeline = ScriptPipeline.of(redis)
         # Writes a replica must confirm, each followed by its WAIT: a WAIT holds its connection until a replica
@@ -33,10 +52,14 @@ class Scripts:
         self.register(sources or {})
 
     def register(self, sources: Mapping[str, str]) -> None:
-        """Scripts by name, each its whole source; a name registered twice is a bug of its owners."""
-        if clash := self._scripts.keys() & sources.keys():
-            raise ValueError(f"scripts registered twice: {sorted(clash)}")
+        """Scripts by name, each its whole source. An owner may register its scripts again (each view of its records
+        does) with the same sources; another source under a registered name is a bug of its owners."""
         for name, text in sources.items():
+            if name in self._sources:
+                if self._sources[name] != text:
+                    raise ValueError(f"another script is registered as {name}")
+                continue
+            self._sources[name] = text
             script = self._redis.register_script(text)
             self._scripts[name] = script
             self._evalsha[name] = b"$7\r\nEVALSHA\r\n" + bulk(script.sha.encode())

@@ -5,10 +5,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 from typing import Any
 
-from app.queues import script_specs as specs
+from app.queues.scripts import source
 from app.redis.context import RedisContext
+from app.redis.script_spec import ScriptSpec
+
+LUA_DIR = Path(__file__).parent / "lua"
+_KEYS = "members, holder"
+ELECT = ScriptSpec.of("elect", _KEYS, "member, weight, activation_ms, info")
+RESIGN = ScriptSpec.of("resign", _KEYS, "member")
+SPECS = (ELECT, RESIGN)
 
 
 def scheduler_keys(prefix: str) -> tuple[str, str]:
@@ -38,22 +47,28 @@ def _election(result: list[Any]) -> Election:
     return Election(bool(int(active)), int(epoch), str(holder) or None, str(outcome))
 
 
+@cache
+def election_sources() -> dict[str, str]:
+    """The election's scripts (lua/), loaded behind the queues' prelude and `base` include."""
+    return {spec.name: source(spec.name, LUA_DIR) for spec in SPECS}
+
+
 class SchedulerElection:
-    """The election's records. Its scripts (elect.lua, resign.lua) are loaded with the queues' (app/queues/lua),
-    whose `base` include they use."""
+    """The election's records, its scripts registered on the shared context's."""
 
     def __init__(self, context: RedisContext) -> None:
         self.context = context
         self.keys = scheduler_keys(context.prefix)
+        context.scripts.register(election_sources())
 
     async def elect(self, member: str, weight: int, activation_ms: int, info: str) -> Election:
         """One heartbeat of `member` (`info`: JSON of its host and pid): renew, take or give up the role."""
         args = [member, weight, activation_ms, info]
-        return _election(await self.context.scripts.call(specs.ELECT(self.keys, args)))
+        return _election(await self.context.scripts.call(ELECT(self.keys, args)))
 
     async def resign(self, member: str) -> Election:
         """Leave the election; a holder gives the role up at once."""
-        return _election(await self.context.scripts.call(specs.RESIGN(self.keys, [member])))
+        return _election(await self.context.scripts.call(RESIGN(self.keys, [member])))
 
     async def status(self) -> tuple[dict[str, str], list[Member]]:
         """The holder's hash and the members, as stored (Redis's time for their ages)."""

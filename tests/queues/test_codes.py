@@ -10,12 +10,11 @@ from redis.asyncio import Redis
 
 from app.errors import AppError, lua_error
 from app.queues.codes import ReturnCode, lua_prelude
-from app.queues.script_specs import SPECS
-from app.queues.scripts import INCLUDES_DIR, LUA_DIR, source
+from app.queues.scripts import INCLUDES_DIR
 from app.redis import scripts
 from app.redis.scripts import checked
+from tests.lua_scripts import LOADED, SCRIPTS, SPECS
 
-SCRIPTS = {path.stem: path.read_text() for path in LUA_DIR.glob("*.lua")}
 INCLUDES = {path.stem: path.read_text() for path in INCLUDES_DIR.glob("*.lua")}
 
 
@@ -64,6 +63,6 @@ async def test_every_script_compiles_on_redis(redis_url: str) -> None:
     redis = Redis.from_url(redis_url, decode_responses=True)
     try:
         for spec in SPECS:
-            assert await redis.script_load(source(spec.name))
+            assert await redis.script_load(LOADED[spec.name])
     finally:
         await redis.aclose()

@@ -7,12 +7,11 @@ import re
 
 import pytest
 
-from app.queues.script_specs import SPECS
-from app.queues.scripts import INCLUDES_DIR, LUA_DIR, source
+from app.queues.scripts import INCLUDES_DIR
 from app.redis.script_spec import Group, Layout, ScriptArityError, ScriptSpec, header, includes
+from tests.lua_scripts import LOADED, SCRIPTS, SPECS
 
 SPEC_OF = {spec.name: spec for spec in SPECS}
-SCRIPTS = {path.stem: path.read_text() for path in LUA_DIR.glob("*.lua")}
 INCLUDES = {path.stem: path.read_text() for path in INCLUDES_DIR.glob("*.lua")}
 _AS = re.compile(r"as (\w+)\.lua")
 
@@ -59,7 +58,7 @@ def test_a_script_is_loaded_with_every_function_it_calls(name: str) -> None:
     """A function of an include, called by the script or by its includes, is defined before the script runs: a
     missing include would otherwise fail only when that line runs."""
     defined_anywhere = {f for text in INCLUDES.values() for f in re.findall(r"local function (\w+)", text)}
-    loaded = source(name)
+    loaded = LOADED[name]
     defined = set(re.findall(r"local function (\w+)", loaded))
     called = {f for f in re.findall(r"\b(\w+)\(", re.sub(r"--[^\n]*", "", loaded)) if f in defined_anywhere}
     assert sorted(called - defined) == []
