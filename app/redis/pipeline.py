@@ -6,9 +6,9 @@ redis-py's connection pool (a connection taken and given back per call) and its 
 write); see docs/benchmarks.md. A pipelined connection has none of these, and a call cancelled while it waits
 costs nothing: its reply is read and dropped in turn, where a pooled connection would have to be closed.
 
-Only plain connections to one Redis server are pipelined (TCP or a Unix socket, RESP2, replies decoded, a password if
-any): for TLS, credential providers, RESP3 or a Redis Cluster, `ScriptPipeline.of` gives None and the calls go
-through redis-py.
+Only plain connections are pipelined (TCP or a Unix socket, RESP2, replies decoded, a password if any): for TLS,
+credential providers or RESP3, `ScriptPipeline.of` gives None and the calls go through redis-py. On a Redis Cluster
+each master gets one (`MasterPipelines`): a call goes to the master of its keys' slot (a script's keys share one).
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from typing import Any, cast
 import hiredis
 from redis._parsers.base import BaseParser
 from redis.asyncio import Redis
+from redis.asyncio.cluster import ClusterNode
 from redis.asyncio.connection import Connection, UnixDomainSocketConnection
+from redis.exceptions import AskError, MovedError, SlotNotCoveredError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -178,11 +180,15 @@ class ScriptPipeline:
 
     @classmethod
     def of(cls, redis: Redis) -> ScriptPipeline | None:
-        if not isinstance(redis, Redis):  # a Redis Cluster: each call goes to its keys' node, redis-py's way
+        if not isinstance(redis, Redis):  # a Redis Cluster: one per master (MasterPipelines)
             return None
         pool = redis.connection_pool
-        kwargs = pool.connection_kwargs
-        plain = pool.connection_class in (Connection, UnixDomainSocketConnection)
+        return cls.of_connection(pool.connection_class, pool.connection_kwargs)
+
+    @classmethod
+    def of_connection(cls, connection_class: type, kwargs: dict[str, Any]) -> ScriptPipeline | None:
+        """A pipeline to where connections of `connection_class` made with `kwargs` go, if it can be plain."""
+        plain = connection_class in (Connection, UnixDomainSocketConnection)
         if (
             not plain
             or not kwargs.get("decode_responses")
@@ -250,3 +256,52 @@ class ScriptPipeline:
         if self._protocol is not None and self._protocol.transport is not None:
             self._protocol.transport.close()
         self._protocol = None
+
+
+class MasterPipelines:
+    """A pipelined connection per master of a Redis Cluster, each opened on first use: a call goes to the master that
+    the cluster client's slot map gives its key's slot. What the map does not know yet, or got wrong (MOVED, ASK: a
+    slot moved, a replica took over), goes redis-py's way, which follows the redirection, and the map learns it (a
+    MOVED teaches the client as its own calls do); so does a call whose master is lost, and the topology is read
+    again. Redirected calls did not run; a lost connection's, as on one server, may have."""
+
+    def __init__(self, cluster: Any) -> None:
+        # The service's ClusterClient (app/redis/topology.py): `get_node_from_key`, `moved`, `lost`.
+        self._cluster = cluster
+        self._pipelines: dict[str, ScriptPipeline | None] = {}
+
+    def _pipeline(self, key: str) -> ScriptPipeline | None:
+        cluster = self._cluster
+        if cluster._initialize:  # the topology is to be read: redis-py's call reads it
+            return None
+        try:
+            node: ClusterNode | None = cluster.get_node_from_key(key)
+        except SlotNotCoveredError:
+            return None
+        if node is None:
+            return None
+        if node.name not in self._pipelines:
+            self._pipelines[node.name] = ScriptPipeline.of_connection(node.connection_class, {**node.connection_kwargs, "db": 0})
+        return self._pipelines[node.name]
+
+    async def call(self, key: str, command: bytes) -> Any | None:
+        """The reply to `command` from the master of `key`'s slot, or None when it must go redis-py's way (it did
+        not run). A lost connection is raised, as `ScriptPipeline.call` raises it."""
+        pipeline = self._pipeline(key)
+        if pipeline is None:
+            return None
+        try:
+            return await pipeline.call(command)
+        except MovedError as redirect:
+            await self._cluster.moved(redirect)
+            return None
+        except AskError:
+            return None
+        except (RedisConnectionError, RedisTimeoutError):
+            self._cluster.lost()
+            raise
+
+    async def aclose(self) -> None:
+        pipelines, self._pipelines = [p for p in self._pipelines.values() if p is not None], {}
+        for pipeline in pipelines:
+            await pipeline.aclose()

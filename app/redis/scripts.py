@@ -15,8 +15,9 @@ from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from app.errors import lua_error
-from app.redis.pipeline import ScriptPipeline, bulk, pack
+from app.redis.pipeline import MasterPipelines, ScriptPipeline, bulk, pack
 from app.redis.script_spec import ScriptCall, includes
+from app.redis.topology import ClusterClient
 
 # Every script returns a status code first: this one when it did what it was asked (app.errors maps the others).
 OK = 0
@@ -46,6 +47,7 @@ class Scripts:
         self._sources: dict[str, str] = {}
         self._evalsha: dict[str, bytes] = {}
         self._pipeline = ScriptPipeline.of(redis)
+        self._masters = MasterPipelines(redis) if isinstance(redis, ClusterClient) else None
         # Writes a replica must confirm, each followed by its WAIT: a WAIT holds its connection until a replica
         # answers, which must not hold the other scripts' calls behind it.
         self._confirmed = ScriptPipeline.of(redis)
@@ -74,20 +76,24 @@ class Scripts:
         return list(await self._scripts[call.script](keys=call.keys, args=call.args, client=client))
 
     async def _send(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> list[Any] | None:
-        """EVALSHA packed here and sent on the pipelined connection (app/redis/pipeline.py); None when the script
-        must go redis-py's general way: not loaded yet (NOSCRIPT), an argument this packer does not take, a client
+        """EVALSHA packed here and sent on the pipelined connection (app/redis/pipeline.py; on a cluster, its keys'
+        master's); None when the script must go redis-py's general way: not loaded yet (NOSCRIPT), an argument this packer does not take, a client
         whose connections are not pipelined, or a connection that failed (redis-py's own retries then apply, as
         they always did). redis-py's general packing and command plumbing cost a quarter of the service's CPU on
         the single-request lifecycle (docs/benchmarks.md, bench/profile_lifecycle.py); these scripts are all the
         hot path sends."""
-        if self._pipeline is None:
+        if self._pipeline is None and (self._masters is None or not keys):
             return None
         try:
             packed = _pack(self._evalsha[name], keys, args)
         except TypeError:
             return None
         try:
-            return list(await self._pipeline.call(packed))
+            if self._pipeline is not None:
+                return list(await self._pipeline.call(packed))
+            assert self._masters is not None
+            reply = await self._masters.call(keys[0], packed)
+            return None if reply is None else list(reply)
         except (NoScriptError, RedisConnectionError, RedisTimeoutError):
             return None
 
@@ -111,7 +117,7 @@ class Scripts:
         return list(reply), 0 if isinstance(replicas, BaseException) else int(replicas)
 
     async def aclose(self) -> None:
-        for pipeline in (self._pipeline, self._confirmed):
+        for pipeline in (self._pipeline, self._confirmed, self._masters):
             if pipeline is not None:
                 await pipeline.aclose()
 

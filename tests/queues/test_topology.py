@@ -25,6 +25,7 @@ from app.redis.topology import ClusterClient, connect, disconnect, is_cluster
 from app.work import select as select_module
 from tests.conftest import ADMIN_KEY, client_of, running_app
 from tests.processes import ServiceProcess
+from tests.queues.conftest import QUEUE_MANAGER, request
 from tests.redis_cluster import SLOTS, LocalCluster, redis_cluster
 from tests.routing.test_router import NODES, multi_node_policy, server_on, world_on
 from tests.waiting import eventually
@@ -70,6 +71,44 @@ def test_the_cluster_is_real(cluster_urls: list[str]) -> None:
 async def test_a_cluster_is_told_from_one_server(cluster_urls: list[str], redis_url: str) -> None:
     assert [await is_cluster(url) for url in cluster_urls] == [True, True, True]
     assert await is_cluster(redis_url) is False
+
+
+async def test_each_master_gets_a_pipelined_connection_and_a_stale_slot_map_is_corrected(
+    cluster_urls: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scripts go to their slot's master on its own pipelined connection, not redis-py's pool; a call sent to the
+    wrong master (a slot map gone stale: a slot moved, a replica took over) is redirected, did not run there, and
+    runs where the slot is, once."""
+    client = await connect(cluster_urls[0], True, max_connections=20)
+    assert isinstance(client, ClusterClient)
+    store = QueueStore(client, _prefix_over_every_master("pipelined"), idempotency_ttl_s=60, tombstone_ms=1000, samples_ms=1000)
+    try:
+        places = [store.keys(node, "PAYROLL") for node in NODES]
+        await client.initialize()
+        for k in places:
+            assert await store.insert(k, QUEUE_MANAGER, [request()], 10**6)
+        masters = store.scripts._masters
+        assert masters is not None
+        opened = {name for name, pipeline in masters._pipelines.items() if pipeline is not None and pipeline._protocol is not None}
+        assert len(opened) == 3  # one per master, each used
+
+        wrong = client.get_node_from_key(places[1].tag)
+        monkeypatch.setattr(client, "get_node_from_key", lambda key, replica=False: wrong)
+        taught = []
+        moved = client.moved
+
+        async def spied(redirect: redis.exceptions.MovedError) -> None:
+            taught.append(redirect)
+            await moved(redirect)
+
+        monkeypatch.setattr(client, "moved", spied)
+        sent = request()
+        assert await store.insert(places[0], QUEUE_MANAGER, [sent], 10**6) == [sent.id]
+        assert len(taught) == 1  # redirected once, then sent redis-py's way
+        assert await store.queue_depths(places[0]) == {"ONLINE": 2}  # queued once, on its own master
+    finally:
+        await store.aclose()
+        await disconnect(client)
 
 
 async def test_subscriptions_outlive_the_cluster_client_s_own_resets(cluster_urls: list[str]) -> None:
