@@ -16,7 +16,6 @@ long as a rendering takes less than a quarter of it; scrapes in a gap read the q
 from __future__ import annotations
 
 import asyncio
-import logging
 import struct
 import zlib
 
@@ -29,11 +28,9 @@ from app.policy.active import ActivePolicy
 from app.policy.service import PolicyStore
 from app.queues.store import QueueStore
 
-log = logging.getLogger(__name__)
-
 # A scrape marks the rendering wanted this long: the scheduler renders only while someone scrapes.
 WANTED_MS = 600_000
-# Level 1: several times faster than the default and within a few per cent of its size on this repetitive text.
+# Level 1: on 6 MB of this text, 14 ms and 335 KB against the default level's 51 ms and 289 KB.
 LEVEL = 1
 # A gzip member's header: deflate, no flags, no modification time, no extra flags, OS unknown (RFC 1952).
 GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
