@@ -61,6 +61,10 @@ class Settings(BaseSettings):
     # environment on this node for this long, so a broken command does not spin (five failures in ten minutes: STOPPED).
     failed_start_backoff_seconds: float = Field(default=30.0, gt=0)
     goal_window_seconds: float = Field(default=60.0, gt=0)
+    # /metrics serves the queues' figures as the elected scheduler last rendered them while they are no older than
+    # this (default: the goal interval), and reads them at the scrape otherwise; 0: every scrape reads them
+    # (app/health/exposition.py).
+    metrics_max_age_seconds: float | None = Field(default=None, ge=0)
     # How long a process trusts its cached copy of the active policy before checking the database again.
     policy_cache_seconds: float = Field(default=1.0, ge=0)
 
@@ -135,6 +139,11 @@ class Settings(BaseSettings):
         if self.scheduler_heartbeat_seconds >= self.scheduler_activation_seconds:
             raise ValueError("scheduler_heartbeat_seconds must be shorter than scheduler_activation_seconds")
         return self
+
+    @property
+    def metrics_max_age(self) -> float:
+        """How old the scheduler's rendering of the queues' figures may be when /metrics serves it (0: never served)."""
+        return self.goal_interval_seconds if self.metrics_max_age_seconds is None else self.metrics_max_age_seconds
 
     @property
     def records_dir(self) -> Path:

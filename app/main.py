@@ -10,6 +10,7 @@ import math
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 
 from fastapi import FastAPI
 from redis.asyncio import Redis
@@ -29,6 +30,7 @@ from app.errors import install_error_handlers
 from app.events.advisories import Advisories, AdvisoryReader
 from app.events.router import router as events_router
 from app.events.service import KEEPALIVE_SECONDS, EventStreams
+from app.health.exposition import keep_rendering
 from app.health.router import router as health_router
 from app.http import BodyLimitMiddleware, HotPathsMiddleware, RejectNulMiddleware
 from app.metrics import MetricsMiddleware
@@ -155,7 +157,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         )
         await dispatcher.start()
         if settings.background_duties:
-            member = state.scheduler = scheduled_duties(state)
+            rendering = [("metrics", settings.metrics_max_age / 2, partial(keep_rendering, queues, policies))]
+            member = state.scheduler = scheduled_duties(state, rendering if settings.metrics_max_age > 0 else [])
             await member.start()
             if settings.launcher:
                 launching = Duties(state, 0, lambda: True, member.name, launcher=True)

@@ -163,6 +163,9 @@ def settings(tmp_path: Path, redis_url: str, database_url: str, exit_receiver: E
         records_flush_seconds=0.2,
         launcher=False,  # in-process apps listen on no port their servers could reach; tests/servers/test_launcher.py runs it
         exit_retry_base_seconds=0.1,
+        # Scrapes read the queues at once, as tests that change a queue and scrape expect; tests/health/test_exposition.py
+        # covers the scheduler's rendering.
+        metrics_max_age_seconds=0,
     )
 
 

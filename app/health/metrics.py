@@ -1,5 +1,6 @@
 """What /metrics serves beside the process's own counters (HTTP, sweeper, the scheduler's server decisions): the
-queues' state and the latest goal evaluation, read from Redis at scrape time, so every replica answers alike.
+queues' state and the latest goal evaluation, read from Redis, so every replica answers alike: as the elected
+scheduler last rendered them, or at the scrape (app/health/exposition.py).
 
 Per application environment, node and service class: requests queued, and the age of the oldest of them in memory (by
 the queue node's clock; a class whose queue's front was swept to the database has older requests there, as
@@ -16,10 +17,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import orjson
 
 from app.errors import unavailable
+from app.health.records import exposition_keys
 from app.policy.active import ActivePolicy, period_bounds_ms
 from app.queues.base import GroupCap
 from app.queues.environments import QueueFigures
@@ -29,6 +32,8 @@ from app.queues.store import QueueStore
 log = logging.getLogger(__name__)
 
 UP = "wlm_queue_metrics_up"
+RENDERED = "wlm_queue_metrics_rendered_timestamp_seconds"
+RENDERED_HELP = "When the queues' figures below were read from Redis (Unix time, by Redis's clock)"
 # A scrape that cannot read Redis within this long serves the process's own counters without the queues' figures.
 READ_TIMEOUT_S = 3.0
 
@@ -53,25 +58,59 @@ PROMOTED = "wlm_promoted_selects"
 PROMOTED_HELP = "Selects that took a request of the class ahead of the importance order, queued past the promotion time"
 
 
+@dataclass(frozen=True, slots=True)
+class QueueReading:
+    """The queues' figures under a policy, read at `read_ms` (Redis's clock): per (environment, node) of `places`,
+    its figures; the class periods' bucket bounds; per resource group, its figures."""
+
+    places: list[tuple[str, str]]
+    figures: list[QueueFigures]
+    bounds: Mapping[str, Sequence[Sequence[float]]]
+    groups: list[GroupCap]
+    held: list[GroupFigures]
+    read_ms: int
+
+
+async def read_queues(queues: QueueStore, policy: ActivePolicy) -> QueueReading:
+    """The figures of every queue of `policy`: a script call per environment and node, those of one turn sharing a
+    write to Redis."""
+    places = [(ae, node) for ae in sorted(policy.application_environments) for node in policy.nodes if policy.hosts(ae, node)]
+    groups = list(policy.resource_groups.values())
+    read_ms = await queues.clock_ms(near=exposition_keys(queues.prefix)[0])
+    figures = await asyncio.gather(*(queues.queue_figures(queues.keys(node, ae), policy.class_order) for ae, node in places))
+    held = await queues.group_figures(groups) if groups else []
+    return QueueReading(places, list(figures), period_bounds_ms(policy), groups, held, read_ms)
+
+
+def rendered(reading: QueueReading) -> bytes:
+    """The exposition text of `reading` (pure), stamped with when its figures were read."""
+    places, figures = reading.places, reading.figures
+    text = exposition(places, figures) + histogram_exposition(places, figures, reading.bounds)
+    text += group_exposition(reading.groups, reading.held)
+    stamp = f"# HELP {RENDERED} {RENDERED_HELP}\n# TYPE {RENDERED} gauge\n{RENDERED} {reading.read_ms / 1000}\n"
+    return (_up(1) + stamp + text).encode()
+
+
 async def queue_metrics(queues: QueueStore, policy: ActivePolicy | None) -> bytes:
-    """The exposition text of the queues' metrics under `policy` (nothing without one): a script call per
-    environment and node, those of one turn sharing a write to Redis. While Redis does not answer (within
+    """The exposition text of the queues' metrics under `policy` read now (nothing without one), written in a
+    thread so that thousands of queues do not stall the event loop. While Redis does not answer (within
     READ_TIMEOUT_S), only `wlm_queue_metrics_up 0`: the process's own counters are still served beside it."""
     if policy is None:
         return b""
-    places = [(ae, node) for ae in sorted(policy.application_environments) for node in policy.nodes if policy.hosts(ae, node)]
-    groups = list(policy.resource_groups.values())
     try:
         async with asyncio.timeout(READ_TIMEOUT_S):
-            figures = await asyncio.gather(*(queues.queue_figures(queues.keys(node, ae), policy.class_order) for ae, node in places))
-            held = await queues.group_figures(groups) if groups else []
+            reading = await read_queues(queues, policy)
     except Exception as exc:
         if not (isinstance(exc, TimeoutError) or unavailable(exc)):
             raise
-        log.warning("the queues' metrics are not served: Redis does not answer (%s)", exc or "timed out")
-        return _up(0).encode()
-    text = exposition(places, figures) + histogram_exposition(places, figures, period_bounds_ms(policy)) + group_exposition(groups, held)
-    return (_up(1) + text).encode()
+        return queues_unread(exc)
+    return await asyncio.to_thread(rendered, reading)
+
+
+def queues_unread(exc: BaseException) -> bytes:
+    """What a scrape serves of the queues while Redis does not answer."""
+    log.warning("the queues' metrics are not served: Redis does not answer (%s)", exc or "timed out")
+    return _up(0).encode()
 
 
 def _up(value: int) -> str:

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Response
 from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.deps import StateDep
-from app.health.metrics import queue_metrics
+from app.health.exposition import accepts_gzip, scrape
 from app.health.service import readiness
 
 router = APIRouter(tags=["health"])
@@ -26,6 +28,9 @@ async def readyz(state: StateDep) -> JSONResponse:
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
-async def metrics(state: StateDep) -> Response:
-    """This process's counters, and the queues' state read from Redis now (app/health/metrics.py)."""
-    return Response(generate_latest() + await queue_metrics(state.queues, await state.policies.current()), media_type=CONTENT_TYPE_LATEST)
+async def metrics(state: StateDep, accept_encoding: Annotated[str, Header()] = "") -> Response:
+    """The queues' state as the elected scheduler last rendered it (no older than WLM_METRICS_MAX_AGE_SECONDS) or read
+    from Redis now, and this process's counters (app/health/exposition.py); gzipped when the scraper accepts it."""
+    policy = await state.policies.current()
+    body, headers = await scrape(state.queues, policy, state.settings.metrics_max_age, accepts_gzip(accept_encoding))
+    return Response(body, media_type=CONTENT_TYPE_LATEST, headers={**headers, "Vary": "Accept-Encoding"})

@@ -8,4 +8,5 @@
 - records: work records written to Parquet
 - sweeping: the slow queue sweeper's pass
 - launcher: the servers of this host started (the exception: it runs on every host, not only on the scheduler)
+- and what the composition gives it (`runner.Extra`): the queues' metrics rendered for /metrics (app/health/exposition.py)
 """

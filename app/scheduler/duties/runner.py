@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from app.errors import Fenced, unavailable, unavailable_dependency
 from app.repeated_failures import RepeatedFailures
@@ -31,12 +31,27 @@ log = logging.getLogger(__name__)
 STOP_WAIT_SECONDS = 10
 
 
+# A duty of a layer above the scheduler's, given by the composition (app/main.py): its name, interval and pass.
+Extra = tuple[str, float, Callable[[], Awaitable[object]]]
+
+
 class Duties:
-    def __init__(self, state: AppState, epoch: int, may_act: Callable[[], bool], owner: str, *, launcher: bool = False) -> None:
+    def __init__(
+        self,
+        state: AppState,
+        epoch: int,
+        may_act: Callable[[], bool],
+        owner: str,
+        *,
+        launcher: bool = False,
+        extra: Sequence[Extra] = (),
+    ) -> None:
         """`epoch`: the scheduler's fencing token these duties act under; `may_act`: whether the role is still held;
         `owner`: this process in the duties' own leases (the same after a re-election, so it finds them its own).
         With `launcher`, only the launcher: it starts servers on this host, for this host's node, under a lease of
-        its own per node, so it runs on every host rather than on the scheduler's only."""
+        its own per node, so it runs on every host rather than on the scheduler's only. `extra`: more duties of
+        the scheduler (rendering /metrics: app/health/exposition.py)."""
+        self.extra = extra
         self.state, self.may_act = state, may_act
         self.context = DutyContext(state, epoch, owner)
         self._tasks: list[asyncio.Task[None]] = []
@@ -68,6 +83,7 @@ class Duties:
                 if settings.sweeper_enabled
                 else []
             ),
+            *self.extra,
         ):
             self._tasks.append(asyncio.create_task(self._every(interval, duty), name=f"wlm-duty-{name}"))
 
@@ -114,12 +130,12 @@ class Duties:
             await asyncio.sleep(interval)
 
 
-def scheduled_duties(state: AppState) -> SchedulerMember:
-    """This process's election membership: the background duties run while it holds the scheduler's role."""
+def scheduled_duties(state: AppState, extra: Sequence[Extra] = ()) -> SchedulerMember:
+    """This process's election membership: the background duties (with `extra`) run while it holds the scheduler's role."""
     running: list[Duties] = []
 
     async def on_active(epoch: int) -> None:
-        duties = Duties(state, epoch, member.may_act, member.name)
+        duties = Duties(state, epoch, member.may_act, member.name, extra=extra)
         running.append(duties)
         await duties.start()
 
