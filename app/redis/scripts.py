@@ -77,11 +77,11 @@ class Scripts:
 
     async def _send(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> list[Any] | None:
         """EVALSHA packed here and sent on the pipelined connection (app/redis/pipeline.py; on a cluster, its keys'
-        master's); None when the script must go redis-py's general way: not loaded yet (NOSCRIPT), an argument this packer does not take, a client
-        whose connections are not pipelined, or a connection that failed (redis-py's own retries then apply, as
-        they always did). redis-py's general packing and command plumbing cost a quarter of the service's CPU on
-        the single-request lifecycle (docs/benchmarks.md, bench/profile_lifecycle.py); these scripts are all the
-        hot path sends."""
+        master's); None when the script must go redis-py's general way: not loaded yet (NOSCRIPT), an argument this
+        packer does not take, a client whose connections are not pipelined, a cluster's redirection, or a connection
+        that failed (redis-py's own retries then apply, as they always did). redis-py's general packing and command
+        plumbing cost a quarter of the service's CPU on the single-request lifecycle (docs/benchmarks.md,
+        bench/profile_lifecycle.py); these scripts are all the hot path sends."""
         if self._pipeline is None and (self._masters is None or not keys):
             return None
         try:
