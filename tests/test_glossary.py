@@ -27,3 +27,21 @@ def test_every_place_a_term_lives_exists() -> None:
     assert len(listed) > 40  # the tables were read, not skipped
     missing = [p for p in listed if not (ROOT / p if p.startswith(FROM_ROOT) else ROOT / "app" / p).exists()]
     assert missing == []
+
+
+# A citation of a source document by file ("seed 002", "the seed's rule"): the repository has none of them; they are
+# named by the system they describe (docs/sources.md).
+SOURCE_CITATION = re.compile(r"\bseeds? \d{3}\b|\bseeds \d{3}/\d{3}\b|\bthe seeds?\b|\bseeds?'s?\b(?= rule| step| algorithm)", re.I)
+
+
+def test_no_comment_or_doc_cites_a_document_the_repository_does_not_have() -> None:
+    texts = [*(ROOT / "app").rglob("*.py"), *(ROOT / "app").rglob("*.lua"), *(ROOT / "spark_jobs").rglob("*.py")]
+    texts += [ROOT / "README.md", *(p for p in (ROOT / "docs").glob("*.md") if p.name != "benchmarks.md")]
+    cited = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in texts
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if SOURCE_CITATION.search(line)
+    ]
+    assert cited == []
+    assert (ROOT / "docs" / "sources.md").exists()

@@ -155,7 +155,7 @@ async def expire_silent_servers(
     timeout_s: float,
 ) -> list[int]:
     """Servers of one environment that neither selected nor heartbeat within the timeout have died without
-    IWM4DIS (the seed: the service then does the IWM4DIS processing itself): their connection is closed with
+    IWM4DIS (as in z/OS WLM, the service then does the IWM4DIS processing itself): their connection is closed with
     reason `expired` and what they held goes back to the front of its queue. Returns their ids."""
     expired = await store.silent_servers(keys, int(timeout_s * 1000))
     await close_dead_servers(sessions, store, cache, policy, keys, expired, "expired")

@@ -171,13 +171,13 @@ async def _server_connection(session: AsyncSession, principal: PrincipalInfo, po
     if not policy.hosts(ae.name, node):
         raise ValidationFailed([{"path": "node", "message": f"node {node} does not host {ae.name}"}])
 
-    # The seed's SAF check: a permit on sstype.subsys.applenv[.node]. The node qualifier is only part of the
+    # z/OS WLM's SAF check on a server's connect: a permit on sstype.subsys.applenv[.node]. The node qualifier is only part of the
     # resource when the server named it, as NODENM is optional on IWM4CON.
     resource = server_resource(request.subsystem_type, request.subsystem_name, ae.name, request.node)
     if not is_permitted(principal.permits, resource):
         raise Forbidden(f"{principal.name} has no permit for the server resource {resource}", code="not_permitted", resource=resource)
 
-    # The seed: a server's subsystem type and name must match those of its queue manager's connect; a dynamic
+    # As in z/OS WLM, a server's subsystem type and name must match those of its queue manager's connect; a dynamic
     # environment is in the scope of the one queue manager that defined it.
     owner = policy.dynamic.get(ae.name)
     if owner is not None and owner.subsystem_name != request.subsystem_name:

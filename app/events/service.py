@@ -1,7 +1,7 @@
 """Advisories: events named like Rendezvous subjects (`WLM.INFO.SCHEDULER.ACTIVE.<member>`), appended to one capped
 Redis stream that every replica reads, so a subscriber on any replica sees every replica's events, in one order.
 
-Subjects (the seed's `_RV.INFO.RVCM.QUEUE.SCHEDULER.ACTIVE.>` and its kin):
+Subjects (TIBCO Rendezvous's `_RV.INFO.RVCM.QUEUE.SCHEDULER.ACTIVE.>` and its kin):
 - WLM.INFO.SCHEDULER.ACTIVE.<member>, WLM.INFO.SCHEDULER.INACTIVE.<member>
 - WLM.WARN.QUEUE.BACKLOG_LIMIT.<environment> ("task backlog limit reached")
 - WLM.INFO.APPLENV.STATE.<environment>

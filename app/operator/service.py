@@ -189,7 +189,7 @@ async def count_unexpected_terminations(
     sessions: async_sessionmaker[AsyncSession], queues: QueueStore, store: OperatorStore, keys: AeKeys, terminated: Sequence[str]
 ) -> None:
     """Servers that ended without disconnecting, or launched servers that failed to start (`terminated`: server ids
-    or launched instances): five such terminations within ten minutes put the environment in STOPPED (the seed's
+    or launched instances): five such terminations within ten minutes put the environment in STOPPED (z/OS WLM's
     rule)."""
     for who in terminated:
         now, times = await queues.record_termination(keys, who, int(UNEXPECTED_TERMINATION_WINDOW_S * 1000))

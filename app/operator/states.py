@@ -15,7 +15,7 @@ servers_drained means the servers the transitional state waits for are gone: all
 before the refresh (REFRESHING), none (RESUMING: z/OS waits for every system of the sysplex to accept the resume; here
 there is one service, so the first pass after the command reports it).
 
-Where the seed leaves room, these follow z/OS ("Using operator commands for application environments"):
+Where IWM's queueing manager services leave room, these follow z/OS ("Using operator commands for application environments"):
 - QUIESCE is valid from AVAILABLE and from STOPPED: z/OS advises quiescing a STOPPED environment before resuming it, so
   that no server survives with back-level code. Either way no server starts until RESUME, the only way back to work
   from STOPPED and QUIESCED.

@@ -183,7 +183,7 @@ class ServerLimits(StrictModel):
     spread_min: bool = False
 
 
-# MQ's cluster workload attributes (seed 000) with their ranges and defaults; app.routing.algorithm reads them.
+# MQ's cluster workload attributes (IBM MQ's: docs/sources.md) with their ranges and defaults; app.routing.algorithm reads them.
 DEFAULT_WEIGHT = 50  # CLWLWGHT
 MRU_CAP_MAX = 999_999_999  # CLWLMRUC's largest value and its default: every channel may be used
 Rank = Annotated[int, Field(strict=True, ge=0, le=9, description="CLWLRANK: the highest rank is used")]
@@ -249,7 +249,7 @@ class NodeRouting(StrictModel):
 
 class NodeLink(StrictModel):
     """A link to a node (a cluster channel to its queue manager): routing uses, of each node's links, those with the
-    highest NETPRTY (seed 000, step 13)."""
+    highest NETPRTY (MQ's step 13: docs/routing.md)."""
 
     name: Name
     # None: the node's network_priority.

@@ -1,4 +1,4 @@
-"""The swept parts of queues (seed 002, app/sweeper): the sweeper's steps around writing a blob to the database,
+"""The swept parts of queues (after TPF MQSeries': docs/sources.md; app/sweeper): the sweeper's steps around writing a blob to the database,
 and bringing blobs back, or deleting requests in them, for the hot path."""
 
 from __future__ import annotations

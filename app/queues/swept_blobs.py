@@ -1,4 +1,4 @@
-"""What the queues need of the database side of swept queues (seed 002): app/sweeper/blobs.py implements it, and
+"""What the queues need of the database side of swept queues (after TPF MQSeries': docs/sources.md): app/sweeper/blobs.py implements it, and
 the process's wiring (app/main.py) gives it to the queue store."""
 
 from __future__ import annotations

@@ -1,15 +1,15 @@
-"""The cluster workload management algorithm (IBM MQ, seed 000) choosing the node a work request goes to (pure).
+"""The cluster workload management algorithm (IBM MQ's: docs/sources.md) choosing the node a work request goes to (pure).
 
-The seed's parts, as this product plays them: an application environment's instance on a node is a cluster queue
+MQ's parts, as this product plays them: an application environment's instance on a node is a cluster queue
 instance; a node is a queue manager, reached by one or more links, its channels (each with its NETPRTY and a state
 derived from the node's servers, or stopped by an operator); the queue manager connection that inserts the request
 is the local queue manager, and the instance on its own node is the local instance, which needs no link.
 
-`choose` applies the seed's steps in its order and says, step by step, which candidate each eliminated and why.
+`choose` applies MQ's steps in their order and says, step by step, which candidate each eliminated and why.
 Steps the product has no counterpart for are left out: 1.2, 1.3 and 2 (one cluster, no queue manager aliases),
 4 and 12 (cluster PCF messages), 14 (choosing a queue manager rather than a queue). Steps 8 to 11 and 13 act on
 links: 8 to 11 keep the links in the best state group (a node left with none is eliminated), 13 keeps, for each
-node, its links with the highest NETPRTY, as the seed does for the channels to each queue manager. So NETPRTY never
+node, its links with the highest NETPRTY, as MQ does for the channels to each queue manager. So NETPRTY never
 eliminates a node, and with one link per node it eliminates nothing; it says which link the chosen node is reached by.
 
 The least-recently-used choice (step 17) reads each destination's sequence factor and number; `after_choice`
@@ -24,7 +24,7 @@ from enum import StrEnum
 
 from app.policy.schemas import DEFAULT_WEIGHT, MRU_CAP_MAX
 
-# The seed: the chosen destination's sequence factor grows by about 1000 / CLWLWGHT.
+# MQ: the chosen destination's sequence factor grows by about 1000 / CLWLWGHT.
 SEQUENCE_FACTOR_STEP = 1000.0
 
 
@@ -101,7 +101,7 @@ class Elimination:
 
 @dataclass(frozen=True, slots=True)
 class StepResult:
-    step: str  # the seed's step number
+    step: str  # MQ's step number (docs/routing.md)
     rule: str
     eliminated: tuple[Elimination, ...]
     remaining: tuple[str, ...]
@@ -137,7 +137,7 @@ class _Trace:
         self, step: str, rule: str, kept: Callable[[Candidate], bool], why: Callable[[Candidate], str], *, may_empty: bool = False
     ) -> None:
         """Eliminate the candidates `kept` says no to, naming `why`; unless `may_empty` (put enabled), a step that
-        would leave none is recorded as eliminating nothing (the seed's steps narrow a choice, they never empty it)."""
+        would leave none is recorded as eliminating nothing (MQ's steps narrow a choice, they never empty it)."""
         survivors = [c for c in self.remaining if kept(c)]
         if (not survivors and not may_empty) or len(survivors) == len(self.remaining):
             survivors = self.remaining

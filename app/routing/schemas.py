@@ -97,7 +97,7 @@ class EliminationOut(BaseModel):
 
 
 class StepOut(BaseModel):
-    step: str = Field(description="the step's number in the seed's algorithm")
+    step: str = Field(description="the step's number in IBM MQ's cluster workload algorithm (docs/routing.md)")
     rule: str
     eliminated: list[EliminationOut]
     remaining: list[str]

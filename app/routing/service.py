@@ -2,7 +2,7 @@
 states, and each process's sequence state for the algorithm's least-recently-used choice.
 
 The sequence factors are this process's, as in MQ they are each queue manager's own: with several replicas each
-keeps its own, and each one's share of the requests follows the weights. They are reset, as the seed says, when the
+keeps its own, and each one's share of the requests follows the weights. They are reset, as MQ says, when the
 workload attributes of an environment's nodes or links change or a link joins (comes into the best state group).
 
 A node has the links its policy entry lists, or one named as the node. Link states come from what the service sees

@@ -1,1 +1,1 @@
-"""Many replicas, one elected scheduler (seeds 003/004), and the background duties it runs (`duties/`)."""
+"""Many replicas, one elected scheduler (after TIBCO Rendezvous distributed queues: docs/sources.md), and the background duties it runs (`duties/`)."""

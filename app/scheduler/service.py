@@ -1,4 +1,4 @@
-"""This process as a member of the scheduler election (seeds 003/004).
+"""This process as a member of the scheduler election (after TIBCO Rendezvous distributed queues: docs/sources.md).
 
 Every member heartbeats the election script (app/queues/lua/elect.lua) every `scheduler_heartbeat_seconds`. The
 live member of the highest weight holds the role; when the holder is silent for `scheduler_activation_seconds`, the

@@ -1,4 +1,4 @@
-"""The slow queue sweeper's decision (seed 002), with no I/O.
+"""The slow queue sweeper's decision (after TPF MQSeries': docs/sources.md), with no I/O.
 
 Every interval the sweeper looks at each queue: its service rate x is how many requests were selected from it in
 the last interval, y how many it holds in memory (front and rear lists). When y > 2x the queue is swept: all but a

@@ -1,4 +1,4 @@
-"""The slow queue sweeper's pass (seed 002), a duty of the elected scheduler.
+"""The slow queue sweeper's pass (after TPF MQSeries': docs/sources.md), a duty of the elected scheduler.
 
 Per queue (a service class's dependent or independent list of one environment on one node), every interval:
 measure the service rate, decide (app.sweeper.algorithm), and move what is decided in blobs of at most

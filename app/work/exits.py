@@ -1,4 +1,4 @@
-"""Calls of queue-manager exits (the seed's QMGR_EXIT) for requests the service removed: deleted, purged at
+"""Calls of queue-manager exits (IWM4CON's QMGR_EXIT) for requests the service removed: deleted, purged at
 disconnect, or abandoned after their last delivery.
 
 Each call is a POST of JSON, signed with the queue manager's exit secret (given to it at connect):

@@ -29,7 +29,7 @@ BACKLOG_ADVISORY_SECONDS = 1.0
 
 
 async def _advise_backlog_limit(store: QueueStore, ae: str, node: str, details: dict[str, Any]) -> None:
-    """The seed's "task backlog limit reached", once a second per class queue however many inserts it refuses."""
+    """TIBCO Rendezvous's "task backlog limit reached", once a second per class queue however many inserts it refuses."""
     queue = (ae, node, str(details.get("service_class")))
     if time.monotonic() - _BACKLOG_ADVISED.get(queue, -BACKLOG_ADVISORY_SECONDS) < BACKLOG_ADVISORY_SECONDS:
         return

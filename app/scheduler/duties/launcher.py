@@ -8,7 +8,7 @@ procedure.
   lack is started. Surplus servers are not killed here: the manager retires them, and they end themselves at
   their next select (0C14) after finishing what they hold.
 - A process that exits within START_GRACE_SECONDS with a failure status (not killed by a signal), or that cannot be
-  run at all, failed to start: no new start for that environment for WLM_FAILED_START_BACKOFF_SECONDS (the seed's
+  run at all, failed to start: no new start for that environment for WLM_FAILED_START_BACKOFF_SECONDS (z/OS WLM's
   "JCL error" case), so a broken command does not spin. Its reason, the tail of its log, goes to the service log and
   to the environment's `last_start_error` (GET /v1/application-environments/{name}, the dashboard) until a later
   start outlives the grace; and it counts as an unexpected termination, so five failed starts in ten minutes put the
