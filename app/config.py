@@ -118,9 +118,9 @@ class Settings(BaseSettings):
     exit_timeout_seconds: float = Field(default=5.0, gt=0)
     exit_retry_base_seconds: float = Field(default=1.0, gt=0)
 
-    # The elected scheduler (after TIBCO Rendezvous distributed queues: docs/sources.md): every process is a member; the live member of the highest weight
-    # runs the background duties. Members heartbeat this often; a scheduler silent for the activation interval is
-    # replaced. The heartbeat must be shorter than the activation interval.
+    # The elected scheduler (after TIBCO Rendezvous distributed queues: docs/sources.md): every process is a member;
+    # the live member of the highest weight runs the background duties. Members heartbeat this often; a scheduler
+    # silent for the activation interval is replaced. The heartbeat must be shorter than the activation interval.
     scheduler_weight: int = Field(default=50, ge=1, le=65_535)
     scheduler_heartbeat_seconds: float = Field(default=1.0, gt=0)
     scheduler_activation_seconds: float = Field(default=3.5, gt=0)

@@ -1,5 +1,5 @@
-"""The scheduler election (after TIBCO Rendezvous distributed queues: docs/sources.md): every member heartbeats lua/elect.lua, and resigns with lua/resign.lua
-when it stops. The epoch is the fencing token: it grows by one with every new holder."""
+"""The scheduler election (after TIBCO Rendezvous distributed queues: docs/sources.md): every member heartbeats
+lua/elect.lua, and resigns with lua/resign.lua when it stops. The epoch is the fencing token: it grows by one with every new holder."""
 
 from __future__ import annotations
 

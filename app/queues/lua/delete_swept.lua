@@ -1,4 +1,4 @@
--- Delete (IWM4QDE) or purge (IWM4DIS) a request whose blob is in the database (after TPF MQSeries': docs/sources.md): its work record is
+-- Delete (IWM4QDE) or purge (IWM4DIS) a request whose blob is in the database (after TPF MQSeries'): its work record is
 -- written now, and it is left out when the blob comes back.
 -- KEYS: req, payload, depth, records, exits, done, done_exp, chain, swept, swept_deleted
 -- ARGV: outcome, queue_manager, tombstone_ms, queue, blob, id, meta

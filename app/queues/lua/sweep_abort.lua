@@ -1,4 +1,4 @@
--- The slow queue sweeper (after TPF MQSeries': docs/sources.md; app/sweeper) could not write its blob: the sweep it began ends, the queue as
+-- The slow queue sweeper (app/sweeper, after TPF MQSeries') could not write its blob: the sweep it began ends, the queue as
 -- it was (a mark of another sweep is left alone).
 -- KEYS: req, payload, front, rear, chain, swept, sweeping, fence
 -- ARGV: queue, token, epoch

@@ -1,4 +1,4 @@
--- The slow queue sweeper (after TPF MQSeries': docs/sources.md; app/sweeper) begins to sweep a queue, before it writes a blob to the database:
+-- The slow queue sweeper (app/sweeper, after TPF MQSeries') begins to sweep a queue, before it writes a blob to the database:
 -- the queue is marked as being swept (new requests go to its rear from now on) and what to move is returned: of
 -- the front list, its last `max` entries beyond the first `keep` (the buffer stays in memory); of the rear list,
 -- its first `max`. A digest of those entries and their metadata is kept with the mark (see sweep_commit.lua).

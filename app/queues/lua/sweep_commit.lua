@@ -1,4 +1,4 @@
--- The slow queue sweeper (after TPF MQSeries': docs/sources.md; app/sweeper) wrote its blobs: the entries sweep_begin.lua returned move out of
+-- The slow queue sweeper (app/sweeper, after TPF MQSeries') wrote its blobs: the entries sweep_begin.lua returned move out of
 -- memory, their blobs joining the chain in order (at its head for a part of the front, at its tail for a part of
 -- the rear), only if nothing touched them meanwhile: the same entries at the same end of the same list, each with
 -- the same metadata (not selected, deleted or changed). Otherwise the sweep is aborted and the queue left as it was.

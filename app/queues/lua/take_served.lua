@@ -1,4 +1,4 @@
--- The sweeper's measure of service rates (after TPF MQSeries': docs/sources.md): the requests selected per queue since the last call, and how
+-- The sweeper's measure of service rates (after TPF MQSeries'): the requests selected per queue since the last call, and how
 -- long that was by Redis's clock, so a pass that came late, or on a newly elected scheduler, counts the time it
 -- covered. Counting starts again at once.
 -- KEYS: served

@@ -1,4 +1,4 @@
--- Brings a swept queue's first blob back from the database (after TPF MQSeries': docs/sources.md): its requests go, in order, behind what the
+-- Brings a swept queue's first blob back from the database (after TPF MQSeries'): its requests go, in order, behind what the
 -- front holds (nothing, or requests given back by expired leases, which come first anyway). Run when a select finds
 -- the front empty; once the chain is empty the rear joins the front at the next select (select.lua).
 -- KEYS: req, payload, front, chain, swept, swept_deleted

@@ -1,4 +1,4 @@
--- The scheduler election (after TIBCO Rendezvous distributed queues: docs/sources.md): every member calls this each heartbeat (leaving it: resign.lua).
+-- The scheduler election (after TIBCO Rendezvous): every member calls this each heartbeat (leaving it: resign.lua).
 -- KEYS: members, holder
 -- ARGV: member, weight, activation_ms, info
 -- INCLUDES: base
