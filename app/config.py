@@ -15,7 +15,7 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=1, le=65535)
     workers: int = Field(default=1, ge=1)
     # On SIGTERM, open requests get this long to finish before they are cancelled (long polls and event streams
-    # end at once: app/shutdown.py); a backstop for a client that stops reading.
+    # end at once: app/web/shutdown.py); a backstop for a client that stops reading.
     shutdown_grace_seconds: int = Field(default=30, ge=1)
     log_level: str = "info"
 
@@ -69,7 +69,7 @@ class Settings(BaseSettings):
     policy_cache_seconds: float = Field(default=1.0, ge=0)
 
     # Request bodies are refused with 413 from Content-Length, or as soon as the streamed bytes pass the route's
-    # limit, before authentication and parsing (app/http.py): a policy, a batch of work, one work request
+    # limit, before authentication and parsing (app/web/guards.py): a policy, a batch of work, one work request
     # (max_payload_bytes plus room for its other fields), anything else.
     max_policy_bytes: int = Field(default=1_048_576, ge=1024)
     max_batch_bytes: int = Field(default=8_388_608, ge=1024)

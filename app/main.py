@@ -22,7 +22,6 @@ from app.config import Settings, get_settings
 from app.connections.queue_managers import ConnectedQueueManagers
 from app.connections.router import router as connections_router
 from app.connections.service import ConnectionCache
-from app.custom_methods import DeprecationMiddleware
 from app.db import create_engine, session_factory
 from app.dead_letters.router import router as dead_letters_router
 from app.environments.router import router as environments_router
@@ -32,8 +31,6 @@ from app.events.router import router as events_router
 from app.events.service import KEEPALIVE_SECONDS, EventStreams
 from app.health.exposition import keep_rendering
 from app.health.router import router as health_router
-from app.http import BodyLimitMiddleware, HotPathsMiddleware, RejectNulMiddleware
-from app.metrics import MetricsMiddleware
 from app.migrate import current_revision, head_revision
 from app.models import import_all_models
 from app.openapi import openapi_document, operation_id
@@ -56,10 +53,13 @@ from app.scheduler.duty_leases import DutyLeases
 from app.scheduler.router import router as scheduler_router
 from app.scheduler.service import SchedulerMember
 from app.servers.router import router as servers_router
-from app.shutdown import ShutdownNotice, given_on_stop_signals
 from app.state import AppState
 from app.sweeper.blobs import SweptBlobs
 from app.sweeper.router import router as sweeper_router
+from app.web.custom_methods import DeprecationMiddleware
+from app.web.guards import BodyLimitMiddleware, HotPathsMiddleware, RejectNulMiddleware
+from app.web.http_metrics import MetricsMiddleware
+from app.web.shutdown import ShutdownNotice, given_on_stop_signals
 from app.work.dispatch import Dispatcher
 from app.work.router import HOT_PATHS
 from app.work.router import router as work_router

@@ -13,9 +13,9 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
-from app.custom_methods import FORMER_PATH_SUFFIX
 from app.errors import ERROR_DESCRIPTIONS, ErrorBody
 from app.policy.schemas import ServiceDefinition
+from app.web.custom_methods import FORMER_PATH_SUFFIX
 
 # Every route under it needs an API key (read by app.deps.principal_of): health and metrics do not.
 AUTHENTICATED_PREFIX = "/v1/"
@@ -104,13 +104,13 @@ def operation_id(route: APIRoute) -> str:
 def error_statuses(path: str, operation: dict[str, Any]) -> list[int]:
     """The error statuses an operation can answer: by its shape (input, a body, authentication) and by what its
     services raise (DOMAIN_ERRORS)."""
-    # A custom method's former path (app.custom_methods) answers as the method does.
+    # A custom method's former path (app.web.custom_methods) answers as the method does.
     operation_id = operation["operationId"].removesuffix("-" + _kebab(FORMER_PATH_SUFFIX))
     statuses = set(DOMAIN_ERRORS.get(operation_id, UNLISTED_DOMAIN_ERRORS))
     if "parameters" in operation or "requestBody" in operation:
-        statuses |= {400, 422}  # NUL characters in the URL (app.http), a malformed body; invalid fields
+        statuses |= {400, 422}  # NUL characters in the URL (app.web.guards), a malformed body; invalid fields
     if "requestBody" in operation:
-        statuses.add(413)  # app.http.BodyLimitMiddleware
+        statuses.add(413)  # app.web.guards.BodyLimitMiddleware
     if path.startswith(AUTHENTICATED_PREFIX):
         statuses |= {401, 403, 503}  # the key, the role or permit; the key is looked up in Redis and the database
     return sorted(statuses)
@@ -132,7 +132,7 @@ def _add_models(components: dict[str, Any], *models: type[BaseModel]) -> None:
         components[model.__name__] = schema
 
 
-# What app.http.RejectNulMiddleware refuses in a path or query string, declared on every text parameter.
+# What app.web.guards.RejectNulMiddleware refuses in a path or query string, declared on every text parameter.
 NO_NUL = "^[^\\x00]*$"
 
 

@@ -17,7 +17,7 @@ from app.queues.store import QueueStore
 from app.routing.service import Router
 from app.scheduler.duty_leases import DutyLeases
 from app.scheduler.service import SchedulerMember
-from app.shutdown import ShutdownNotice
+from app.web.shutdown import ShutdownNotice
 from app.work.dispatch import Dispatcher
 from app.work.services import WorkServices
 
@@ -42,7 +42,7 @@ class AppState:
     events: EventStreams
     # Duties one process at a time should do (the records writer, the launcher per host, the manager).
     leases: DutyLeases
-    # Given when this process is told to stop: long polls answer and event streams end (app/shutdown.py).
+    # Given when this process is told to stop: long polls answer and event streams end (app/web/shutdown.py).
     shutdown: ShutdownNotice
     # This process's membership of the scheduler election (None when it runs no background duties).
     scheduler: SchedulerMember | None = None

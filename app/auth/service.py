@@ -25,7 +25,7 @@ from app.db import utcnow
 from app.errors import Conflict, NotFound, Unauthenticated, ValidationFailed
 from app.queues.keys import key_changes_channel
 from app.redis.broadcast import Subscription
-from app.ttl_cache import TtlCache
+from app.shared.ttl_cache import TtlCache
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from pydantic import (
     field_validator,
 )
 
-from app.schemas import Name, StrictModel, SubsystemType
+from app.shared.schemas import Name, StrictModel, SubsystemType
 
 
 class QueueManagerConnect(StrictModel):

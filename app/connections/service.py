@@ -20,7 +20,7 @@ from app.db import utcnow
 from app.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from app.policy.active import ActivePolicy
 from app.queues.store import QueueStore
-from app.ttl_cache import TtlCache
+from app.shared.ttl_cache import TtlCache
 
 TOKEN_PREFIX = "c_"
 _ROLE_FOR = {"queue_manager": Role.QUEUE_MANAGER, "server": Role.SERVER}

@@ -4,10 +4,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from app.custom_methods import custom_method
 from app.dead_letters.schemas import BulkIn, BulkOut, BulkRetryIn, DeadLetterList, DeadLetterOut, DeadLetterQuery, RetriedOut, RetryIn
 from app.dead_letters.service import DeadLetterService, letter_out, parse_cursor
 from app.deps import Operator, SessionDep, StateDep, Viewer
+from app.web.custom_methods import custom_method
 
 router = APIRouter(prefix="/v1/dead-letters", tags=["dead-letters"])
 

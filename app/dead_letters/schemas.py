@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.schemas import Name, StrictModel
+from app.shared.schemas import Name, StrictModel
 
 Reason = Literal["max_deliveries", "failed"]
 

@@ -16,7 +16,7 @@ from app.environments.schemas import (
     ServerLimitsIn,
     ServerLimitsOut,
 )
-from app.schemas import Name
+from app.shared.schemas import Name
 
 router = APIRouter(prefix="/v1", tags=["application environments"])
 

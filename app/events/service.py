@@ -25,7 +25,7 @@ from app.errors import TooManyRequests, ValidationFailed
 from app.events.advisories import Advisories, Advisory, AdvisoryReader
 from app.events.schemas import EventOut
 from app.redis.context import RedisContext
-from app.shutdown import ShutdownNotice
+from app.web.shutdown import ShutdownNotice
 
 log = logging.getLogger(__name__)
 

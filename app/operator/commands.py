@@ -29,8 +29,8 @@ from typing import Annotated, Any, get_args
 from pydantic import BeforeValidator, Discriminator, StringConstraints, Tag, TypeAdapter, ValidationError
 
 from app.errors import ValidationFailed, pydantic_errors
-from app.schemas import Name, StrictModel
-from app.wildcards import wildcard_match
+from app.shared.schemas import Name, StrictModel
+from app.shared.wildcards import wildcard_match
 
 # Generous: the longest valid command with blanks around every separator is well under it.
 COMMAND_MAX_LENGTH = 256

@@ -32,7 +32,7 @@ from app.operator.states import UNEXPECTED_TERMINATION_WINDOW_S, AEState, Intern
 from app.policy.active import ActivePolicy
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
-from app.ttl_cache import TtlCache
+from app.shared.ttl_cache import TtlCache
 
 log = logging.getLogger(__name__)
 

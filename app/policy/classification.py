@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from app.policy.schemas import ClassificationGroup, Qualifier, Rule
-from app.wildcards import wildcard_match
+from app.shared.wildcards import wildcard_match
 from spark_jobs.contract.goals import SYSOTHER
 
 

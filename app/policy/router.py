@@ -5,7 +5,6 @@ from typing import Annotated, Any
 import yaml
 from fastapi import APIRouter, Path, Query, Request, Response
 
-from app.custom_methods import custom_method
 from app.deps import Admin, Classifier, Offset, SessionDep, StateDep, Viewer
 from app.policy import service
 from app.policy.models import PolicyVersion
@@ -17,6 +16,7 @@ from app.policy.schemas import (
     PolicyVersionList,
     PolicyVersionOut,
 )
+from app.web.custom_methods import custom_method
 
 router = APIRouter(prefix="/v1/policy", tags=["policy"])
 

@@ -24,7 +24,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
-from app.schemas import Description, Name, StrictModel, SubsystemType
+from app.shared.schemas import Description, Name, StrictModel, SubsystemType
 
 MAX_PERIODS = 8
 MAX_RULE_DEPTH = 15

@@ -29,7 +29,7 @@ from app.policy.schemas import (
 )
 from app.policy.validation import environment_problems, validate_definition
 from app.queues.store import QueueStore
-from app.ttl_cache import TtlCache
+from app.shared.ttl_cache import TtlCache
 
 INSTALL_ATTEMPTS = 3
 NO_POLICY_MESSAGE = "no service definition is installed yet: PUT /v1/policy"

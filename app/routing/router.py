@@ -5,7 +5,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from app.custom_methods import custom_method
 from app.deps import Operator, SessionDep, StateDep, Viewer
 from app.errors import NotFound
 from app.routing import service
@@ -21,7 +20,8 @@ from app.routing.schemas import (
     NodeRoutingPatch,
     StepOut,
 )
-from app.schemas import Name
+from app.shared.schemas import Name
+from app.web.custom_methods import custom_method
 
 router = APIRouter(prefix="/v1/routing", tags=["routing"])
 

@@ -15,7 +15,7 @@ from app.policy.schemas import (
     Weight,
 )
 from app.routing.algorithm import LinkState, UseQueue
-from app.schemas import Name, StrictModel
+from app.shared.schemas import Name, StrictModel
 
 # The service refuses a change that names no attribute (a null names one: back to the policy's value); declared so.
 NAMES_A_CHANGE = ConfigDict(json_schema_extra={"minProperties": 1})

@@ -46,7 +46,7 @@ from app.routing.algorithm import (
     with_sequence,
 )
 from app.routing.models import NODE_ITSELF, RoutingOverride
-from app.ttl_cache import TtlCache
+from app.shared.ttl_cache import TtlCache
 
 ROUTED = Counter("wlm_routed_requests_total", "Work requests routed to a node", ["application_environment", "node", "how"])
 ALTER_ACTION = "routing.alter"

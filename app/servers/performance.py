@@ -16,8 +16,8 @@ from app.policy.active import ActivePolicy, period_number
 from app.policy.goals import evaluate
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
-from app.repeated_failures import RepeatedFailures
 from app.servers.schemas import PeriodPerformance, ServiceClassPerformance
+from app.shared.repeated_failures import RepeatedFailures
 
 log = logging.getLogger(__name__)
 # Samples and class periods that cannot be judged: each environment and class period is judged on its own, so one of

@@ -6,7 +6,7 @@ import orjson
 from fastapi import APIRouter, Query, Response
 
 from app.deps import QueueManagerWork, ServerWork, queue_manager_work, server_work
-from app.http import HotPath
+from app.web.guards import HotPath
 from app.work.schemas import (
     BegunOut,
     DeletedOut,

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, StringConstraints, model_validator
 
 from app.policy.schemas import Attributes
-from app.schemas import JsonDocument, Name, StrictModel
+from app.shared.schemas import JsonDocument, Name, StrictModel
 
 ConnectToken = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")]

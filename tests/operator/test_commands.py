@@ -22,7 +22,7 @@ from app.operator.commands import (
     parse_vary,
     parse_vary_body,
 )
-from app.schemas import Name
+from app.shared.schemas import Name
 
 NAME_32 = "A" * 32
 NAME_33 = "A" * 33

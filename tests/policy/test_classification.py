@@ -25,7 +25,7 @@ from app.policy.schemas import (
     ServiceDefinition,
     VelocityGoal,
 )
-from app.wildcards import wildcard_match
+from app.shared.wildcards import wildcard_match
 
 EXAMPLE_POLICY_PATH = Path(__file__).resolve().parents[2] / "examples" / "policy.yaml"
 

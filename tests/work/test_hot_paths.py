@@ -1,4 +1,4 @@
-"""Insert and select take the fast path (app.http.HotPathsMiddleware); a query string sends the same request
+"""Insert and select take the fast path (app.web.guards.HotPathsMiddleware); a query string sends the same request
 through FastAPI's own plumbing. Both must answer every request alike, errors included."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from app.metrics import HTTP_REQUESTS
+from app.web.http_metrics import HTTP_REQUESTS
 from tests.work.conftest import World
 
 FRAMEWORK = "?via=framework"  # an unknown query parameter: ignored by the route, but the fast path steps aside

@@ -8,10 +8,10 @@ import logging
 
 from app.errors import UNAVAILABLE
 from app.policy.active import bucket_specs
-from app.repeated_failures import RepeatedFailures
 from app.scheduler.duties.context import DutyContext
 from app.servers.performance import evaluate_environment
 from app.servers.service import manage_environment
+from app.shared.repeated_failures import RepeatedFailures
 
 log = logging.getLogger(__name__)
 

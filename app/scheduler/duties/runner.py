@@ -13,7 +13,6 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from app.errors import Fenced, unavailable, unavailable_dependency
-from app.repeated_failures import RepeatedFailures
 from app.scheduler.duties.context import DutyContext
 from app.scheduler.duties.exits import ExitDelivery
 from app.scheduler.duties.launcher import Launcher
@@ -22,6 +21,7 @@ from app.scheduler.duties.management import GoalManagement
 from app.scheduler.duties.records import RecordFlushing
 from app.scheduler.duties.sweeping import QueueSweeping
 from app.scheduler.service import SchedulerMember
+from app.shared.repeated_failures import RepeatedFailures
 from app.state import AppState
 from app.work import records
 

@@ -7,9 +7,9 @@ import gc
 
 import pytest
 
-from app import ttl_cache
+from app.shared import ttl_cache
 from app.errors import NotFound
-from app.ttl_cache import TtlCache
+from app.shared.ttl_cache import TtlCache
 
 
 class Clock:

@@ -1,4 +1,4 @@
-"""One path style (app/custom_methods.py): custom methods at `:verb` paths, and their former `/verb` paths served one
+"""One path style (app/web/custom_methods.py): custom methods at `:verb` paths, and their former `/verb` paths served one
 more release, deprecated in the OpenAPI document and answered with `Deprecation` and a `Link` to the new path."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from app.config import Settings
-from app.custom_methods import DEPRECATED_SINCE
 from app.main import create_app
+from app.web.custom_methods import DEPRECATED_SINCE
 from tests.conftest import ADMIN
 from tests.work.conftest import World, make_world
 

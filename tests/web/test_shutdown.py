@@ -1,4 +1,4 @@
-"""The stop notice (app/shutdown.py): given once, racing what waits on it, and chained in front of whatever
+"""The stop notice (app/web/shutdown.py): given once, racing what waits on it, and chained in front of whatever
 handled SIGTERM and SIGINT before."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from app.shutdown import ShutdownNotice, given_on_stop_signals
+from app.web.shutdown import ShutdownNotice, given_on_stop_signals
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.asyncio

@@ -45,7 +45,7 @@ def custom_method(router: APIRouter, method: str, path: str, **route: Any) -> Ca
 
 class DeprecationMiddleware:
     """Adds the notice to every answer of a former path, errors too: at the start of the response, by when routing has
-    put the matched route in the scope (as app.metrics reads it)."""
+    put the matched route in the scope (as app.web.http_metrics reads it)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app

@@ -1,4 +1,4 @@
-"""Request bodies are bounded by route before anything reads them (app.http.BodyLimitMiddleware): a body over its
+"""Request bodies are bounded by route before anything reads them (app.web.guards.BodyLimitMiddleware): a body over its
 route's limit is a 413 for any caller, with or without a key, from Content-Length at once or as soon as a streamed
 body passes the limit, and the process never holds more of it than that."""
 
