@@ -12,7 +12,8 @@ further from 1 the larger the miss or the margin.
 
 A window without ended requests has an unknown PI (None), except for discretionary work. Which period of a
 service class a request belongs to is decided elsewhere; these functions see one period's goal and samples. The
-buckets and the PI's fixed points are in spark_jobs/contract/goals.py: the nightly report judges by them too.
+buckets and the PI's fixed points are in spark_jobs/contract/goals.py: the nightly report judges by them too. The
+service's goal evaluation (app/servers/performance.py) and the what-if simulation judge by these functions.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
-from app.policy.schemas import AverageGoal, DiscretionaryGoal, PercentileGoal, VelocityGoal
 from spark_jobs.contract.goals import (
     BUCKET_COUNT,
     DISCRETIONARY_PI,
@@ -32,8 +32,7 @@ from spark_jobs.contract.goals import (
     WITHIN_GOAL_BUCKETS,
     bucket_pi,
 )
-
-GoalModel = AverageGoal | PercentileGoal | VelocityGoal | DiscretionaryGoal
+from spark_jobs.manager.policy import AverageGoal, DiscretionaryGoal, Goal, PercentileGoal, VelocityGoal
 
 # One ended request: (response_ms, queue_ms, execution_ms).
 Sample = tuple[float, float, float]
@@ -152,7 +151,7 @@ class ClassPerformance:
         return None if self.pi is None else self.pi <= 1
 
 
-def evaluate(goal: GoalModel, samples: Iterable[Sample]) -> ClassPerformance:
+def evaluate(goal: Goal, samples: Iterable[Sample]) -> ClassPerformance:
     """Summarise the ended requests `samples` of one window against `goal`."""
     window = list(samples)
     for response_ms, queue_ms, execution_ms in window:
