@@ -1,7 +1,7 @@
 """The order in which a select takes an environment's queued work (pure): the rule the select script applies in
 Redis (app/queues/lua/includes/select_work.lua, promotion.lua; a group's slots as group_take.lua grants them),
 stated as plain functions for the what-if simulation. The service orders the classes by `preferred_order`; the
-rest runs in Lua.
+rest runs in Lua, and tests/queues/test_select_conformance.py holds the script and `select` to the same choices.
 
 The rule, for a server wanting up to `want` requests:
 1. **Classes**: most important first (their tier: the importance rank), a class whose resource group is under its

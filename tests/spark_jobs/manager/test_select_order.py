@@ -1,4 +1,5 @@
-"""The select order (spark_jobs/manager/select_order.py), pure, against hand-worked cases."""
+"""The select order (spark_jobs/manager/select_order.py), pure, against hand-worked cases; the same rule run by the
+select script on a real Redis is compared with it in tests/queues/test_select_conformance.py."""
 
 from __future__ import annotations
 
