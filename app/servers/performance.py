@@ -12,12 +12,12 @@ from collections import defaultdict
 from datetime import UTC, datetime
 
 from app.errors import NotFound
-from app.policy.active import ActivePolicy, period_number
+from app.policy.active import ActivePolicy
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
 from app.repeated_failures import RepeatedFailures
 from app.servers.schemas import PeriodPerformance, ServiceClassPerformance
-from spark_jobs.manager.goals import evaluate
+from spark_jobs.manager.goals import evaluate, period_number
 
 log = logging.getLogger(__name__)
 # Samples and class periods that cannot be judged: each environment and class period is judged on its own, so one of

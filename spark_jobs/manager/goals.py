@@ -10,8 +10,8 @@ further from 1 the larger the miss or the margin.
   percentile, divided by 100 (so "90% within ≤80% of the goal" has PI 0.8).
 - discretionary: no goal; PI is always 0.81, which reads as "met with room to spare" and never attracts resources.
 
-A window without ended requests has an unknown PI (None), except for discretionary work. Which period of a
-service class a request belongs to is decided elsewhere; these functions see one period's goal and samples. The
+A window without ended requests has an unknown PI (None), except for discretionary work. A request is judged in
+the period its response time reached (`period_number`); the other functions see one period's goal and samples. The
 buckets and the PI's fixed points are in spark_jobs/contract/goals.py: the nightly report judges by them too. The
 service's goal evaluation (app/servers/performance.py) and the what-if simulation judge by these functions.
 """
@@ -36,6 +36,19 @@ from spark_jobs.manager.policy import AverageGoal, DiscretionaryGoal, Goal, Perc
 
 # One ended request: (response_ms, queue_ms, execution_ms).
 Sample = tuple[float, float, float]
+
+
+def period_number(durations: Sequence[int | None], elapsed_ms: float) -> int:
+    """The 1-based period a request is in after `elapsed_ms`, of periods lasting `durations` (None: the last,
+    open-ended): it moves on when a period's duration is used up."""
+    boundary = 0
+    for number, duration_ms in enumerate(durations, 1):
+        if duration_ms is None:
+            return number
+        boundary += duration_ms
+        if elapsed_ms < boundary:
+            return number
+    return len(durations)
 
 
 def _check_duration(name: str, value: float) -> None:

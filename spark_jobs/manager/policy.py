@@ -1,6 +1,7 @@
 """The parts of a service definition the manager's rules read, as plain frozen dataclasses (pure): goals and server
 limits. The service reads a definition into its Pydantic models (app/policy/schemas.py), which check it, and hands
-these to the rules (each model's `rule()`); the what-if job builds them from a definition the service checked."""
+the rules these goals and limits (each model's `rule()`); the what-if job builds them from a definition the service
+checked."""
 
 from __future__ import annotations
 
@@ -67,3 +68,4 @@ class ServerLimits:
         _check_range("min", self.min, 0, MAX_SERVERS)
         if self.max is not None:
             _check_range("max", self.max, 1, MAX_SERVERS)
+

@@ -4,7 +4,7 @@ stated as plain functions for the what-if simulation. The service orders the cla
 rest runs in Lua, and tests/queues/test_select_conformance.py holds the script and `select` to the same choices.
 
 The rule, for a server wanting up to `want` requests:
-1. **Classes**: most important first (their tier: the importance rank), a class whose resource group is under its
+1. **Classes**: most important first (their tier: the importance rank; `class_order`), a class whose resource group is under its
    min_in_flight before the other classes of its importance (`preferred_order`), and the server's home class first
    among the classes of its tier (`look_order`): a home never goes before a more important class.
 2. **Resource groups**: each group grants a select up to `want` slots within its max_in_flight (`granted_slots`); a
@@ -21,8 +21,22 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from spark_jobs.contract.goals import SYSOTHER
+from spark_jobs.manager.servers import DISCRETIONARY_RANK
+
 # Tokens add up in binary fractions: 0.1 added ten times is a hair under 1 (promotion.lua's TOKEN_SLACK).
 TOKEN_SLACK = 1e-9
+
+
+def importance_rank(importance: int | None, discretionary: bool) -> int:
+    """A class's tier, from its first period: its importance; discretionary work, or work of no importance, below 5."""
+    return DISCRETIONARY_RANK if discretionary or importance is None else importance
+
+
+def class_order(ranks: Mapping[str, int]) -> tuple[str, ...]:
+    """The policy's service classes (name -> importance rank) most important first, by name among equals, SYSOTHER
+    last: the order a select starts from."""
+    return tuple(sorted(ranks, key=lambda name: (name == SYSOTHER, ranks[name], name)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -385,3 +385,14 @@ def decide(
     over_max = max(0, len(servers) - limits.max) if limits.max is not None else 0
     retired = assignment.surplus if retire_surplus else assignment.surplus[:over_max]
     return Decision({a.name: a.servers for a in allocation.values()}, assignment.homes, retired)
+
+
+def servers_to_start(desired: int, limits: ServerLimits, connected: int, running: int) -> int:
+    """How many servers the launcher starts now: the manager's `desired` count, at least `min` (wanted before the
+    first decision too), at most `max` (a new maximum holds before the next decision), less the servers there are:
+    `connected` ones (those started by hand count, and surplus ones count until they end) or, if more, those it
+    `running` (started, connected or not yet)."""
+    wanted = max(desired, limits.min)
+    if limits.max is not None:
+        wanted = min(wanted, limits.max)
+    return max(0, wanted - max(connected, running))

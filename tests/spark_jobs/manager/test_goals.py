@@ -25,6 +25,7 @@ from spark_jobs.manager.goals import (
     execution_velocity,
     nearest_rank_percentile,
     percentile_pi,
+    period_number,
     velocity_pi,
 )
 from spark_jobs.manager.policy import Goal
@@ -388,3 +389,20 @@ def test_class_performance_is_frozen() -> None:
     performance = evaluate(DISCRETIONARY, [])
     with pytest.raises(AttributeError):
         performance.pi = 2.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("durations", "elapsed_ms", "period"),
+    [
+        ([1000, 5000, None], 0, 1),
+        ([1000, 5000, None], 999, 1),
+        ([1000, 5000, None], 1000, 2),  # the first period's 1000 ms are used up
+        ([1000, 5000, None], 5999, 2),
+        ([1000, 5000, None], 6000, 3),
+        ([1000, 5000, None], 10**9, 3),
+        ([None], 10**9, 1),
+        ([1000, 5000], 6000, 2),  # every period bounded: the last one holds what outlasts them all
+    ],
+)
+def test_period_number(durations: list[int | None], elapsed_ms: int, period: int) -> None:
+    assert period_number(durations, elapsed_ms) == period

@@ -11,7 +11,9 @@ from spark_jobs.manager.select_order import (
     Queued,
     RankedClass,
     Take,
+    class_order,
     granted_slots,
+    importance_rank,
     look_order,
     preferred_order,
     select,
@@ -108,3 +110,9 @@ def test_the_first_class_with_work_is_not_promoted_however_long_it_waited() -> N
     queued = {"A": Queued(0, 1, NOW - 90_000), "B": Queued(0, 1, NOW - 1)}
     taken = select(["A", "B"], queued, want=2, now_ms=NOW, bucket=PromotionBucket(), promotion=PROMOTION)
     assert taken.takes == (Take("A", False, 1), Take("B", False, 1))
+
+
+def test_the_class_order_is_by_importance_then_name_with_sysother_last() -> None:
+    ranks = {"SYSOTHER": 6, "B": 2, "A": 2, "D": 6, "C": 1}
+    assert class_order(ranks) == ("C", "A", "B", "D", "SYSOTHER")
+    assert [importance_rank(3, False), importance_rank(3, True), importance_rank(None, False)] == [3, 6, 6]

@@ -29,6 +29,7 @@ from spark_jobs.manager.servers import (
     decide,
     servers_for_backlog,
     servers_for_goal,
+    servers_to_start,
     within_group_caps,
 )
 from tests.goal_builders import DISCRETIONARY, average, percentile, velocity
@@ -396,3 +397,17 @@ def test_decide_counts_in_servers_of_several_worker_tasks_and_within_a_group_s_c
     decision = decide(classes, limits(), {}, tasks_per_server=2, drain_s=10, group_caps={"B": ("G", 3)}, retire_surplus=False)
     assert decision.desired == {"A": 2, "B": 2}
     assert decision.homes == {} and decision.retired == []
+
+
+@pytest.mark.parametrize(
+    ("desired", "min_", "max_", "connected", "running", "expected"),
+    [
+        (3, 0, None, 1, 0, 2),
+        (3, 0, None, 1, 2, 1),  # started but not connected yet: not started again
+        (0, 2, None, 0, 0, 2),  # the minimum, before any decision
+        (5, 0, 4, 0, 0, 4),  # the maximum holds
+        (2, 0, None, 4, 4, 0),  # surplus: the manager retires it, the launcher stops nothing
+    ],
+)
+def test_servers_to_start(desired: int, min_: int, max_: int | None, connected: int, running: int, expected: int) -> None:
+    assert servers_to_start(desired, limits(min_, max_), connected, running) == expected
