@@ -1,7 +1,7 @@
-"""The parts of a service definition the manager's rules read, as plain frozen dataclasses (pure): goals and server
-limits. The service reads a definition into its Pydantic models (app/policy/schemas.py), which check it, and hands
-the rules these goals and limits (each model's `rule()`); the what-if job builds them from a definition the service
-checked."""
+"""The parts of a service definition the manager's rules read, as plain frozen dataclasses (pure): goals, server
+limits, resource groups. The service reads a definition into its Pydantic models (app/policy/schemas.py), which
+check it, and hands the rules these goals and limits (each model's `rule()`; the queues hold a group as their own
+`GroupCap`); the what-if job builds them from a definition the service checked."""
 
 from __future__ import annotations
 
@@ -69,3 +69,12 @@ class ServerLimits:
         if self.max is not None:
             _check_range("max", self.max, 1, MAX_SERVERS)
 
+
+@dataclass(frozen=True, slots=True)
+class ResourceGroup:
+    """Caps on the requests its classes have selected or begun at once: never more than `max_in_flight` (None: no
+    cap); while fewer than `min_in_flight`, its classes go first among their importance."""
+
+    name: str
+    max_in_flight: int | None = None
+    min_in_flight: int | None = None

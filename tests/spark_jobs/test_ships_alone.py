@@ -35,6 +35,7 @@ IMPORT_THE_JOB = textwrap.dedent(
     import spark_jobs.manager.goals
     import spark_jobs.manager.select_order
     import spark_jobs.manager.servers
+    import spark_jobs.what_if.simulation
     loaded = sorted(name for name in sys.modules if name.split(".")[0] in {SERVICE_ONLY!r})
     assert not loaded, loaded
     """
