@@ -8,7 +8,7 @@ whose PI is at most 1: a PI read once at a phase's end says nothing of how long 
 
 `attainment` judges every class by an average goal from (class, inserted, ended). `judged_attainment` takes the
 requests' start too, (class, inserted, started, ended), and a judge per class that gives the PI of the requests
-ended in an interval: `goal_judge` judges them as the service judges a window (app/policy/goals.py `evaluate`), so
+ended in an interval: `goal_judge` judges them as the service judges a window (spark_jobs/manager/goals.py `evaluate`), so
 a percentile goal's PI is the service's bucketed one. `worst_waits`: each class's longest wait (start - insert).
 All but `attainment` are app/examples/attainment.py's, which `wlm demo` shares."""
 

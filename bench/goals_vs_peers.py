@@ -29,7 +29,7 @@ its exit, clipped to the trace's span; the servers' count over time in the plot 
 Attainment (bench/_attainment.py), the same for all from each system's own enqueue, start and end times: per class,
 the share of the --interval s intervals after the first --warmup s whose PI, of the requests that ended in the
 interval, is at most 1 (an interval with the class's work queued or in flight and none ended is a miss; one with no
-work of the class is left out). The PI is the service's own for a window (app/policy/goals.py `evaluate`), so a
+work of the class is left out). The PI is the service's own for a window (spark_jobs/manager/goals.py `evaluate`), so a
 percentile goal's is the bucketed one. Also each class's worst wait (start - enqueue). The PI of every interval is
 printed before the last line. A full run (not --smoke) draws each system's servers and the importance-1 class's PI
 over the trace to --plot.
@@ -213,7 +213,11 @@ def main() -> None:
             "redis": "embedded redis-server, appendfsync always (the service's default)",
         },
         "wlm": {"manager": MANAGER, "server_limits": {"min": low, "max": high}, "service_workers": 1, "server_tasks": 1},
-        "attainment": {"interval_s": args.interval, "warmup_s": args.warmup, "pi": "app.policy.goals.evaluate of the requests ended in it"},
+        "attainment": {
+            "interval_s": args.interval,
+            "warmup_s": args.warmup,
+            "pi": "spark_jobs.manager.goals.evaluate of the requests ended in it",
+        },
         "server_seconds": "server processes' lifetimes (kernel start to exit, polled every 0.1 s) clipped to the trace",
         "details": details,
         "targets": targets(systems),

@@ -2,7 +2,7 @@
 by `wlm demo`'s summary and the benchmarks (bench/_attainment.py).
 
 A span is cut into intervals of equal length from its start. A class's performance index (PI) in one interval is
-the PI the service would give a window of the class's requests that ENDED in it (app/policy/goals.py `evaluate`,
+the PI the service would give a window of the class's requests that ENDED in it (spark_jobs/manager/goals.py `evaluate`,
 through a judge per class: `goal_judge`). An interval in which the class had work, queued or in flight (inserted
 before the interval's end and not ended before its start), but none of it ended is a miss (PI infinity); one in
 which the class had no work at all is left out. A class's attainment is the share of its counted intervals whose
@@ -15,7 +15,8 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from app.policy.goals import GoalModel, evaluate
+from app.policy.schemas import Goal
+from spark_jobs.manager.goals import evaluate
 
 # One ended request as a judge sees it: (response, queue, execution), in seconds.
 Sample = tuple[float, float, float]
@@ -53,12 +54,13 @@ class ClassAttainment:
         return self.met / self.counted if self.counted else None
 
 
-def goal_judge(goal: GoalModel) -> Judge:
-    """The PI the service gives a window of these requests under `goal` (app/policy/goals.py `evaluate`)."""
+def goal_judge(goal: Goal) -> Judge:
+    """The PI the service gives a window of these requests under `goal` (spark_jobs/manager/goals.py `evaluate`)."""
+    rule = goal.rule()
 
     def judge(samples: Sequence[Sample]) -> float | None:
         # In milliseconds, as the service's samples; a clock's rounding must not make a duration negative.
-        return evaluate(goal, [(max(0.0, r * 1000), max(0.0, q * 1000), max(0.0, x * 1000)) for r, q, x in samples]).pi
+        return evaluate(rule, [(max(0.0, r * 1000), max(0.0, q * 1000), max(0.0, x * 1000)) for r, q, x in samples]).pi
 
     return judge
 

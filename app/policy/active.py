@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
@@ -24,6 +24,7 @@ from app.policy.schemas import (
 )
 from app.queues.base import AeConfig, GroupCap
 from spark_jobs.contract.goals import RESPONSE_BUCKET_LIMITS_PCT
+from spark_jobs.manager.select_order import class_order, importance_rank
 
 # A policy that names no nodes has this one implicit node.
 DEFAULT_NODE = "LOCAL"
@@ -42,19 +43,6 @@ class ServiceClassSpec:
     name: str
     description: str
     periods: tuple[ServicePeriod, ...]
-
-
-def period_number(durations: Sequence[int | None], elapsed_ms: int) -> int:
-    """The 1-based period a request is in after `elapsed_ms`, of periods lasting `durations` (None: the last,
-    open-ended): it moves on when a period's duration is used up."""
-    boundary = 0
-    for number, duration_ms in enumerate(durations, 1):
-        if duration_ms is None:
-            return number
-        boundary += duration_ms
-        if elapsed_ms < boundary:
-            return number
-    return len(durations)
 
 
 _SYSOTHER = ServiceClassSpec(SYSOTHER, "work no rule classifies", (ServicePeriod(1, None, None, DiscretionaryGoal(type="discretionary")),))
@@ -148,7 +136,7 @@ def with_dynamic(policy: ActivePolicy, environments: Iterable[tuple[ApplicationE
 
 def _importance_rank(service_class: ServiceClassSpec) -> int:
     first = service_class.periods[0]
-    return 6 if first.goal.type == "discretionary" or first.importance is None else first.importance
+    return importance_rank(first.importance, first.goal.type == "discretionary")
 
 
 def compile_policy(version: int, definition: ServiceDefinition) -> ActivePolicy:
@@ -162,15 +150,15 @@ def compile_policy(version: int, definition: ServiceDefinition) -> ActivePolicy:
         else:
             periods = tuple(ServicePeriod(n, p.duration_ms, p.importance, p.goal) for n, p in enumerate(sc.periods, 1))
         classes[sc.name] = ServiceClassSpec(sc.name, sc.description, periods)
-    class_order = tuple(sorted(classes, key=lambda name: (name == SYSOTHER, _importance_rank(classes[name]), name)))
+    order = class_order({name: _importance_rank(spec) for name, spec in classes.items()})
     groups = {g.name: GroupCap(g.name, g.max_in_flight, g.min_in_flight) for g in definition.resource_groups}
     group_of = {sc.name: groups[sc.resource_group] for sc in definition.service_classes if sc.resource_group is not None}
     return ActivePolicy(
         version=version,
-        class_order=class_order,
+        class_order=order,
         resource_groups=MappingProxyType(groups),
-        class_ranks=tuple(_importance_rank(classes[name]) for name in class_order),
-        class_groups=tuple(group_of.get(name) for name in class_order) if group_of else (),
+        class_ranks=tuple(_importance_rank(classes[name]) for name in order),
+        class_groups=tuple(group_of.get(name) for name in order) if group_of else (),
         definition=definition,
         service_classes=MappingProxyType(classes),
         classification=MappingProxyType({g.subsystem_type: compile_group(g) for g in definition.classification}),

@@ -25,17 +25,22 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from app.shared.schemas import Description, Name, StrictModel, SubsystemType
+from spark_jobs.manager import policy as rules
 
 MAX_PERIODS = 8
 MAX_RULE_DEPTH = 15
-DAY_MS = 86_400_000
+DAY_MS = rules.DAY_MS
 
 ResponseTimeMs = Annotated[int, Field(strict=True, gt=0, le=DAY_MS)]
 
 
+# Each goal and the server limits hand the manager's rules (spark_jobs/manager/) their plain twin: `rule()`.
 class AverageGoal(StrictModel):
     type: Literal["average"]
     response_time_ms: ResponseTimeMs
+
+    def rule(self) -> rules.AverageGoal:
+        return rules.AverageGoal(self.response_time_ms)
 
 
 class PercentileGoal(StrictModel):
@@ -43,14 +48,23 @@ class PercentileGoal(StrictModel):
     percentile: int = Field(strict=True, ge=1, le=99)
     response_time_ms: ResponseTimeMs
 
+    def rule(self) -> rules.PercentileGoal:
+        return rules.PercentileGoal(self.percentile, self.response_time_ms)
+
 
 class VelocityGoal(StrictModel):
     type: Literal["velocity"]
     velocity: int = Field(strict=True, ge=1, le=99)
 
+    def rule(self) -> rules.VelocityGoal:
+        return rules.VelocityGoal(self.velocity)
+
 
 class DiscretionaryGoal(StrictModel):
     type: Literal["discretionary"]
+
+    def rule(self) -> rules.DiscretionaryGoal:
+        return rules.DiscretionaryGoal()
 
 
 Goal = Annotated[AverageGoal | PercentileGoal | VelocityGoal | DiscretionaryGoal, Field(discriminator="type")]
@@ -178,9 +192,12 @@ class ClassificationGroup(StrictModel):
 
 
 class ServerLimits(StrictModel):
-    min: int = Field(default=0, strict=True, ge=0, le=10_000)
-    max: int | None = Field(default=None, strict=True, ge=1, le=10_000)
+    min: int = Field(default=0, strict=True, ge=0, le=rules.MAX_SERVERS)
+    max: int | None = Field(default=None, strict=True, ge=1, le=rules.MAX_SERVERS)
     spread_min: bool = False
+
+    def rule(self) -> rules.ServerLimits:
+        return rules.ServerLimits(self.min, self.max, self.spread_min)
 
 
 # MQ's cluster workload attributes (IBM MQ's: docs/sources.md) with their ranges and defaults; app.routing.algorithm reads them.

@@ -23,6 +23,8 @@ from app.queues import script_specs as specs
 from app.queues.base import AeConfig, GroupCap, StoreBase
 from app.queues.keys import AeKeys, GroupKeys, parse_token
 from app.queues.request_meta import RequestMeta, RequestState
+from spark_jobs.manager import select_order
+from spark_jobs.manager.select_order import RankedClass
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,16 +51,15 @@ def group_by_class(config: AeConfig) -> dict[str, GroupCap]:
 
 
 def preferred_order(config: AeConfig, grants: Sequence[Grant]) -> list[tuple[str, int]]:
-    """The classes in the order a select looks at them, each with its tier (pure): most important first, as the
-    policy orders them, except that a class whose group is under its min_in_flight comes before the other classes of
-    equal importance (and so before every less important one), in a tier of its own."""
+    """The classes in the order a select looks at them, each with its tier (pure; spark_jobs/manager/select_order.py
+    `preferred_order`): a class whose group is under its min_in_flight before the other classes of its importance."""
     under = {g.group.name for g in grants if g.group.min_in_flight is not None and g.in_flight < g.group.min_in_flight}
     groups = config.class_groups or (None,) * len(config.class_order)
-    ranked = [
-        (2 * tier + (0 if group is not None and group.name in under else 1), position, sc)
-        for position, (sc, tier, group) in enumerate(zip(config.class_order, config.tiers, groups, strict=True))
+    classes = [
+        RankedClass(sc, tier, group.name if group is not None else None)
+        for sc, tier, group in zip(config.class_order, config.tiers, groups, strict=True)
     ]
-    return [(sc, tier) for tier, _, sc in sorted(ranked)]
+    return select_order.preferred_order(classes, under)
 
 
 def member_of(k: AeKeys, request_id: str, meta: RequestMeta) -> str:

@@ -1,5 +1,5 @@
 """Goal evaluation, per environment and node: how each service class period did, from the requests that ended within
-the window (samples kept by the end scripts), judged by the pure functions of app.policy.goals.
+the window (samples kept by the end scripts), judged by the pure functions of spark_jobs.manager.goals.
 
 Results are kept in Redis (a hash per environment and node), so every replica answers the same; Prometheus gauges of
 the evaluating process carry the same figures. The manager's server decisions (app.servers.service) start from them.
@@ -12,12 +12,12 @@ from collections import defaultdict
 from datetime import UTC, datetime
 
 from app.errors import NotFound
-from app.policy.active import ActivePolicy, period_number
-from app.policy.goals import evaluate
+from app.policy.active import ActivePolicy
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
 from app.servers.schemas import PeriodPerformance, ServiceClassPerformance
 from app.shared.repeated_failures import RepeatedFailures
+from spark_jobs.manager.goals import evaluate, period_number
 
 log = logging.getLogger(__name__)
 # Samples and class periods that cannot be judged: each environment and class period is judged on its own, so one of
@@ -56,7 +56,7 @@ async def evaluate_environment(store: QueueStore, policy: ActivePolicy, keys: Ae
             if not window and not queued.get(name) and period.number > 1:
                 continue  # later periods appear once work reaches them
             try:
-                judged = evaluate(period.goal, window)
+                judged = evaluate(period.goal.rule(), window)
             except ValueError as exc:
                 UNJUDGED.failed(f"{where}, class {name} period {period.number}", "cannot be judged", str(exc))
                 continue

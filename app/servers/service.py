@@ -1,7 +1,7 @@
 """The manager loop's server decisions, per environment and node, and the server limits (IWM4SLI) they obey.
 
 How many servers each class needs and which server serves which class come from the pure functions of
-app.servers.decisions, fed by the latest goal evaluation (app.servers.performance); the select script reads the
+spark_jobs.manager.servers, fed by the latest goal evaluation (app.servers.performance); the select script reads the
 result (a server's home class first among the classes of its importance; a retired server is told to end, 0C14).
 
 Results are kept in Redis (hashes per environment and node), so every replica answers the same; Prometheus
@@ -10,7 +10,6 @@ gauges of the deciding process carry the same figures.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections import Counter
 from dataclasses import dataclass
@@ -27,7 +26,6 @@ from app.policy.active import ActivePolicy
 from app.policy.schemas import ServerLimits
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
-from app.servers.decisions import ClassDemand, allocate, assign_servers, servers_for_backlog, servers_for_goal, within_group_caps
 from app.servers.limits import beyond_max, effective_limits
 from app.servers.schemas import (
     NodeScaling,
@@ -38,6 +36,7 @@ from app.servers.schemas import (
     ServerLimitsOut,
     ServerLimitsOverride,
 )
+from spark_jobs.manager.servers import ClassFigures, decide
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,31 +64,31 @@ async def manage_environment(
     managed = await managed_servers(store, keys)
     tasks_per_server = statistics.median([info["tasks"] for info in managed.values()]) if managed else 1
     first_periods = {p.service_class: p for p in judged if p.period == 1}
-    demands = []
+    classes = []
     for name in policy.class_order:
-        spec, seen = policy.service_classes[name], first_periods.get(name)
-        queued = seen.queued if seen else 0
-        rate = seen.ended_per_second if seen else 0.0
-        service_s = seen.avg_execution_ms / 1000 if seen and seen.avg_execution_ms else None
-        tasks = 0
-        if service_s:
-            need = servers_for_goal(spec.periods[0].goal, rate, service_s)
-            tasks = need.servers + servers_for_backlog(queued, service_s, drain_s, max(0.0, need.servers - need.offered_load))
-        pi = seen.performance_index if seen else None
-        demands.append(ClassDemand(name, spec.periods[0].importance, pi, math.ceil(tasks / tasks_per_server), queued > 0))
-    caps = {
-        name: (group.name, math.ceil(group.max_in_flight / tasks_per_server))
+        first, seen = policy.service_classes[name].periods[0], first_periods.get(name)
+        if seen is None:
+            classes.append(ClassFigures(name, first.goal.rule(), first.importance))
+        else:
+            found = (seen.ended_per_second, seen.avg_execution_ms, seen.performance_index, seen.queued)
+            classes.append(ClassFigures(name, first.goal.rule(), first.importance, *found))
+    group_caps = {
+        name: (group.name, group.max_in_flight)
         for name, group in zip(policy.class_order, policy.class_groups, strict=False)
         if group is not None and group.max_in_flight is not None
     }
-    allocation = allocate(within_group_caps(demands, caps), limits)
     homes = await store.server_homes(keys)
-    assignment = assign_servers({sid: homes.get(str(sid)) for sid in managed}, [(a.name, a.servers) for a in allocation.values()])
-    over_max = max(0, len(managed) - limits.max) if limits.max is not None else 0
-    retired = assignment.surplus if ae.start_command and launching else assignment.surplus[:over_max]
-    desired = {a.name: a.servers for a in allocation.values()}
-    await store.publish_decision(keys, assignment.homes, retired, desired)  # read back by /metrics, as by autoscalers
-    return ServerDecision(desired, len(managed), retired)
+    decision = decide(
+        classes,
+        limits.rule(),
+        {sid: homes.get(str(sid)) for sid in managed},
+        tasks_per_server=tasks_per_server,
+        drain_s=drain_s,
+        group_caps=group_caps,
+        retire_surplus=bool(ae.start_command and launching),
+    )
+    await store.publish_decision(keys, decision.homes, decision.retired, decision.desired)  # read back by /metrics, as by autoscalers
+    return ServerDecision(decision.desired, len(managed), decision.retired)
 
 
 async def managed_servers(store: QueueStore, keys: AeKeys) -> dict[int, dict[str, Any]]:

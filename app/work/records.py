@@ -33,11 +33,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from app.policy.active import ActivePolicy, period_number
+from app.policy.active import ActivePolicy
 from app.processes import die_with_parent
 from app.queues.keys import TOKEN_SEPARATOR
 from app.queues.request_meta import RequestMeta
 from spark_jobs.contract.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER, SCHEMA
+from spark_jobs.manager.goals import period_number
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """The workload activity report as pure functions of DataFrames (no session, no I/O).
 
-The figures follow the service's live goal evaluation (app/policy/goals.py), by the buckets and fixed points both
+The figures follow the service's live goal evaluation (spark_jobs/manager/goals.py), by the buckets and fixed points both
 take from spark_jobs/contract/goals.py, so the nightly report and the live performance figures agree:
 
 1. Each record gets the goal of the policy version active when it ended, its interval, for a response time goal

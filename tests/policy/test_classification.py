@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from app.policy.active import DEFAULT_NODE, ActivePolicy, compile_policy, period_number
+from app.policy.active import DEFAULT_NODE, ActivePolicy, compile_policy
 from app.policy.classification import (
     SYSOTHER,
     Classification,
@@ -563,20 +563,3 @@ def test_example_policy_compiles() -> None:
     assert set(policy.application_environments) == {"PAYROLL"}
     assert policy.hosts("PAYROLL", "LOCAL") is True
     assert policy.hosts("PAYROLL", "NODE1") is False
-
-
-@pytest.mark.parametrize(
-    ("durations", "elapsed_ms", "period"),
-    [
-        ([1000, 5000, None], 0, 1),
-        ([1000, 5000, None], 999, 1),
-        ([1000, 5000, None], 1000, 2),  # the first period's 1000 ms are used up
-        ([1000, 5000, None], 5999, 2),
-        ([1000, 5000, None], 6000, 3),
-        ([1000, 5000, None], 10**9, 3),
-        ([None], 10**9, 1),
-        ([1000, 5000], 6000, 2),  # every period bounded: the last one holds what outlasts them all
-    ],
-)
-def test_period_number(durations: list[int | None], elapsed_ms: int, period: int) -> None:
-    assert period_number(durations, elapsed_ms) == period

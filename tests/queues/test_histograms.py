@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import random
 
-from app.policy.active import period_number
 from app.queues.hot_path import EndArgs
 from spark_jobs.contract.goals import TOLERANT_BUCKET_LIMITS_PCT
+from spark_jobs.manager.goals import period_number
 from tests.queues.conftest import CONFIG, SERVER, request
 from tests.waiting import eventually
 

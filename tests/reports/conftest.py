@@ -8,10 +8,10 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.policy.goals import percentile_pi
 from app.reports.models import WorkloadReportRow
 from spark_jobs.contract.goals import BUCKET_COUNT, WITHIN_GOAL_BUCKETS
 from spark_jobs.contract.report import WHOLE_DAY_MINUTES
+from spark_jobs.manager.goals import percentile_pi
 
 DAY = date(2026, 11, 21)
 INTERVAL_MINUTES = 15

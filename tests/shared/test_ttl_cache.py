@@ -7,8 +7,8 @@ import gc
 
 import pytest
 
-from app.shared import ttl_cache
 from app.errors import NotFound
+from app.shared import ttl_cache
 from app.shared.ttl_cache import TtlCache
 
 

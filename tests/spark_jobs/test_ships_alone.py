@@ -1,5 +1,6 @@
-"""The report ships without the service: every module of the job imports with `app` (and the service's web,
-Redis and settings libraries) made unimportable, so a cluster needs only pyspark and pyarrow on its executors."""
+"""The report ships without the service: every module of the job, and the manager's rules it shares with the
+service, imports with `app` (and the service's web, Redis and settings libraries) made unimportable, so a cluster
+needs only pyspark and pyarrow on its executors."""
 
 from __future__ import annotations
 
@@ -31,6 +32,10 @@ IMPORT_THE_JOB = textwrap.dedent(
     import spark_jobs.workload_activity.policy_goals
     import spark_jobs.workload_activity.transform
     import spark_jobs.common.java_home
+    import spark_jobs.manager.goals
+    import spark_jobs.manager.select_order
+    import spark_jobs.manager.servers
+    import spark_jobs.what_if.simulation
     loaded = sorted(name for name in sys.modules if name.split(".")[0] in {SERVICE_ONLY!r})
     assert not loaded, loaded
     """

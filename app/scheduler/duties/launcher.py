@@ -58,6 +58,7 @@ from app.policy.schemas import ApplicationEnvironment
 from app.processes import die_with_parent
 from app.servers.service import connected_servers, limits_in_force
 from app.state import AppState
+from spark_jobs.manager.servers import servers_to_start
 
 log = logging.getLogger(__name__)
 
@@ -155,11 +156,7 @@ class Launcher:
             keys = self.state.queues.keys(node, ae.name)
             desired, _ = await self.state.queues.desired_servers(keys)
             limits, _ = await limits_in_force(self.state.queues, policy, ae.name)
-            # The minimum is wanted whatever the manager decides: it is started before its first decision too.
-            desired = max(desired, limits.min)
-            if limits.max is not None:
-                desired = min(desired, limits.max)  # a new maximum holds before the manager's next decision
-            missing = desired - max(await connected_servers(self.state.queues, keys), self.running(ae.name))
+            missing = servers_to_start(desired, limits.rule(), await connected_servers(self.state.queues, keys), self.running(ae.name))
             if missing > 0:
                 subsystem_name = await self._subsystem_name(ae.subsystem_type)
                 if subsystem_name is None:

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from app.policy.goals import evaluate
 from app.policy.schemas import AverageGoal, PercentileGoal, VelocityGoal
 from spark_jobs.contract.records import GROUP_KEYS
+from spark_jobs.manager.goals import evaluate
 from spark_jobs.workload_activity.extract import RECORDS_SCHEMA
 from spark_jobs.workload_activity.policy_goals import PolicyVersionInfo, activation_steps, goal_rows
 from spark_jobs.workload_activity.transform import day_bounds, workload_activity
@@ -293,7 +293,7 @@ def test_report_classes_and_environments_are_groups_of_their_own(spark: SparkSes
 
 def test_agrees_with_the_live_evaluation_of_the_same_requests(spark: SparkSession) -> None:
     """Random requests under 100 ms (where the report's bins are exact, and goals of 50 ms so they fall in every
-    bucket up to 200%): every figure the live evaluation (app.policy.goals.evaluate) computes is the same in the
+    bucket up to 200%): every figure the live evaluation (spark_jobs.manager.goals.evaluate) computes is the same in the
     nightly report."""
     generator = random.Random(7)
     goals = {
@@ -312,7 +312,7 @@ def test_agrees_with_the_live_evaluation_of_the_same_requests(spark: SparkSessio
             records.append(record(name, response, queue_ms=queue, ended=timedelta(minutes=generator.randint(0, 14))))
     rows = report(spark, records, [PolicyVersionInfo(1, V1.installed_at, policy)])
     for name, goal in goals.items():
-        live = evaluate(goal, samples[name])
+        live = evaluate(goal.rule(), samples[name])
         row = rows[(name, 1, 15, START, 1)]
         assert row.ended_count == live.ended
         assert row.response_avg_ms == pytest.approx(live.avg_response_ms)

@@ -17,7 +17,7 @@ const PAGE_LIMIT = 1000;
 const MINUTES_PER_DAY = 1440;
 // A PI beyond this is drawn at the top of the chart; a velocity PI can reach 100 and would flatten every other line.
 const PI_CHART_CAP = 5;
-// The last bucket within the goal (app/policy/goals.py); the buckets up to it are drawn as met.
+// The last bucket within the goal (spark_jobs/contract/goals.py); the buckets up to it are drawn as met.
 const GOAL_BUCKET_LABEL = "<=100%";
 
 const ADVISORIES_SHOWN = 20;

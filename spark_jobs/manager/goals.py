@@ -10,9 +10,10 @@ further from 1 the larger the miss or the margin.
   percentile, divided by 100 (so "90% within ≤80% of the goal" has PI 0.8).
 - discretionary: no goal; PI is always 0.81, which reads as "met with room to spare" and never attracts resources.
 
-A window without ended requests has an unknown PI (None), except for discretionary work. Which period of a
-service class a request belongs to is decided elsewhere; these functions see one period's goal and samples. The
-buckets and the PI's fixed points are in spark_jobs/contract/goals.py: the nightly report judges by them too.
+A window without ended requests has an unknown PI (None), except for discretionary work. A request is judged in
+the period its response time reached (`period_number`); the other functions see one period's goal and samples. The
+buckets and the PI's fixed points are in spark_jobs/contract/goals.py: the nightly report judges by them too. The
+service's goal evaluation (app/servers/performance.py) and the what-if simulation judge by these functions.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
-from app.policy.schemas import AverageGoal, DiscretionaryGoal, PercentileGoal, VelocityGoal
 from spark_jobs.contract.goals import (
     BUCKET_COUNT,
     DISCRETIONARY_PI,
@@ -32,11 +32,23 @@ from spark_jobs.contract.goals import (
     WITHIN_GOAL_BUCKETS,
     bucket_pi,
 )
-
-GoalModel = AverageGoal | PercentileGoal | VelocityGoal | DiscretionaryGoal
+from spark_jobs.manager.policy import AverageGoal, DiscretionaryGoal, Goal, PercentileGoal, VelocityGoal
 
 # One ended request: (response_ms, queue_ms, execution_ms).
 Sample = tuple[float, float, float]
+
+
+def period_number(durations: Sequence[int | None], elapsed_ms: float) -> int:
+    """The 1-based period a request is in after `elapsed_ms`, of periods lasting `durations` (None: the last,
+    open-ended): it moves on when a period's duration is used up."""
+    boundary = 0
+    for number, duration_ms in enumerate(durations, 1):
+        if duration_ms is None:
+            return number
+        boundary += duration_ms
+        if elapsed_ms < boundary:
+            return number
+    return len(durations)
 
 
 def _check_duration(name: str, value: float) -> None:
@@ -152,7 +164,7 @@ class ClassPerformance:
         return None if self.pi is None else self.pi <= 1
 
 
-def evaluate(goal: GoalModel, samples: Iterable[Sample]) -> ClassPerformance:
+def evaluate(goal: Goal, samples: Iterable[Sample]) -> ClassPerformance:
     """Summarise the ended requests `samples` of one window against `goal`."""
     window = list(samples)
     for response_ms, queue_ms, execution_ms in window:

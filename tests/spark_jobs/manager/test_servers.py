@@ -1,4 +1,4 @@
-"""Server decisions (app/servers/decisions.py): goal targets by Erlang C, allocation under limits, server homes.
+"""Server decisions (spark_jobs/manager/servers.py): goal targets by Erlang C, allocation under limits, server homes.
 
 Pure and table-driven; expected values are worked out by hand in the comments. The Erlang C chain used throughout is
 λ = 2/s, S = 1 s, so a = 2, via the Erlang B recursion B(k) = a·B(k−1)/(k + a·B(k−1)), C = c·B/(c − a·(1 − B)):
@@ -18,16 +18,18 @@ import random
 
 import pytest
 
-from app.policy.goals import GoalModel
-from app.policy.schemas import ServerLimits
-from app.servers.decisions import (
+from spark_jobs.manager.policy import Goal, ServerLimits
+from spark_jobs.manager.servers import (
     ClassAllocation,
     ClassDemand,
+    ClassFigures,
     ServerNeed,
     allocate,
     assign_servers,
+    decide,
     servers_for_backlog,
     servers_for_goal,
+    servers_to_start,
     within_group_caps,
 )
 from tests.goal_builders import DISCRETIONARY, average, percentile, velocity
@@ -71,7 +73,7 @@ def counts(allocation: dict[str, ClassAllocation]) -> dict[str, int]:
         (DISCRETIONARY, 0, 0, True),  # nothing arrives (allocate still gives queued work one)
     ],
 )
-def test_servers_for_goal(goal: GoalModel, arrival_rate: float, expected_servers: int, reachable: bool) -> None:
+def test_servers_for_goal(goal: Goal, arrival_rate: float, expected_servers: int, reachable: bool) -> None:
     need = servers_for_goal(goal, arrival_rate, 1.0)
     assert (need.servers, need.goal_reachable) == (expected_servers, reachable)
     assert need.offered_load == pytest.approx(arrival_rate)
@@ -89,7 +91,7 @@ def test_servers_for_goal(goal: GoalModel, arrival_rate: float, expected_servers
         (average(500), 0, "no arrivals"),
     ],
 )
-def test_servers_for_goal_explains_itself(goal: GoalModel, arrival_rate: float, reason: str) -> None:
+def test_servers_for_goal_explains_itself(goal: Goal, arrival_rate: float, reason: str) -> None:
     assert servers_for_goal(goal, arrival_rate, 1.0).reason == reason
 
 
@@ -356,3 +358,56 @@ def test_a_resource_group_s_classes_together_need_no_more_servers_than_its_cap_k
     # Under a cap, the allocation starts no server the cap would leave idle.
     allocation = allocate(within_group_caps([online, batch], {"ONLINE": ("G", 2), "BATCH": ("G", 2)}), ServerLimits())
     assert sum(a.servers for a in allocation.values()) == 2
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# One decision (λ = 2/s, S = 1 s, an average goal of 1500 ms: 3 worker tasks, as above)
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_decide_sizes_shares_out_gives_homes_and_retires_beyond_max() -> None:
+    classes = [
+        ClassFigures("A", average(1500), 1, ended_per_second=2, avg_execution_ms=1000, pi=1.2),
+        ClassFigures("B", average(1500), 2, ended_per_second=2, avg_execution_ms=1000, pi=0.9, queued=1),
+    ]
+    servers: dict[int, str | None] = {1: None, 2: "B", 3: None, 4: None, 5: "A"}
+    decision = decide(classes, limits(max_=4), servers, tasks_per_server=1, drain_s=10, group_caps={}, retire_surplus=False)
+    # B's first server (it has queued work), then A's 3; max 4 leaves B no more. 5 connected, 4 allowed: one retired.
+    assert decision.desired == {"A": 3, "B": 1}
+    assert decision.homes == {1: "A", 2: "B", 3: "A", 5: "A"}
+    assert decision.retired == [4]
+
+
+def test_decide_retires_every_surplus_server_only_when_it_can_start_them_again() -> None:
+    classes = [ClassFigures("A", average(1500), 1, ended_per_second=2, avg_execution_ms=1000)]
+    servers: dict[int, str | None] = dict.fromkeys(range(1, 6), "A")
+    kept = decide(classes, limits(), servers, tasks_per_server=1, drain_s=10, group_caps={}, retire_surplus=False)
+    retiring = decide(classes, limits(), servers, tasks_per_server=1, drain_s=10, group_caps={}, retire_surplus=True)
+    assert kept.desired == retiring.desired == {"A": 3}
+    assert kept.retired == [] and retiring.retired == [5, 4]  # the newest first
+
+
+def test_decide_counts_in_servers_of_several_worker_tasks_and_within_a_group_s_cap() -> None:
+    # A: 3 tasks → 2 servers of 2. B, discretionary at load 6: floor(6) + 1 = 7 tasks → 4 servers, but its group keeps
+    # at most 3 in flight: ceil(3 / 2) = 2 servers.
+    classes = [
+        ClassFigures("A", average(1500), 1, ended_per_second=2, avg_execution_ms=1000),
+        ClassFigures("B", DISCRETIONARY, None, ended_per_second=6, avg_execution_ms=1000),
+    ]
+    decision = decide(classes, limits(), {}, tasks_per_server=2, drain_s=10, group_caps={"B": ("G", 3)}, retire_surplus=False)
+    assert decision.desired == {"A": 2, "B": 2}
+    assert decision.homes == {} and decision.retired == []
+
+
+@pytest.mark.parametrize(
+    ("desired", "min_", "max_", "connected", "running", "expected"),
+    [
+        (3, 0, None, 1, 0, 2),
+        (3, 0, None, 1, 2, 1),  # started but not connected yet: not started again
+        (0, 2, None, 0, 0, 2),  # the minimum, before any decision
+        (5, 0, 4, 0, 0, 4),  # the maximum holds
+        (2, 0, None, 4, 4, 0),  # surplus: the manager retires it, the launcher stops nothing
+    ],
+)
+def test_servers_to_start(desired: int, min_: int, max_: int | None, connected: int, running: int, expected: int) -> None:
+    assert servers_to_start(desired, limits(min_, max_), connected, running) == expected

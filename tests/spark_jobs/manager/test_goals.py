@@ -1,4 +1,4 @@
-"""Goals and the performance index (app/policy/goals.py): pure, table-driven, expected values worked out by hand."""
+"""Goals and the performance index (spark_jobs/manager/goals.py): pure, table-driven, expected values worked out by hand."""
 
 from __future__ import annotations
 
@@ -6,19 +6,6 @@ import math
 
 import pytest
 
-from app.policy.goals import (
-    ClassPerformance,
-    GoalModel,
-    Sample,
-    average_pi,
-    bucket_index,
-    distribution,
-    evaluate,
-    execution_velocity,
-    nearest_rank_percentile,
-    percentile_pi,
-    velocity_pi,
-)
 from app.policy.schemas import PercentileGoal
 from spark_jobs.contract.goals import (
     BUCKET_COUNT,
@@ -28,6 +15,20 @@ from spark_jobs.contract.goals import (
     OVERFLOW_BUCKET_PI,
     RESPONSE_BUCKET_LIMITS_PCT,
 )
+from spark_jobs.manager.goals import (
+    ClassPerformance,
+    Sample,
+    average_pi,
+    bucket_index,
+    distribution,
+    evaluate,
+    execution_velocity,
+    nearest_rank_percentile,
+    percentile_pi,
+    period_number,
+    velocity_pi,
+)
+from spark_jobs.manager.policy import Goal
 from tests.goal_builders import DISCRETIONARY, average, percentile, velocity
 
 
@@ -288,7 +289,7 @@ def test_evaluate_average_goal_summarises_the_window() -> None:
         (DISCRETIONARY, DISCRETIONARY_PI, None),  # no goal to meet
     ],
 )
-def test_evaluate_pi_and_goal_met_share_per_goal_type(goal: GoalModel, pi: float, goal_met_share: float | None) -> None:
+def test_evaluate_pi_and_goal_met_share_per_goal_type(goal: Goal, pi: float, goal_met_share: float | None) -> None:
     performance = evaluate(goal, WINDOW)
     assert performance.pi == pytest.approx(pi)
     assert performance.goal_met_share == goal_met_share
@@ -307,7 +308,7 @@ def test_evaluate_pi_and_goal_met_share_per_goal_type(goal: GoalModel, pi: float
         (DISCRETIONARY, None),
     ],
 )
-def test_evaluate_distribution_only_for_response_time_goals(goal: GoalModel, expected_distribution: tuple[int, ...] | None) -> None:
+def test_evaluate_distribution_only_for_response_time_goals(goal: Goal, expected_distribution: tuple[int, ...] | None) -> None:
     assert evaluate(goal, WINDOW).distribution == expected_distribution
 
 
@@ -320,7 +321,7 @@ def test_evaluate_distribution_only_for_response_time_goals(goal: GoalModel, exp
         (DISCRETIONARY, DISCRETIONARY_PI, None),  # discretionary is 0.81 with or without work
     ],
 )
-def test_evaluate_empty_window(goal: GoalModel, pi: float | None, expected_distribution: tuple[int, ...] | None) -> None:
+def test_evaluate_empty_window(goal: Goal, pi: float | None, expected_distribution: tuple[int, ...] | None) -> None:
     performance = evaluate(goal, [])
     assert performance == ClassPerformance(
         goal_type=goal.type,
@@ -365,7 +366,7 @@ def test_evaluate_percentile_goal_beyond_400_percent() -> None:
 
 
 def test_evaluate_accepts_a_generator_and_goals_parsed_from_a_definition() -> None:
-    goal = PercentileGoal.model_validate({"type": "percentile", "percentile": 80, "response_time_ms": 200})
+    goal = PercentileGoal.model_validate({"type": "percentile", "percentile": 80, "response_time_ms": 200}).rule()
     # 100 ms of 200 → 50% → b0; 190 → 95% → b5; cumulative 50%, 100% → p80 at b5 → 1.0
     performance = evaluate(goal, ((ms, 0, ms) for ms in (100, 190)))
     assert performance.pi == 1.0
@@ -388,3 +389,20 @@ def test_class_performance_is_frozen() -> None:
     performance = evaluate(DISCRETIONARY, [])
     with pytest.raises(AttributeError):
         performance.pi = 2.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("durations", "elapsed_ms", "period"),
+    [
+        ([1000, 5000, None], 0, 1),
+        ([1000, 5000, None], 999, 1),
+        ([1000, 5000, None], 1000, 2),  # the first period's 1000 ms are used up
+        ([1000, 5000, None], 5999, 2),
+        ([1000, 5000, None], 6000, 3),
+        ([1000, 5000, None], 10**9, 3),
+        ([None], 10**9, 1),
+        ([1000, 5000], 6000, 2),  # every period bounded: the last one holds what outlasts them all
+    ],
+)
+def test_period_number(durations: list[int | None], elapsed_ms: int, period: int) -> None:
+    assert period_number(durations, elapsed_ms) == period

@@ -1,7 +1,7 @@
 """Goal-driven server decisions for an application environment: how many servers each service class needs, how
 the environment's servers are shared out under its limits, and which server serves which class.
 
-Pure functions, no I/O.
+Pure functions, no I/O: the service's manager (app/servers/service.py) and the what-if simulation decide by them.
 
 How many servers a class needs comes from the M/M/c queue (Erlang C). With arrival rate λ and mean service time S
 the offered load is a = λ·S, and with c > a servers (fewer: the queue grows without bound) a request waits with the
@@ -29,11 +29,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import assert_never
 
-from app.policy.goals import GoalModel
-from app.policy.schemas import AverageGoal, DiscretionaryGoal, PercentileGoal, ServerLimits, VelocityGoal
+from spark_jobs.manager.policy import MAX_SERVERS, AverageGoal, DiscretionaryGoal, Goal, PercentileGoal, ServerLimits, VelocityGoal
 
 # No application environment may have more servers (ServerLimits.max has the same bound), so no search goes higher.
-SERVER_COUNT_CEILING = 10_000
+SERVER_COUNT_CEILING = MAX_SERVERS
 # Below this probability of waiting at all, more servers are not worth starting (see the module docstring).
 NEGLIGIBLE_WAIT_PROBABILITY = 0.01
 # Discretionary work (no importance) ranks below importance 5, the lowest a goal can have.
@@ -110,7 +109,7 @@ class ServerNeed:
     reason: str
 
 
-def servers_for_goal(goal: GoalModel, arrival_rate_per_s: float, service_time_s: float) -> ServerNeed:
+def servers_for_goal(goal: Goal, arrival_rate_per_s: float, service_time_s: float) -> ServerNeed:
     """How many servers a service class with `goal` needs for its arrival rate and mean service time.
 
     - average: mean response S + W_q <= goal, so W_q <= goal − S.
@@ -324,3 +323,76 @@ def assign_servers(current: Mapping[int, str | None], allocation: Sequence[tuple
             homes[free.pop(0)] = name
             kept[name] += 1
     return Assignment(homes, sorted(free, reverse=True))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# One decision of the manager for an environment
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClassFigures:
+    """A service class of the environment at a decision: its first period's goal and importance, and what the goal
+    evaluation found of it over the window (nothing ended: no rate, no service time, no PI)."""
+
+    name: str
+    goal: Goal
+    importance: int | None
+    ended_per_second: float = 0.0
+    avg_execution_ms: float | None = None
+    pi: float | None = None
+    queued: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    desired: dict[str, int]  # servers per service class
+    homes: dict[int, str]  # server id -> its home class
+    retired: list[int]  # servers told to end (0C14)
+
+
+def class_demand(figures: ClassFigures, drain_s: float, tasks_per_server: float) -> ClassDemand:
+    """What a class needs, in servers of `tasks_per_server` worker tasks: Erlang C's count for its arrivals, and
+    those that serve its backlog within `drain_s` (nothing ended: nothing known to size by)."""
+    service_s = figures.avg_execution_ms / 1000 if figures.avg_execution_ms else None
+    tasks = 0
+    if service_s:
+        need = servers_for_goal(figures.goal, figures.ended_per_second, service_s)
+        tasks = need.servers + servers_for_backlog(figures.queued, service_s, drain_s, max(0.0, need.servers - need.offered_load))
+    return ClassDemand(figures.name, figures.importance, figures.pi, math.ceil(tasks / tasks_per_server), figures.queued > 0)
+
+
+def decide(
+    classes: Sequence[ClassFigures],
+    limits: ServerLimits,
+    servers: Mapping[int, str | None],
+    *,
+    tasks_per_server: float,
+    drain_s: float,
+    group_caps: Mapping[str, tuple[str, int]],
+    retire_surplus: bool,
+) -> Decision:
+    """The manager's decision for one environment: each class's need (`class_demand`), within its resource group's
+    cap (`group_caps`: class -> its group and the group's max_in_flight, kept busy by ceil(max ÷ tasks per server)
+    servers) and shared out under `limits` (`allocate`); each connected server of `servers` (id -> its home, lower
+    ids connected earlier) given a home (`assign_servers`); and the surplus retired: those beyond `max` always (a
+    hard limit), all of it when `retire_surplus` (the service starts the environment's servers, so it can start
+    them again)."""
+    demands = [class_demand(figures, drain_s, tasks_per_server) for figures in classes]
+    caps = {name: (group, math.ceil(max_in_flight / tasks_per_server)) for name, (group, max_in_flight) in group_caps.items()}
+    allocation = allocate(within_group_caps(demands, caps), limits)
+    assignment = assign_servers(servers, [(a.name, a.servers) for a in allocation.values()])
+    over_max = max(0, len(servers) - limits.max) if limits.max is not None else 0
+    retired = assignment.surplus if retire_surplus else assignment.surplus[:over_max]
+    return Decision({a.name: a.servers for a in allocation.values()}, assignment.homes, retired)
+
+
+def servers_to_start(desired: int, limits: ServerLimits, connected: int, running: int) -> int:
+    """How many servers the launcher starts now: the manager's `desired` count, at least `min` (wanted before the
+    first decision too), at most `max` (a new maximum holds before the next decision), less the servers there are:
+    `connected` ones (those started by hand count, and surplus ones count until they end) or, if more, those it
+    `running` (started, connected or not yet)."""
+    wanted = max(desired, limits.min)
+    if limits.max is not None:
+        wanted = min(wanted, limits.max)
+    return max(0, wanted - max(connected, running))

@@ -1,0 +1,312 @@
+"""The what-if replay's engine: a discrete-event simulation of one application environment under a candidate policy
+(pure: no I/O, no Spark; deterministic for a seed).
+
+It runs the service's own rules (spark_jobs/manager/): every `interval_s` the manager judges each class period on
+the requests ended within the window (`goals.evaluate`) and decides the servers (`servers.decide`); the launcher
+starts what the decision lacks (`servers.servers_to_start`), each server connecting after a start latency drawn
+from those recorded; a server takes work in the select order (`select_order`: importance, its home class, group
+caps, dependent before independent, FIFO, promotion of blocked work), and a retired server ends what it holds and
+goes. Its inputs are only the arrivals (time, class, execution time), the start latencies and the policy: nothing
+of what the recorded day's servers did.
+
+What it leaves out, as the service would see it: failures and redeliveries, the completion time, overflow servers,
+the sweeper, IWM4SLI limits set at run time, other environments sharing a resource group (each replays alone), and
+the delays of the service itself (a select, a wake-up, a long poll's timeout: all instant here). A waiting server
+is woken for new work least recently served first, as the service wakes them; an idle retired server goes at once.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from collections import deque
+from collections.abc import Sequence
+
+from spark_jobs.manager.goals import evaluate, period_number
+from spark_jobs.manager.select_order import (
+    Promotion,
+    PromotionBucket,
+    Queued,
+    RankedClass,
+    class_order,
+    granted_slots,
+    importance_rank,
+    look_order,
+    preferred_order,
+    select,
+)
+from spark_jobs.manager.servers import ClassFigures, decide, servers_to_start
+from spark_jobs.what_if.intervals import Timeline, summarise
+from spark_jobs.what_if.model import Arrival, Environment, ManagerSettings, Replay, Served
+
+# The newest ended requests the end scripts keep for goal evaluation (MAX_SAMPLES in
+# app/queues/lua/includes/end_held.lua): at high rates the window is in effect the last this many.
+MAX_SAMPLES = 10_000
+# The timed events (besides arrivals and decisions). At one instant ends come first, so that what arrives with them
+# is served by the servers they free, then connects, then arrivals, and the decision last, seeing all of them.
+_END, _CONNECT = 0, 1
+
+
+class _Server:
+    __slots__ = ("free", "home", "id", "retiring", "served_at", "since")
+
+    def __init__(self, server_id: int, tasks: int, now: float) -> None:
+        self.id = server_id
+        self.free = tasks
+        self.home: str | None = None
+        self.retiring = False
+        self.served_at = -1.0  # when it was last given work: the least recently served is woken first
+        self.since = now  # when its current home began (for the server-seconds per class)
+
+
+class _Replay:
+    def __init__(
+        self, environment: Environment, arrivals: Sequence[Arrival], latencies: Sequence[float], settings: ManagerSettings, seed: int
+    ):
+        self.env = environment
+        self.arrivals = arrivals
+        self.latencies = list(latencies)
+        self.settings = settings
+        self.rng = random.Random(seed)
+        ranks = {c.name: importance_rank(c.periods[0].importance, c.periods[0].goal.type == "discretionary") for c in environment.classes}
+        self.order = class_order(ranks)
+        self.specs = {c.name: c for c in environment.classes}
+        self.ranked = [RankedClass(name, ranks[name], self.specs[name].resource_group) for name in self.order]
+        self.durations = {c.name: [p.duration_ms for p in c.periods] for c in environment.classes}
+        self.groups = {g.name: g for g in environment.resource_groups}
+        self.group_of = {c.name: c.resource_group for c in environment.classes if c.resource_group is not None}
+        self.group_caps: dict[str, tuple[str, int]] = {}
+        for name, group in self.group_of.items():
+            if (cap := self.groups[group].max_in_flight) is not None:
+                self.group_caps[name] = (group, cap)
+        self.in_flight = dict.fromkeys(self.groups, 0)
+        self.queues: dict[str, tuple[deque[int], deque[int]]] = {name: (deque(), deque()) for name in self.order}
+        self.queued = 0
+        self.promotion = Promotion(settings.promotion_s * 1000, settings.promotion_share)
+        self.bucket = PromotionBucket()
+        n = len(arrivals)
+        self.selected: list[float | None] = [None] * n
+        self.ended: list[float | None] = [None] * n
+        self.promoted = [False] * n
+        # Ended requests' samples, in end order: (ended, class, response ms, queue ms).
+        self.window: deque[tuple[float, str, float, float]] = deque()
+        self.events: list[tuple[float, int, int, int, int]] = []  # (time, kind, sequence, server, request)
+        self.sequence = 0
+        self.servers: dict[int, _Server] = {}
+        self.next_server = 1
+        self.starting = 0
+        self.waiting: list[tuple[float, int]] = []  # (served_at, server id), stale entries skipped
+        self.timeline = Timeline()
+        self.decisions = self.started = self.retired = 0
+
+    # -- events --------------------------------------------------------------------------------------------------
+
+    def push(self, at: float, kind: int, server: int = 0, request: int = 0) -> None:
+        self.sequence += 1
+        heapq.heappush(self.events, (at, kind, self.sequence, server, request))
+
+    def run(self, until_s: float) -> None:
+        by_time = sorted(range(len(self.arrivals)), key=lambda i: self.arrivals[i].at_s)
+        next_arrival = 0
+        decide_at = 0.0
+        while True:
+            at = self.events[0][0] if self.events else float("inf")
+            arrival_at = self.arrivals[by_time[next_arrival]].at_s if next_arrival < len(by_time) else float("inf")
+            now = min(at, arrival_at, decide_at)
+            if now >= until_s:
+                break
+            if at <= now:
+                _, kind, _, server_id, request = heapq.heappop(self.events)
+                if kind == _END:
+                    self.end(now, server_id, request)
+                else:
+                    self.connect(now)
+            elif arrival_at <= now:
+                self.arrive(by_time[next_arrival])
+                next_arrival += 1
+            else:
+                self.decide(now)
+                decide_at = self.decisions * self.settings.interval_s
+            self.dispatch(now)
+        for server in list(self.servers.values()):
+            self.timeline.connected(server.since, until_s, server.home)
+
+    def arrive(self, request: int) -> None:
+        arrival = self.arrivals[request]
+        if arrival.service_class not in self.queues:
+            raise ValueError(f"arrival {request} is of service class {arrival.service_class!r}, which the environment does not have")
+        self.queues[arrival.service_class][0 if arrival.dependent else 1].append(request)
+        self.queued += 1
+
+    def connect(self, now: float) -> None:
+        self.starting -= 1
+        server = _Server(self.next_server, self.env.worker_tasks, now)
+        self.next_server += 1
+        self.servers[server.id] = server
+        heapq.heappush(self.waiting, (server.served_at, server.id))
+
+    def end(self, now: float, server_id: int, request: int) -> None:
+        self.ended[request] = now
+        arrival = self.arrivals[request]
+        selected = self.selected[request]
+        assert selected is not None
+        self.window.append((now, arrival.service_class, (now - arrival.at_s) * 1000, (selected - arrival.at_s) * 1000))
+        if len(self.window) > MAX_SAMPLES:
+            self.window.popleft()
+        group = self.group_of.get(arrival.service_class)
+        if group is not None:
+            self.in_flight[group] -= 1
+        server = self.servers[server_id]
+        server.free += 1
+        if server.retiring:
+            if server.free == self.env.worker_tasks:
+                self.leave(now, server)
+            return
+        self.take(now, server)  # the select that carries the end comes first
+        if server.free:
+            heapq.heappush(self.waiting, (server.served_at, server.id))
+
+    def leave(self, now: float, server: _Server) -> None:
+        self.timeline.connected(server.since, now, server.home)
+        del self.servers[server.id]
+        self.retired += 1
+
+    # -- selects -------------------------------------------------------------------------------------------------
+
+    def dispatch(self, now: float) -> None:
+        """Wake waiting servers, least recently served first, while work is queued and they take some."""
+        while self.queued and self.waiting:
+            served_at, server_id = self.waiting[0]
+            server = self.servers.get(server_id)
+            if server is None or server.retiring or not server.free or server.served_at != served_at:
+                heapq.heappop(self.waiting)
+                continue
+            if not self.take(now, server):
+                return  # nothing this server may take, so nothing any may: the order differs, not what is open
+            if server.free:
+                heapq.heappush(self.waiting, (server.served_at, server.id))
+
+    def take(self, now: float, server: _Server) -> int:
+        """One select of `server` for its free tasks; returns how many it took."""
+        under = {g for g, group in self.groups.items() if group.min_in_flight is not None and self.in_flight[g] < group.min_in_flight}
+        order = look_order(preferred_order(self.ranked, under), server.home)
+        queued = {}
+        for name, (dependent, independent) in self.queues.items():
+            if dependent or independent:
+                heads = [self.arrivals[queue[0]].at_s for queue in (dependent, independent) if queue]
+                queued[name] = Queued(len(dependent), len(independent), min(heads) * 1000)
+        slots = {g: granted_slots(server.free, group.max_in_flight, self.in_flight[g]) for g, group in self.groups.items()}
+        selection = select(
+            order,
+            queued,
+            want=server.free,
+            now_ms=now * 1000,
+            bucket=self.bucket,
+            promotion=self.promotion,
+            group_of=self.group_of,
+            slots=slots,
+        )
+        self.bucket = selection.bucket
+        for take in selection.takes:
+            queue = self.queues[take.service_class][0 if take.dependent else 1]
+            group = self.group_of.get(take.service_class)
+            for _ in range(take.count):
+                request = queue.popleft()
+                self.selected[request] = now
+                self.promoted[request] = take.promoted
+                self.push(now + self.arrivals[request].execution_s, _END, server.id, request)
+            if group is not None:
+                self.in_flight[group] += take.count
+        taken = selection.count
+        if taken:
+            self.queued -= taken
+            server.free -= taken
+            server.served_at = now
+        return taken
+
+    # -- the manager ---------------------------------------------------------------------------------------------
+
+    def decide(self, now: float) -> None:
+        """Judge the window (as app/servers/performance.py), decide (as app/servers/service.py), start servers (as the
+        launcher), retire what the decision says."""
+        self.decisions += 1
+        window_s = self.settings.window_s
+        while self.window and self.window[0][0] < now - window_s:  # the samples from now - window on, as the service reads them
+            self.window.popleft()
+        first_period: dict[str, list[tuple[float, float, float]]] = {name: [] for name in self.order}
+        for _, service_class, response_ms, queue_ms in self.window:
+            if period_number(self.durations[service_class], response_ms) == 1:
+                first_period[service_class].append((response_ms, queue_ms, response_ms - queue_ms))
+        classes = []
+        for name in self.order:
+            first = self.specs[name].periods[0]
+            judged = evaluate(first.goal, first_period[name])
+            queued = sum(map(len, self.queues[name]))
+            rate = judged.ended / window_s
+            classes.append(ClassFigures(name, first.goal, first.importance, rate, judged.avg_execution_ms, judged.pi, queued))
+        decision = decide(
+            classes,
+            self.env.limits,
+            {sid: server.home for sid, server in self.servers.items()},
+            tasks_per_server=self.env.worker_tasks if self.servers else 1,
+            drain_s=self.settings.interval_s,
+            group_caps=self.group_caps,
+            retire_surplus=self.env.starts_servers,
+        )
+        self.timeline.wanted(now, decision.desired)
+        retired = set(decision.retired)
+        for sid, server in list(self.servers.items()):
+            home = decision.homes.get(sid)
+            if home != server.home:
+                self.timeline.connected(server.since, now, server.home)
+                server.home, server.since = home, now
+            was_retiring, server.retiring = server.retiring, sid in retired
+            if server.retiring and server.free == self.env.worker_tasks:
+                self.leave(now, server)
+            elif was_retiring and not server.retiring and server.free:
+                heapq.heappush(self.waiting, (server.served_at, server.id))
+        for _ in range(
+            servers_to_start(sum(decision.desired.values()), self.env.limits, len(self.servers), len(self.servers) + self.starting)
+        ):
+            self.starting += 1
+            self.started += 1
+            self.push(now + (self.rng.choice(self.latencies) if self.latencies else 0.0), _CONNECT)
+
+    def served(self) -> tuple[Served, ...]:
+        result = []
+        for request, arrival in enumerate(self.arrivals):
+            ended, selected = self.ended[request], self.selected[request]
+            period = None
+            if ended is not None:
+                period = period_number(self.durations[arrival.service_class], (ended - arrival.at_s) * 1000)
+            result.append(Served(arrival.service_class, arrival.at_s, selected, ended, period, self.promoted[request]))
+        return tuple(result)
+
+
+def simulate(
+    environment: Environment,
+    arrivals: Sequence[Arrival],
+    start_latencies_s: Sequence[float],
+    *,
+    until_s: float,
+    settings: ManagerSettings | None = None,
+    interval_s: float = 900.0,
+    seed: int = 0,
+) -> Replay:
+    """Replay `arrivals` in `environment` from 0 to `until_s` seconds: the manager deciding every
+    `settings.interval_s` (the service's defaults unless given) from the start, servers connecting a start latency
+    (drawn from `start_latencies_s` by `seed`; none given: at once) after the launcher starts them. The figures are
+    per `interval_s` (the report's 15 minutes by default); requests not ended by `until_s` are left unended, their
+    work counted as had."""
+    if until_s <= 0 or interval_s <= 0:
+        raise ValueError(f"until_s and interval_s must be > 0, got {until_s!r}, {interval_s!r}")
+    if not all(latency >= 0 for latency in start_latencies_s):
+        raise ValueError("start latencies must be >= 0")
+    if not all(arrival.execution_s >= 0 and math.isfinite(arrival.at_s) for arrival in arrivals):
+        raise ValueError("arrivals need a finite time and an execution time >= 0")
+    replay = _Replay(environment, arrivals, start_latencies_s, settings or ManagerSettings(), seed)
+    replay.run(until_s)
+    served = replay.served()
+    classes, totals = summarise(environment, replay.order, served, replay.timeline, until_s, interval_s)
+    return Replay(served, classes, totals, replay.decisions, replay.started, replay.retired)
