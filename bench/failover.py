@@ -41,7 +41,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.queues.keys import events_key  # noqa: E402
+from app.events.advisories import events_key  # noqa: E402
 from app.redis.embedded import EmbeddedRedis  # noqa: E402
 from app.work import records  # noqa: E402
 from bench._service import ADMIN_KEY, Service, admin_setup, example_policy, machine  # noqa: E402
