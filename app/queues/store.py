@@ -15,10 +15,12 @@ from app.queues.idempotency import IdempotencyRoutes
 from app.queues.leases import DutyLeases
 from app.queues.outbox import Outbox
 from app.queues.performance import ManagerResults
+from app.queues.request_status import RequestStatuses
 
 
 class QueueStore(
     RequestQueues,
+    RequestStatuses,
     DeadLetters,
     IdempotencyRoutes,
     EnclaveRecords,
@@ -30,9 +32,9 @@ class QueueStore(
     SchedulerElection,
     Advisories,
 ):
-    """The hot path of requests (hot_path.py) with the swept parts of queues (sweep.py), their dead letters
-    (dead_letters.py), where idempotency keys were routed (idempotency.py), enclaves (enclaves.py), connection
-    records and departed queue managers (connections.py), the outbox of ended requests (outbox.py), the environments'
-    state beside their queues (environments.py), the manager's published evaluation and decisions (performance.py), duty leases (leases.py),
-    the scheduler election (election.py) and the advisories' stream (advisories.py), over one Redis client and one
-    set of scripts (base.py)."""
+    """The hot path of requests (hot_path.py) with the swept parts of queues (sweep.py), a request's own status
+    (request_status.py), their dead letters (dead_letters.py), where idempotency keys were routed (idempotency.py),
+    enclaves (enclaves.py), connection records and departed queue managers (connections.py), the outbox of ended
+    requests (outbox.py), the environments' state beside their queues (environments.py), the manager's published
+    evaluation and decisions (performance.py), duty leases (leases.py), the scheduler election (election.py) and the
+    advisories' stream (advisories.py), over one Redis client and one set of scripts (base.py)."""
