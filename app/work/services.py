@@ -20,6 +20,7 @@ from app.work.enclaves import Enclaves
 from app.work.ending import Ending
 from app.work.insert import Insertion
 from app.work.select import Selection
+from app.work.status import StatusReader
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +29,7 @@ class WorkServices:
     insertion: Insertion
     selection: Selection
     ending: Ending
+    status: StatusReader
 
     @classmethod
     def build(
@@ -49,6 +51,7 @@ class WorkServices:
             insertion=Insertion(connections, enclaves, store, policies, router, settings),
             selection=Selection(connections, ending, operator, store, policies, dispatcher, settings),
             ending=ending,
+            status=StatusReader(sessions, store, policies, operator),
         )
 
 
