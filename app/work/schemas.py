@@ -198,8 +198,8 @@ class WorkStatusOut(BaseModel):
     position: int | None = Field(
         default=None,
         description="while queued: how many requests of its class queue are ahead of it (0: it is next); its class's "
-        "dependent requests come before independent ones. Null when not known (a request queued by an older version "
-        "is ahead of it)",
+        "dependent requests come before independent ones. Null when not known: a request queued by an older version "
+        "is ahead of it, or a run of more than 32 deleted requests is at its queue's head until a select drops them",
     )
     expected_wait_ms: int | None = Field(
         default=None,

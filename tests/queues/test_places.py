@@ -222,3 +222,13 @@ async def test_a_request_given_back_while_the_front_is_swept_goes_before_the_swe
     assert [await ahead(store, k, i) for i in ids] == [0, 1, 2, 3, 4]
     await store.unsweep(k, "ONLINE:ind")
     assert [await ahead(store, k, i) for i in ids] == [0, 1, 2, 3, 4]
+
+
+async def test_a_long_run_of_deleted_requests_at_the_head_makes_positions_unknown_until_a_select_drops_it(store, k, blobs):
+    ids = await queued(store, k, 36)
+    for request_id in ids[:33]:  # more than a reader looks at (PLACE_SCAN)
+        await store.delete(k, request_id, QUEUE_MANAGER)
+    assert await ahead(store, k, ids[34]) is None
+    await store.register_server(k, SERVER, worker_tasks=1, worker_weight=1, overflow=False)
+    (item,) = (await store.select(k, CONFIG, SERVER, 1, begin=False)).items
+    assert item.id == ids[33] and [await ahead(store, k, i) for i in ids[34:]] == [0, 1]
