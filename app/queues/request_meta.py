@@ -129,7 +129,9 @@ class RequestMeta(JsonRecord):
     state = Key[RequestState]("state", RequestState.QUEUED, STATE_OF.__getitem__)
     deliveries = Key[int]("deliveries", 0)
     exit = Key[str]("exit", "")  # the queue manager's exit URL ('' for none)
-    # Its place in its queue (lua/includes/places.lua); None for one queued before places were given.
+    # Its place in its queue (lua/includes/places.lua); None for one queued before places were given. The scripts
+    # write the same number as `seq` too, which a version before places sorts requests given back by (its insert
+    # numbered them per environment): a rolling upgrade's older replicas keep working on requests the newer queued.
     place = Key[int | None]("place", None)
     inserted = Key[int]("inserted")
     server = Key[str | None]("server", None)  # the holder's connection id, as text

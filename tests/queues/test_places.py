@@ -5,6 +5,7 @@ back; and what the status says of requests held, ended, dead and unknown."""
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass, field
 
@@ -116,7 +117,7 @@ async def test_the_status_of_a_held_an_ended_a_dead_and_an_unknown_request(store
 async def test_a_request_queued_before_places_were_given_makes_its_queue_unknown_until_it_leaves(store, k, blobs):
     (old,) = await queued(store, k, 1)
     raw = await store.redis.hget(k.req, old)
-    await store.redis.hset(k.req, old, raw.replace('"place":1,', '"seq":7,'))
+    await store.redis.hset(k.req, old, raw.replace('"place":1,"seq":1,', '"seq":7,'))
     (new,) = await queued(store, k, 1)
     assert await ahead(store, k, new) is None
     await store.register_server(k, SERVER, worker_tasks=1, worker_weight=1, overflow=False)
@@ -232,3 +233,15 @@ async def test_a_long_run_of_deleted_requests_at_the_head_makes_positions_unknow
     await store.register_server(k, SERVER, worker_tasks=1, worker_weight=1, overflow=False)
     (item,) = (await store.select(k, CONFIG, SERVER, 1, begin=False)).items
     assert item.id == ids[33] and [await ahead(store, k, i) for i in ids[34:]] == [0, 1]
+
+
+async def test_the_number_a_version_before_places_sorts_by_is_written_too(store, k, blobs):
+    """A rolling upgrade's older replica sorts the requests it gives back by `seq`: every request has one."""
+    ids = await queued(store, k, 2)
+    await store.register_server(k, SERVER, worker_tasks=2, worker_weight=1, overflow=False)
+    await store.select(k, CONFIG, SERVER, 2, begin=False)
+    await store.redis.zadd(k.leases, dict.fromkeys(ids, 0))
+    await store.reassign(k, CONFIG)
+    metas = [json.loads(raw) for raw in await store.redis.hmget(k.req, ids)]
+    # Given back to an empty queue: at its back, in their order (3, then 2 before it).
+    assert [(meta["place"], meta["seq"]) for meta in metas] == [(2, 2), (3, 3)]

@@ -26,12 +26,12 @@ local now = now_ms()
 meta.life = (meta.life or 1) + 1
 meta.first_inserted = meta.first_inserted or meta.inserted
 meta.inserted = now
-meta.seq = nil
 if position == 'front' then
   meta.place = front_place(k, queue, front, rear)
 else
   meta.place = back_places(k, queue, 1)
 end
+meta.seq = meta.place or meta.seq  -- as insert.lua writes it, for a version before places
 meta.state = 'q'
 meta.deliveries = 0
 for _, field in ipairs({'server', 'selected', 'begun', 'ended', 'outcome', 'result', 'error', 'id'}) do

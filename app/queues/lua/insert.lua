@@ -4,7 +4,7 @@
 --       idempotency_key, queue
 -- INCLUDES: base, wake
 -- Per item: idempotency is a dummy key of the same slot when the item has none (idempotency_key ''); meta is
--- JSON without `place` and `inserted`, which are added here; payload is JSON.
+-- JSON without `place`, `seq` and `inserted`, which are added here; payload is JSON.
 -- A queue that is swept, being swept, or still has a rear list takes new requests at its rear (app/sweeper).
 -- Returns {OK, id...} in item order (an id of an earlier insert for a repeated idempotency key),
 -- or {BACKLOG_LIMIT, class, depth, limit} when a class queue would pass its backlog limit (nothing written).
@@ -58,7 +58,9 @@ for i, item in ipairs(items) do
   if fresh[i] then
     local place = next_place[item.queue]
     next_place[item.queue] = place + 1
-    local stamps = '{"place":' .. string.format('%d', place) .. ',"inserted":' .. string.format('%d', now) .. ','
+    -- `seq`, the same number: what a version before places sorts requests given back by (a rolling upgrade).
+    local number = string.format('%d', place)
+    local stamps = '{"place":' .. number .. ',"seq":' .. number .. ',"inserted":' .. string.format('%d', now) .. ','
     append_pair(metas, item.id, stamps .. string.sub(item.meta, 2))
     append_pair(payloads, item.id, item.payload)
     -- Which list of its queue a request joins is decided once per queue: this script only adds to that list.

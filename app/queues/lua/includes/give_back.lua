@@ -56,7 +56,7 @@ local function give_back(k, ids, holder, now)
       meta.selected = nil
       meta.begun = nil
       meta.place = place
-      meta.seq = nil
+      meta.seq = place or meta.seq  -- as insert.lua writes it, for a version before places
       save_meta(k.req, id, meta)
       redis.call('LPUSH', front, id)
       redis.call('HINCRBY', k.depth, meta.sc, 1)
