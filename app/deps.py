@@ -104,8 +104,16 @@ def _work_call(role: Role) -> Callable[[Request], Coroutine[Any, Any, WorkCall]]
     return work_call
 
 
+async def any_work(request: Request) -> WorkCall:
+    """The work services and a caller of any role: the service decides (a request's status: its queue manager's
+    principal, or an operator)."""
+    state: AppState = request.app.state.wlm
+    return WorkCall(state.work, await principal_of(request))
+
+
 # The work services and the caller, checked for the role the route needs (one dependency, one check).
 queue_manager_work = _work_call(Role.QUEUE_MANAGER)
 server_work = _work_call(Role.SERVER)
 QueueManagerWork = Annotated[WorkCall, Depends(queue_manager_work)]
 ServerWork = Annotated[WorkCall, Depends(server_work)]
+AnyWork = Annotated[WorkCall, Depends(any_work)]

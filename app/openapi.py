@@ -52,6 +52,7 @@ DOMAIN_ERRORS: dict[str, tuple[int, ...]] = {
     "work-begin": (404, 409),
     "work-end": (404, 409),
     "work-delete": (404, 409),
+    "work-status": (404,),
     "goals-and-servers-performance": (404,),
     "goals-and-servers-server-instances": (404, 409),
     "goals-and-servers-scaling": (404,),

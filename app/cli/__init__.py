@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.cli import dead
+from app.cli import dead, work
 from app.cli.client import cmd_demo, cmd_display, cmd_events, cmd_keys, cmd_policy, cmd_route, cmd_vary
 from app.cli.db import cmd_db
 from app.cli.errors import CliError
@@ -98,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     events.set_defaults(func=cmd_events)
 
     dead.add_parser(sub, remote)
+    work.add_parser(sub, remote)
 
     demo = sub.add_parser(
         "demo",

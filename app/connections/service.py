@@ -92,6 +92,12 @@ async def _lookup_connection(sessions: async_sessionmaker[AsyncSession], store: 
     return await _publish(store, connection)
 
 
+async def principal_of_connection(sessions: async_sessionmaker[AsyncSession], connection_id: int) -> int | None:
+    """The principal a connection belongs to, active or closed (None: no such connection)."""
+    async with sessions() as session:
+        return await session.scalar(select(Connection.principal_id).where(Connection.id == connection_id))
+
+
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 

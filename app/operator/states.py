@@ -79,6 +79,8 @@ _EVENT_TARGETS: dict[InternalEvent, dict[AEState, AEState]] = {
 }
 
 _MAY_START_SERVERS = frozenset({AEState.AVAILABLE, AEState.RESUMING, AEState.REFRESHING})
+# Queued work waits on the state itself in every other state (RMF's delay for an environment quiesced or stopped).
+_WORK_FLOWS = frozenset({AEState.AVAILABLE, AEState.RESUMING})
 # Told to end once their current requests are done (IWM4SSL's 0C14). STOPPED keeps its survivors: they work normally.
 _SERVERS_MUST_END = frozenset({AEState.QUIESCING, AEState.QUIESCED, AEState.REFRESHING, AEState.DELETING})
 
@@ -102,6 +104,12 @@ def transition(state: AEState, event: Action | InternalEvent) -> AEState:
 
 def may_start_servers(state: AEState) -> bool:
     return state in _MAY_START_SERVERS
+
+
+def holds_work_back(state: AEState) -> bool:
+    """Whether queued work waits on the environment's state (quiescing or quiesced, stopped, refreshing, deleting)
+    rather than on servers: RESUMING starts servers as AVAILABLE does."""
+    return state not in _WORK_FLOWS
 
 
 def servers_must_end(state: AEState) -> bool:

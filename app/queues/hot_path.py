@@ -116,7 +116,7 @@ class RequestQueues(SweptQueues, ResourceGroups):
                 queue,
             ]
         call = specs.INSERT(
-            [k.req, k.payload, k.depth, k.classes, k.seq, k.swept, k.sweeping, k.waiters],
+            [k.req, k.payload, k.depth, k.classes, k.places, k.swept, k.sweeping, k.waiters],
             [k.notify_channel, k.wake_prefix, self.idempotency_ttl_s, backlog_limit],
             key_groups=[item_keys],
             arg_groups=[item_args],
@@ -284,10 +284,10 @@ class RequestQueues(SweptQueues, ResourceGroups):
         one acted)."""
         classes = await self.known_classes(k, config)
         keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.records, k.exits, k.done, k.done_exp, k.seen, k.fence]
-        keys += [k.waiters, k.served_at, k.dead, k.dead_at]
+        keys += [k.waiters, k.served_at, k.dead, k.dead_at, k.swept, k.places, k.holes]
         args = [config.max_deliveries, self.tombstone_ms, k.notify_channel, k.wake_prefix, epoch]
         spec, which = (specs.REASSIGN_EXPIRED, batch) if server_id is None else (specs.REASSIGN_SERVER, server_id)
-        call = spec(keys, [*args, which, self.dead_letter_ms], key_groups=[k.class_lists(classes)], arg_groups=[classes])
+        call = spec(keys, [*args, which, self.dead_letter_ms], key_groups=[k.class_queues(classes)], arg_groups=[classes])
         result = await self.scripts.run(call)
         return Reassigned(int(result[0]), [str(v) for v in result[2:]])
 

@@ -41,8 +41,16 @@ class AeKeys:
         return f"{self.tag}:classes"
 
     @cached_property
-    def seq(self) -> str:
-        return f"{self.tag}:seq"
+    def places(self) -> str:
+        """Per queue: the last place given at its back, and (`<queue>|chain`) where its swept part begins
+        (lua/includes/places.lua)."""
+        return f"{self.tag}:places"
+
+    @cached_property
+    def holes(self) -> str:
+        """Places of requests removed where they stood in their queue (deleted, purged): a zset of equal scores, by
+        member `<queue>|<place>|<id>` (lua/includes/places.lua)."""
+        return f"{self.tag}:holes"
 
     @cached_property
     def leases(self) -> str:
@@ -189,9 +197,6 @@ class AeKeys:
     def chain(self, name: str) -> str:
         """The database blobs of a swept queue, in queue order (blob ids)."""
         return f"{self.tag}:chain:{name}"
-
-    def class_lists(self, service_classes: list[str]) -> list[str]:
-        return [key for sc in service_classes for key in (self.queue(sc, True), self.queue(sc, False))]
 
     def class_queues(self, service_classes: list[str]) -> list[str]:
         """Per class, most important first: dependent front and rear, then independent front and rear."""

@@ -109,7 +109,7 @@ class JsonRecord(dict[str, Any]):
 
 
 class RequestMeta(JsonRecord):
-    """What the insert writes (`queued`), then what the scripts stamp on the way: `seq` and `inserted` (insert), a
+    """What the insert writes (`queued`), then what the scripts stamp on the way: `place` and `inserted` (insert), a
     delivery's server and times (select, begin), a dead letter's `life` (retried), and the end's (finish). Instants
     are ms by Redis's clock."""
 
@@ -129,7 +129,10 @@ class RequestMeta(JsonRecord):
     state = Key[RequestState]("state", RequestState.QUEUED, STATE_OF.__getitem__)
     deliveries = Key[int]("deliveries", 0)
     exit = Key[str]("exit", "")  # the queue manager's exit URL ('' for none)
-    seq = Key[int]("seq")
+    # Its place in its queue (lua/includes/places.lua); None for one queued before places were given. The scripts
+    # write the same number as `seq` too, which a version before places sorts requests given back by (its insert
+    # numbered them per environment): a rolling upgrade's older replicas keep working on requests the newer queued.
+    place = Key[int | None]("place", None)
     inserted = Key[int]("inserted")
     server = Key[str | None]("server", None)  # the holder's connection id, as text
     selected = Key[int | None]("selected", None)
@@ -161,7 +164,7 @@ class RequestMeta(JsonRecord):
         application_environment: str,
         exit: str,
     ) -> RequestMeta:
-        """A new request's, as the insert writes it (the script adds `seq` and `inserted`). A dict display of the keys
+        """A new request's, as the insert writes it (the script adds `place` and `inserted`). A dict display of the keys
         declared above (test_request_meta checks the bytes): building it through `of` cost an insert three times."""
         return cls(
             {

@@ -8,18 +8,18 @@ from app.redis.script_spec import ScriptSpec
 # The five values of one end, as end_held (lua/includes/end_held.lua) reads them.
 _PER_END = "per end: id, outcome, result, error, dead_letter"
 _PER_CLASS_QUEUES = "per class: dep_front, dep_rear, ind_front, ind_rear"
-_REMOVAL_KEYS = "req, payload, depth, records, exits, done, done_exp"
+_REMOVAL_KEYS = "req, payload, depth, records, exits, done, done_exp, holes"
 _REASSIGN_KEYS = (
     "req, payload, depth, leases, inflight, servers, records, exits, done, done_exp, seen, fence, waiters, served_at, dead, "
-    "dead_at; per class: dep, ind"
+    f"dead_at, swept, places, holes; {_PER_CLASS_QUEUES}"
 )
-_SWEEP_KEYS = "req, payload, front, rear, chain, swept, sweeping, fence"
+_SWEEP_KEYS = "req, payload, front, rear, chain, swept, sweeping, fence, places"
 _GROUP_KEYS = "held, reserved, blocked, capped"
 
 REGISTER = ScriptSpec.of("register", "servers, seen", "server, registration")
 INSERT = ScriptSpec.of(
     "insert",
-    "req, payload, depth, classes, seq, swept, sweeping, waiters; per item: front, rear, idempotency",
+    "req, payload, depth, classes, places, swept, sweeping, waiters; per item: front, rear, idempotency",
     "notify_channel, wake_prefix, idempotency_ttl_s, backlog_limit; per item: id, service_class, meta, payload, idempotency_key, queue",
 )
 SELECT = ScriptSpec.of(
@@ -55,7 +55,9 @@ ACK_RECORDS = ScriptSpec.of("ack_records", "records, records_acked", "count, fir
 SWEEP_BEGIN = ScriptSpec.of("sweep_begin", _SWEEP_KEYS, "queue, token, epoch, part, keep, max")
 SWEEP_COMMIT = ScriptSpec.of("sweep_commit", _SWEEP_KEYS, "queue, token, epoch; per blob: blob")
 SWEEP_ABORT = ScriptSpec.of("sweep_abort", _SWEEP_KEYS, "queue, token, epoch")
-UNSWEEP = ScriptSpec.of("unsweep", "req, payload, front, chain, swept, swept_deleted", "queue, blob; per request: id, meta, payload")
+UNSWEEP = ScriptSpec.of(
+    "unsweep", "req, payload, front, chain, swept, swept_deleted, places", "queue, blob; per request: id, meta, payload"
+)
 TAKE_SERVED = ScriptSpec.of("take_served", "served", "none")
 DELETE_SWEPT = ScriptSpec.of(
     "delete_swept", f"{_REMOVAL_KEYS}, chain, swept, swept_deleted", "outcome, queue_manager, tombstone_ms, queue, blob, id, meta"
@@ -65,9 +67,14 @@ QUEUE_FIGURES = ScriptSpec.of(
     f"req, swept, servers, inflight, depth, desired, performance, dead_at, leases, histograms, promotion; {_PER_CLASS_QUEUES}",
     "per class: dep_queue, ind_queue",
 )
+STATUS = ScriptSpec.of(
+    "status",
+    f"req, done, dead, swept, places, holes, servers, inflight, desired, performance, leases; {_PER_CLASS_QUEUES}",
+    "id, swept_meta; per class: class; per class: tier",
+)
 DEAD_RETRY = ScriptSpec.of(
     "dead_retry",
-    "req, payload, depth, classes, seq, swept, sweeping, waiters, done, done_exp, dead, dead_at, front, rear",
+    "req, payload, depth, classes, places, swept, sweeping, waiters, done, done_exp, dead, dead_at, holes, front, rear",
     "id, queue, position, notify_channel, wake_prefix",
 )
 DEAD_DISCARD = ScriptSpec.of("dead_discard", "dead, dead_at", "per request: id")
@@ -98,6 +105,7 @@ SPECS = (
     TAKE_SERVED,
     DELETE_SWEPT,
     QUEUE_FIGURES,
+    STATUS,
     DEAD_RETRY,
     DEAD_DISCARD,
     GROUP_TAKE,

@@ -11,10 +11,11 @@ from app.queues.environments import Environments
 from app.queues.hot_path import RequestQueues
 from app.queues.outbox import Outbox
 from app.queues.performance import ManagerResults
+from app.queues.request_status import RequestStatuses
 
 
-class QueueStore(RequestQueues, DeadLetters, Outbox, Environments, ManagerResults):
-    """The hot path of requests (hot_path.py) with the swept parts of queues (sweep.py), their dead letters
-    (dead_letters.py), the outbox of ended requests (outbox.py), the environments' state beside their queues
-    (environments.py) and the manager's published evaluation and decisions that a select reads (performance.py), over
-    one Redis client and one set of scripts (base.py)."""
+class QueueStore(RequestQueues, RequestStatuses, DeadLetters, Outbox, Environments, ManagerResults):
+    """The hot path of requests (hot_path.py) with the swept parts of queues (sweep.py), a request's own status
+    (request_status.py), their dead letters (dead_letters.py), the outbox of ended requests (outbox.py), the
+    environments' state beside their queues (environments.py) and the manager's published evaluation and decisions that
+    a select reads (performance.py), over one Redis client and one set of scripts (base.py)."""

@@ -55,7 +55,7 @@ class SweptQueues(StoreBase):
         return QueueSizes(front, rear, [int(b) for b in chain], int(swept or 0))
 
     def _sweep_keys(self, k: AeKeys, queue: str) -> list[str]:
-        return [k.req, k.payload, k.front(queue), k.rear(queue), k.chain(queue), k.swept, k.sweeping, k.fence]
+        return [k.req, k.payload, k.front(queue), k.rear(queue), k.chain(queue), k.swept, k.sweeping, k.fence, k.places]
 
     async def sweep_begin(self, k: AeKeys, queue: str, part: str, keep: int, count: int, token: str, epoch: int) -> PendingSweep:
         """Mark the queue as being swept and read what to move: the last `count` of its front beyond the first
@@ -101,7 +101,7 @@ class SweptQueues(StoreBase):
         many came back (0 when another process restored it first)."""
         assert self.blobs is not None
         restored = [value for entry in entries for value in (entry.id, entry.meta, entry.payload)]
-        keys = [k.req, k.payload, k.front(queue), k.chain(queue), k.swept, k.swept_deleted]
+        keys = [k.req, k.payload, k.front(queue), k.chain(queue), k.swept, k.swept_deleted, k.places]
         result = await self.scripts.call(specs.UNSWEEP(keys, [queue, blob_id], arg_groups=[restored]))
         if int(result[0]) == ReturnCode.BLOB_RESTORED:
             return 0
@@ -109,7 +109,7 @@ class SweptQueues(StoreBase):
         return int(result[1])
 
     def _removal_keys(self, k: AeKeys) -> list[str]:
-        return [k.req, k.payload, k.depth, k.records, k.exits, k.done, k.done_exp]
+        return [k.req, k.payload, k.depth, k.records, k.exits, k.done, k.done_exp, k.holes]
 
     async def _remove_swept(
         self, k: AeKeys, request_id: str, queue_manager: int, outcome: str, blob: list[SweptEntry] | None = None

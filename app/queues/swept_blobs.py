@@ -30,5 +30,8 @@ class SweptBlobStore(Protocol):
     async def locate(self, k: AeKeys, request_id: str) -> tuple[int, str] | None:
         """The blob holding a swept request, and its queue."""
 
+    async def entry(self, k: AeKeys, request_id: str) -> SweptEntry | None:
+        """A swept request as its blob keeps it, in one read by the index; None when it is in no blob."""
+
     async def of_queue_manager(self, k: AeKeys, queue_manager: int) -> dict[int, set[str]]:
         """A queue manager's swept requests here, by blob."""

@@ -77,6 +77,19 @@ class SweptBlobs:
             row = (await session.execute(query)).first()
         return (row[0], row[1]) if row else None
 
+    async def entry(self, k: AeKeys, request_id: str) -> SweptEntry | None:
+        """A swept request as its blob keeps it, in one read by the index; None when it is in no blob."""
+        query = (
+            select(SweptBlob.data)
+            .join(SweptRequest, SweptRequest.blob_id == SweptBlob.id)
+            .where(SweptRequest.node == k.node, SweptRequest.application_environment == k.ae, SweptRequest.request_id == request_id)
+        )
+        async with self.sessions() as session:
+            data = await session.scalar(query)
+        if data is None:
+            return None
+        return next((SweptEntry(*entry) for entry in orjson.loads(data) if entry[0] == request_id), None)
+
     async def of_queue_manager(self, k: AeKeys, queue_manager: int) -> dict[int, set[str]]:
         """A queue manager's swept requests here, by blob."""
         query = select(SweptRequest.blob_id, SweptRequest.request_id).where(

@@ -3,9 +3,9 @@ from __future__ import annotations
 from typing import Annotated
 
 import orjson
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Path, Query, Response
 
-from app.deps import QueueManagerWork, ServerWork, queue_manager_work, server_work
+from app.deps import AnyWork, QueueManagerWork, ServerWork, queue_manager_work, server_work
 from app.web.guards import HotPath
 from app.work.schemas import (
     BegunOut,
@@ -21,6 +21,7 @@ from app.work.schemas import (
     WorkBatchQueued,
     WorkIn,
     WorkQueued,
+    WorkStatusOut,
 )
 
 router = APIRouter(tags=["work"])
@@ -82,6 +83,17 @@ async def begin(token: str, body: TokenOnly, call: ServerWork) -> BegunOut:
 @router.post("/v1/work/{token}/end", response_model=EndedOut, summary="IWM4STEN: end a request")
 async def end(token: str, body: EndRequest, call: ServerWork) -> Response:
     return _json(await call.work.ending.end(call.principal, token, body.connect_token, body))
+
+
+@router.get(
+    "/v1/work/{token}",
+    response_model=WorkStatusOut,
+    summary="A request's own status: state, class, period, position in its queue, expected start, delay cause",
+    description="For the principal whose connection queued the request, or an operator; anyone else, and a request "
+    "whose tombstone has expired, is answered 404 unknown_work.",
+)
+async def status(token: Annotated[str, Path(max_length=256)], call: AnyWork) -> WorkStatusOut:
+    return await call.work.status.status(call.principal, token)
 
 
 @router.delete("/v1/work/{token}", response_model=DeletedOut, summary="IWM4QDE: delete a request still queued")

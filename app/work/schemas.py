@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, StringConstraints, model_validator
 
 from app.policy.schemas import Attributes
+from app.servers.delays import DelayCause
 from app.shared.schemas import JsonDocument, Name, StrictModel
 
 ConnectToken = Annotated[str, StringConstraints(min_length=1, max_length=128)]
@@ -172,3 +173,46 @@ class BegunOut(BaseModel):
 class DeletedOut(BaseModel):
     token: str
     outcome: Literal["deleted"]
+
+
+WorkState = Literal["queued", "selected", "begun", "ended", "deleted", "dead"]
+
+
+class WorkStatusOut(BaseModel):
+    """A request's own status (GET /v1/work/{token}), for the principal whose connection queued it or an operator."""
+
+    token: str
+    state: WorkState = Field(
+        description="queued (in memory, or swept to the database), selected, begun; ended or deleted while its tombstone "
+        "lives (WLM_TOMBSTONE_SECONDS; then it is unknown); dead: in its environment's dead letters"
+    )
+    outcome: str | None = Field(
+        default=None, description="once ended: completed, failed or abandoned (also of a dead letter); deleted or purged (state deleted)"
+    )
+    application_environment: str
+    node: str
+    service_class: str | None = Field(default=None, description="null once ended or deleted: its tombstone keeps only the outcome")
+    period: int | None = Field(default=None, description="the period of its service class it is in now (1-based), or was in when it died")
+    deliveries: int | None = Field(default=None, description="how often a server selected it (this life, for a dead letter retried)")
+    inserted_at: datetime | None = Field(default=None, description="when it was queued (again, for a dead letter retried)")
+    position: int | None = Field(
+        default=None,
+        description="while queued: how many requests of its class queue are ahead of it (0: it is next); its class's "
+        "dependent requests come before independent ones. Null when not known: a request queued by an older version "
+        "is ahead of it, or a run of more than 32 deleted requests is at its queue's head until a select drops them",
+    )
+    expected_wait_ms: int | None = Field(
+        default=None,
+        description="while queued: how long until it is expected to be selected, from its position, its class's recent "
+        "execution time and the servers wanted; null without a basis (nothing of its class ended in the last window, "
+        "no server connected, its environment's state or its resource group holds it back)",
+    )
+    expected_start_at: datetime | None = Field(default=None, description="while queued: when it is expected to be selected")
+    delay_cause: DelayCause | None = Field(
+        default=None,
+        description="while queued: why it waits, the first that applies of environment_state (quiesced, stopped, "
+        "refreshing), redelivery (given back after a failed delivery), group_cap (its resource group at its cap), "
+        "no_server (no server of its environment connected), servers_starting (wanted servers not yet connected), "
+        "busy_higher (every worker task taken, some by work of equal or higher importance), busy_lower (every task "
+        "taken by less important work); null when a worker task is free",
+    )

@@ -22,6 +22,7 @@ from app.work.ending import Ending
 from app.work.idempotency_routes import IdempotencyRoutes
 from app.work.insert import Insertion
 from app.work.select import Selection
+from app.work.status import StatusReader
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,7 @@ class WorkServices:
     insertion: Insertion
     selection: Selection
     ending: Ending
+    status: StatusReader
 
     @classmethod
     def build(
@@ -53,6 +55,7 @@ class WorkServices:
             ),
             selection=Selection(connections, ending, operator, store, policies, dispatcher, settings),
             ending=ending,
+            status=StatusReader(sessions, store, policies, operator),
         )
 
 

@@ -29,9 +29,11 @@ class MemoryBlobs:
 
     def __init__(self) -> None:
         self.blobs: dict[int, tuple[AeKeys, str, list[SweptEntry]]] = {}
+        self.written = 0
 
     async def write(self, k: AeKeys, queue: str, entries: list[SweptEntry]) -> int:
-        blob_id = len(self.blobs) + 1
+        self.written += 1
+        blob_id = self.written  # as the database numbers them: never an id given before
         self.blobs[blob_id] = (k, queue, list(entries))
         return blob_id
 
@@ -48,6 +50,10 @@ class MemoryBlobs:
             if keys == k and any(e.id == request_id for e in entries):
                 return blob_id, queue
         return None
+
+    async def entry(self, k: AeKeys, request_id: str) -> SweptEntry | None:
+        located = await self.locate(k, request_id)
+        return next(e for e in self.blobs[located[0]][2] if e.id == request_id) if located else None
 
     async def of_queue_manager(self, k: AeKeys, queue_manager: int) -> dict[int, set[str]]:
         return {

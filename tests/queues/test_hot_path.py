@@ -208,7 +208,7 @@ async def test_reassign_gives_expired_leases_back_and_abandons_the_last_delivery
     assert item.meta["deliveries"] == CONFIG.max_deliveries
     await store.redis.zadd(k.leases, {request_id: 0})
     assert await store.reassign(k, CONFIG) == Reassigned(0, [request_id])
-    assert await store.redis.hget(k.done, request_id) == "abandoned"
+    assert await store.redis.hget(k.done, request_id) == f"abandoned|{QUEUE_MANAGER}"
 
 
 async def test_reassign_leaves_leases_that_have_not_passed(store, k):

@@ -47,7 +47,7 @@ async def test_expired_tombstones_are_forgotten(store, k):
     ids = await ended(store, k, 2)
     await store.redis.zadd(k.done_exp, {ids[0]: 0})  # its time passed
     await store.forget_tombstones(k)
-    assert await store.redis.hgetall(k.done) == {ids[1]: "deleted"}
+    assert await store.redis.hgetall(k.done) == {ids[1]: f"deleted|{QUEUE_MANAGER}"}
 
 
 async def test_ends_are_samples_for_goal_evaluation(store, k):

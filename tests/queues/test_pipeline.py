@@ -68,7 +68,7 @@ async def test_a_cancelled_call_leaves_the_replies_of_the_others_in_order(store:
 async def test_an_error_reply_is_raised_as_redis_py_raises_it(store: QueueStore) -> None:
     with pytest.raises(ResponseError):
         # Built by hand, past its specification, which would refuse it before Redis sees it.
-        await store.scripts.call(ScriptCall("insert", ["{x}:a"], ["not", "what", "insert", "takes"]))
+        await store.scripts.call(ScriptCall("insert", ["{x}:a"], ["not", "what", "insert", "takes", "at all"]))
 
 
 async def test_a_killed_connection_is_opened_again(store: QueueStore, k: AeKeys) -> None:

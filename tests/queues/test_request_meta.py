@@ -40,7 +40,8 @@ async def test_a_request_queued_in_the_old_layout_is_selected_and_ended(store: Q
     assert (item.id, item.payload) == ("old1", '{"n": 1}')
     assert (meta.service_class, meta.report_class, meta.dependent, meta.queue_manager) == ("ONLINE", "RPT1", False, QM)
     assert (meta.userid, meta.enclave, meta.policy, meta.node, meta.application_environment) == ("ALICE", None, 3, "LOCAL", "PAYROLL")
-    assert meta.state is RequestState.BEGUN and meta.deliveries == 1 and meta.server_id == SERVER and meta.seq == 41
+    assert meta.state is RequestState.BEGUN and meta.deliveries == 1 and meta.server_id == SERVER
+    assert meta["seq"] == 41 and meta.place is None
     assert meta.selected is not None and meta.begun == meta.selected >= meta.inserted
     [ended] = await store.end(k, SERVER, [EndArgs("old1", "completed", '{"ok": 1}')])
     record = ended.record

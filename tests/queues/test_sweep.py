@@ -96,7 +96,7 @@ async def test_a_swept_request_is_deleted_in_its_blob_and_left_out_when_it_comes
     ids = await swept(store, k, blobs)
     record = await store.delete(k, ids[1], QUEUE_MANAGER)
     assert record["id"] == ids[1] and record["outcome"] == "deleted"
-    assert await store.redis.hget(k.done, ids[1]) == "deleted"
+    assert await store.redis.hget(k.done, ids[1]) == f"deleted|{QUEUE_MANAGER}"
     with pytest.raises(NotFound):  # another queue manager's request is not revealed
         await store.delete(k, ids[0], OTHER_QUEUE_MANAGER)
     assert await store.unsweep(k, QUEUE) == 2
@@ -111,7 +111,7 @@ async def test_a_delete_that_finds_the_blob_brought_back_meanwhile_deletes_it_fr
     async def brought_back_meanwhile(keys: AeKeys, request_id: str) -> tuple[int, str] | None:
         located = await locate(keys, request_id)
         restored = [value for e in await blobs.read(1) for value in (e.id, e.meta, e.payload)]
-        keys = [k.req, k.payload, k.front(QUEUE), k.chain(QUEUE), k.swept, k.swept_deleted]
+        keys = [k.req, k.payload, k.front(QUEUE), k.chain(QUEUE), k.swept, k.swept_deleted, k.places]
         await store.scripts.run(specs.UNSWEEP(keys, [QUEUE, 1], arg_groups=[restored]))
         return located  # the blob is still indexed: delete_swept answers NOT_SWEPT, and the delete goes again
 

@@ -221,6 +221,20 @@ async def test_enclave_batch_and_delete(setup):
         await setup.nothing_left()
 
 
+async def test_a_queue_manager_asks_how_its_request_is_doing(setup):
+    async with await setup.queue_manager() as qm:
+        first = await qm.insert("PAYROLL", {"n": 1}, classification=ONLINE)
+        second = await qm.insert("PAYROLL", {"n": 2}, classification=ONLINE)
+        status = await qm.status(second["token"])
+        assert (status["state"], status["position"], status["delay_cause"], status["service_class"]) == ("queued", 1, "no_server", "ONLINE")
+        await qm.delete(first["token"])
+        assert (await qm.status(first["token"]))["state"] == "deleted"
+        assert (await qm.status(second["token"]))["position"] == 0
+        with pytest.raises(WlmError) as unknown:
+            await qm.status("LOCAL~PAYROLL~never")
+        assert (unknown.value.status, unknown.value.code) == (404, "unknown_work")
+
+
 async def test_errors_carry_status_and_code(setup):
     async with await setup.queue_manager() as qm:
         with pytest.raises(WlmError) as unknown_ae:

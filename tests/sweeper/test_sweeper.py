@@ -4,6 +4,7 @@ order through selects, deletes, purges and displays, and a sweep that races with
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import httpx
 import pytest
@@ -197,6 +198,29 @@ async def test_a_swept_request_can_be_deleted_and_does_not_come_back(world: Worl
     server = await world.server(tasks=40)
     assert await drain(world, server) == [t for t in tokens if t != victim]
     assert await state.redis.scard(k.swept_deleted) == 0  # type: ignore[misc]
+
+
+async def test_a_swept_request_answers_queued_with_its_position(world: World, state: AppState) -> None:
+    tokens = await insert(world, 30)
+    k = keys_of(state, tokens[0])
+    await sweeper(state).sweep_environment(k, ["ONLINE"])
+    tokens += await insert(world, 3, first=30)  # behind the swept part, at the rear
+    response = await world.client.delete(f"/v1/work/{tokens[12]}", headers=world.qm, params={"connect_token": world.qm_token})
+    assert response.status_code == 200, response.text
+    del tokens[12]
+
+    async def status(token: str) -> dict[str, Any]:
+        response = await world.client.get(f"/v1/work/{token}", headers=world.qm)
+        assert response.status_code == 200, response.text
+        return response.json()  # type: ignore[no-any-return]
+
+    swept = await status(tokens[20])
+    assert (swept["state"], swept["service_class"], swept["position"], swept["delay_cause"]) == ("queued", "ONLINE", 20, "no_server")
+    assert [(await status(token))["position"] for token in tokens] == list(range(len(tokens)))
+    assert (await world.client.get(f"/v1/work/{tokens[20]}", headers=ADMIN)).json()["position"] == 20
+    server = await world.server(tasks=40)
+    drained = await drain(world, server, per_select=4)
+    assert drained == tokens and (await status(tokens[20]))["state"] == "ended"
 
 
 async def test_a_departing_queue_manager_purges_its_swept_requests(world: World, state: AppState, app: FastAPI) -> None:

@@ -2,15 +2,17 @@
 -- under its token), with its payload, no deliveries and its life counted up; its tombstone goes, so its queue
 -- manager and servers see it queued. The dead letter goes in the same step: a second retry, however close behind,
 -- finds nothing and queues nothing.
--- KEYS: req, payload, depth, classes, seq, swept, sweeping, waiters, done, done_exp, dead, dead_at, front, rear
+-- KEYS: req, payload, depth, classes, places, swept, sweeping, waiters, done, done_exp, dead, dead_at, holes, front,
+--       rear
 -- ARGV: id, queue, position, notify_channel, wake_prefix
--- INCLUDES: base, wake
+-- INCLUDES: base, wake, places
 -- queue: the dead letter's queue name, as its meta's class and dependence give it; position: 'front' or 'back'.
 -- Returns {OK, the request's metadata (JSON)}, {UNKNOWN_DEAD_LETTER}, or {DEAD_LETTER_MOVED, its queue name} when
 -- the lists passed are not its queue's.
-local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], classes = KEYS[4], seq = KEYS[5], swept = KEYS[6],
-  sweeping = KEYS[7], waiters = KEYS[8], done = KEYS[9], done_exp = KEYS[10], dead = KEYS[11], dead_at = KEYS[12]}
-local front, rear = KEYS[13], KEYS[14]
+local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], classes = KEYS[4], places = KEYS[5], swept = KEYS[6],
+  sweeping = KEYS[7], waiters = KEYS[8], done = KEYS[9], done_exp = KEYS[10], dead = KEYS[11], dead_at = KEYS[12],
+  holes = KEYS[13]}
+local front, rear = KEYS[14], KEYS[15]
 local id, queue, position = ARGV[1], ARGV[2], ARGV[3]
 
 local raw = redis.call('HGET', k.dead, id)
@@ -24,7 +26,12 @@ local now = now_ms()
 meta.life = (meta.life or 1) + 1
 meta.first_inserted = meta.first_inserted or meta.inserted
 meta.inserted = now
-meta.seq = redis.call('INCR', k.seq)
+if position == 'front' then
+  meta.place = front_place(k, queue, front, rear)
+else
+  meta.place = back_places(k, queue, 1)
+end
+meta.seq = meta.place or meta.seq  -- as insert.lua writes it, for a version before places
 meta.state = 'q'
 meta.deliveries = 0
 for _, field in ipairs({'server', 'selected', 'begun', 'ended', 'outcome', 'result', 'error', 'id'}) do

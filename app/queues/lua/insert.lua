@@ -1,14 +1,14 @@
 -- Queue requests (IWM4QIN), all or none.
--- KEYS: req, payload, depth, classes, seq, swept, sweeping, waiters; per item: front, rear, idempotency
+-- KEYS: req, payload, depth, classes, places, swept, sweeping, waiters; per item: front, rear, idempotency
 -- ARGV: notify_channel, wake_prefix, idempotency_ttl_s, backlog_limit; per item: id, service_class, meta, payload,
 --       idempotency_key, queue
 -- INCLUDES: base, wake
 -- Per item: idempotency is a dummy key of the same slot when the item has none (idempotency_key ''); meta is
--- JSON without `seq` and `inserted`, which are added here; payload is JSON.
+-- JSON without `place`, `seq` and `inserted`, which are added here; payload is JSON.
 -- A queue that is swept, being swept, or still has a rear list takes new requests at its rear (app/sweeper).
 -- Returns {OK, id...} in item order (an id of an earlier insert for a repeated idempotency key),
 -- or {BACKLOG_LIMIT, class, depth, limit} when a class queue would pass its backlog limit (nothing written).
-local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], classes = KEYS[4], seq = KEYS[5], swept = KEYS[6],
+local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], classes = KEYS[4], places = KEYS[5], swept = KEYS[6],
   sweeping = KEYS[7], waiters = KEYS[8]}
 local FIRST_ITEM_KEY = 9
 local channel, wake_prefix, idem_ttl, limit = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -19,7 +19,7 @@ for i = 5, #ARGV, 6 do
     queue = ARGV[i + 5], front = KEYS[key], rear = KEYS[key + 1], idem_key = KEYS[key + 2]}
 end
 
-local result, new_per_class, depth_of, fresh = {OK}, {}, {}, {}
+local result, new_per_class, new_per_queue, depth_of, fresh = {OK}, {}, {}, {}, {}
 for i, item in ipairs(items) do
   local existing = false
   if item.idem ~= '' then
@@ -30,6 +30,7 @@ for i, item in ipairs(items) do
   else
     fresh[i] = true
     new_per_class[item.sc] = (new_per_class[item.sc] or 0) + 1
+    new_per_queue[item.queue] = (new_per_queue[item.queue] or 0) + 1
     local depth = depth_of[item.sc]
     if depth == nil then
       depth = tonumber(redis.call('HGET', k.depth, item.sc) or '0')
@@ -42,17 +43,24 @@ for i, item in ipairs(items) do
   end
 end
 
--- A per-environment sequence number orders requests inserted in the same millisecond (a batch), so that
--- reassigned requests go back to the front in their original order.
+-- Each new request takes the next place at the back of its queue (includes/places.lua): how many are ahead of it
+-- is then known without walking the queue, and requests given back return to the front in their order.
 -- The writes are gathered and made with one command per key (in chunks): a batch's requests cost Redis a few
 -- commands, not nine each.
 local now = now_ms()
-local seq = redis.call('INCRBY', k.seq, #items)
+local next_place = {}
+for queue, count in pairs(new_per_queue) do
+  next_place[queue] = redis.call('HINCRBY', k.places, queue, count) - count + 1
+end
 -- lists: per queue, in the order first met, the list its new requests join and their ids.
 local metas, payloads, list_of, lists = {}, {}, {}, {}
 for i, item in ipairs(items) do
   if fresh[i] then
-    local stamps = '{"seq":' .. (seq - #items + i) .. ',"inserted":' .. string.format('%d', now) .. ','
+    local place = next_place[item.queue]
+    next_place[item.queue] = place + 1
+    -- `seq`, the same number: what a version before places sorts requests given back by (a rolling upgrade).
+    local number = string.format('%d', place)
+    local stamps = '{"place":' .. number .. ',"seq":' .. number .. ',"inserted":' .. string.format('%d', now) .. ','
     append_pair(metas, item.id, stamps .. string.sub(item.meta, 2))
     append_pair(payloads, item.id, item.payload)
     -- Which list of its queue a request joins is decided once per queue: this script only adds to that list.

@@ -1,6 +1,6 @@
 -- The slow queue sweeper (app/sweeper, after TPF MQSeries') could not write its blob: the sweep it began ends, the queue as
 -- it was (a mark of another sweep is left alone).
--- KEYS: req, payload, front, rear, chain, swept, sweeping, fence
+-- KEYS: req, payload, front, rear, chain, swept, sweeping, fence, places
 -- ARGV: queue, token, epoch
 -- INCLUDES: sweep
 -- Returns {OK}, or {FENCED, epoch} when a newer scheduler acted on this queue.

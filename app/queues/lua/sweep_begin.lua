@@ -2,7 +2,7 @@
 -- the queue is marked as being swept (new requests go to its rear from now on) and what to move is returned: of
 -- the front list, its last `max` entries beyond the first `keep` (the buffer stays in memory); of the rear list,
 -- its first `max`. A digest of those entries and their metadata is kept with the mark (see sweep_commit.lua).
--- KEYS: req, payload, front, rear, chain, swept, sweeping, fence
+-- KEYS: req, payload, front, rear, chain, swept, sweeping, fence, places
 -- ARGV: queue, token, epoch, part, keep, max
 -- INCLUDES: sweep
 -- part: 'front' or 'rear'.

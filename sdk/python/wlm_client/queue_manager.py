@@ -14,7 +14,7 @@ from wlm_client.connection import ATTEMPTS, Connection, compact, retrying
 
 
 class QueueManager(Connection):
-    """A queue manager: classifies and queues work (IWM4ECRE, IWM4QIN, IWM4QDE)."""
+    """A queue manager: classifies and queues work (IWM4ECRE, IWM4QIN, IWM4QDE) and asks how it is doing."""
 
     @classmethod
     async def connect(
@@ -68,3 +68,10 @@ class QueueManager(Connection):
     async def delete(self, token: str) -> None:
         """IWM4QDE: remove a request that is still queued (409 not_queued once a server selected it)."""
         await self._call("DELETE", f"/v1/work/{token}", params={"connect_token": self.token})
+
+    async def status(self, token: str) -> dict[str, Any]:
+        """A request's own status (GET /v1/work/{token}): `state` (queued, selected, begun, ended, deleted, dead),
+        `outcome` once ended, `service_class`, `period`, `deliveries`, and while queued its `position` in its class
+        queue, `expected_start_at`, `expected_wait_ms` and `delay_cause`. Any request this key's principal queued;
+        an ended one while its tombstone lives (then 404 unknown_work, as for a token never queued)."""
+        return await retrying(lambda: self._call("GET", f"/v1/work/{token}"))

@@ -48,9 +48,10 @@ local function fenced_by(fence_key, epoch)
   return nil
 end
 
--- An id that is not (or no longer) in the request hash: ended earlier (tombstone) or never existed.
+-- An id that is not (or no longer) in the request hash: ended earlier (tombstone: `<outcome>|<queue manager>`, finish
+-- in finish.lua) or never existed.
 local function missing(k, id)
-  local outcome = redis.call('HGET', k.done, id)
-  if outcome then return {ALREADY_ENDED, outcome} end
+  local tombstone = redis.call('HGET', k.done, id)
+  if tombstone then return {ALREADY_ENDED, string.match(tombstone, '^[^|]*')} end
   return {UNKNOWN_WORK}
 end

@@ -1,9 +1,10 @@
--- The end of a request's life, its dead letter, and a queued request's removal.
+-- The end of a request's life, and its dead letter.
 -- INCLUDES: base
 
 -- The end of a request's life: its work record goes to the outbox (flushed to Parquet by the service), the
 -- queue manager's exit is scheduled when the service (not a server) ended it, and a tombstone lets a late
--- caller be told "already ended" instead of "unknown". With `later` (a table from ending_later), its writes are
+-- caller be told "already ended" instead of "unknown" (`<outcome>|<queue manager>`: its queue manager may ask how
+-- it ended, status.lua). With `later` (a table from ending_later), its writes are
 -- gathered there for `written` to make with one command each: the caller then reads nothing they change until
 -- then (end_held read its requests first, and answers an id it ended twice itself).
 local function finish(k, id, meta, outcome, now, tombstone_ms, later)
@@ -16,14 +17,15 @@ local function finish(k, id, meta, outcome, now, tombstone_ms, later)
       redis.call('ZADD', k.exits, now, cjson.encode({id = id, qm = meta.qm, exit = meta.exit, attempt = 0, record = record}))
     end
   end
+  local tombstone = outcome .. '|' .. (meta.qm or '')
   if later then
     later.records[#later.records + 1] = record
     later.gone[#later.gone + 1] = id
-    append_pair(later.done, id, outcome)
+    append_pair(later.done, id, tombstone)
     append_pair(later.expiry, now + tombstone_ms, id)
   else
     redis.call('HDEL', k.req, id)
-    redis.call('HSET', k.done, id, outcome)
+    redis.call('HSET', k.done, id, tombstone)
     redis.call('RPUSH', k.records, record)
     redis.call('HDEL', k.payload, id)
     redis.call('ZADD', k.done_exp, now + tombstone_ms, id)
@@ -61,11 +63,3 @@ local function written(k, later)
   in_chunks('ZREM', k.leases, later.leases)
   in_chunks('ZADD', k.samples, later.samples)
 end
-
--- A queued request (in memory or swept) is deleted or purged: its entry in a list stays until a select or sweep drops
--- it (deleting from a list's middle is O(n)). k needs req, payload, depth, records, exits, done, done_exp.
-local function remove_queued(k, id, meta, outcome, now, tombstone_ms)
-  redis.call('HINCRBY', k.depth, meta.sc, -1)
-  return finish(k, id, meta, outcome, now, tombstone_ms)
-end
-

@@ -3,7 +3,7 @@
 
 local function sweep_keys()
   return {req = KEYS[1], payload = KEYS[2], front = KEYS[3], rear = KEYS[4], chain = KEYS[5], swept = KEYS[6],
-    sweeping = KEYS[7], fence = KEYS[8]}
+    sweeping = KEYS[7], fence = KEYS[8], places = KEYS[9]}
 end
 
 -- A digest of entries and their metadata: a sweep commits only entries nothing touched since it began.
