@@ -26,6 +26,8 @@ from redis.exceptions import AskError, MovedError, SlotNotCoveredError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from app.redis.topology import ClusterClient
+
 # A call not answered within this long means the connection is gone (or Redis is stuck): it is closed, and the
 # calls waiting on it fail as a lost connection does. redis-py's default socket timeout, which it replaces.
 REPLY_TIMEOUT_S = 5.0
@@ -265,14 +267,13 @@ class MasterPipelines:
     MOVED teaches the client as its own calls do); so does a call whose master is lost, and the topology is read
     again. Redirected calls did not run; a lost connection's, as on one server, may have."""
 
-    def __init__(self, cluster: Any) -> None:
-        # The service's ClusterClient (app/redis/topology.py): `get_node_from_key`, `moved`, `lost`.
+    def __init__(self, cluster: ClusterClient) -> None:
         self._cluster = cluster
         self._pipelines: dict[str, ScriptPipeline | None] = {}
 
     def _pipeline(self, key: str) -> ScriptPipeline | None:
         cluster = self._cluster
-        if cluster._initialize:  # the topology is to be read: redis-py's call reads it
+        if not cluster.knows_topology():  # redis-py's next call reads it
             return None
         try:
             node: ClusterNode | None = cluster.get_node_from_key(key)

@@ -77,6 +77,10 @@ class ClusterClient(RedisCluster):
         """The slot cache learns where a redirected slot lives now, as redis-py's own calls teach it."""
         await self.nodes_manager.move_slot(redirect)
 
+    def knows_topology(self) -> bool:
+        """Whether the slot map is read and not known stale (redis-py reads it again at its next call otherwise)."""
+        return not self._initialize
+
     def lost(self) -> None:
         """A node did not answer: the topology is read again before the next call, as after redis-py's own calls."""
         self._initialize = True
