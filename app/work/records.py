@@ -27,18 +27,20 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from app.policy.active import ActivePolicy
 from app.processes import die_with_parent
 from app.queues.keys import TOKEN_SEPARATOR
 from app.queues.request_meta import RequestMeta
 from spark_jobs.contract.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER, SCHEMA
 from spark_jobs.manager.goals import period_number
+
+if TYPE_CHECKING:  # the writer process imports this module: the policy's schemas would cost it 0.3 s of CPU at start
+    from app.policy.active import ActivePolicy
 
 
 @dataclass(frozen=True, slots=True)
