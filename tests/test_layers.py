@@ -4,7 +4,8 @@ read here so that the drawing cannot drift from the rule).
 A module may import its own package and any package of a lower layer. Routers are HTTP only: besides the
 infrastructure they import their own package and `app.deps`. Nothing in `spark_jobs/` imports `app`: the report
 ships to a Spark cluster without the web service; nor does the SDK (`sdk/python`), which installs without it. Every
-call of a queue script is built by its specification (app/queues/script_specs.py).
+call of a queue script is built by its specification (app/queues/script_specs.py). The queue store holds its parts
+as attributes: no class is built of more than three of its classes.
 """
 
 from __future__ import annotations
@@ -130,18 +131,53 @@ def test_the_redis_plumbing_knows_no_domain() -> None:
 
 def test_other_domains_own_their_redis_records_beside_the_queue_store_not_in_it() -> None:
     """A domain's Redis records are a class of its own over the shared RedisContext: nothing outside app/queues
-    extends the queue store or its base, and the store is composed of the queues' own parts only."""
+    extends the queue store, its base or its parts', and the store is made of the queues' own parts only."""
     wrong: list[str] = []
     for path in _app_modules():
         module = _module_name(path)
         for node in ast.walk(_parsed(path)):
             if isinstance(node, ast.ClassDef):
                 bases = {ast.unparse(base) for base in node.bases}
-                if not module.startswith("app.queues.") and bases & {"StoreBase", "QueueStore"}:
+                if not module.startswith("app.queues.") and bases & {"StoreBase", "StorePart", "QueueStore"}:
                     wrong.append(f"{module}.{node.name}")
     store = _parsed(ROOT / "app" / "queues" / "store.py")
     imported = [n.module for n in ast.walk(store) if isinstance(n, ast.ImportFrom) and n.module and n.module != "__future__"]
-    assert wrong == [] and all(name.startswith("app.queues.") for name in imported), (wrong, imported)
+    foreign = [name for name in imported if not name.startswith("app.queues.") and name.split(".")[0] not in sys.stdlib_module_names]
+    assert wrong == [] and foreign == [], (wrong, foreign)
+
+
+# How many of the queue store's classes one class of app/ may be built of, its bases' bases counted.
+MAX_STORE_BASES = 3
+
+
+def _store_bases() -> dict[str, list[str]]:
+    """Per class of app/ (by name), the classes of the queue store it is built of: StoreBase, StorePart and what
+    extends them, among its bases and their bases."""
+    bases: dict[str, set[str]] = {}
+    for path in _app_modules():
+        for node in ast.walk(_parsed(path)):
+            if isinstance(node, ast.ClassDef):
+                bases.setdefault(node.name, set()).update(ast.unparse(base).rsplit(".", 1)[-1] for base in node.bases)
+
+    def ancestors(name: str) -> set[str]:
+        found: set[str] = set()
+        todo = list(bases.get(name, ()))
+        while todo:
+            if (base := todo.pop()) not in found:
+                found.add(base)
+                todo += bases.get(base, ())
+        return found
+
+    roots = {"StoreBase", "StorePart"}
+    store = {name for name in bases if name in roots or ancestors(name) & roots}
+    return {name: sorted(ancestors(name) & store) for name in bases}
+
+
+def test_no_class_composes_more_than_three_bases_of_the_store() -> None:
+    """The queue store holds its parts as attributes (app/queues/store.py), each over its one base: a class built of
+    the store's mixins, calling each other through `self`, is what the store was before, and is refused."""
+    composed = {name: found for name, found in _store_bases().items() if len(found) > MAX_STORE_BASES}
+    assert composed == {}
 
 
 def test_spark_jobs_import_no_app() -> None:

@@ -110,7 +110,7 @@ async def _retire(store: QueueStore, policy: ActivePolicy, queue_manager: ConnIn
         config = AeConfig(policy.class_order, ae.completion_time_ms, ae.backlog_limit, ae.max_deliveries)
         for node in ae.nodes or policy.nodes:
             keys = store.keys(node, ae.name)
-            await store.retire(keys, config, queue_manager.id)
+            await store.environments.retire(keys, config, queue_manager.id)
             purged += await store.purge(keys, queue_manager.id)
     return purged
 
@@ -130,7 +130,7 @@ async def release(store: QueueStore, policy: ActivePolicy | None, info: ConnInfo
     config = policy.queue_config(info.application_environment)
     k = store.keys(info.node, info.application_environment)
     if config is None:  # the environment left the policy: nothing can be requeued into it
-        await store.unregister_server(k, info.id)
+        await store.environments.unregister_server(k, info.id)
         return Cleanup()
     result = await store.reassign(k, config, server_id=info.id)
     return Cleanup(requeued=result.requeued, abandoned=len(result.abandoned))
@@ -157,7 +157,7 @@ async def expire_silent_servers(
     """Servers of one environment that neither selected nor heartbeat within the timeout have died without
     IWM4DIS (as in z/OS WLM, the service then does the IWM4DIS processing itself): their connection is closed with
     reason `expired` and what they held goes back to the front of its queue. Returns their ids."""
-    expired = await store.silent_servers(keys, int(timeout_s * 1000))
+    expired = await store.environments.silent_servers(keys, int(timeout_s * 1000))
     await close_dead_servers(sessions, store, cache, policy, keys, expired, "expired")
     return expired
 
@@ -183,6 +183,6 @@ async def close_dead_servers(
                 cache.pop(connection.token_hash)
                 await ConnectionRecords(store.context).forget(connection.token_hash)
         if config is None:
-            await store.unregister_server(keys, server_id)
+            await store.environments.unregister_server(keys, server_id)
         else:
             await store.reassign(keys, config, server_id=server_id)

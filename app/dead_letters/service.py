@@ -107,7 +107,7 @@ class DeadLetterService:
             matched += len(page)
             for found in page:
                 try:
-                    await self.queues.retry_dead_letter(found.keys, found.letter.id, position)
+                    await self.queues.dead_letters.retry(found.keys, found.letter.id, position)
                 except NotFound:
                     continue
                 tokens.append(found.token)
@@ -121,7 +121,7 @@ class DeadLetterService:
             for found in page:
                 by_place.setdefault(found.keys, []).append(found.letter.id)
             for keys, ids in by_place.items():
-                tokens += [keys.token(request_id) for request_id in await self.queues.discard_dead_letters(keys, ids)]
+                tokens += [keys.token(request_id) for request_id in await self.queues.dead_letters.discard(keys, ids)]
         return await self._audited(session, actor, DISCARD_ACTION, wanted, matched, tokens)
 
     def _places(self, policy: ActivePolicy, wanted: DeadLetterFilter) -> list[AeKeys]:
@@ -142,7 +142,7 @@ class DeadLetterService:
 
     async def show(self, token: str) -> DeadLetterOut:
         keys, request_id = self._keys_of(token)
-        letter = await self.queues.dead_letter(keys, request_id)
+        letter = await self.queues.dead_letters.get(keys, request_id)
         if letter is None:
             raise NotFound("no such dead letter (it may have been retried, discarded or expired)", code="unknown_dead_letter")
         return letter_out(Found(keys, letter), with_payload=True)
@@ -170,7 +170,7 @@ class DeadLetterService:
         place_after = _place_after(after, keys.token(""))
         matched: list[Found] = []
         while True:
-            page = await self.queues.dead_letters_after(keys, place_after, _ms(wanted.until), SCAN_PAGE)
+            page = await self.queues.dead_letters.page(keys, place_after, _ms(wanted.until), SCAN_PAGE)
             for letter in page.letters:
                 if wanted.service_class in (None, letter.meta.service_class) and wanted.reason in (None, letter.reason):
                     matched.append(Found(keys, letter))
@@ -192,14 +192,14 @@ class DeadLetterService:
 
     async def retry(self, session: AsyncSession, actor: str, token: str, position: Position) -> RetriedOut:
         keys, request_id = self._keys_of(token)
-        meta = await self.queues.retry_dead_letter(keys, request_id, position)
+        meta = await self.queues.dead_letters.retry(keys, request_id, position)
         record(session, actor, RETRY_ACTION, token, position=position, life=meta.life)
         await session.commit()
         return RetriedOut(token=token, service_class=meta.service_class, position=position, life=meta.life)
 
     async def discard(self, session: AsyncSession, actor: str, token: str) -> None:
         keys, request_id = self._keys_of(token)
-        if not await self.queues.discard_dead_letters(keys, [request_id]):
+        if not await self.queues.dead_letters.discard(keys, [request_id]):
             raise NotFound("no such dead letter (it may have been retried, discarded or expired)", code="unknown_dead_letter")
         record(session, actor, DISCARD_ACTION, token)
         await session.commit()

@@ -77,8 +77,8 @@ async def read_queues(queues: QueueStore, policy: ActivePolicy) -> QueueReading:
     places = [(ae, node) for ae in sorted(policy.application_environments) for node in policy.nodes if policy.hosts(ae, node)]
     groups = list(policy.resource_groups.values())
     read_ms = await queues.clock_ms(near=exposition_keys(queues.prefix)[0])
-    figures = await asyncio.gather(*(queues.queue_figures(queues.keys(node, ae), policy.class_order) for ae, node in places))
-    held = await queues.group_figures(groups) if groups else []
+    figures = await asyncio.gather(*(queues.environments.queue_figures(queues.keys(node, ae), policy.class_order) for ae, node in places))
+    held = await queues.groups.figures(groups) if groups else []
     return QueueReading(places, list(figures), period_bounds_ms(policy), groups, held, read_ms)
 
 

@@ -44,7 +44,7 @@ async def _describe(
 ) -> list[ApplicationEnvironmentOut]:
     places = _places(policy, names)
     names_in_policy = [name for name in names if policy is not None and name in policy.application_environments]
-    snapshots, stored_limits = await queues.snapshots([queues.keys(node, name) for name, node in places], names_in_policy)
+    snapshots, stored_limits = await queues.environments.snapshots([queues.keys(node, name) for name, node in places], names_in_policy)
     limits = {name: limits_out(policy, name, stored) for name, stored in zip(names_in_policy, stored_limits, strict=True) if policy}
     rank = {service_class: index for index, service_class in enumerate(policy.class_order if policy else ())}
     activity: dict[str, list[NodeActivity]] = {name: [] for name in names}

@@ -140,7 +140,7 @@ async def vary(
         raise
     assert row is not None  # every command changes the state
     if command.action is Action.REFRESH:
-        await queues.reset_server_limits(name)
+        await queues.environments.reset_server_limits(name)
     if state != previous:
         await publish(
             queues.context, subject("WLM", "INFO", "APPLENV", "STATE", name),
@@ -192,7 +192,7 @@ async def count_unexpected_terminations(
     or launched instances): five such terminations within ten minutes put the environment in STOPPED (z/OS WLM's
     rule)."""
     for who in terminated:
-        now, times = await queues.record_termination(keys, who, int(UNEXPECTED_TERMINATION_WINDOW_S * 1000))
+        now, times = await queues.environments.record_termination(keys, who, int(UNEXPECTED_TERMINATION_WINDOW_S * 1000))
         if stopped_after(times, now):
             async with sessions() as session:
                 window = f"{UNEXPECTED_TERMINATION_WINDOW_S:.0f} s"

@@ -235,7 +235,7 @@ async def _refuse_stranding_work(store: PolicyStore, queues: QueueStore, definit
             continue
         for node in current.nodes:
             if current.hosts(ae, node):
-                for service_class in sorted(await queues.classes_in_use(queues.keys(node, ae)) - keep):
+                for service_class in sorted(await queues.environments.classes_in_use(queues.keys(node, ae)) - keep):
                     stranded.append({"application_environment": ae, "node": node, "service_class": service_class})
     if stranded:
         raise Conflict(

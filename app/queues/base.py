@@ -1,5 +1,5 @@
 """What every part of the queue store shares: the Redis client, the scripts, the settings, Redis's clock, and
-what the scripts need to know of an environment's definition."""
+what the scripts need to know of an environment's definition; and the parts' own base, over it."""
 
 from __future__ import annotations
 
@@ -45,6 +45,9 @@ class AeConfig:
 
 
 class StoreBase:
+    """What the parts of one store share: the store is one (its hot path extends it), and holds its other parts, each
+    over it (StorePart)."""
+
     def __init__(
         self,
         redis: Redis,
@@ -107,3 +110,15 @@ class StoreBase:
         state = (await self.redis.cluster_info()).get("cluster_state")
         if state != "ok":
             raise RuntimeError(f"the Redis Cluster's state is {state}")
+
+
+class StorePart:
+    """A part of the queue store by concern (store.py), over the store's one base: its client, prefix and scripts,
+    and the settings, blobs and clock read through `base`, so that a setting changed on the store holds for every
+    part."""
+
+    def __init__(self, base: StoreBase) -> None:
+        self.base = base
+        self.redis = base.redis
+        self.prefix = base.prefix
+        self.scripts = base.scripts

@@ -12,7 +12,7 @@ import orjson
 
 from app.errors import lua_error
 from app.queues import script_specs as specs
-from app.queues.base import StoreBase
+from app.queues.base import StorePart
 from app.queues.codes import ReturnCode
 from app.queues.keys import AeKeys, queue_name
 from app.queues.request_meta import RequestMeta
@@ -40,8 +40,8 @@ def _letter(request_id: str, died_ms: float, raw: str) -> DeadLetter:
     return DeadLetter(request_id, int(died_ms), letter["reason"], RequestMeta(letter["meta"]), letter["payload"])
 
 
-class DeadLetters(StoreBase):
-    async def dead_letter(self, k: AeKeys, request_id: str) -> DeadLetter | None:
+class DeadLetters(StorePart):
+    async def get(self, k: AeKeys, request_id: str) -> DeadLetter | None:
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.hget(k.dead, request_id)
             pipe.zscore(k.dead_at, request_id)
@@ -50,7 +50,7 @@ class DeadLetters(StoreBase):
             return None
         return _letter(request_id, died_ms, raw)
 
-    async def dead_letters_after(self, k: AeKeys, after: tuple[int, str] | None, until_ms: int | None, count: int) -> DeadLetterPage:
+    async def page(self, k: AeKeys, after: tuple[int, str] | None, until_ms: int | None, count: int) -> DeadLetterPage:
         """Up to `count` dead letters in the order they died (by time, then id), after `after` (died ms, id) and
         up to `until_ms` (inclusive)."""
         low = "-inf" if after is None else after[0]
@@ -74,11 +74,11 @@ class DeadLetters(StoreBase):
         letters = [_letter(m, s, raw) for (m, s), raw in zip(entries, raws, strict=True) if raw is not None]
         return DeadLetterPage(letters, (int(entries[-1][1]), entries[-1][0]) if more else None)
 
-    async def retry_dead_letter(self, k: AeKeys, request_id: str, position: Position) -> RequestMeta:
+    async def retry(self, k: AeKeys, request_id: str, position: Position) -> RequestMeta:
         """Queue a dead letter again, at the front or back of its class queue, under its id; returns its new
         metadata. A dead letter already retried (or discarded, or gone) is refused as unknown_dead_letter: of two
         retries of one dead letter, however close, one queues it."""
-        letter = await self.dead_letter(k, request_id)
+        letter = await self.get(k, request_id)
         if letter is None:
             raise lua_error(ReturnCode.UNKNOWN_DEAD_LETTER, [])
         queue = queue_name(letter.meta.service_class, letter.meta.dependent)
@@ -96,7 +96,7 @@ class DeadLetters(StoreBase):
             return RequestMeta.from_json(result[1])
         raise lua_error(ReturnCode.UNKNOWN_DEAD_LETTER, [])
 
-    async def discard_dead_letters(self, k: AeKeys, request_ids: Sequence[str]) -> list[str]:
+    async def discard(self, k: AeKeys, request_ids: Sequence[str]) -> list[str]:
         """The ids that were dead letters here, now gone."""
         if not request_ids:
             return []

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, cast
 
 from app.queues import script_specs as specs
-from app.queues.base import AeConfig, StoreBase
+from app.queues.base import AeConfig, StorePart
 from app.queues.keys import AeKeys, queue_name, retired_key, server_limits_key
 from app.queues.performance import DESIRED_TOTAL
 from app.queues.request_meta import RequestMeta, RetiredPlace
@@ -66,7 +66,7 @@ def promoted_counts(promotion: Mapping[str, str]) -> dict[str, int]:
     return {field.removeprefix(PROMOTED_FIELD): int(n) for field, n in promotion.items() if field.startswith(PROMOTED_FIELD)}
 
 
-class Environments(StoreBase):
+class Environments(StorePart):
     async def unregister_server(self, k: AeKeys, server_id: int) -> None:
         """A server of an environment that left the policy: nothing it held can be requeued there, so it just goes,
         with what the environment kept about it."""
@@ -143,7 +143,7 @@ class Environments(StoreBase):
     async def silent_servers(self, k: AeKeys, silent_ms: int) -> list[int]:
         """Servers registered here that neither selected nor heartbeat for `silent_ms`."""
         seen = await self.redis.hgetall(k.seen)
-        limit = await self.clock_ms(near=k.seen) - silent_ms
+        limit = await self.base.clock_ms(near=k.seen) - silent_ms
         return [int(sid) for sid, at in seen.items() if int(at) < limit]
 
     async def classes_in_use(self, k: AeKeys) -> set[str]:
@@ -162,7 +162,7 @@ class Environments(StoreBase):
     async def record_termination(self, k: AeKeys, who: str, window_ms: int) -> tuple[float, list[float]]:
         """Count an unexpected termination now (`who`: a server id, or a launched process's instance, so that
         one process counts once); returns now and the times of those within the window (s, Redis's clock)."""
-        now = await self.clock_ms()
+        now = await self.base.clock_ms()
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.zadd(k.terminations, {who: now})
             pipe.zremrangebyscore(k.terminations, "-inf", now - window_ms)
@@ -192,14 +192,14 @@ class Environments(StoreBase):
         held work ended or abandoned, and work a stale cache let in purged."""
         # json.dumps's spacing, as the members already retired have it: a place retired again is the same member.
         member = json.dumps(RetiredPlace.of(node=k.node, application_environment=k.ae, queue_manager=queue_manager))
-        await self.redis.hset(retired_key(self.prefix), member, json.dumps({"config": asdict(config), "since": await self.clock_ms()}))
+        await self.redis.hset(retired_key(self.prefix), member, json.dumps({"config": asdict(config), "since": await self.base.clock_ms()}))
 
     async def retired(self) -> list[Retired]:
         result = []
         for member, value in cast(dict[str, str], await self.redis.hgetall(retired_key(self.prefix))).items():
             where, what = RetiredPlace.from_json(member), json.loads(value)
             config = what["config"] | {"class_order": tuple(what["config"]["class_order"])}
-            keys = self.keys(where.node, where.application_environment)
+            keys = self.base.keys(where.node, where.application_environment)
             result.append(Retired(keys, AeConfig(**config), where.queue_manager, what["since"], member))
         return result
 

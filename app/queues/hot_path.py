@@ -7,16 +7,17 @@ import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, cast
 
 from app.errors import AppError, lua_error
 from app.queues import script_specs as specs
-from app.queues.base import AeConfig, GroupCap
+from app.queues.base import AeConfig, GroupCap, StoreBase
 from app.queues.codes import ReturnCode
 from app.queues.keys import AeKeys, queue_name
 from app.queues.request_meta import RequestMeta
 from app.queues.resource_groups import ResourceGroups, group_by_class, groups_of, member_of, preferred_order
-from app.queues.sweep import SweptQueues
+from app.queues.sweep import SweptQueues, removal_keys
 
 # Each select brings back at most this many blobs before it answers (with what it has, possibly nothing).
 UNSWEEPS_PER_SELECT = 3
@@ -94,7 +95,18 @@ def _end_results(flat: Sequence[Any]) -> list[EndResult]:
     return [EndResult(ReturnCode(int(flat[i])), str(flat[i + 1])) for i in range(0, len(flat), 2)]
 
 
-class RequestQueues(SweptQueues, ResourceGroups):
+class RequestQueues(StoreBase):
+    # The parts the hot path calls on, over this base (built at their first use: then an attribute like any other).
+    @cached_property
+    def sweep(self) -> SweptQueues:
+        """The swept parts of queues: the sweeper's steps, and blobs brought back."""
+        return SweptQueues(self)
+
+    @cached_property
+    def groups(self) -> ResourceGroups:
+        """The resource groups' slots."""
+        return ResourceGroups(self)
+
     async def register_server(self, k: AeKeys, server_id: int, worker_tasks: int, worker_weight: int, overflow: bool) -> None:
         value = json.dumps({"tasks": worker_tasks, "weight": worker_weight, "overflow": overflow})
         await self.scripts.run(specs.REGISTER([k.servers, k.seen], [server_id, value]))
@@ -147,7 +159,7 @@ class RequestQueues(SweptQueues, ResourceGroups):
         ended: list[EndResult] = []
         if ends:  # ended first, so that the slots they free count for this select
             ended = await self.end(k, server_id, ends, group_by_class(config))
-        grants = await self.take_slots(groups, max_items, config.completion_time_ms, k.notify_channel)
+        grants = await self.groups.take_slots(groups, max_items, config.completion_time_ms, k.notify_channel)
         taken: dict[str, list[str]] = {grant.group.name: [] for grant in grants}
         try:
             order = preferred_order(config, grants)
@@ -161,7 +173,7 @@ class RequestQueues(SweptQueues, ResourceGroups):
                 if (group := group_of.get(item.meta.service_class)) is not None:
                     taken[group.name].append(member_of(k, item.id, item.meta))
         finally:
-            await asyncio.gather(*(self.settle_slots(g.group, g.reservation, g.granted, taken[g.group.name]) for g in grants))
+            await asyncio.gather(*(self.groups.settle_slots(g.group, g.reservation, g.granted, taken[g.group.name]) for g in grants))
         return replace(result, ended=ended)
 
     async def _select(
@@ -206,7 +218,7 @@ class RequestQueues(SweptQueues, ResourceGroups):
                 ended = _end_results(flat[2:after_ends])
             rest = flat[after_ends:]
             if status is ReturnCode.FRONT_SWEPT:
-                await self.unsweep(k, str(rest[0]))
+                await self.sweep.unsweep(k, str(rest[0]))
                 ends = ()
                 continue
             if status is not ReturnCode.OK:
@@ -240,18 +252,18 @@ class RequestQueues(SweptQueues, ResourceGroups):
         args = [server_id, self.tombstone_ms, self.samples_ms, self.dead_letter_ms]
         results = _end_results(await self.scripts.run(specs.END(keys, args, arg_groups=[_end_args(ends)])))
         if groups:
-            await self.release_ended(k, groups, [result.value for result in results if result.code is ReturnCode.OK])
+            await self.groups.release_ended(k, groups, [result.value for result in results if result.code is ReturnCode.OK])
         return results
 
     async def delete(self, k: AeKeys, request_id: str, queue_manager: int) -> RequestMeta:
         """Delete a queued request, in memory or swept; returns its work record."""
         args = [queue_manager, request_id, self.tombstone_ms]
         for _ in range(2):  # a swept request whose blob came back meanwhile is deleted from memory the second time
-            result = await self.scripts.call(specs.DELETE_QUEUED(self._removal_keys(k), args))
+            result = await self.scripts.call(specs.DELETE_QUEUED(removal_keys(k), args))
             code = int(result[0])
             not_in_memory = code == ReturnCode.UNKNOWN_WORK and len(result) == 1  # not {UNKNOWN_WORK, 'foreign'}
             if not_in_memory and self.blobs is not None and await self.redis.hlen(k.swept):
-                code, result = await self._remove_swept(k, request_id, queue_manager, "deleted")
+                code, result = await self.sweep.remove_swept(k, request_id, queue_manager, "deleted")
                 if code == ReturnCode.NOT_SWEPT:
                     continue
             if code != ReturnCode.OK:
@@ -263,7 +275,7 @@ class RequestQueues(SweptQueues, ResourceGroups):
         """Every queued request of a disconnected queue manager, in memory (a page per script call) and swept."""
         cursor, purged = "0", 0
         while True:
-            call = specs.PURGE_QUEUED(self._removal_keys(k), [queue_manager, cursor, page, self.tombstone_ms])
+            call = specs.PURGE_QUEUED(removal_keys(k), [queue_manager, cursor, page, self.tombstone_ms])
             cursor, count = await self.scripts.run(call)
             purged += int(count)
             if str(cursor) == "0":
@@ -272,10 +284,10 @@ class RequestQueues(SweptQueues, ResourceGroups):
             for blob_id, request_ids in (await self.blobs.of_queue_manager(k, queue_manager)).items():
                 entries = await self.blobs.read(blob_id) or []
                 for request_id in request_ids:
-                    code, _ = await self._remove_swept(k, request_id, queue_manager, "purged", entries)
+                    code, _ = await self.sweep.remove_swept(k, request_id, queue_manager, "purged", entries)
                     purged += code == ReturnCode.OK  # the others ended already, or came back to memory (the next purge)
             for queue in cast(list[str], await self.redis.hkeys(k.swept)):
-                await self._drop_emptied_blobs(k, queue)
+                await self.sweep.drop_emptied_blobs(k, queue)
         return purged
 
     async def reassign(self, k: AeKeys, config: AeConfig, *, server_id: int | None = None, batch: int = 500, epoch: int = 0) -> Reassigned:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.queues import script_specs as specs
-from app.queues.base import StoreBase
+from app.queues.base import StorePart
 from app.queues.keys import AeKeys
 
 
@@ -21,7 +21,7 @@ class EndSample:
     execution_ms: int  # that select to end
 
 
-class Outbox(StoreBase):
+class Outbox(StorePart):
     async def pending_records(self, k: AeKeys, limit: int) -> tuple[str, int, list[str]]:
         """The outbox's incarnation ('' if it is empty and has none yet), the position of its first record and its
         first `limit` records, read together (lua/pending_records.lua)."""
@@ -39,7 +39,7 @@ class Outbox(StoreBase):
     async def settle_exit(self, k: AeKeys, entry: str, retry: str | None, delay_ms: int) -> None:
         """Delivered or given up (retry None), else replaced by its next attempt `delay_ms` from now, in one
         transaction."""
-        due_ms = await self.clock_ms(near=k.exits) + delay_ms if retry is not None else 0
+        due_ms = await self.base.clock_ms(near=k.exits) + delay_ms if retry is not None else 0
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.zrem(k.exits, entry)
             if retry is not None:
@@ -48,7 +48,7 @@ class Outbox(StoreBase):
 
     async def forget_tombstones(self, k: AeKeys, page: int = 1000) -> None:
         """Every expired tombstone, a page per transaction, so cleaning keeps up with any rate of ends."""
-        now = await self.clock_ms(near=k.done_exp)
+        now = await self.base.clock_ms(near=k.done_exp)
         while expired := await self.redis.zrangebyscore(k.done_exp, "-inf", now, start=0, num=page):
             async with self.redis.pipeline(transaction=True) as pipe:
                 pipe.hdel(k.done, *expired)

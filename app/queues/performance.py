@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import cast
 
-from app.queues.base import StoreBase
+from app.queues.base import StorePart
 from app.queues.keys import AeKeys
 
 # The field of the desired-servers hash that holds the total over the service classes.
 DESIRED_TOTAL = "*"
 
 
-class ManagerResults(StoreBase):
+class ManagerResults(StorePart):
     async def publish_performance(self, k: AeKeys, periods: Mapping[str, str]) -> None:
         """Replace the latest evaluation at once: 'class:period' -> its judgement (JSON)."""
         await self._replace_hash(k.performance, periods)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.queues import script_specs as specs
-from app.queues.base import StoreBase
+from app.queues.base import StorePart
 from app.queues.codes import ReturnCode
 from app.queues.keys import AeKeys
 from app.queues.request_meta import RequestMeta
@@ -63,16 +63,16 @@ class EndedStatus:
 RequestStatus = LiveStatus | DeadStatus | EndedStatus
 
 
-class RequestStatuses(StoreBase):
-    async def request_status(self, k: AeKeys, classes: Sequence[tuple[str, int]], request_id: str) -> RequestStatus | None:
+class RequestStatuses(StorePart):
+    async def get(self, k: AeKeys, classes: Sequence[tuple[str, int]], request_id: str) -> RequestStatus | None:
         """What the queues know of a request (None: nothing, or its tombstone expired). `classes`: the environment's
         service classes, each with its tier (the policy's importance rank): a queued request's place in its class
         queue, and the importance of what the servers hold, are read for these."""
         flat = await self._status(k, classes, request_id, "")
         if int(flat[0]) == ReturnCode.UNKNOWN_WORK:
-            if not int(flat[1]) or self.blobs is None:
+            if not int(flat[1]) or self.base.blobs is None:
                 return None
-            entry = await self.blobs.entry(k, request_id)
+            entry = await self.base.blobs.entry(k, request_id)
             if entry is None:
                 return None
             flat = await self._status(k, classes, request_id, entry.meta)

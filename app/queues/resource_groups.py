@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from app.queues import script_specs as specs
-from app.queues.base import AeConfig, GroupCap, StoreBase
+from app.queues.base import AeConfig, GroupCap, StorePart
 from app.queues.keys import AeKeys, GroupKeys, parse_token
 from app.queues.request_meta import RequestMeta, RequestState
 from spark_jobs.manager import select_order
@@ -69,7 +69,7 @@ def member_of(k: AeKeys, request_id: str, meta: RequestMeta) -> str:
     return f"{k.token(request_id)}|{int(meta.life)}|{int(meta.deliveries)}"
 
 
-class ResourceGroups(StoreBase):
+class ResourceGroups(StorePart):
     def group_keys(self, name: str) -> GroupKeys:
         return GroupKeys(self.prefix, name)
 
@@ -118,7 +118,7 @@ class ResourceGroups(StoreBase):
                 stale.append(member)
                 continue
             node, ae, request_id = parsed
-            by_place.setdefault(self.keys(node, ae), []).append((member, request_id, int(life_digits), int(deliveries_digits)))
+            by_place.setdefault(self.base.keys(node, ae), []).append((member, request_id, int(life_digits), int(deliveries_digits)))
         for k, held in by_place.items():
             raws = cast(list[str | None], await self.redis.hmget(k.req, [request_id for _, request_id, _, _ in held]))
             for (member, _, life, deliveries), raw in zip(held, raws, strict=True):
@@ -133,9 +133,9 @@ class ResourceGroups(StoreBase):
                     stale.append(member)
         return stale
 
-    async def group_figures(self, groups: Sequence[GroupCap]) -> list[GroupFigures]:
+    async def figures(self, groups: Sequence[GroupCap]) -> list[GroupFigures]:
         """Each group's count and time on its cap, read in one round trip (by Redis's clock)."""
-        now_ms = await self.clock_ms()
+        now_ms = await self.base.clock_ms()
         async with self.redis.pipeline(transaction=False) as pipe:
             for group in groups:
                 keys = self.group_keys(group.name)

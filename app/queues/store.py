@@ -1,10 +1,12 @@
 """Typed operations on the queues of one application environment on one node, each one Lua script or one Redis
-round trip, and on what shares an environment's slot with them: one store, composed of its parts by concern, each in
-its own module. The other Redis records are their domains' (connections/records.py, events/advisories.py,
+round trip, and on what shares an environment's slot with them: one store, holding its parts by concern, each in its
+own module, over one base. The other Redis records are their domains' (connections/records.py, events/advisories.py,
 scheduler/election.py and duty_leases.py, work/enclave_records.py and idempotency_routes.py), over the store's
 `context`."""
 
 from __future__ import annotations
+
+from functools import cached_property
 
 from app.queues.dead_letters import DeadLetters
 from app.queues.environments import Environments
@@ -14,8 +16,31 @@ from app.queues.performance import ManagerResults
 from app.queues.request_status import RequestStatuses
 
 
-class QueueStore(RequestQueues, RequestStatuses, DeadLetters, Outbox, Environments, ManagerResults):
-    """The hot path of requests (hot_path.py) with the swept parts of queues (sweep.py), a request's own status
-    (request_status.py), their dead letters (dead_letters.py), the outbox of ended requests (outbox.py), the
-    environments' state beside their queues (environments.py) and the manager's published evaluation and decisions that
-    a select reads (performance.py), over one Redis client and one set of scripts (base.py)."""
+class QueueStore(RequestQueues):
+    """The hot path of requests on the store itself (hot_path.py: register, insert, select, begin, extend, end,
+    delete, purge, give back), with its parts, each over the store's one Redis client, scripts and settings (base.py):
+    `sweep`, the swept parts of queues (sweep.py), and `groups`, the resource groups' slots (resource_groups.py), which
+    the hot path calls on; `statuses`, a request's own status (request_status.py); `dead_letters` (dead_letters.py);
+    `outbox`, what ended requests leave for the duties (outbox.py); `environments`, their state beside their queues
+    (environments.py); `results`, the manager's published evaluation and decisions that a select reads
+    (performance.py). A part is built at its first use, then is an attribute like any other."""
+
+    @cached_property
+    def statuses(self) -> RequestStatuses:
+        return RequestStatuses(self)
+
+    @cached_property
+    def dead_letters(self) -> DeadLetters:
+        return DeadLetters(self)
+
+    @cached_property
+    def outbox(self) -> Outbox:
+        return Outbox(self)
+
+    @cached_property
+    def environments(self) -> Environments:
+        return Environments(self)
+
+    @cached_property
+    def results(self) -> ManagerResults:
+        return ManagerResults(self)

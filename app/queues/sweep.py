@@ -8,7 +8,7 @@ from typing import Any
 
 from app.errors import ServiceUnavailable, lua_error
 from app.queues import script_specs as specs
-from app.queues.base import StoreBase
+from app.queues.base import StorePart
 from app.queues.codes import ReturnCode
 from app.queues.keys import AeKeys
 from app.queues.swept_blobs import SweptEntry
@@ -36,7 +36,12 @@ class PendingSweep:
     entries: list[SweptEntry]  # in queue order; meta '' for an entry of a deleted request
 
 
-class SweptQueues(StoreBase):
+def removal_keys(k: AeKeys) -> list[str]:
+    """The keys a delete or purge of queued requests names first, in memory (the hot path's) or swept."""
+    return [k.req, k.payload, k.depth, k.records, k.exits, k.done, k.done_exp, k.holes]
+
+
+class SweptQueues(StorePart):
     # ---- the slow queue sweeper's steps (app/sweeper) ---------------------------------------------------------
 
     async def take_service_rates(self, k: AeKeys) -> tuple[int | None, dict[str, int]]:
@@ -57,14 +62,14 @@ class SweptQueues(StoreBase):
     def _sweep_keys(self, k: AeKeys, queue: str) -> list[str]:
         return [k.req, k.payload, k.front(queue), k.rear(queue), k.chain(queue), k.swept, k.sweeping, k.fence, k.places]
 
-    async def sweep_begin(self, k: AeKeys, queue: str, part: str, keep: int, count: int, token: str, epoch: int) -> PendingSweep:
+    async def begin(self, k: AeKeys, queue: str, part: str, keep: int, count: int, token: str, epoch: int) -> PendingSweep:
         """Mark the queue as being swept and read what to move: the last `count` of its front beyond the first
         `keep` (part 'front'), or the first `count` of its rear."""
         flat = await self.scripts.run(specs.SWEEP_BEGIN(self._sweep_keys(k, queue), [queue, token, epoch, part, keep, count]))
         entries = [SweptEntry(flat[i], flat[i + 1], flat[i + 2]) for i in range(0, len(flat), 3)]
         return PendingSweep(k, queue, part, token, epoch, entries)
 
-    async def sweep_commit(self, sweep: PendingSweep, blob_ids: list[int]) -> int | None:
+    async def commit(self, sweep: PendingSweep, blob_ids: list[int]) -> int | None:
         """Move the entries out, their blobs (in order; none when all were of deleted requests) joining the chain;
         None when the sweep raced with a select, delete or change of one of them (aborted: the queue is as it was)."""
         args = [sweep.queue, sweep.token, sweep.epoch]
@@ -76,7 +81,7 @@ class SweptQueues(StoreBase):
             raise lua_error(code, result[1:])
         return int(result[1])
 
-    async def sweep_abort(self, sweep: PendingSweep) -> None:
+    async def abort(self, sweep: PendingSweep) -> None:
         await self.scripts.run(specs.SWEEP_ABORT(self._sweep_keys(sweep.keys, sweep.queue), [sweep.queue, sweep.token, sweep.epoch]))
 
     # ---- what the hot path does with swept queues -------------------------------------------------------------
@@ -84,12 +89,12 @@ class SweptQueues(StoreBase):
     async def unsweep(self, k: AeKeys, queue: str) -> int:
         """Bring a swept queue's first blob back behind its front; returns how many requests came back (0 when
         another process did it first)."""
-        assert self.blobs is not None, "a queue is swept, but this store knows no blobs"
+        assert self.base.blobs is not None, "a queue is swept, but this store knows no blobs"
         chain = k.chain(queue)
         blob_id = await self.redis.lindex(chain, 0)
         if blob_id is None:
             return 0
-        entries = await self.blobs.read(int(blob_id))
+        entries = await self.base.blobs.read(int(blob_id))
         if entries is None:
             if await self.redis.lindex(chain, 0) != blob_id:
                 return 0  # brought back and forgotten meanwhile
@@ -99,42 +104,39 @@ class SweptQueues(StoreBase):
     async def restore(self, k: AeKeys, queue: str, blob_id: int, entries: list[SweptEntry]) -> int:
         """Put a blob's requests back behind the front if it is still the chain's first, and forget it; returns how
         many came back (0 when another process restored it first)."""
-        assert self.blobs is not None
+        assert self.base.blobs is not None
         restored = [value for entry in entries for value in (entry.id, entry.meta, entry.payload)]
         keys = [k.req, k.payload, k.front(queue), k.chain(queue), k.swept, k.swept_deleted, k.places]
         result = await self.scripts.call(specs.UNSWEEP(keys, [queue, blob_id], arg_groups=[restored]))
         if int(result[0]) == ReturnCode.BLOB_RESTORED:
             return 0
-        await self.blobs.forget([blob_id])
+        await self.base.blobs.forget([blob_id])
         return int(result[1])
 
-    def _removal_keys(self, k: AeKeys) -> list[str]:
-        return [k.req, k.payload, k.depth, k.records, k.exits, k.done, k.done_exp, k.holes]
-
-    async def _remove_swept(
+    async def remove_swept(
         self, k: AeKeys, request_id: str, queue_manager: int, outcome: str, blob: list[SweptEntry] | None = None
     ) -> tuple[int, list[Any]]:
         """Delete or purge a request that is in a blob: the script's code and values (UNKNOWN_WORK when it is in none)."""
-        assert self.blobs is not None
-        located = await self.blobs.locate(k, request_id)
+        assert self.base.blobs is not None
+        located = await self.base.blobs.locate(k, request_id)
         if located is None:
             return ReturnCode.UNKNOWN_WORK, [ReturnCode.UNKNOWN_WORK]
         blob_id, queue = located
-        entries = blob if blob is not None else await self.blobs.read(blob_id)
+        entries = blob if blob is not None else await self.base.blobs.read(blob_id)
         entry = next((e for e in entries or () if e.id == request_id), None)
         if entry is None:
             return ReturnCode.UNKNOWN_WORK, [ReturnCode.UNKNOWN_WORK]
-        keys = [*self._removal_keys(k), k.chain(queue), k.swept, k.swept_deleted]
-        args = [outcome, queue_manager, self.tombstone_ms, queue, blob_id, request_id, entry.meta]
+        keys = [*removal_keys(k), k.chain(queue), k.swept, k.swept_deleted]
+        args = [outcome, queue_manager, self.base.tombstone_ms, queue, blob_id, request_id, entry.meta]
         result = await self.scripts.call(specs.DELETE_SWEPT(keys, args))
         return int(result[0]), result
 
-    async def _drop_emptied_blobs(self, k: AeKeys, queue: str) -> None:
+    async def drop_emptied_blobs(self, k: AeKeys, queue: str) -> None:
         """Bring back the blobs at the head of a chain whose requests were all deleted or purged: nothing comes
         back, and an environment whose queues a purge emptied holds nothing any more."""
-        assert self.blobs is not None
+        assert self.base.blobs is not None
         while (head := await self.redis.lindex(k.chain(queue), 0)) is not None:
-            entries = await self.blobs.read(int(head)) or []
+            entries = await self.base.blobs.read(int(head)) or []
             if entries and not all(await self.redis.smismember(k.swept_deleted, [e.id for e in entries])):
                 return
             await self.unsweep(k, queue)

@@ -17,7 +17,7 @@ async def resource_groups(queues: QueueStore, policies: PolicyStore) -> list[Res
         if service_class.resource_group is not None:
             members[service_class.resource_group].append(service_class.name)
     groups = list(policy.resource_groups.values())
-    figures = await queues.group_figures(groups)
+    figures = await queues.groups.figures(groups)
     return [
         ResourceGroupOut(
             name=group.name,

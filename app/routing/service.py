@@ -103,7 +103,7 @@ class RoutingStore:
             since = await self.queues.clock_ms() - int(UNEXPECTED_TERMINATION_WINDOW_S * 1000)
             places = [(node, ae) for node in policy.nodes for ae in policy.application_environments if policy.hosts(ae, node)]
             counts = dict.fromkeys(policy.nodes, (0, 0))
-            activity = await self.queues.activity([self.queues.keys(node, ae) for node, ae in places], since)
+            activity = await self.queues.environments.activity([self.queues.keys(node, ae) for node, ae in places], since)
             for (node, _), (servers, terminations) in zip(places, activity, strict=True):
                 counts[node] = (counts[node][0] + servers, counts[node][1] + terminations)
             return MappingProxyType({node: NodeActivity(*count) for node, count in counts.items()})

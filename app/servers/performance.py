@@ -31,7 +31,7 @@ async def evaluate_environment(store: QueueStore, policy: ActivePolicy, keys: Ae
     now = await store.clock_ms(near=keys.samples)
     samples_by_period: dict[tuple[str, int], list[tuple[float, float, float]]] = defaultdict(list)
     invalid = 0
-    for sample in await store.samples(keys, now - int(window_s * 1000)):
+    for sample in await store.outbox.samples(keys, now - int(window_s * 1000)):
         spec = policy.service_classes.get(sample.service_class)
         if spec is None:
             continue  # a class the policy has dropped since: nothing to judge it against
@@ -45,8 +45,8 @@ async def evaluate_environment(store: QueueStore, policy: ActivePolicy, keys: Ae
         UNJUDGED.failed(where, "samples with a negative duration left out", f"{invalid} in the window")
     else:
         UNJUDGED.succeeded(where)
-    queued = await store.queue_depths(keys)
-    promoted = await store.promoted_selects(keys)
+    queued = await store.environments.queue_depths(keys)
+    promoted = await store.environments.promoted_selects(keys)
     evaluated_at = datetime.fromtimestamp(now / 1000, UTC)
     results = []
     for name in policy.class_order:
@@ -94,12 +94,12 @@ async def evaluate_environment(store: QueueStore, policy: ActivePolicy, keys: Ae
 
 async def _publish(store: QueueStore, keys: AeKeys, results: list[PeriodPerformance]) -> None:
     # Read back by every replica: DISPLAY, the performance API and /metrics (app/health/metrics.py).
-    await store.publish_performance(keys, {f"{r.service_class}:{r.period}": r.model_dump_json() for r in results})
+    await store.results.publish_performance(keys, {f"{r.service_class}:{r.period}": r.model_dump_json() for r in results})
 
 
 async def latest_performance(store: QueueStore, keys: AeKeys) -> list[PeriodPerformance]:
     """The latest published evaluation of one environment on one node (empty before the first)."""
-    return [PeriodPerformance.model_validate_json(raw) for raw in await store.performance(keys)]
+    return [PeriodPerformance.model_validate_json(raw) for raw in await store.results.performance(keys)]
 
 
 async def service_class_performance(store: QueueStore, policy: ActivePolicy, service_class: str) -> ServiceClassPerformance:

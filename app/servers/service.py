@@ -77,7 +77,7 @@ async def manage_environment(
         for name, group in zip(policy.class_order, policy.class_groups, strict=False)
         if group is not None and group.max_in_flight is not None
     }
-    homes = await store.server_homes(keys)
+    homes = await store.results.server_homes(keys)
     decision = decide(
         classes,
         limits.rule(),
@@ -87,13 +87,14 @@ async def manage_environment(
         group_caps=group_caps,
         retire_surplus=bool(ae.start_command and launching),
     )
-    await store.publish_decision(keys, decision.homes, decision.retired, decision.desired)  # read back by /metrics, as by autoscalers
+    # Read back by /metrics, as by autoscalers.
+    await store.results.publish_decision(keys, decision.homes, decision.retired, decision.desired)
     return ServerDecision(decision.desired, len(managed), decision.retired)
 
 
 async def managed_servers(store: QueueStore, keys: AeKeys) -> dict[int, dict[str, Any]]:
     """The servers registered with one environment on one node that the manager manages (not overflow servers)."""
-    return {sid: info for sid, info in (await store.registered_servers(keys)).items() if not info.get("overflow")}
+    return {sid: info for sid, info in (await store.environments.registered_servers(keys)).items() if not info.get("overflow")}
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -104,7 +105,7 @@ SERVER_LIMITS_ACTION = "servers.limits"
 
 
 async def limits_in_force(store: QueueStore, policy: ActivePolicy, ae: str) -> tuple[ServerLimits, ServerLimitsOverride | None]:
-    return _in_force(policy, ae, await store.server_limits(ae))
+    return _in_force(policy, ae, await store.environments.server_limits(ae))
 
 
 def _in_force(policy: ActivePolicy, ae: str, stored: str | None) -> tuple[ServerLimits, ServerLimitsOverride | None]:
@@ -113,7 +114,7 @@ def _in_force(policy: ActivePolicy, ae: str, stored: str | None) -> tuple[Server
 
 
 def limits_out(policy: ActivePolicy, ae: str, stored: str | None) -> ServerLimitsOut:
-    """The limits in force for an environment of `policy`, given what IWM4SLI stored for it (QueueStore.server_limits)."""
+    """The limits in force for an environment of `policy`, given what IWM4SLI stored for it (`environments.server_limits` of the queues)."""
     limits, override = _in_force(policy, ae, stored)
     return ServerLimitsOut(
         application_environment=ae,
@@ -138,7 +139,7 @@ def _known(policy: ActivePolicy, name: str) -> str:
 
 async def server_limits(store: QueueStore, policy: ActivePolicy, name: str) -> ServerLimitsOut:
     ae = _known(policy, name)
-    return limits_out(policy, ae, await store.server_limits(ae))
+    return limits_out(policy, ae, await store.environments.server_limits(ae))
 
 
 async def set_server_limits(
@@ -178,11 +179,11 @@ async def set_server_limits(
         connection=server.id if server else None,
     )
     await session.commit()
-    await store.set_server_limits(ae, override.model_dump_json())
+    await store.environments.set_server_limits(ae, override.model_dump_json())
     for node in policy.nodes:
         if policy.hosts(ae, node):
             keys = store.keys(node, ae)
-            await store.retire_servers(keys, beyond_max(list(await managed_servers(store, keys)), limits.max))
+            await store.environments.retire_servers(keys, beyond_max(list(await managed_servers(store, keys)), limits.max))
     return await server_limits(store, policy, ae)
 
 
@@ -191,7 +192,7 @@ async def reset_server_limits(
 ) -> ServerLimitsOut:
     """An operator puts the policy's limits back in force."""
     ae = _known(policy, name)
-    if await store.reset_server_limits(ae):
+    if await store.environments.reset_server_limits(ae):
         record(session, principal.name, SERVER_LIMITS_ACTION, ae, reset=True)
         await session.commit()
     return await server_limits(store, policy, ae)
@@ -206,7 +207,7 @@ async def calling_server(
 
 async def server_instances(store: QueueStore, node: str, application_environment: str) -> ServerInstancesOut:
     keys = store.keys(node, application_environment)
-    total, per_class = await store.desired_servers(keys)
+    total, per_class = await store.results.desired_servers(keys)
     connected = await connected_servers(store, keys)
     return ServerInstancesOut(
         application_environment=application_environment,
@@ -224,9 +225,9 @@ async def scaling(store: QueueStore, policy: ActivePolicy, name: str) -> Scaling
     for node in policy.nodes:
         if policy.hosts(ae, node):
             keys = store.keys(node, ae)
-            total, per_class = await store.desired_servers(keys)
+            total, per_class = await store.results.desired_servers(keys)
             managed = await managed_servers(store, keys)
-            homes = await store.server_homes(keys)
+            homes = await store.results.server_homes(keys)
             nodes.append(
                 NodeScaling(
                     node=node,

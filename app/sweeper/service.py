@@ -5,7 +5,7 @@ measure the service rate, decide (app.sweeper.algorithm), and move what is decid
 `sweeper_blob_requests`, each in three steps: mark and read (sweep_begin.lua; new requests go to the rear from
 then on), write the blob to the database with the lock released, then commit only if no request moved was selected,
 deleted or changed meanwhile (else the sweep is aborted and its blob forgotten). Selects bring blobs back
-(QueueStore.unsweep).
+(QueueStore.sweep.unsweep).
 """
 
 from __future__ import annotations
@@ -60,11 +60,11 @@ class Sweeper:
 
     async def sweep_environment(self, k: AeKeys, classes: list[str]) -> PassReport:
         """One pass over the queues of an environment on a node."""
-        elapsed_ms, rates = await self.queues.take_service_rates(k)
+        elapsed_ms, rates = await self.queues.sweep.take_service_rates(k)
         elapsed = self.interval_s if elapsed_ms is None else elapsed_ms / 1000
         report, swept_now = PassReport(), 0
         for queue in (queue_name(sc, dependent) for sc in classes for dependent in (True, False)):
-            sizes = await self.queues.queue_sizes(k, queue)
+            sizes = await self.queues.sweep.queue_sizes(k, queue)
             rate = service_rate(rates.get(queue, 0), elapsed, self.interval_s)
             plan = plan_sweep(rate, sizes.front, sizes.rear, chained=bool(sizes.chain), min_in_memory=self.min_in_memory)
             moved = 0
@@ -73,7 +73,7 @@ class Sweeper:
                 moved += await self._sweep_part(k, queue, "rear", 0, plan.rear, report)
             if moved:
                 report.queues[queue] = moved
-                sizes = await self.queues.queue_sizes(k, queue)
+                sizes = await self.queues.sweep.queue_sizes(k, queue)
             swept_now += sizes.swept
         SWEPT.labels(k.ae).inc(report.swept)
         SWEPT_NOW.labels(k.ae, k.node).set(swept_now)
@@ -94,7 +94,7 @@ class Sweeper:
         return moved
 
     async def begin(self, k: AeKeys, queue: str, part: str, keep: int, count: int) -> PendingSweep:
-        return await self.queues.sweep_begin(k, queue, part, keep, count, uuid.uuid4().hex, self.epoch)
+        return await self.queues.sweep.begin(k, queue, part, keep, count, uuid.uuid4().hex, self.epoch)
 
     async def complete(self, pending: PendingSweep) -> int | None:
         """Write the blob and commit; returns how many requests left memory, or None when the sweep was aborted
@@ -103,11 +103,11 @@ class Sweeper:
         try:
             blob_ids = await self.blobs.write(pending.keys, pending.queue, live, self.blob_requests) if live else []
         except BaseException:
-            await self.queues.sweep_abort(pending)
+            await self.queues.sweep.abort(pending)
             raise
         # When the commit fails (fenced, Redis gone) whether it applied is unknown, so the blobs stay: those in no
         # chain are leftovers, forgotten once old.
-        moved = await self.queues.sweep_commit(pending, blob_ids)
+        moved = await self.queues.sweep.commit(pending, blob_ids)
         if moved is None:
             SWEEPS_ABORTED.labels(pending.keys.ae).inc()
             log.info(
@@ -120,7 +120,7 @@ class Sweeper:
         old = await self.blobs.written_before(k, utcnow() - LEFTOVER_AGE)
         if not old:
             return
-        chained = {blob for queue in {q for _, q in old} for blob in (await self.queues.queue_sizes(k, queue)).chain}
+        chained = {blob for queue in {q for _, q in old} for blob in (await self.queues.sweep.queue_sizes(k, queue)).chain}
         leftovers = [blob_id for blob_id, _ in old if blob_id not in chained]
         if leftovers:
             log.warning("forgetting %d blob(s) of %s on %s that no sweep committed", len(leftovers), k.ae, k.node)
@@ -137,7 +137,7 @@ async def swept_queues(queues: QueueStore, policy: ActivePolicy | None) -> list[
             k = queues.keys(node, ae)
             for sc in policy.class_order:
                 for dependent in (True, False):
-                    sizes = await queues.queue_sizes(k, queue_name(sc, dependent))
+                    sizes = await queues.sweep.queue_sizes(k, queue_name(sc, dependent))
                     if sizes.chain or sizes.rear:
                         result.append(SweptQueueOut(
                             node=node, application_environment=ae, service_class=sc, dependent=dependent, in_memory_front=sizes.front,

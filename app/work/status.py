@@ -62,7 +62,7 @@ class StatusReader:
         policy = await self.policies.current()
         config = policy.queue_config(ae) if policy is not None else None
         classes = list(zip(config.class_order, config.tiers, strict=True)) if config is not None else []
-        status = await self.store.request_status(self.store.keys(node, ae), classes, request_id)
+        status = await self.store.statuses.get(self.store.keys(node, ae), classes, request_id)
         if status is None:
             raise _unknown()
         owner = status.queue_manager if isinstance(status, EndedStatus) else status.meta.queue_manager
@@ -139,7 +139,7 @@ class StatusReader:
         group = group_by_class(config).get(service_class) if config is not None else None
         if group is None or group.max_in_flight is None:
             return False
-        (figures,) = await self.store.group_figures([group])
+        (figures,) = await self.store.groups.figures([group])
         return figures.in_flight >= group.max_in_flight
 
 

@@ -158,7 +158,7 @@ async def test_it_goes_with_its_queue_manager_and_leaves_nothing_unfinished(worl
     root = app.state.wlm.settings.records_dir
     table = await eventually(lambda: (t := records.read(root)).num_rows == 3 and t)
     assert sorted(row["outcome"] for row in table.to_pylist()) == ["completed", "purged", "purged"]
-    retired = app.state.wlm.queues.retired
+    retired = app.state.wlm.queues.environments.retired
     await eventually(lambda: _nothing_retired(retired), timeout=10)
     # The name is free again, and its operator state went with it: the next definition starts AVAILABLE.
     await define(newcomer, {**DYNAMIC})

@@ -116,8 +116,8 @@ async def test_the_scheduler_s_rendering_has_every_series_of_a_live_read(setting
         await world.insert({"n": 1})
         await world.insert({"n": 2}, classification=BATCH)
         evaluated = PeriodPerformance.model_validate(_period(performance_index=0.8, velocity=50.0))
-        await queues.publish_performance(k, {"ONLINE:1": evaluated.model_dump_json()})
-        await queues.publish_decision(k, {}, [], {"ONLINE": 1})
+        await queues.results.publish_performance(k, {"ONLINE:1": evaluated.model_dump_json()})
+        await queues.results.publish_decision(k, {}, [], {"ONLINE": 1})
 
         before_ms = await queues.clock_ms()
         live = _samples(await client.get("/metrics"))

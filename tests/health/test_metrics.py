@@ -121,8 +121,8 @@ async def test_goal_evaluation_and_server_decisions_are_served_by_every_replica(
     k = AeKeys(settings.redis_prefix, "LOCAL", "PAYROLL")
     period = PeriodPerformance.model_validate(_period(performance_index=1.25))
     queues = app.state.wlm.queues  # published as the scheduler publishes them
-    await queues.publish_performance(k, {"ONLINE:1": period.model_dump_json()})
-    await queues.publish_decision(k, {}, [], {"ONLINE": 3, "BATCH": 1})
+    await queues.results.publish_performance(k, {"ONLINE:1": period.model_dump_json()})
+    await queues.results.publish_decision(k, {}, [], {"ONLINE": 3, "BATCH": 1})
     labels = tuple(sorted((*_queue("ONLINE"), ("period", "1"))))
     for replica in (client, other):
         scraped = await _scrape(replica)
@@ -185,8 +185,8 @@ async def test_every_metric_the_grafana_dashboard_queries_is_served(client, app,
     await world.end(server, ended["token"])  # counted in the histograms
     await world.insert({"n": 1})
     evaluated = PeriodPerformance.model_validate(_period(performance_index=0.8, velocity=50.0))
-    await queues.publish_performance(k, {"ONLINE:1": evaluated.model_dump_json()})
-    await queues.publish_decision(k, {}, [], {"ONLINE": 1})
+    await queues.results.publish_performance(k, {"ONLINE:1": evaluated.model_dump_json()})
+    await queues.results.publish_decision(k, {}, [], {"ONLINE": 1})
     served = {name for name, _ in await _scrape(client)}
     assert wanted <= served, wanted - served
 

@@ -101,7 +101,7 @@ async def test_a_requests_life_is_stamped_by_redis_whatever_the_callers_clock(st
     assert before <= record["ended"] <= after
     assert record["inserted"] <= record["selected"] <= record["begun"] <= record["ended"]
     assert before + TOMBSTONE_MS <= await store.redis.zscore(k.done_exp, request_id) <= after + TOMBSTONE_MS
-    (sample,) = await store.samples(k, 0)
+    (sample,) = await store.outbox.samples(k, 0)
     assert sample.queue_ms == record["selected"] - record["inserted"] >= 0
     assert sample.execution_ms == record["ended"] - record["selected"] >= 0
     assert sample.response_ms == sample.queue_ms + sample.execution_ms
@@ -114,15 +114,15 @@ async def test_a_caller_whose_clock_runs_ahead_neither_expires_leases_nor_takes_
     (item,) = (await store.select(k, CONFIG, SERVER, 1, begin=True)).items
 
     set_clock(+60)  # the scheduler's host is a minute ahead: by its clock the 30 s lease and heartbeat are long past
-    assert await store.silent_servers(k, 30_000) == []
+    assert await store.environments.silent_servers(k, 30_000) == []
     reassigned = await store.reassign(k, CONFIG)
     assert (reassigned.requeued, reassigned.abandoned) == (0, [])
     assert (await meta_of(store, k, item.id))["state"] == "b"
 
-    await store.forget_tombstones(k)
+    await store.outbox.forget_tombstones(k)
     (ended,) = await store.end(k, SERVER, [EndArgs(item.id, "completed", None)])
     assert ended.code == 0
-    await store.forget_tombstones(k)
+    await store.outbox.forget_tombstones(k)
     assert await store.redis.hget(k.done, item.id) == "completed|1"  # kept its hour, by Redis's clock
 
 
@@ -131,17 +131,17 @@ async def test_exit_retries_and_the_sweepers_interval_follow_redis_clock(store, 
     set_clock(-3600)  # an hour behind: a retry due "in 1 s" by this clock would be due at once
     await store.redis.zadd(k.exits, {"first": 0})
     before = await redis_now(store)
-    await store.settle_exit(k, "first", "second", 60_000)
+    await store.outbox.settle_exit(k, "first", "second", 60_000)
     after = await redis_now(store)
-    assert await store.claim_exits(k, 60_000, 10) == []  # due in a minute by Redis's clock: not yet
+    assert await store.outbox.claim_exits(k, 60_000, 10) == []  # due in a minute by Redis's clock: not yet
     assert before + 60_000 <= await store.redis.zscore(k.exits, "second") <= after + 60_000
 
-    elapsed, _ = await store.take_service_rates(k)
+    elapsed, _ = await store.sweep.take_service_rates(k)
     assert elapsed is None  # counting begins now
     await store.insert(k, 1, [request(), request()], CONFIG.backlog_limit)
     await store.register_server(k, SERVER, worker_tasks=2, worker_weight=1, overflow=False)
     await store.select(k, CONFIG, SERVER, 2, begin=False)
     set_clock(+3600)
-    elapsed, served = await store.take_service_rates(k)
+    elapsed, served = await store.sweep.take_service_rates(k)
     assert served == {"ONLINE:ind": 2}
     assert 0 <= elapsed < 3_600_000  # measured between Redis's instants, not across the two clocks

@@ -30,11 +30,11 @@ async def _dead(store: QueueStore, k, count: int) -> list[str]:
 async def test_a_dead_letter_older_than_its_keep_time_goes_when_the_next_comes(store, k):
     store.dead_letter_ms = 1
     [first] = await _dead(store, k, 1)
-    died = (await store.dead_letter(k, first)).died_ms
+    died = (await store.dead_letters.get(k, first)).died_ms
     await eventually(lambda: _past(store, died + 1), what="Redis's clock past the keep time")
     [second] = await _dead(store, k, 1)
-    assert await store.dead_letter(k, first) is None
-    assert (await store.dead_letter(k, second)).meta["error"] == "broken"
+    assert await store.dead_letters.get(k, first) is None
+    assert (await store.dead_letters.get(k, second)).meta["error"] == "broken"
 
 
 async def _past(store: QueueStore, ms: int) -> bool:
@@ -45,7 +45,7 @@ async def test_pages_follow_the_order_they_died_without_repeats(store, k):
     ids = await _dead(store, k, 5)
     seen, after = [], None
     while True:
-        page = await store.dead_letters_after(k, after, None, 2)
+        page = await store.dead_letters.page(k, after, None, 2)
         seen += [letter.id for letter in page.letters]
         if page.last is None:
             break
@@ -56,13 +56,13 @@ async def test_pages_follow_the_order_they_died_without_repeats(store, k):
 async def test_a_retry_to_the_back_of_a_swept_queue_joins_its_rear(store, k, blobs):
     [dead] = await _dead(store, k, 1)
     queued = [(await store.insert(k, 1, [request()], CONFIG.backlog_limit))[0] for _ in range(3)]
-    pending = await store.sweep_begin(k, "ONLINE:ind", "front", 1, 2, "token", 1)
-    assert await store.sweep_commit(pending, [await blobs.write(k, "ONLINE:ind", pending.entries)]) == 2
-    meta = await store.retry_dead_letter(k, dead, "back")
+    pending = await store.sweep.begin(k, "ONLINE:ind", "front", 1, 2, "token", 1)
+    assert await store.sweep.commit(pending, [await blobs.write(k, "ONLINE:ind", pending.entries)]) == 2
+    meta = await store.dead_letters.retry(k, dead, "back")
     assert meta["life"] == 2 and meta["deliveries"] == 0 and meta["state"] == "q"
     assert await store.redis.lrange(k.rear("ONLINE:ind"), 0, -1) == [dead]
     with pytest.raises(NotFound):
-        await store.retry_dead_letter(k, dead, "back")
+        await store.dead_letters.retry(k, dead, "back")
     # Taken last: after the front's request and the two brought back from the database.
     await store.register_server(k, SERVER, worker_tasks=10, worker_weight=1, overflow=False)
     taken = [item.id for item in (await store.select(k, CONFIG, SERVER, 10, begin=False)).items]

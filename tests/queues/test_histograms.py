@@ -27,7 +27,7 @@ def _bucket(value: int) -> int:
 
 
 async def test_each_end_is_counted_in_the_bucket_and_period_its_times_give(store, k):
-    await store.publish_buckets(k, {"ONLINE": SPEC})
+    await store.results.publish_buckets(k, {"ONLINE": SPEC})
     await store.register_server(k, SERVER, worker_tasks=50, worker_weight=1, overflow=False)
     ids = [(await store.insert(k, 1, [request()], 100))[0] for _ in range(30)]
     selected = (await store.select(k, CONFIG, SERVER, 50, begin=True)).items

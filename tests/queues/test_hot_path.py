@@ -101,7 +101,7 @@ async def test_select_refuses_an_overflow_server_while_another_has_capacity(stor
 
 async def test_select_tells_a_surplus_server_to_end_after_ending_what_it_asked(store, k):
     request_id = await held(store, k)
-    await store.retire_servers(k, [SERVER])
+    await store.environments.retire_servers(k, [SERVER])
     await queued(store, k)
     result = await store.select(k, CONFIG, SERVER, 1, begin=False, ends=[EndArgs(request_id, "completed", None)])
     assert result.status is ReturnCode.SERVER_SURPLUS and result.items == []
@@ -156,7 +156,7 @@ async def test_end_judges_each_request_on_its_own(store, k):
     assert results[0].record["outcome"] == "completed" and results[0].record["result"] == '{"ok": true}'
     assert results[3].value == "completed"
     assert await store.redis.hget(k.inflight, str(SERVER)) == "0"
-    assert len(await store.samples(k, 0)) == 1
+    assert len(await store.outbox.samples(k, 0)) == 1
 
 
 # ---- delete, purge ------------------------------------------------------------------------------------------------

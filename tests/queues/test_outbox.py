@@ -24,29 +24,29 @@ async def ended(store: QueueStore, k: AeKeys, count: int, *, exit_url: str = "")
 
 
 async def test_records_are_read_with_their_position_and_dropped_once_acknowledged(store, k):
-    assert await store.pending_records(k, 10) == ("", 0, [])
+    assert await store.outbox.pending_records(k, 10) == ("", 0, [])
     ids = await ended(store, k, 3)
-    incarnation, first, records = await store.pending_records(k, 2)
+    incarnation, first, records = await store.outbox.pending_records(k, 2)
     assert incarnation and first == 0 and [json.loads(r)["id"] for r in records] == ids[:2]
-    assert await store.ack_records(k, records) == 2
-    assert await store.ack_records(k, records) == 0  # another flusher acknowledged them first
-    again, first, records = await store.pending_records(k, 10)
+    assert await store.outbox.ack_records(k, records) == 2
+    assert await store.outbox.ack_records(k, records) == 0  # another flusher acknowledged them first
+    again, first, records = await store.outbox.pending_records(k, 10)
     assert again == incarnation and first == 2 and [json.loads(r)["id"] for r in records] == ids[2:]
 
 
 async def test_exits_are_claimed_once_due_and_settled(store, k):
     await ended(store, k, 2, exit_url="http://qm.example/exit")
-    claimed = await store.claim_exits(k, claim_ms=60_000, limit=10)
-    assert len(claimed) == 2 and await store.claim_exits(k, claim_ms=60_000, limit=10) == []
-    await store.settle_exit(k, claimed[0], None, 0)
-    await store.settle_exit(k, claimed[1], "the next attempt", 60_000)
+    claimed = await store.outbox.claim_exits(k, claim_ms=60_000, limit=10)
+    assert len(claimed) == 2 and await store.outbox.claim_exits(k, claim_ms=60_000, limit=10) == []
+    await store.outbox.settle_exit(k, claimed[0], None, 0)
+    await store.outbox.settle_exit(k, claimed[1], "the next attempt", 60_000)
     assert await store.redis.zrange(k.exits, 0, -1) == ["the next attempt"]
 
 
 async def test_expired_tombstones_are_forgotten(store, k):
     ids = await ended(store, k, 2)
     await store.redis.zadd(k.done_exp, {ids[0]: 0})  # its time passed
-    await store.forget_tombstones(k)
+    await store.outbox.forget_tombstones(k)
     assert await store.redis.hgetall(k.done) == {ids[1]: f"deleted|{QUEUE_MANAGER}"}
 
 
@@ -55,5 +55,5 @@ async def test_ends_are_samples_for_goal_evaluation(store, k):
     await store.insert(k, QUEUE_MANAGER, [request()], CONFIG.backlog_limit)
     (item,) = (await store.select(k, CONFIG, SERVER, 1, begin=False)).items
     await store.end(k, SERVER, [EndArgs(item.id, "completed", None)])
-    (sample,) = await store.samples(k, 0)
+    (sample,) = await store.outbox.samples(k, 0)
     assert sample.service_class == "ONLINE" and sample.response_ms == sample.queue_ms + sample.execution_ms

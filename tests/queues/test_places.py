@@ -33,7 +33,7 @@ async def queued(store: QueueStore, k: AeKeys, count: int, service_class: str = 
 
 
 async def ahead(store: QueueStore, k: AeKeys, request_id: str) -> int | None:
-    status = await store.request_status(k, CLASSES, request_id)
+    status = await store.statuses.get(k, CLASSES, request_id)
     assert isinstance(status, LiveStatus)
     return status.ahead
 
@@ -97,21 +97,21 @@ async def test_the_status_of_a_held_an_ended_a_dead_and_an_unknown_request(store
     ids = await queued(store, k, 3)
     await store.register_server(k, SERVER, worker_tasks=1, worker_weight=1, overflow=False)
     (item,) = (await store.select(k, CONFIG, SERVER, 1, begin=True)).items
-    held = await store.request_status(k, CLASSES, ids[0])
+    held = await store.statuses.get(k, CLASSES, ids[0])
     assert isinstance(held, LiveStatus) and held.meta.state.word == "begun" and held.ahead is None and not held.swept
     assert (held.servers.connected, held.servers.worker_tasks, held.servers.held, held.servers.free_worker_tasks) == (1, 1, 1, 0)
-    waiting = await store.request_status(k, CLASSES, ids[1])
+    waiting = await store.statuses.get(k, CLASSES, ids[1])
     assert isinstance(waiting, LiveStatus) and waiting.servers.holding_equal_or_higher and not waiting.servers.holding_lower
     other = await queued(store, k, 1, "BATCH")
-    assert (await store.request_status(k, CLASSES, other[0])).servers.holding_equal_or_higher  # type: ignore[union-attr]
+    assert (await store.statuses.get(k, CLASSES, other[0])).servers.holding_equal_or_higher  # type: ignore[union-attr]
 
     await store.delete(k, ids[2], QUEUE_MANAGER)
-    deleted = await store.request_status(k, CLASSES, ids[2])
+    deleted = await store.statuses.get(k, CLASSES, ids[2])
     assert isinstance(deleted, EndedStatus) and (deleted.outcome, deleted.queue_manager) == ("deleted", QUEUE_MANAGER)
     await store.end(k, SERVER, [FAILED(item.id)])
-    dead = await store.request_status(k, CLASSES, item.id)
+    dead = await store.statuses.get(k, CLASSES, item.id)
     assert isinstance(dead, DeadStatus) and (dead.reason, dead.meta.outcome, dead.meta.deliveries) == ("failed", "failed", 1)
-    assert await store.request_status(k, CLASSES, "nothing-like-it") is None
+    assert await store.statuses.get(k, CLASSES, "nothing-like-it") is None
 
 
 async def test_a_request_queued_before_places_were_given_makes_its_queue_unknown_until_it_leaves(store, k, blobs):
@@ -178,7 +178,7 @@ class Walk:
     async def retry(self) -> None:
         if self.dead:
             request_id = self.dead.pop(self.rng.randrange(len(self.dead)))
-            await self.store.retry_dead_letter(self.k, request_id, self.rng.choice(["front", "back"]))
+            await self.store.dead_letters.retry(self.k, request_id, self.rng.choice(["front", "back"]))
 
     async def delete(self) -> None:
         everything = [i for sc, _ in CLASSES for i in await in_order(self.store, self.k, self.blobs, sc)]
@@ -188,15 +188,15 @@ class Walk:
     async def sweep(self) -> None:
         queue = queue_name(self.rng.choice(["ONLINE", "BATCH"]), self.rng.random() < 0.3)
         part = self.rng.choice(["front", "rear"])
-        pending = await self.store.sweep_begin(self.k, queue, part, self.rng.randint(0, 3), self.rng.randint(1, 8), "token", 0)
+        pending = await self.store.sweep.begin(self.k, queue, part, self.rng.randint(0, 3), self.rng.randint(1, 8), "token", 0)
         live = [entry for entry in pending.entries if entry.meta]
         blob_ids = [await self.blobs.write(self.k, queue, live[i : i + 3]) for i in range(0, len(live), 3)]
-        await self.store.sweep_commit(pending, blob_ids)
+        await self.store.sweep.commit(pending, blob_ids)
 
     async def unsweep(self) -> None:
         chained = [q for sc, _ in CLASSES for d in (True, False) if await self.store.redis.llen(self.k.chain(q := queue_name(sc, d)))]
         if chained:
-            await self.store.unsweep(self.k, self.rng.choice(chained))
+            await self.store.sweep.unsweep(self.k, self.rng.choice(chained))
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -215,13 +215,13 @@ async def test_a_request_given_back_while_the_front_is_swept_goes_before_the_swe
     ids = await queued(store, k, 5)
     await store.register_server(k, SERVER, worker_tasks=5, worker_weight=1, overflow=False)
     (item,) = (await store.select(k, CONFIG, SERVER, 1, begin=False)).items
-    pending = await store.sweep_begin(k, "ONLINE:ind", "front", 0, 4, "token", 0)
-    await store.sweep_commit(pending, [await blobs.write(k, "ONLINE:ind", pending.entries)])
+    pending = await store.sweep.begin(k, "ONLINE:ind", "front", 0, 4, "token", 0)
+    await store.sweep.commit(pending, [await blobs.write(k, "ONLINE:ind", pending.entries)])
     assert await store.redis.llen(k.front("ONLINE:ind")) == 0  # the whole queue is in the database
     await store.redis.zadd(k.leases, {item.id: 0})
     await store.reassign(k, CONFIG)
     assert [await ahead(store, k, i) for i in ids] == [0, 1, 2, 3, 4]
-    await store.unsweep(k, "ONLINE:ind")
+    await store.sweep.unsweep(k, "ONLINE:ind")
     assert [await ahead(store, k, i) for i in ids] == [0, 1, 2, 3, 4]
 
 

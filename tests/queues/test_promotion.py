@@ -142,14 +142,14 @@ async def test_a_swept_class_s_blob_comes_back_to_be_promoted(promoting, k, blob
     store = promoting
     await store.register_server(k, SERVER, worker_tasks=10, worker_weight=1, overflow=False)
     batch = await _queued(store, k, "BATCH", 3)
-    pending = await store.sweep_begin(k, "BATCH:ind", "front", 0, 3, "token", 1)
-    assert await store.sweep_commit(pending, [await blobs.write(k, "BATCH:ind", pending.entries)]) == 3
+    pending = await store.sweep.begin(k, "BATCH:ind", "front", 0, 3, "token", 1)
+    assert await store.sweep.commit(pending, [await blobs.write(k, "BATCH:ind", pending.entries)]) == 3
     await _queued(store, k, "ONLINE", 3)
     [online] = await _queued(store, k, "ONLINE")  # the last queued: past the promotion time, so is every BATCH
     await _past_promotion_time(store, k, online)
     item = await _one(store, k)
     assert item.id == batch[0] and item.meta["promoted"] is True
-    assert (await store.queue_sizes(k, "BATCH:ind")).front == 2
+    assert (await store.sweep.queue_sizes(k, "BATCH:ind")).front == 2
 
 
 async def test_a_select_with_nothing_due_looks_at_no_queue(store, k):

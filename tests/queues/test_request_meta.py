@@ -54,10 +54,10 @@ async def test_a_dead_letter_in_the_old_layout_is_read_and_retried(store: QueueS
     meta = json.loads(QUEUED % (died - 5000)) | {"state": "b", "server": "7", "selected": died - 100, "deliveries": 2}
     await store.redis.hset(k.dead, "old2", json.dumps({"meta": meta, "payload": '{"n": 2}', "reason": "max_deliveries"}))
     await store.redis.zadd(k.dead_at, {"old2": died})
-    letter = await store.dead_letter(k, "old2")
+    letter = await store.dead_letters.get(k, "old2")
     assert letter is not None and letter.reason == "max_deliveries"
     assert (letter.meta.service_class, letter.meta.server_id, letter.meta.deliveries, letter.meta.first_inserted) == ("ONLINE", 7, 2, None)
-    retried = await store.retry_dead_letter(k, "old2", "back")
+    retried = await store.dead_letters.retry(k, "old2", "back")
     assert (retried.life, retried.deliveries, retried.state, retried.first_inserted) == (2, 0, RequestState.QUEUED, died - 5000)
 
 
@@ -96,8 +96,8 @@ def test_a_new_request_is_written_in_the_old_layout() -> None:
 
 async def test_a_retired_environment_keeps_its_member(store: QueueStore, k: AeKeys) -> None:
     """The retired hash's member names the place as before, so a place retired again is the one member."""
-    await store.retire(k, CONFIG, QM)
-    await store.retire(k, CONFIG, QM)
-    [retired] = await store.retired()
+    await store.environments.retire(k, CONFIG, QM)
+    await store.environments.retire(k, CONFIG, QM)
+    [retired] = await store.environments.retired()
     assert retired.member == json.dumps({"node": k.node, "ae": k.ae, "qm": QM})
     assert (retired.keys, retired.queue_manager) == (k, QM)

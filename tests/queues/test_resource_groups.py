@@ -26,7 +26,7 @@ async def _queued(store: QueueStore, k, service_class: str, count: int) -> list[
 
 
 async def _in_flight(store: QueueStore) -> int:
-    return (await store.group_figures([CAPPED]))[0].in_flight
+    return (await store.groups.figures([CAPPED]))[0].in_flight
 
 
 async def test_a_select_takes_no_more_than_the_group_s_free_slots_and_other_work_instead(store, k):
@@ -62,15 +62,15 @@ async def test_work_given_back_keeps_its_slot_until_the_scheduler_s_pass_frees_i
     assert len(held) == 2
     reassigned = await store.reassign(k, GROUPED, server_id=SERVER)  # the server died: its work goes back
     assert reassigned.requeued == 2
-    members = await store.held_members(CAPPED.name)
-    assert len(members) == 2 and sorted(await store.stale_members(members)) == sorted(members)
-    await store.settle_slots(CAPPED, "", 0, (), members)
+    members = await store.groups.held_members(CAPPED.name)
+    assert len(members) == 2 and sorted(await store.groups.stale_members(members)) == sorted(members)
+    await store.groups.settle_slots(CAPPED, "", 0, (), members)
     assert await _in_flight(store) == 0
     # Taken again, they are other members (another delivery), not stale.
     await store.register_server(k, OTHER_SERVER, worker_tasks=2, worker_weight=1, overflow=False)
     again = (await store.select(k, GROUPED, OTHER_SERVER, 2, begin=False)).items
     assert {item.meta["deliveries"] for item in again} == {2}
-    assert await store.stale_members(await store.held_members(CAPPED.name)) == []
+    assert await store.groups.stale_members(await store.groups.held_members(CAPPED.name)) == []
 
 
 async def test_a_place_the_cap_refused_is_woken_when_a_slot_is_freed(store, k):
@@ -100,12 +100,12 @@ async def test_the_time_on_the_cap_grows_while_a_select_is_refused(store, k):
     for server in (SERVER, OTHER_SERVER):
         await store.register_server(k, server, worker_tasks=2, worker_weight=1, overflow=False)
     await store.select(k, GROUPED, SERVER, 2, begin=False)
-    assert (await store.group_figures([CAPPED]))[0].capped_ms == 0
+    assert (await store.groups.figures([CAPPED]))[0].capped_ms == 0
     await store.select(k, GROUPED, OTHER_SERVER, 2, begin=False)
-    first = (await store.group_figures([CAPPED]))[0].capped_ms
+    first = (await store.groups.figures([CAPPED]))[0].capped_ms
     await eventually(lambda: _capped_longer(store, first), what="the time on the cap growing")
 
 
 async def _capped_longer(store: QueueStore, than: int) -> bool:
     await asyncio.sleep(0)
-    return (await store.group_figures([CAPPED]))[0].capped_ms > than
+    return (await store.groups.figures([CAPPED]))[0].capped_ms > than

@@ -161,7 +161,7 @@ async def _set_up(store: QueueStore, k: AeKeys, case: Case, config: AeConfig) ->
     if case.tokens != 1.0:
         await store.redis.hset(k.promotion, "tokens", case.tokens)
     if case.home is not None:
-        await store.publish_decision(k, {SERVER: case.home}, [], {})
+        await store.results.publish_decision(k, {SERVER: case.home}, [], {})
     requests = [request(work.service_class, dependent=work.dependent) for work in case.queued]
     ids = await store.insert(k, QUEUE_MANAGER, requests, 10**6) if requests else []
     queues: dict[tuple[str, bool], list[tuple[str, int]]] = {}

@@ -24,15 +24,15 @@ QUEUE = "ONLINE:ind"
 async def swept(store: QueueStore, k: AeKeys, blobs: MemoryBlobs, *, count: int = 3, keep: int = 0, epoch: int = 1) -> list[str]:
     """`count` requests queued, all but the first `keep` swept into one blob; returns the ids in queue order."""
     ids = await store.insert(k, QUEUE_MANAGER, [request() for _ in range(count)], CONFIG.backlog_limit)
-    pending = await store.sweep_begin(k, QUEUE, "front", keep, count, "token", epoch)
+    pending = await store.sweep.begin(k, QUEUE, "front", keep, count, "token", epoch)
     assert [entry.id for entry in pending.entries] == ids[keep:]
-    assert await store.sweep_commit(pending, [await blobs.write(k, QUEUE, pending.entries)]) == count - keep
+    assert await store.sweep.commit(pending, [await blobs.write(k, QUEUE, pending.entries)]) == count - keep
     return ids
 
 
 async def test_a_sweep_moves_the_front_out_of_memory_and_new_requests_queue_behind_it(store, k, blobs):
     ids = await swept(store, k, blobs, keep=1)
-    sizes = await store.queue_sizes(k, QUEUE)
+    sizes = await store.sweep.queue_sizes(k, QUEUE)
     assert (sizes.front, sizes.rear, sizes.chain, sizes.swept) == (1, 0, [1], 2)
     assert await store.redis.hmget(k.req, ids) == [await store.redis.hget(k.req, ids[0]), None, None]
     (later,) = await store.insert(k, QUEUE_MANAGER, [request()], CONFIG.backlog_limit)
@@ -52,31 +52,31 @@ async def test_select_brings_the_next_blob_back_when_the_front_is_swept(store, k
 async def test_a_blob_another_process_restored_first_is_not_restored_twice(store, k, blobs):
     await swept(store, k, blobs)
     entries = await blobs.read(1)
-    assert await store.restore(k, QUEUE, 1, entries) == 3
-    assert await store.restore(k, QUEUE, 1, entries) == 0  # BLOB_RESTORED
+    assert await store.sweep.restore(k, QUEUE, 1, entries) == 3
+    assert await store.sweep.restore(k, QUEUE, 1, entries) == 0  # BLOB_RESTORED
     assert await store.redis.llen(k.front(QUEUE)) == 3
 
 
 async def test_a_sweep_that_raced_with_a_select_is_aborted(store, k, blobs):
     ids = await store.insert(k, QUEUE_MANAGER, [request() for _ in range(3)], CONFIG.backlog_limit)
-    pending = await store.sweep_begin(k, QUEUE, "front", 0, 3, "token", 1)
+    pending = await store.sweep.begin(k, QUEUE, "front", 0, 3, "token", 1)
     await store.register_server(k, SERVER, worker_tasks=1, worker_weight=1, overflow=False)
     (item,) = (await store.select(k, CONFIG, SERVER, 1, begin=False)).items
     assert item.id == ids[0]
-    assert await store.sweep_commit(pending, [await blobs.write(k, QUEUE, pending.entries)]) is None  # SWEEP_ABORTED
+    assert await store.sweep.commit(pending, [await blobs.write(k, QUEUE, pending.entries)]) is None  # SWEEP_ABORTED
     assert await store.redis.lrange(k.front(QUEUE), 0, -1) == ids[1:]
-    assert (await store.queue_sizes(k, QUEUE)).chain == []
+    assert (await store.sweep.queue_sizes(k, QUEUE)).chain == []
 
 
 async def test_an_aborted_sweep_leaves_the_queue_as_it_was(store, k, blobs):
     ids = await store.insert(k, QUEUE_MANAGER, [request() for _ in range(2)], CONFIG.backlog_limit)
-    pending = await store.sweep_begin(k, QUEUE, "front", 0, 2, "token", 1)
+    pending = await store.sweep.begin(k, QUEUE, "front", 0, 2, "token", 1)
     assert await store.redis.hexists(k.sweeping, QUEUE)
-    await store.sweep_abort(PendingSweep(k, QUEUE, "front", "another sweep's token", 1, []))
+    await store.sweep.abort(PendingSweep(k, QUEUE, "front", "another sweep's token", 1, []))
     assert await store.redis.hexists(k.sweeping, QUEUE)
-    await store.sweep_abort(pending)
+    await store.sweep.abort(pending)
     assert not await store.redis.hexists(k.sweeping, QUEUE)
-    assert await store.sweep_commit(pending, []) is None
+    assert await store.sweep.commit(pending, []) is None
     assert await store.redis.lrange(k.front(QUEUE), 0, -1) == ids
 
 
@@ -84,10 +84,10 @@ async def test_a_sweep_is_fenced_once_a_newer_scheduler_acted(store, k, blobs):
     await swept(store, k, blobs, epoch=2)
     await store.insert(k, QUEUE_MANAGER, [request()], CONFIG.backlog_limit)
     with pytest.raises(Fenced) as fenced:
-        await store.sweep_begin(k, QUEUE, "rear", 0, 1, "older", 1)
+        await store.sweep.begin(k, QUEUE, "rear", 0, 1, "older", 1)
     assert fenced.value.details == {"epoch": 2}
     pending = PendingSweep(k, QUEUE, "rear", "older", 1, [])
-    for step in (store.sweep_commit(pending, []), store.sweep_abort(pending)):
+    for step in (store.sweep.commit(pending, []), store.sweep.abort(pending)):
         with pytest.raises(Fenced):
             await step
 
@@ -99,7 +99,7 @@ async def test_a_swept_request_is_deleted_in_its_blob_and_left_out_when_it_comes
     assert await store.redis.hget(k.done, ids[1]) == f"deleted|{QUEUE_MANAGER}"
     with pytest.raises(NotFound):  # another queue manager's request is not revealed
         await store.delete(k, ids[0], OTHER_QUEUE_MANAGER)
-    assert await store.unsweep(k, QUEUE) == 2
+    assert await store.sweep.unsweep(k, QUEUE) == 2
     assert await store.redis.lrange(k.front(QUEUE), 0, -1) == [ids[0], ids[2]]
     assert await store.redis.smembers(k.swept_deleted) == set()
 
@@ -136,16 +136,16 @@ async def test_purge_reaches_swept_requests_and_drops_emptied_blobs(store, k, bl
     await swept(store, k, blobs)
     assert await store.purge(k, QUEUE_MANAGER) == 3
     assert (await store.redis.hlen(k.req), await store.redis.hlen(k.swept), await store.redis.llen(k.records)) == (0, 0, 3)
-    assert (await store.queue_sizes(k, QUEUE)).chain == []
+    assert (await store.sweep.queue_sizes(k, QUEUE)).chain == []
     assert blobs.blobs == {}
 
 
 async def test_service_rates_count_selects_since_the_last_call(store, k):
-    assert await store.take_service_rates(k) == (None, {})
+    assert await store.sweep.take_service_rates(k) == (None, {})
     await store.insert(k, QUEUE_MANAGER, [request(), request()], CONFIG.backlog_limit)
     await store.register_server(k, SERVER, worker_tasks=5, worker_weight=1, overflow=False)
     await store.select(k, CONFIG, SERVER, 5, begin=False)
-    elapsed_ms, counts = await store.take_service_rates(k)
+    elapsed_ms, counts = await store.sweep.take_service_rates(k)
     assert elapsed_ms is not None and elapsed_ms >= 0 and counts == {QUEUE: 2}
 
 

@@ -105,7 +105,7 @@ async def test_each_master_gets_a_pipelined_connection_and_a_stale_slot_map_is_c
         sent = request()
         assert await store.insert(places[0], QUEUE_MANAGER, [sent], 10**6) == [sent.id]
         assert len(taught) == 1  # redirected once, then sent redis-py's way
-        assert await store.queue_depths(places[0]) == {"ONLINE": 2}  # queued once, on its own master
+        assert await store.environments.queue_depths(places[0]) == {"ONLINE": 2}  # queued once, on its own master
     finally:
         await store.aclose()
         await disconnect(client)

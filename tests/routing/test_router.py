@@ -269,7 +269,7 @@ async def test_bad_link_input_is_a_clear_4xx(client: httpx.AsyncClient) -> None:
 async def test_a_node_whose_servers_died_is_retrying_and_comes_after_inactive_ones(client: httpx.AsyncClient, app: FastAPI) -> None:
     world = await world_on(client, multi_node_policy())
     state, op = app.state.wlm, await operator(client)
-    await state.queues.record_termination(state.queues.keys("EAST", "PAYROLL"), "99", 600_000)
+    await state.queues.environments.record_termination(state.queues.keys("EAST", "PAYROLL"), "99", 600_000)
     state.router.store.invalidate()
     links = {n["node"]: n["link"] for n in (await client.get("/v1/routing/nodes", headers=op)).json()["items"]}
     assert links == {"EAST": "retrying", "WEST": "inactive", "NORTH": "inactive"}

@@ -86,16 +86,16 @@ async def test_a_swept_queue_keeps_a_buffer_in_memory_and_comes_back_in_order(wo
     # Never served: the buffer is 0 + 5; the other 35 went to the database in blobs of at most 10.
     assert report.queues == {ONLINE_QUEUE: 35} and report.aborted == 0
     assert await in_memory(state.queues, k) == 5
-    sizes = await state.queues.queue_sizes(k, ONLINE_QUEUE)
+    sizes = await state.queues.sweep.queue_sizes(k, ONLINE_QUEUE)
     assert (sizes.front, sizes.rear, len(sizes.chain), sizes.swept) == (5, 0, 4, 35)
     assert await database_counts(state) == (4, 35)
 
     # Inserted while swept: to the rear, behind the swept part; the next pass moves the rear too.
     tokens += await insert(world, 12, first=40)
-    assert (await state.queues.queue_sizes(k, ONLINE_QUEUE)).rear == 12
+    assert (await state.queues.sweep.queue_sizes(k, ONLINE_QUEUE)).rear == 12
     report = await sweeper(state).sweep_environment(k, ["ONLINE", "BATCH"])
     assert report.queues == {ONLINE_QUEUE: 12}
-    sizes = await state.queues.queue_sizes(k, ONLINE_QUEUE)
+    sizes = await state.queues.sweep.queue_sizes(k, ONLINE_QUEUE)
     assert (sizes.front, sizes.rear, len(sizes.chain), sizes.swept) == (5, 0, 6, 47)
 
     status = await world.client.get("/v1/sweeper", headers=ADMIN)
@@ -111,7 +111,7 @@ async def test_a_swept_queue_keeps_a_buffer_in_memory_and_comes_back_in_order(wo
 
     server = await world.server(tasks=20)
     assert await drain(world, server) == tokens  # each once, in insertion order
-    sizes = await state.queues.queue_sizes(k, ONLINE_QUEUE)
+    sizes = await state.queues.sweep.queue_sizes(k, ONLINE_QUEUE)
     assert (sizes.front, sizes.rear, sizes.chain, sizes.swept) == (0, 0, [], 0)
     assert await database_counts(state) == (0, 0)
     assert (await world.client.get("/v1/sweeper", headers=ADMIN)).json()["queues"] == []
@@ -172,7 +172,7 @@ async def test_a_sweep_that_raced_only_with_work_outside_it_commits(world: World
     server = await world.server(tasks=40)
     taken = await drain_some(world, server, 3)  # from the buffer only
     tokens += await insert(world, 4, first=30)  # to the rear while the sweep runs
-    assert (await state.queues.queue_sizes(k, ONLINE_QUEUE)).rear == 4
+    assert (await state.queues.sweep.queue_sizes(k, ONLINE_QUEUE)).rear == 4
     assert await sweeping.complete(pending) == 25
     assert await database_counts(state) == (3, 25)  # blobs of at most 10
     assert taken + await drain(world, server) == tokens
@@ -232,7 +232,7 @@ async def test_a_departing_queue_manager_purges_its_swept_requests(world: World,
     assert response.json()["purged"] == 30  # 5 in memory, 25 in the database
     assert int(await state.redis.hget(k.depth, "ONLINE")) == 0  # type: ignore[misc]
     # The blobs whose requests were all purged are gone: once its records are written, the environment holds nothing.
-    assert await eventually(lambda: state.queues.drained(k))
+    assert await eventually(lambda: state.queues.environments.drained(k))
     assert await database_counts(state) == (0, 0)
 
 
@@ -252,14 +252,14 @@ async def test_two_processes_bringing_the_same_blob_back_restore_it_once(world: 
     server = await world.server(tasks=40)
     first = await drain_some(world, server, 5)  # the buffer: the front is empty now
     # Both read the chain's first blob; one restores it, the other finds it restored.
-    store, blobs = state.queues, state.queues.blobs
+    sweep, blobs = state.queues.sweep, state.queues.blobs
     assert blobs is not None
     head = int(await state.redis.lindex(k.chain(ONLINE_QUEUE), 0))  # type: ignore[misc]
     entries = await blobs.read(head)
     assert entries is not None and len(entries) == 10  # blobs of at most 10: the first of the 25 swept
-    restored = await asyncio.gather(store.restore(k, ONLINE_QUEUE, head, entries), store.restore(k, ONLINE_QUEUE, head, entries))
+    restored = await asyncio.gather(sweep.restore(k, ONLINE_QUEUE, head, entries), sweep.restore(k, ONLINE_QUEUE, head, entries))
     assert sorted(restored) == [0, 10]
-    assert await store.restore(k, ONLINE_QUEUE, head, entries) == 0
+    assert await sweep.restore(k, ONLINE_QUEUE, head, entries) == 0
     assert first + await drain(world, server) == tokens
 
 

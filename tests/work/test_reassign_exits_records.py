@@ -141,25 +141,25 @@ async def test_a_record_keeps_its_outbox_position_until_it_is_written(app):
     queues = app.state.wlm.queues
     keys = queues.keys("LOCAL", "NOWHERE")  # no environment of the policy: no duty flushes it
     await queues.redis.rpush(keys.records, "a", "b", "c")
-    _, first, entries = await queues.pending_records(keys, 2)
+    _, first, entries = await queues.outbox.pending_records(keys, 2)
     assert (first, entries) == (0, ["a", "b"])
-    assert await queues.ack_records(keys, ["a", "b"]) == 2
-    assert await queues.ack_records(keys, ["a", "b"]) == 0  # a second flusher of the same batch drops nothing
+    assert await queues.outbox.ack_records(keys, ["a", "b"]) == 2
+    assert await queues.outbox.ack_records(keys, ["a", "b"]) == 0  # a second flusher of the same batch drops nothing
     await queues.redis.rpush(keys.records, "d")
     # Counted, the outbox keeps its incarnation.
-    incarnation, first, entries = await queues.pending_records(keys, 10)
+    incarnation, first, entries = await queues.outbox.pending_records(keys, 10)
     assert (first, entries) == (2, ["c", "d"])
-    assert await queues.pending_records(keys, 10) == (incarnation, 2, ["c", "d"])
+    assert await queues.outbox.pending_records(keys, 10) == (incarnation, 2, ["c", "d"])
     # Redis lost the count: the positions start again at 0, under another incarnation.
     await queues.redis.delete(keys.records_acked)
-    again, first, _ = await queues.pending_records(keys, 10)
+    again, first, _ = await queues.outbox.pending_records(keys, 10)
     assert again != incarnation and first == 0
     # Redis lost the incarnation: the count goes on under another.
-    assert await queues.ack_records(keys, ["c"]) == 1
+    assert await queues.outbox.ack_records(keys, ["c"]) == 1
     await queues.redis.delete(keys.records_incarnation)
-    third, first, entries = await queues.pending_records(keys, 10)
+    third, first, entries = await queues.outbox.pending_records(keys, 10)
     assert third not in (incarnation, again) and (first, entries) == (1, ["d"])
-    assert await queues.pending_records(keys, 10) == (third, 1, ["d"])
+    assert await queues.outbox.pending_records(keys, 10) == (third, 1, ["d"])
 
 
 async def test_a_silent_server_is_taken_for_dead_and_its_work_given_back(client, app):

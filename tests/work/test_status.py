@@ -130,9 +130,9 @@ async def test_why_it_waits(world: World, app: FastAPI) -> None:
     await world.select(server)  # takes the first; a task is free for the next
     second = (await world.insert({"n": 2}))["token"]
     assert (await status(world, second))["delay_cause"] is None
-    await state.queues.publish_decision(keys, {}, [], {"ONLINE": 3})  # the manager wants more than the one connected
+    await state.queues.results.publish_decision(keys, {}, [], {"ONLINE": 3})  # the manager wants more than the one connected
     assert (await status(world, second))["delay_cause"] == "servers_starting"
-    await state.queues.publish_decision(keys, {}, [], {"ONLINE": 1})
+    await state.queues.results.publish_decision(keys, {}, [], {"ONLINE": 1})
 
     await world.select(server)  # takes the second: both tasks hold ONLINE work
     batch = (await world.insert({"n": 3}, classification=BATCH))["token"]

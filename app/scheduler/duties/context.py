@@ -27,7 +27,7 @@ class DutyContext:
         something still to finish (records to write, exits to call)."""
         state = self.state
         policy = await state.policies.current()
-        result = [(r.keys, r.config) for r in await state.queues.retired()] if retired else []
+        result = [(r.keys, r.config) for r in await state.queues.environments.retired()] if retired else []
         if policy is None:
             return result
         for ae in policy.application_environments:

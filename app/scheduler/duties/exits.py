@@ -32,7 +32,7 @@ class ExitDelivery:
         state = self.context.state
         settings = state.settings
         for keys, _ in await self.context.environments(retired=True):
-            for raw in await state.queues.claim_exits(keys, EXIT_CLAIM_MS, EXIT_CLAIM_BATCH):
+            for raw in await state.queues.outbox.claim_exits(keys, EXIT_CLAIM_MS, EXIT_CLAIM_BATCH):
                 entry = ExitEntry.from_json(raw)
                 retry, delay_ms = None, 0
                 secret = await self._secret(entry.queue_manager)
@@ -47,7 +47,7 @@ class ExitDelivery:
                     exit_calls.EXIT_CALLS.labels("retried").inc()
                     retry = json.dumps(entry.replace(attempt=entry.attempt + 1))
                     delay_ms = int(exit_calls.backoff_seconds(entry.attempt, settings.exit_retry_base_seconds) * 1000)
-                await state.queues.settle_exit(keys, raw, retry, delay_ms)
+                await state.queues.outbox.settle_exit(keys, raw, retry, delay_ms)
 
     async def _secret(self, queue_manager: int) -> str | None:
         if queue_manager not in self._secrets:

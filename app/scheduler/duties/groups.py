@@ -15,7 +15,7 @@ FREED = Counter("wlm_resource_group_slots_freed_total", "Slots of requests no lo
 async def free_stale_slots(context: DutyContext, policy: ActivePolicy) -> None:
     queues = context.state.queues
     for group in policy.resource_groups.values():
-        stale = await queues.stale_members(await queues.held_members(group.name))
+        stale = await queues.groups.stale_members(await queues.groups.held_members(group.name))
         if stale:
-            await queues.settle_slots(group, "", 0, (), stale)
+            await queues.groups.settle_slots(group, "", 0, (), stale)
             FREED.labels(group.name).inc(len(stale))

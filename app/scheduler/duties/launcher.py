@@ -154,7 +154,7 @@ class Launcher:
             if time.monotonic() < self._retry_at.get((ae.name, node), 0):
                 continue
             keys = self.state.queues.keys(node, ae.name)
-            desired, _ = await self.state.queues.desired_servers(keys)
+            desired, _ = await self.state.queues.results.desired_servers(keys)
             limits, _ = await limits_in_force(self.state.queues, policy, ae.name)
             missing = servers_to_start(desired, limits.rule(), await connected_servers(self.state.queues, keys), self.running(ae.name))
             if missing > 0:
@@ -192,7 +192,7 @@ class Launcher:
         an unexpected termination; forget the reason where a start has since succeeded."""
         started, self._started = self._started, set()
         for name, node in started:
-            await self.state.queues.clear_start_error(self.state.queues.keys(node, name))
+            await self.state.queues.environments.clear_start_error(self.state.queues.keys(node, name))
         failed, self._failed = self._failed, []
         backoff = self.state.settings.failed_start_backoff_seconds
         for start in failed:
@@ -213,7 +213,7 @@ class Launcher:
                 "exit_status": start.exit_status,
                 "log_tail": reason,
             }
-            await self.state.queues.note_start_error(keys, error, START_ERROR_KEEP_SECONDS)
+            await self.state.queues.environments.note_start_error(keys, error, START_ERROR_KEEP_SECONDS)
             await count_unexpected_terminations(
                 self.state.sessions, self.state.queues, self.state.operator, keys, [termination_of(start.instance)]
             )

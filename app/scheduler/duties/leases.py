@@ -37,7 +37,7 @@ class LeaseExpiry:
             return
         for keys, config in await context.environments():
             if self._buckets_of.get(keys) != policy.version:
-                await queues.publish_buckets(keys, bucket_specs(policy))
+                await queues.results.publish_buckets(keys, bucket_specs(policy))
                 self._buckets_of[keys] = policy.version
             await close_silent_servers(context, policy, keys)
             result = await queues.reassign(keys, config, epoch=context.epoch)
@@ -46,7 +46,7 @@ class LeaseExpiry:
             if result.abandoned:
                 ABANDONED.labels(keys.ae).inc(len(result.abandoned))
                 await context.advise(subject("WLM", "WARN", "REQUEST", "ABANDONED", keys.ae), node=keys.node, count=len(result.abandoned))
-            await queues.forget_tombstones(keys)
+            await queues.outbox.forget_tombstones(keys)
         await free_stale_slots(context, policy)
         await finish_departed(context, policy)
         await report_drained(context, policy)

@@ -36,7 +36,7 @@ class GoalManagement:
             # Each environment on its own: one that fails is logged once, and the others are still managed.
             where = f"managing {keys.ae} on {keys.node} to its goals"
             try:
-                await state.queues.publish_buckets(keys, specs)  # again, should Redis have lost them
+                await state.queues.results.publish_buckets(keys, specs)  # again, should Redis have lost them
                 judged = await evaluate_environment(state.queues, policy, keys, window)
                 await manage_environment(
                     state.queues, policy, keys, judged, state.settings.goal_interval_seconds, launching=state.settings.launcher

@@ -33,7 +33,7 @@ class RecordFlushing:
             if not await state.leases.hold(keys.records_writer, self.context.owner, lease_ms):
                 continue
             while True:
-                incarnation, first_position, entries = await state.queues.pending_records(keys, settings.records_batch)
+                incarnation, first_position, entries = await state.queues.outbox.pending_records(keys, settings.records_batch)
                 if not entries:
                     break
                 origin = records.OutboxOrigin(keys.tag, incarnation, first_position)
@@ -44,7 +44,7 @@ class RecordFlushing:
                         self._periods[version] = records.period_table(await state.policies.version(version))
                     count, missing = await write(self._periods)
                     assert not missing
-                await state.queues.ack_records(keys, entries)
+                await state.queues.outbox.ack_records(keys, entries)
                 RECORDS_WRITTEN.inc(count)
                 written += count
                 if len(entries) < settings.records_batch:

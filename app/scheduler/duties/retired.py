@@ -14,11 +14,11 @@ async def finish_departed(context: DutyContext, policy: ActivePolicy) -> None:
     state = context.state
     queues, settle_ms = state.queues, int(2 * state.settings.connection_cache_seconds * 1000) + 1000
     await purge_departed_again(queues, policy)
-    for retired in await queues.retired():
+    for retired in await queues.environments.retired():
         await expire_silent_servers(
             state.sessions, queues, state.connection_cache, policy, retired.keys, state.settings.heartbeat_timeout_seconds
         )
         await queues.reassign(retired.keys, retired.config)
         await queues.purge(retired.keys, retired.queue_manager)
-        if await queues.clock_ms() - retired.since_ms > settle_ms and await queues.drained(retired.keys):
-            await queues.forget_retired(retired)
+        if await queues.clock_ms() - retired.since_ms > settle_ms and await queues.environments.drained(retired.keys):
+            await queues.environments.forget_retired(retired)
