@@ -17,7 +17,6 @@ from app.auth.roles import PrincipalInfo
 from app.db import utcnow
 from app.errors import Conflict, NotFound, ValidationFailed, pydantic_errors
 from app.policy.active import ActivePolicy, DynamicOwner, compile_policy, with_dynamic
-from app.policy.classification import SYSOTHER
 from app.policy.documents import parse_document
 from app.policy.models import DynamicApplicationEnvironment, PolicyVersion
 from app.policy.schemas import (
@@ -30,6 +29,7 @@ from app.policy.schemas import (
 from app.policy.validation import environment_problems, validate_definition
 from app.queues.store import QueueStore
 from app.shared.ttl_cache import TtlCache
+from spark_jobs.contract.goals import SYSOTHER
 
 INSTALL_ATTEMPTS = 3
 NO_POLICY_MESSAGE = "no service definition is installed yet: PUT /v1/policy"
