@@ -13,10 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, cast
 
 from spark_jobs.contract.goals import SYSOTHER
 from spark_jobs.manager.wildcards import wildcard_match
+
+# A qualifier's key among a request's attributes: its abbreviation (the service's Qualifier enum, or plain text).
+Q = TypeVar("Q", bound=str)
 
 
 class Rule(Protocol):
@@ -144,7 +147,7 @@ def _compile_rules(rules: Sequence[Rule], service_class: str, report_class: str 
     return tuple(compiled)
 
 
-def classify(groups: Mapping[str, CompiledGroup], subsystem_type: str, attributes: Mapping[str, str]) -> Classification:
+def classify(groups: Mapping[str, CompiledGroup], subsystem_type: str, attributes: Mapping[Q, str]) -> Classification:
     """Classify work of `subsystem_type` described by `attributes` (a missing attribute is blank)."""
     group = groups.get(subsystem_type.upper())
     if group is None:
@@ -152,8 +155,10 @@ def classify(groups: Mapping[str, CompiledGroup], subsystem_type: str, attribute
     path: list[str] = []
     result = Classification(group.default_service_class, group.default_report_class)
     level = group.rules
+    # Looked up by a rule's qualifier text: a StrEnum key (the service's Qualifier) hashes and compares as its text.
+    by_text = cast(Mapping[str, str], attributes)
     while level:
-        rule = _first_match(level, attributes)
+        rule = _first_match(level, by_text)
         if rule is None:
             break
         path.append(rule.label)
