@@ -44,7 +44,7 @@ REPLAY_COLUMNS = (
 @dataclass(frozen=True, slots=True)
 class ReplayInputs:
     """What every environment's replay shares: the candidate and the recorded versions' definitions (plain data, as
-    stored), the day, the manager's settings, the servers' start latencies and the seed."""
+    stored), the day, the manager's settings, the servers' start latencies and its seed."""
 
     candidate: Mapping[str, Any]
     recorded: Mapping[int, Mapping[str, Any]]
