@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import JSON, CheckConstraint, Index, String
+from sqlalchemy import JSON, CheckConstraint, Index, String, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, utcnow
@@ -23,6 +23,14 @@ class WhatIfRun(Base):
     __table_args__ = (
         CheckConstraint(f"state IN ({', '.join(repr(state) for state in STATES)})", name="state"),
         Index(None, "state", "id"),
+        # One run at a time, whichever process claims it: a second claim fails here.
+        Index(
+            "uq_what_if_runs_one_running",
+            "state",
+            unique=True,
+            sqlite_where=text("state = 'running'"),
+            postgresql_where=text("state = 'running'"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -38,8 +46,10 @@ class WhatIfRun(Base):
     finished_at: Mapped[datetime | None]
     # The job's last stage line, while it runs.
     progress: Mapped[str | None] = mapped_column(String(500))
-    # Where its process runs: only that host can tell whether it is alive, and end it.
+    # Where it runs: only that host can tell whether it is alive, and end it. The service process that claimed it,
+    # and its job's process (the leader of the job's process group) once started.
     host: Mapped[str | None] = mapped_column(String(255))
+    claimed_by: Mapped[int | None]
     pid: Mapped[int | None]
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     error: Mapped[str | None] = mapped_column(String(2000))

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
@@ -86,7 +87,11 @@ class WhatIfRunner:
         """Whether `run`'s process lives; None when another host runs it (only that host can tell)."""
         if run.host != HOST:
             return None
-        return run.id == self._current or (run.pid is not None and process_alive(run.pid))
+        if run.id == self._current:
+            return True
+        # Its job, once started; till then the process that claimed it, which starts the job.
+        process = run.pid if run.pid is not None else run.claimed_by
+        return process is not None and process_alive(process)
 
     def kill_local(self, run_id: int) -> None:
         process = self._processes.get(run_id)
@@ -112,18 +117,23 @@ class WhatIfRunner:
                 self._current = None
 
     async def _claim(self) -> WhatIfRun | None:
-        """The oldest queued run, now running here; None when one runs (alive) or none is queued."""
-        async with self.sessions() as session, session.begin():
-            running = (await session.scalars(select(WhatIfRun).where(WhatIfRun.state == "running"))).all()
-            for run in running:
-                if self.alive(run) is False:
-                    run.state, run.finished_at, run.error = "failed", utcnow(), GONE
-                else:
+        """The oldest queued run, now running here; None when one runs (alive), another process claimed one first,
+        or none is queued."""
+        try:
+            async with self.sessions() as session, session.begin():
+                running = (await session.scalars(select(WhatIfRun).where(WhatIfRun.state == "running"))).all()
+                for run in running:
+                    if self.alive(run) is not False:
+                        return None
+                    run.state, run.finished_at, run.error, run.progress = "failed", utcnow(), GONE, None
+                await session.flush()
+                queued = await session.scalar(select(WhatIfRun).where(WhatIfRun.state == "queued").order_by(WhatIfRun.id).limit(1))
+                if queued is None:
                     return None
-            queued = await session.scalar(select(WhatIfRun).where(WhatIfRun.state == "queued").order_by(WhatIfRun.id).limit(1))
-            if queued is None:
-                return None
-            queued.state, queued.started_at, queued.host, queued.progress = "running", utcnow(), HOST, "starting"
+                queued.state, queued.started_at, queued.progress = "running", utcnow(), "starting"
+                queued.host, queued.claimed_by = HOST, os.getpid()
+        except IntegrityError:
+            return None  # another process claimed one first (one running at most: uq_what_if_runs_one_running)
         return queued
 
     async def _run(self, run: WhatIfRun) -> None:
@@ -138,7 +148,8 @@ class WhatIfRunner:
         )
         self._processes[run.id] = process
         try:
-            await self._update(run.id, pid=process.pid)
+            if not await self._update(run.id, pid=process.pid):
+                self.kill_local(run.id)  # cancelled while its job started
             last_lines = await self._follow(run.id, process)
             code = await process.wait()
             if code == 0:
@@ -165,9 +176,11 @@ class WhatIfRunner:
                 await self._update(run_id, progress=line.split("]", 1)[1].strip()[:500])
         return lines
 
-    async def _update(self, run_id: int, **values: Any) -> None:
+    async def _update(self, run_id: int, **values: Any) -> bool:
+        """`values` set on the run while it runs; False if it does not (cancelled)."""
         async with self.sessions() as session, session.begin():
-            await session.execute(update(WhatIfRun).where(WhatIfRun.id == run_id, WhatIfRun.state == "running").values(**values))
+            result = await session.execute(update(WhatIfRun).where(WhatIfRun.id == run_id, WhatIfRun.state == "running").values(**values))
+        return bool(result.rowcount)  # type: ignore[attr-defined]  # an UPDATE's result has its row count
 
     async def _end(self, run_id: int, state: str, **values: Any) -> None:
         """`state` unless the run ended otherwise meanwhile (cancelled)."""

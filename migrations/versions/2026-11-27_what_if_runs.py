@@ -31,6 +31,7 @@ def upgrade() -> None:
         sa.Column('finished_at', sa.DateTime(timezone=True), nullable=True),
         sa.Column('progress', sa.String(length=500), nullable=True),
         sa.Column('host', sa.String(length=255), nullable=True),
+        sa.Column('claimed_by', sa.Integer(), nullable=True),
         sa.Column('pid', sa.Integer(), nullable=True),
         sa.Column('result', sa.JSON(), nullable=True),
         sa.Column('error', sa.String(length=2000), nullable=True),
@@ -40,8 +41,17 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint('id', name=op.f('pk_what_if_runs')),
     )
     op.create_index(op.f('ix_what_if_runs_state_id'), 'what_if_runs', ['state', 'id'], unique=False)
+    op.create_index(
+        'uq_what_if_runs_one_running',
+        'what_if_runs',
+        ['state'],
+        unique=True,
+        sqlite_where=sa.text("state = 'running'"),
+        postgresql_where=sa.text("state = 'running'"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_index('uq_what_if_runs_one_running', table_name='what_if_runs')
     op.drop_index(op.f('ix_what_if_runs_state_id'), table_name='what_if_runs')
     op.drop_table('what_if_runs')

@@ -145,3 +145,31 @@ async def test_a_run_whose_process_dies_is_failed(app: FastAPI, client: httpx.As
 
     run = await eventually(failed, 60, what="the run failed")
     assert run["error"]
+
+
+async def test_one_run_at_a_time_across_replicas(
+    app: FastAPI, client: httpx.AsyncClient, other: httpx.AsyncClient, settings: Settings
+) -> None:
+    """A run asked of another replica waits while one runs; that replica can cancel the one running (its process is
+    on this host), and the next runs."""
+    recorded_day(settings)
+    operator = await operator_of(client)
+    first_id = (await client.post(URL, headers=operator, json=body())).json()["id"]
+    await eventually(lambda: pid_of(app, first_id), 60, what="the first run's job started")
+
+    async def state_of(run_id: int) -> str:
+        return (await run_of(other, operator, run_id))["state"]  # type: ignore[no-any-return]
+
+    second_id = (await other.post(URL, headers=operator, json=body(seed=1))).json()["id"]
+    assert await state_of(first_id) == "running" and await state_of(second_id) == "queued"
+
+    pid = await pid_of(app, first_id)
+    assert pid is not None
+    assert (await other.delete(f"{URL}/{first_id}", headers=operator)).json()["state"] == "cancelled"
+    await eventually(lambda: not process_alive(pid), 30, what="the cancelled run's process ended")
+
+    async def second_running() -> bool:
+        return await state_of(second_id) == "running"
+
+    await eventually(second_running, 60, what="the queued run running")
+    assert (await client.delete(f"{URL}/{second_id}", headers=operator)).json()["state"] == "cancelled"
