@@ -172,4 +172,11 @@ async def test_one_run_at_a_time_across_replicas(
         return await state_of(second_id) == "running"
 
     await eventually(second_running, 60, what="the queued run running")
+    # A queued run cancelled never runs.
+    third_id = (await client.post(URL, headers=operator, json=body(seed=2))).json()["id"]
+    assert await state_of(third_id) == "queued"
+    assert (await other.delete(f"{URL}/{third_id}", headers=operator)).json()["state"] == "cancelled"
     assert (await client.delete(f"{URL}/{second_id}", headers=operator)).json()["state"] == "cancelled"
+    assert (await client.delete(f"{URL}/{second_id}", headers=operator)).json()["state"] == "cancelled"  # again: as it is
+    third = await run_of(client, operator, third_id)
+    assert third["state"] == "cancelled" and third["started_at"] is None
