@@ -115,6 +115,8 @@ class Settings(BaseSettings):
     # The Java the report's driver runs on; by default JAVA_HOME, else the newest installed Java Spark supports
     # (spark_jobs/common/java_home.py).
     spark_java_home: Path | None = None
+    # What-if runs (POST /v1/reports/what-if) and their results are kept this long after they end.
+    whatif_retention_days: float = Field(default=30, gt=0, le=3650)
     exit_timeout_seconds: float = Field(default=5.0, gt=0)
     exit_retry_base_seconds: float = Field(default=1.0, gt=0)
 

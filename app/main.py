@@ -60,6 +60,8 @@ from app.web.custom_methods import DeprecationMiddleware
 from app.web.guards import BodyLimitMiddleware, HotPathsMiddleware, RejectNulMiddleware
 from app.web.http_metrics import MetricsMiddleware
 from app.web.shutdown import ShutdownNotice, given_on_stop_signals
+from app.what_if.router import router as what_if_router
+from app.what_if.runner import WhatIfRunner
 from app.work.dispatch import Dispatcher
 from app.work.router import HOT_PATHS
 from app.work.router import router as work_router
@@ -97,6 +99,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     dispatcher: Dispatcher | None = None
     shutdown = ShutdownNotice()
     member: SchedulerMember | None = None
+    state: AppState | None = None
     queues: QueueStore | None = None
     launching: Duties | None = None
     try:
@@ -154,6 +157,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             ),
             leases=DutyLeases(redis),
             shutdown=shutdown,
+            what_if=WhatIfRunner(sessions, settings),
         )
         await dispatcher.start()
         if settings.background_duties:
@@ -169,11 +173,14 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # app started again in the same process (tests) would otherwise pin its predecessors' garbage.
         if gc.get_freeze_count() == 0:
             gc.freeze()
+        state.what_if.kick()  # runs queued before a restart; one left running is failed
         async with state.key_cache.listening():
             with given_on_stop_signals(shutdown):
                 yield
     finally:
         shutdown.give()
+        if state is not None:
+            await state.what_if.stop()
         if launching is not None:
             await launching.stop()
         if member is not None:
@@ -198,6 +205,8 @@ def _body_limits(settings: Settings) -> dict[tuple[str, str], int]:
         ("POST", "/v1/work:batch"): settings.max_batch_bytes,
         # A select may end up to 1000 requests first, each with its result.
         ("POST", "/v1/work/select"): settings.max_batch_bytes,
+        # A candidate policy as a JSON string: escaping can double it.
+        ("POST", "/v1/reports/what-if"): 2 * settings.max_policy_bytes + 1024,
     }
 
 
@@ -238,6 +247,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         audit_router,
         dead_letters_router,
         resource_groups_router,
+        what_if_router,
     ):
         app.include_router(router)
     app.include_router(dashboard_router)

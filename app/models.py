@@ -10,3 +10,4 @@ def import_all_models() -> None:
     from app.reports import models as _reports  # noqa: F401
     from app.routing import models as _routing  # noqa: F401
     from app.sweeper import models as _sweeper  # noqa: F401
+    from app.what_if import models as _what_if  # noqa: F401

@@ -18,6 +18,7 @@ from app.routing.service import Router
 from app.scheduler.duty_leases import DutyLeases
 from app.scheduler.service import SchedulerMember
 from app.web.shutdown import ShutdownNotice
+from app.what_if.runner import WhatIfRunner
 from app.work.dispatch import Dispatcher
 from app.work.services import WorkServices
 
@@ -44,5 +45,7 @@ class AppState:
     leases: DutyLeases
     # Given when this process is told to stop: long polls answer and event streams end (app/web/shutdown.py).
     shutdown: ShutdownNotice
+    # What-if runs this process starts, one at a time.
+    what_if: WhatIfRunner
     # This process's membership of the scheduler election (None when it runs no background duties).
     scheduler: SchedulerMember | None = None

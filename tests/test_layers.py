@@ -37,7 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("audit", "events"),
     ("auth",),
     ("policy",),
-    ("connections", "reports", "resource_groups"),
+    ("connections", "reports", "resource_groups", "what_if"),
     ("servers",),
     ("operator",),
     ("routing",),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
-from app.shared.wildcards import wildcard_match
+from spark_jobs.manager.wildcards import wildcard_match
 
 PROFILE_PATTERN = r"^[A-Za-z0-9$#@_%*-]+(\.[A-Za-z0-9$#@_%*-]+)*$"
 

@@ -1,12 +1,12 @@
 """The `wlm` command: serve the API, migrate the database, talk to a running service as an admin (client.py), and
-run the nightly report (report.py). The console script `wlm` calls `main`."""
+run the nightly report (report.py) and the what-if replay (whatif.py). The console script `wlm` calls `main`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from app.cli import dead, work
+from app.cli import dead, whatif, work
 from app.cli.client import cmd_demo, cmd_display, cmd_events, cmd_keys, cmd_policy, cmd_route, cmd_vary
 from app.cli.db import cmd_db
 from app.cli.errors import CliError
@@ -117,6 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     schedule = report_sub.add_parser("schedule", help="print the cron line that runs the report every night")
     schedule.add_argument("--at", type=time_of_day, default=(0, 30), help="time of day (HH:MM, local to cron; default 00:30)")
     report.set_defaults(func=cmd_report)
+
+    whatif.add_parser(sub)
     return parser
 
 
@@ -126,5 +128,5 @@ def main(argv: list[str] | None = None) -> int:
         args.func(args)
     except CliError as exc:
         print(exc, file=sys.stderr)
-        return 1
+        return exc.status
     return 0

@@ -1,7 +1,12 @@
-"""The one error a `wlm` command reports: its message on stderr, exit status 1."""
+"""The one error a `wlm` command reports: its message on stderr, and its exit status: 1 by default, INPUT_ERROR for
+input the command refuses (as argparse exits for bad arguments)."""
 
 from __future__ import annotations
 
+INPUT_ERROR = 2
+
 
 class CliError(Exception):
-    pass
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status

@@ -30,7 +30,7 @@ from pydantic import BeforeValidator, Discriminator, StringConstraints, Tag, Typ
 
 from app.errors import ValidationFailed, pydantic_errors
 from app.shared.schemas import Name, StrictModel
-from app.shared.wildcards import wildcard_match
+from spark_jobs.manager.wildcards import wildcard_match
 
 # Generous: the longest valid command with blanks around every separator is well under it.
 COMMAND_MAX_LENGTH = 256

@@ -6,13 +6,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from app.policy.classification import (
-    SYSOTHER,
-    Classification,
-    CompiledGroup,
-    classify,
-    compile_group,
-)
 from app.policy.schemas import (
     ApplicationEnvironment,
     AverageGoal,
@@ -24,6 +17,13 @@ from app.policy.schemas import (
 )
 from app.queues.base import AeConfig, GroupCap
 from spark_jobs.contract.goals import RESPONSE_BUCKET_LIMITS_PCT
+from spark_jobs.manager.classification import (
+    SYSOTHER,
+    Classification,
+    CompiledGroup,
+    classify,
+    compile_group,
+)
 from spark_jobs.manager.select_order import class_order, importance_rank
 
 # A policy that names no nodes has this one implicit node.

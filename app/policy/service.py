@@ -15,9 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.audit.service import record
 from app.auth.roles import PrincipalInfo
 from app.db import utcnow
-from app.errors import Conflict, NotFound, ValidationFailed, pydantic_errors
+from app.errors import Conflict, NotFound, PayloadTooLarge, ValidationFailed, pydantic_errors
 from app.policy.active import ActivePolicy, DynamicOwner, compile_policy, with_dynamic
-from app.policy.classification import SYSOTHER
 from app.policy.documents import parse_document
 from app.policy.models import DynamicApplicationEnvironment, PolicyVersion
 from app.policy.schemas import (
@@ -30,6 +29,7 @@ from app.policy.schemas import (
 from app.policy.validation import environment_problems, validate_definition
 from app.queues.store import QueueStore
 from app.shared.ttl_cache import TtlCache
+from spark_jobs.contract.goals import SYSOTHER
 
 INSTALL_ATTEMPTS = 3
 NO_POLICY_MESSAGE = "no service definition is installed yet: PUT /v1/policy"
@@ -45,6 +45,14 @@ def parse_definition(data: dict[str, Any]) -> ServiceDefinition:
     if problems:
         raise ValidationFailed(problems)
     return definition
+
+
+def checked_candidate(body: bytes, content_type: str | None, max_bytes: int) -> dict[str, Any]:
+    """A candidate definition (a what-if's) checked as an install checks it, within the install's size limit: its
+    plain data as an install stores it, or the install's errors."""
+    if len(body) > max_bytes:
+        raise PayloadTooLarge(f"the service definition has {len(body)} bytes; at most {max_bytes}", limit=max_bytes)
+    return parse_definition(parse_document(body, content_type)).model_dump(mode="json", exclude_none=True)
 
 
 def digest_of(definition: ServiceDefinition) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from app.policy.active import DEFAULT_NODE
-from app.policy.classification import SYSOTHER
 from app.policy.schemas import (
     MAX_PERIODS,
     MAX_RULE_DEPTH,
@@ -16,6 +15,7 @@ from app.policy.schemas import (
     ServiceClass,
     ServiceDefinition,
 )
+from spark_jobs.contract.goals import SYSOTHER
 
 Problem = dict[str, str]
 

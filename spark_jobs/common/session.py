@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -64,7 +65,9 @@ def build_session(
         # the throughput collector: G1's concurrent threads take a share of a small machine's cores (on two cores,
         # 10 million records took 40 s with G1 and 30 s with it).
         java_options.append("-XX:+UseParallelGC")
-        options |= {"spark.driver.memory": driver.memory, "spark.ui.enabled": "false"}
+        # Python tasks (the what-if replay's) run on this interpreter, which has the job's packages: by default
+        # Spark starts the `python3` on the PATH, which may have none of them.
+        options |= {"spark.driver.memory": driver.memory, "spark.ui.enabled": "false", "spark.pyspark.python": sys.executable}
     if java_options:
         options["spark.driver.extraJavaOptions"] = " ".join(java_options)
     builder = SparkSession.builder.config(map=options)  # type: ignore[arg-type]  # pyspark's dict of any option value takes no dict[str, str]

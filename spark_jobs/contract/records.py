@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 import pyarrow as pa
 
 _TS = pa.timestamp("ms", tz="UTC")
@@ -40,6 +42,12 @@ SCHEMA = pa.schema(
         ("promoted", pa.bool_()),
     ]
 )
+
+
+def day_path(records_uri: str, day: date) -> str:
+    """The partition of `day`'s records (of the UTC date they ended on) under `records_uri`."""
+    return f"{records_uri.rstrip('/')}/date={day.isoformat()}"
+
 
 # Each file's footer declares the distinct values of these columns among its records, as JSON under
 # GROUP_KEYS_FOOTER: the nightly report's groups, which it can then name without reading the records twice.

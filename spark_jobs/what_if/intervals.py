@@ -9,7 +9,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from spark_jobs.manager.goals import evaluate
+from spark_jobs.contract.goals import BUCKET_COUNT
+from spark_jobs.manager.goals import Sample, distribution, evaluate
 from spark_jobs.what_if.model import ClassInterval, Environment, EnvironmentInterval, Served
 
 
@@ -47,6 +48,15 @@ def _boundaries(durations: Sequence[int | None]) -> list[float]:
         elapsed += math.inf if duration_ms is None else duration_ms / 1000
         bounds.append(elapsed)
     return bounds
+
+
+def _buckets(of_goal: tuple[int, ...] | None, window: Sequence[Sample], average_ms: float | None) -> tuple[int, ...] | None:
+    """The 14 buckets: of the goal's response time, else (velocity, discretionary) of the average response time."""
+    if of_goal is not None or not window:
+        return of_goal
+    if not average_ms:
+        return (len(window), *([0] * (BUCKET_COUNT - 1)))  # every response took no time: all within any limit
+    return distribution((sample[0] for sample in window), average_ms)
 
 
 def summarise(
@@ -95,7 +105,7 @@ def summarise(
                 worked = (index, name, number) in had_work
                 if number > 1 and not window and not worked:
                     continue  # a later period appears once work reaches it
-                pi = evaluate(period.goal, window).pi
+                judged = evaluate(period.goal, window)
                 first = number == 1
                 seconds = connected.get((index, name), 0.0)
                 classes.append(
@@ -104,11 +114,16 @@ def summarise(
                         service_class=name,
                         period=number,
                         ended=len(window),
-                        pi=pi,
+                        pi=judged.pi,
                         had_work=worked,
                         servers_wanted=wanted.get((index, name), 0.0) / span if first else None,
                         servers_connected=seconds / span if first else None,
                         server_seconds=seconds if first else None,
+                        response_avg_ms=judged.avg_response_ms,
+                        response_p50_ms=judged.p50_response_ms,
+                        response_p90_ms=judged.p90_response_ms,
+                        response_p99_ms=judged.p99_response_ms,
+                        buckets=_buckets(judged.distribution, window, judged.avg_response_ms),
                     )
                 )
         seconds = sum(value for (i, _), value in connected.items() if i == index)

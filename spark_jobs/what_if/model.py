@@ -108,6 +108,13 @@ class ClassInterval:
     servers_wanted: float | None
     servers_connected: float | None
     server_seconds: float | None
+    # The ended requests' response times: average, nearest-rank percentiles, and the 14 buckets of the goal (of the
+    # average, for a goal without a response time, as the nightly report has them; None when nothing ended).
+    response_avg_ms: float | None = None
+    response_p50_ms: float | None = None
+    response_p90_ms: float | None = None
+    response_p99_ms: float | None = None
+    buckets: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,3 +136,6 @@ class Replay:
     decisions: int
     servers_started: int
     servers_retired: int
+    # The same figures over the whole replay as one interval (the report's whole-day rows).
+    whole_classes: tuple[ClassInterval, ...] = ()
+    whole_environment: tuple[EnvironmentInterval, ...] = ()

@@ -297,8 +297,8 @@ def simulate(
     """Replay `arrivals` in `environment` from 0 to `until_s` seconds: the manager deciding every
     `settings.interval_s` (the service's defaults unless given) from the start, servers connecting a start latency
     (drawn from `start_latencies_s` by `seed`; none given: at once) after the launcher starts them. The figures are
-    per `interval_s` (the report's 15 minutes by default); requests not ended by `until_s` are left unended, their
-    work counted as had."""
+    per `interval_s` (the report's 15 minutes by default) and over the whole replay; requests not ended by `until_s`
+    are left unended, their work counted as had."""
     if until_s <= 0 or interval_s <= 0:
         raise ValueError(f"until_s and interval_s must be > 0, got {until_s!r}, {interval_s!r}")
     if not all(latency >= 0 for latency in start_latencies_s):
@@ -309,4 +309,5 @@ def simulate(
     replay.run(until_s)
     served = replay.served()
     classes, totals = summarise(environment, replay.order, served, replay.timeline, until_s, interval_s)
-    return Replay(served, classes, totals, replay.decisions, replay.started, replay.retired)
+    whole_classes, whole_totals = summarise(environment, replay.order, served, replay.timeline, until_s, until_s)
+    return Replay(served, classes, totals, replay.decisions, replay.started, replay.retired, whole_classes, whole_totals)

@@ -20,29 +20,36 @@ from pyspark.sql import DataFrame, SparkSession
 from sqlalchemy import select
 
 from spark_jobs.common.database import as_utc, database, reflected
-from spark_jobs.contract.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER, SCHEMA
+from spark_jobs.contract.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER, SCHEMA, day_path
 from spark_jobs.workload_activity.policy_goals import PolicyVersionInfo
 from spark_jobs.workload_activity.tables import empty_table
 from spark_jobs.workload_activity.transform import RECORD_COLUMNS
 
 # Spark's names of the types the records' columns have in their files.
-_SPARK_TYPES = {pa.string(): "STRING", pa.int32(): "INT", pa.int64(): "BIGINT", pa.timestamp("ms", tz="UTC"): "TIMESTAMP"}
-# The columns the report reads, in Spark's types. Given explicitly, so a day without records reads as an empty table
-# instead of failing to infer a schema.
-RECORD_TYPES = {name: _SPARK_TYPES[SCHEMA.field(name).type] for name in RECORD_COLUMNS}
+_SPARK_TYPES = {
+    pa.string(): "STRING",
+    pa.int32(): "INT",
+    pa.int64(): "BIGINT",
+    pa.bool_(): "BOOLEAN",
+    pa.timestamp("ms", tz="UTC"): "TIMESTAMP",
+}
+
+
+def record_types(columns: Sequence[str]) -> dict[str, str]:
+    """Records' `columns` in Spark's types. Given explicitly, so a day without records reads as an empty table
+    instead of failing to infer a schema."""
+    return {name: _SPARK_TYPES[SCHEMA.field(name).type] for name in columns}
 
 
 def _schema(types: dict[str, str]) -> str:
     return ", ".join(f"{name} {spark_type}" for name, spark_type in types.items())
 
 
+# The columns the report reads.
+RECORD_TYPES = record_types(RECORD_COLUMNS)
 RECORDS_SCHEMA = _schema(RECORD_TYPES)
 # Footers are read a few at a time: from a remote store each read is a round trip.
 FOOTER_READERS = 8
-
-
-def day_path(records_uri: str, report_date: date) -> str:
-    return f"{records_uri.rstrip('/')}/date={report_date.isoformat()}"
 
 
 def day_has_files(records_uri: str, report_date: date) -> bool:
@@ -51,26 +58,26 @@ def day_has_files(records_uri: str, report_date: date) -> bool:
     return urlparse(path).scheme not in ("", "file") or Path(urlparse(path).path).is_dir()
 
 
-def read_records(spark: SparkSession, records_uri: str, report_date: date) -> DataFrame:
-    """The records of `report_date` (its partition), or an empty table when the day has none."""
+def read_records(spark: SparkSession, records_uri: str, report_date: date, types: dict[str, str] = RECORD_TYPES) -> DataFrame:
+    """The records of `report_date` (its partition), their columns of `types`, or an empty table when the day has none."""
     path = day_path(records_uri, report_date)
     if not day_has_files(records_uri, report_date):
-        return empty_table(spark, RECORD_TYPES)
+        return empty_table(spark, types)
     try:
-        return spark.read.schema(RECORDS_SCHEMA).parquet(path)
+        return spark.read.schema(_schema(types)).parquet(path)
     except AnalysisException as exc:
         if "PATH_NOT_FOUND" in str(exc):
-            return empty_table(spark, RECORD_TYPES)
+            return empty_table(spark, types)
         raise
 
 
-def read_files(spark: SparkSession, uris: Sequence[str]) -> DataFrame:
+def read_files(spark: SparkSession, uris: Sequence[str], types: dict[str, str] = RECORD_TYPES) -> DataFrame:
     """The records of the files at `uris` (as `DataFrame.inputFiles` names them: percent-encoded URIs, which
-    Spark reads as paths once decoded)."""
+    Spark reads as paths once decoded), their columns of `types`."""
     if not uris:
-        return empty_table(spark, RECORD_TYPES)
+        return empty_table(spark, types)
     paths = [f"{parsed.scheme}://{parsed.netloc}{unquote(parsed.path)}" for parsed in map(urlparse, uris)]
-    return spark.read.schema(RECORDS_SCHEMA).parquet(*paths)
+    return spark.read.schema(_schema(types)).parquet(*paths)
 
 
 def read_policy_versions(database_url: str) -> list[PolicyVersionInfo]:

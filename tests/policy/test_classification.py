@@ -1,4 +1,4 @@
-"""Classification (app/policy/classification.py) and the compiled policy (app/policy/active.py): pure, table-driven."""
+"""Classification (spark_jobs/manager/classification.py) and the compiled policy (app/policy/active.py): pure, table-driven."""
 
 from __future__ import annotations
 
@@ -9,13 +9,6 @@ import pytest
 import yaml
 
 from app.policy.active import DEFAULT_NODE, ActivePolicy, compile_policy
-from app.policy.classification import (
-    SYSOTHER,
-    Classification,
-    CompiledGroup,
-    classify,
-    compile_group,
-)
 from app.policy.schemas import (
     AverageGoal,
     ClassificationGroup,
@@ -25,7 +18,14 @@ from app.policy.schemas import (
     ServiceDefinition,
     VelocityGoal,
 )
-from app.shared.wildcards import wildcard_match
+from spark_jobs.manager.classification import (
+    SYSOTHER,
+    Classification,
+    CompiledGroup,
+    classify,
+    compile_group,
+)
+from spark_jobs.manager.wildcards import wildcard_match
 
 EXAMPLE_POLICY_PATH = Path(__file__).resolve().parents[2] / "examples" / "policy.yaml"
 

@@ -36,6 +36,9 @@ IMPORT_THE_JOB = textwrap.dedent(
     import spark_jobs.manager.select_order
     import spark_jobs.manager.servers
     import spark_jobs.what_if.simulation
+    import spark_jobs.manager.classification
+    import spark_jobs.what_if.__main__
+    import spark_jobs.what_if.job
     loaded = sorted(name for name in sys.modules if name.split(".")[0] in {SERVICE_ONLY!r})
     assert not loaded, loaded
     """

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+
+from app.deps import Operator, SessionDep, StateDep
+from app.what_if import service
+from app.what_if.schemas import WhatIfAccepted, WhatIfIn, WhatIfOut
+
+router = APIRouter(prefix="/v1/reports/what-if", tags=["reports"])
+
+RunId = Annotated[int, Path(ge=1, le=2**63 - 1)]
+
+
+@router.post(
+    "",
+    status_code=202,
+    response_model=WhatIfAccepted,
+    summary="Replay a recorded day under a candidate policy: queued, run one at a time (PySpark)",
+)
+async def submit_what_if(body: WhatIfIn, session: SessionDep, state: StateDep, operator: Operator) -> WhatIfAccepted:
+    run = await service.submit(session, state.settings, state.what_if, operator.name, body)
+    return WhatIfAccepted(id=run.id)
+
+
+@router.get("/{run_id}", response_model=WhatIfOut, summary="A what-if run: its state, progress and, when done, its result")
+async def get_what_if(run_id: RunId, session: SessionDep, state: StateDep, _: Operator) -> WhatIfOut:
+    return service.run_out(await service.get(session, state.what_if, run_id))
+
+
+@router.delete("/{run_id}", response_model=WhatIfOut, summary="Cancel a what-if run (a running one's process is ended)")
+async def cancel_what_if(run_id: RunId, session: SessionDep, state: StateDep, _: Operator) -> WhatIfOut:
+    return service.run_out(await service.cancel(session, state.what_if, run_id))

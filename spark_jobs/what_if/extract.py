@@ -1,0 +1,81 @@
+"""What the what-if job reads: a day's records as the nightly report reads them (the same files, copies dropped by
+token and life), narrowed to what a replay needs, and from the database the servers' worker tasks."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import date
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from sqlalchemy import select
+
+from spark_jobs.common.database import as_utc, database, reflected
+from spark_jobs.what_if.replay import REPLAY_COLUMNS
+from spark_jobs.workload_activity.extract import day_files, read_files, read_footers, read_records, record_types
+from spark_jobs.workload_activity.transform import day_bounds
+
+# The records' columns the job reads.
+WHAT_IF_TYPES = record_types(
+    (
+        "token",
+        "life",
+        "application_environment",
+        "service_class",
+        "period",
+        "policy_version",
+        "subsystem_type",
+        "userid",
+        "subsystem_name",
+        "dependent",
+        "outcome",
+        "promoted",
+        "inserted_at",
+        "selected_at",
+        "ended_at",
+        "execution_time_ms",
+    )
+)
+
+
+def read_day(spark: SparkSession, records_uri: str, day: date) -> DataFrame:
+    """The day's records, of the files the nightly report reads (none that another file holds whole)."""
+    partition = read_records(spark, records_uri, day, WHAT_IF_TYPES)
+    files = day_files(read_footers(partition.inputFiles()))
+    return read_files(spark, files.searched + files.copy_free, WHAT_IF_TYPES)
+
+
+def replay_rows(records: DataFrame, day: date, environment: str | None = None) -> DataFrame:
+    """One row per request life that ended on `day` (of `environment`, or of every one): the environment and
+    REPLAY_COLUMNS, times in milliseconds since the epoch."""
+    start, end = day_bounds(day)
+    rows = records.where((F.col("ended_at") >= F.lit(start)) & (F.col("ended_at") < F.lit(end)))
+    if environment is not None:
+        rows = rows.where(F.col("application_environment") == environment)
+    times = {f"{name}_ms": F.expr(f"unix_millis({name}_at)") for name in ("inserted", "selected", "ended")}
+    return (
+        rows.withColumn("life", F.coalesce(F.col("life"), F.lit(1)))
+        .dropDuplicates(["token", "life"])
+        .withColumns(times)
+        .select("application_environment", *REPLAY_COLUMNS)
+    )
+
+
+def read_worker_tasks(database_url: str, day: date) -> dict[str, int]:
+    """Per environment, the worker tasks its servers connected on `day` had most often (the records hold none)."""
+    start, end = day_bounds(day)
+    with database(database_url) as engine, engine.connect() as connection:
+        connections = reflected(connection, "connections")
+        columns = (
+            connections.c.application_environment,
+            connections.c.worker_tasks,
+            connections.c.connected_at,
+            connections.c.disconnected_at,
+        )
+        rows = connection.execute(select(*columns).where(connections.c.role == "server", connections.c.worker_tasks.is_not(None))).all()
+    counts: dict[str, Counter[int]] = {}
+    for environment, tasks, connected_at, disconnected_at in rows:
+        # Compared here, in UTC: SQLite keeps the times without their zone.
+        if as_utc(connected_at) < end and (disconnected_at is None or as_utc(disconnected_at) >= start):
+            counts.setdefault(environment, Counter())[tasks] += 1
+    return {environment: counter.most_common(1)[0][0] for environment, counter in counts.items()}

@@ -1,0 +1,128 @@
+"""The what-if job: a recorded day's records replayed under a candidate policy, one Spark task per application
+environment, and a JSON result of the nightly report's shape, predicted beside recorded; a line per stage on stderr
+(what the API shows as a run's progress) and the details in its log."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import date
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, Row
+
+from spark_jobs.common.driver import DriverSettings
+from spark_jobs.common.job_log import JobLog
+from spark_jobs.common.session import job_session
+from spark_jobs.contract.replay import REPLAY_QUALIFIERS
+from spark_jobs.what_if.arguments import NoRecords
+from spark_jobs.what_if.extract import read_day, read_worker_tasks, replay_rows
+from spark_jobs.what_if.model import ManagerSettings
+from spark_jobs.what_if.replay import REPLAY_COLUMNS, ReplayInputs, replay_partition
+from spark_jobs.workload_activity.extract import day_has_files, read_policy_versions
+from spark_jobs.workload_activity.transform import day_bounds
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIfResult:
+    path: Path
+    result: dict[str, Any]
+
+
+def assumptions(start_latencies_s: tuple[float, ...]) -> list[str]:
+    """What the replay takes as given where the records say nothing (docs/work-records.md, contract/replay.py)."""
+    qualifiers = ", ".join(f"{qualifier} ({column})" for qualifier, column in REPLAY_QUALIFIERS.items())
+    latency = f"drawn from the {len(start_latencies_s)} given" if start_latencies_s else "none given: servers connect at once"
+    return [
+        "a request keeps its recorded service class where the candidate classifies its subsystem type by the rules of the "
+        f"version that classified it; elsewhere it is classified again from the recorded qualifiers only: {qualifiers}",
+        f"server start latency: {latency}",
+        "the manager's settings (goal interval and window, blocked promotion) are the ones given, not recorded ones",
+        "worker tasks per server: the most frequent of the environment's server connections that day, else 1",
+        "requests replayed: those a server ended that day and that were inserted that day; the recorded side has no servers",
+    ]
+
+
+def replay_all(rows: DataFrame, inputs: ReplayInputs, worker_tasks: Mapping[str, int]) -> list[dict[str, Any]]:
+    """Every environment of `rows` (replay_rows) replayed in a Spark task of its own, in name order."""
+    names = sorted(row.application_environment for row in rows.select("application_environment").distinct().collect())
+    if not names:
+        return []
+    index = {name: number for number, name in enumerate(names)}
+    keyed = rows.rdd.map(lambda row: (row.application_environment, Row(**{column: row[column] for column in REPLAY_COLUMNS})))
+    results = (
+        keyed.partitionBy(len(names), partitionFunc=index.__getitem__)
+        .mapPartitions(partial(replay_partition, inputs=inputs, worker_tasks=worker_tasks))
+        .collect()
+    )
+    return sorted((json.loads(text) for text in results), key=lambda result: result["application_environment"])
+
+
+def write_result(path: Path, result: Mapping[str, Any]) -> None:
+    """`result` as JSON at `path`, whole or not at all (a reader never sees half of it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial_path = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial_path.write_text(json.dumps(result, indent=1))
+    partial_path.replace(path)
+
+
+def run(
+    day: date,
+    *,
+    candidate: Mapping[str, Any],
+    records_uri: str,
+    database_url: str,
+    output: Path,
+    log: JobLog,
+    driver: DriverSettings,
+    environment: str | None = None,
+    seed: int = 0,
+    settings: ManagerSettings | None = None,
+    start_latencies_s: tuple[float, ...] = (),
+) -> WhatIfResult:
+    """Replay `day` under `candidate` (a definition the service checked, as plain data). NoRecords when the day, or
+    `environment`, has none."""
+    started = time.monotonic()
+    if not day_has_files(records_uri, day):
+        raise NoRecords(f"no_records: no work records of {day.isoformat()}")
+    settings = settings or ManagerSettings()
+    versions = read_policy_versions(database_url)
+    worker_tasks = read_worker_tasks(database_url, day)
+    log.detail(f"{len(versions)} policy versions; worker tasks known for {len(worker_tasks)} environments")
+    inputs = ReplayInputs(
+        candidate=candidate,
+        recorded={version.version: version.definition for version in versions},
+        day_start=day_bounds(day)[0],
+        settings=settings,
+        start_latencies_s=start_latencies_s,
+        seed=seed,
+    )
+    with job_session("wlm-what-if", log, driver) as spark:
+        log.stage(f"reading the work records of {day}")
+        rows = replay_rows(read_day(spark, records_uri, day), day, environment).cache()
+        log.stage("replaying each application environment under the candidate (one Spark task each)")
+        environments = replay_all(rows, inputs, worker_tasks)
+        rows.unpersist()
+    if not environments:
+        of = f" of {environment}" if environment else ""
+        raise NoRecords(f"no_records: no work records{of} ended by a server on {day.isoformat()}")
+    log.stage(f"writing the result of {len(environments)} environments")
+    result = {
+        "date": day.isoformat(),
+        "policy_name": candidate.get("name"),
+        "environment": environment,
+        "seed": seed,
+        "settings": asdict(settings),
+        "start_latencies_s": list(start_latencies_s),
+        "assumptions": assumptions(start_latencies_s),
+        "environments": environments,
+        "seconds": round(time.monotonic() - started, 3),
+    }
+    write_result(output, result)
+    log.detail(f"written: {output}")
+    return WhatIfResult(output, result)

@@ -1,0 +1,210 @@
+"""One application environment's what-if (pure: what a Spark task runs on the environment's records): its recorded
+requests as arrivals under the candidate, replayed by the simulation, and its figures beside the recorded day's,
+both in the nightly report's shape (per class period, per interval and for the day) and computed alike.
+
+The recorded day's side is the records' own: each request's recorded class, period and times, measured against the
+latest definition of its class among the versions that classified the day's records. The records hold no servers,
+so that side has none (null)."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from spark_jobs.manager.select_order import class_order, importance_rank
+from spark_jobs.what_if.candidate import Classifier, defines, environment_of, latest_classes, recorded_qualifiers
+from spark_jobs.what_if.intervals import Timeline, summarise
+from spark_jobs.what_if.model import Arrival, ClassInterval, Environment, EnvironmentInterval, ManagerSettings, Replay, Served
+from spark_jobs.what_if.simulation import simulate
+
+DAY_S = 86_400.0
+ENDED_BY_A_SERVER = ("completed", "failed")
+# The columns a task reads of each record (docs/work-records.md), the times as milliseconds since the epoch.
+REPLAY_COLUMNS = (
+    "service_class",
+    "period",
+    "policy_version",
+    "subsystem_type",
+    "userid",
+    "subsystem_name",
+    "dependent",
+    "outcome",
+    "promoted",
+    "inserted_ms",
+    "selected_ms",
+    "ended_ms",
+    "execution_time_ms",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayInputs:
+    """What every environment's replay shares: the candidate and the recorded versions' definitions (plain data, as
+    stored), the day, the manager's settings, the servers' start latencies and its seed."""
+
+    candidate: Mapping[str, Any]
+    recorded: Mapping[int, Mapping[str, Any]]
+    day_start: datetime
+    settings: ManagerSettings
+    start_latencies_s: tuple[float, ...]
+    seed: int
+    interval_s: float = 900.0
+
+
+def _order(environment: Environment) -> list[str]:
+    ranks = {c.name: importance_rank(c.periods[0].importance, c.periods[0].goal.type == "discretionary") for c in environment.classes}
+    return list(class_order(ranks))
+
+
+def _rows(classes: Iterable[ClassInterval], day_start: datetime, minutes: float, servers_known: bool) -> list[dict[str, Any]]:
+    """Report rows of the class periods that had work, ended some, or had servers."""
+    rows = []
+    for row in classes:
+        if not (row.had_work or row.ended or (servers_known and (row.servers_wanted or row.servers_connected))):
+            continue
+        figures = asdict(row)
+        start_s = figures.pop("start_s")
+        # Named as the nightly report's columns.
+        figures["ended_count"], figures["performance_index"] = figures.pop("ended"), figures.pop("pi")
+        figures["buckets"] = list(row.buckets) if row.buckets is not None else None
+        if not servers_known:
+            figures.update(servers_wanted=None, servers_connected=None, server_seconds=None)
+        rows.append({"interval_start": (day_start + timedelta(seconds=start_s)).isoformat(), "interval_minutes": round(minutes), **figures})
+    return rows
+
+
+def _environment_rows(totals: Iterable[EnvironmentInterval], day_start: datetime, minutes: float) -> list[dict[str, Any]]:
+    return [
+        {"interval_start": (day_start + timedelta(seconds=row.start_s)).isoformat(), "interval_minutes": round(minutes), **asdict(row)}
+        for row in totals
+        if row.servers_wanted or row.servers_connected
+    ]
+
+
+def attainment(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], float]:
+    """Per class period, the share of its intervals with work whose PI met the goal (≤ 1); an interval with work and
+    nothing ended counts as a miss."""
+    worked: dict[tuple[str, int], int] = {}
+    met: dict[tuple[str, int], int] = {}
+    for row in rows:
+        key = (row["service_class"], row["period"])
+        if row["had_work"]:
+            worked[key] = worked.get(key, 0) + 1
+            pi = row["performance_index"]
+            met[key] = met.get(key, 0) + int(pi is not None and pi <= 1)
+    return {key: met[key] / count for key, count in worked.items()}
+
+
+def _recorded_figures(environment: Environment, served: Sequence[Served], inputs: ReplayInputs) -> dict[str, Any]:
+    """The recorded day's figures, as the replay's are computed: no servers (the records hold none)."""
+    order = _order(environment)
+    classes, _ = summarise(environment, order, served, Timeline(), DAY_S, inputs.interval_s)
+    whole, _ = summarise(environment, order, served, Timeline(), DAY_S, DAY_S)
+    return {"classes": _rows(classes, inputs.day_start, inputs.interval_s / 60, False) + _rows(whole, inputs.day_start, 1440, False)}
+
+
+def _replay_figures(result: Replay, inputs: ReplayInputs) -> dict[str, Any]:
+    minutes = inputs.interval_s / 60
+    return {
+        "classes": _rows(result.classes, inputs.day_start, minutes, True) + _rows(result.whole_classes, inputs.day_start, 1440, True),
+        "environment": _environment_rows(result.environment, inputs.day_start, minutes)
+        + _environment_rows(result.whole_environment, inputs.day_start, 1440),
+    }
+
+
+def summary(predicted: Sequence[Mapping[str, Any]], actual: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per class period of either side: the whole-day PI and the attainment of each side, and whether the candidate's
+    attainment would fall below the recorded day's."""
+    whole = {
+        side: {(r["service_class"], r["period"]): r for r in rows if r["interval_minutes"] == 1440}
+        for side, rows in (("p", predicted), ("a", actual))
+    }
+    shares = {side: attainment(r for r in rows if r["interval_minutes"] != 1440) for side, rows in (("p", predicted), ("a", actual))}
+    items = []
+    for key in sorted(whole["p"].keys() | whole["a"].keys() | shares["p"].keys() | shares["a"].keys()):
+        predicted_share, actual_share = shares["p"].get(key), shares["a"].get(key)
+        items.append(
+            {
+                "service_class": key[0],
+                "period": key[1],
+                "predicted_pi": whole["p"].get(key, {}).get("performance_index"),
+                "actual_pi": whole["a"].get(key, {}).get("performance_index"),
+                "predicted_attainment": predicted_share,
+                "actual_attainment": actual_share,
+                "falls": predicted_share is not None and actual_share is not None and predicted_share < actual_share,
+            }
+        )
+    return items
+
+
+def replay_environment(name: str, records: Iterable[Mapping[str, Any]], inputs: ReplayInputs, worker_tasks: int = 1) -> dict[str, Any]:
+    """The what-if of environment `name` from its records of the day (REPLAY_COLUMNS)."""
+    day_start_ms = inputs.day_start.timestamp() * 1000
+    classifier = Classifier.of(inputs.candidate, inputs.recorded)
+    actual_classes = {n: replace(c, resource_group=None) for n, c in latest_classes(inputs.recorded.items()).items()}
+    arrivals: list[Arrival] = []
+    recorded: list[Served] = []
+    not_ended = before = unknown = 0
+    for record in records:
+        if record["outcome"] not in ENDED_BY_A_SERVER or record["execution_time_ms"] is None or record["selected_ms"] is None:
+            not_ended += 1
+            continue
+        at_s = (record["inserted_ms"] - day_start_ms) / 1000
+        if at_s < 0:
+            before += 1
+            continue
+        service_class = classifier.classify(
+            record["service_class"], record["subsystem_type"], record["policy_version"], recorded_qualifiers(record)
+        )
+        arrivals.append(Arrival(at_s, service_class, record["execution_time_ms"] / 1000, bool(record["dependent"])))
+        if record["service_class"] not in actual_classes:
+            unknown += 1
+            continue
+        ended_s, selected_s = (record["ended_ms"] - day_start_ms) / 1000, (record["selected_ms"] - day_start_ms) / 1000
+        recorded.append(Served(record["service_class"], at_s, selected_s, ended_s, record["period"], bool(record["promoted"])))
+
+    environment = environment_of(inputs.candidate, name, worker_tasks=worker_tasks)
+    result = simulate(
+        environment,
+        arrivals,
+        inputs.start_latencies_s,
+        until_s=DAY_S,
+        settings=inputs.settings,
+        seed=inputs.seed,
+        interval_s=inputs.interval_s,
+    )
+    predicted = _replay_figures(result, inputs)
+    actual = _recorded_figures(Environment(tuple(actual_classes.values())), recorded, inputs)
+    return {
+        "application_environment": name,
+        "defined_by_candidate": defines(inputs.candidate, name),
+        "worker_tasks": worker_tasks,
+        "arrivals": len(arrivals),
+        "left_out": {"not_ended_by_a_server": not_ended, "inserted_before_the_day": before, "recorded_class_unknown": unknown},
+        "kept_recorded_class": classifier.kept,
+        "classified_from_recorded_qualifiers": classifier.classified,
+        "replay": {
+            "decisions": result.decisions,
+            "servers_started": result.servers_started,
+            "servers_retired": result.servers_retired,
+            "unended": sum(1 for request in result.served if request.ended_s is None),
+        },
+        "predicted": predicted,
+        "actual": actual,
+        "summary": summary(predicted["classes"], actual["classes"]),
+    }
+
+
+def replay_partition(rows: Iterable[tuple[str, Any]], inputs: ReplayInputs, worker_tasks: Mapping[str, int]) -> Iterator[str]:
+    """A Spark task (job.replay_all): the replay of the one environment whose rows (name, Row) its partition holds, as
+    JSON text. Its seed is the run's and the environment's name: the same whichever other environments the run
+    replays. (Here, not in job.py: a task imports this module, which needs neither pyarrow nor a database driver.)"""
+    records = [(name, row.asDict()) for name, row in rows]
+    if records:
+        name = records[0][0]
+        seeded = replace(inputs, seed=inputs.seed + zlib.crc32(name.encode()))
+        yield json.dumps(replay_environment(name, (record for _, record in records), seeded, worker_tasks.get(name, 1)))

@@ -1,0 +1,58 @@
+"""The what-if job on the shared Spark session, on small in-code records: copies dropped by token and life, the day's
+records only, one Spark task per environment. (A whole run stops its session: tests/cli/test_whatif.py runs it as
+operators do, `wlm whatif`, from files and a database to its JSON result.)"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from spark_jobs.what_if import job
+from spark_jobs.what_if.extract import WHAT_IF_TYPES, replay_rows
+from spark_jobs.what_if.model import ManagerSettings
+from spark_jobs.what_if.replay import ReplayInputs
+from tests.spark_jobs.what_if.records import DAY, MIDNIGHT, RECORDED, as_stored, record
+
+
+def frame(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFrame:
+    schema = ", ".join(f"{name} {kind}" for name, kind in WHAT_IF_TYPES.items())
+    return spark.createDataFrame([tuple(row.get(name) for name in WHAT_IF_TYPES) for row in rows], schema)
+
+
+def day_records() -> list[dict[str, Any]]:
+    payroll = [as_stored(record("ONLINE", 10.0 * i, 100), f"P~{i}") for i in range(30)]
+    copies = payroll[:5]  # a batch written twice
+    retried = [as_stored(record("BATCH", 900.0, 500, userid="CLERK"), "P~0", life=2)]  # P~0 lived again
+    other = [as_stored(record("BATCH", 60.0 * i, 1000, userid="CLERK"), f"O~{i}", environment="OTHER") for i in range(4)]
+    yesterday = as_stored(record("ONLINE", 5.0), "P~old") | {"ended_at": MIDNIGHT - timedelta(seconds=1)}
+    return payroll + copies + retried + other + [yesterday]
+
+
+def test_the_day_s_requests_once_each_environment_in_a_task_of_its_own(spark: SparkSession) -> None:
+    rows = replay_rows(frame(spark, day_records()), DAY)
+    assert rows.count() == 30 + 1 + 4
+    inputs = ReplayInputs(RECORDED, {1: RECORDED}, MIDNIGHT, ManagerSettings(), (), 0)
+    results = job.replay_all(rows, inputs, {"PAYROLL": 2})
+    assert [(r["application_environment"], r["arrivals"], r["worker_tasks"]) for r in results] == [("OTHER", 4, 1), ("PAYROLL", 31, 2)]
+    assert not results[0]["defined_by_candidate"] and results[1]["defined_by_candidate"]
+    # The same inputs, the same result; one environment asked for gives that environment's alone, alike.
+    again = job.replay_all(rows, inputs, {"PAYROLL": 2})
+    assert json.dumps(again) == json.dumps(results)
+    [payroll] = job.replay_all(replay_rows(frame(spark, day_records()), DAY, "PAYROLL"), inputs, {"PAYROLL": 2})
+    assert json.dumps(payroll) == json.dumps(results[1])
+
+
+def test_each_environment_is_one_partition(spark: SparkSession) -> None:
+    rows = replay_rows(frame(spark, day_records()), DAY)
+
+    def environments_of(partition: Any) -> Any:
+        yield sorted({name for name, _ in partition})
+
+    names = ["OTHER", "PAYROLL"]
+    index = {name: n for n, name in enumerate(names)}
+    keyed = rows.rdd.map(lambda row: (row.application_environment, None)).partitionBy(2, partitionFunc=index.__getitem__)
+    seen = keyed.mapPartitions(environments_of).collect()
+    assert sorted(seen) == [["OTHER"], ["PAYROLL"]]
