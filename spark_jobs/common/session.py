@@ -66,8 +66,10 @@ def build_session(
         # 10 million records took 40 s with G1 and 30 s with it).
         java_options.append("-XX:+UseParallelGC")
         # Python tasks (the what-if replay's) run on this interpreter, which has the job's packages: by default
-        # Spark starts the `python3` on the PATH, which may have none of them.
-        options |= {"spark.driver.memory": driver.memory, "spark.ui.enabled": "false", "spark.pyspark.python": sys.executable}
+        # Spark starts the `python3` on the PATH, which may have none of them. PySpark reads the variable, not the
+        # `spark.pyspark.python` option, when it creates the context.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        options |= {"spark.driver.memory": driver.memory, "spark.ui.enabled": "false"}
     if java_options:
         options["spark.driver.extraJavaOptions"] = " ".join(java_options)
     builder = SparkSession.builder.config(map=options)  # type: ignore[arg-type]  # pyspark's dict of any option value takes no dict[str, str]
