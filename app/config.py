@@ -71,7 +71,7 @@ class Settings(BaseSettings):
     # sampled less often (the samples say how often). The default keeps sampling near 5 % of a core for scheduler
     # and Redis together (docs/benchmarks.md).
     sample_interval_ms: int = Field(default=250, ge=10)
-    sample_places_per_tick: int = Field(default=100, ge=1)
+    sample_places_per_tick: int = Field(default=48, ge=1)
     # How long a process trusts its cached copy of the active policy before checking the database again.
     policy_cache_seconds: float = Field(default=1.0, ge=0)
 
