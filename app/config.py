@@ -65,6 +65,13 @@ class Settings(BaseSettings):
     # this (default: the goal interval), and reads them at the scrape otherwise; 0: every scrape reads them
     # (app/health/exposition.py).
     metrics_max_age_seconds: float | None = Field(default=None, ge=0)
+    # Delay samples (RMF's using and delay samples, app/scheduler/duties/delay_sampling.py): every interval the elected
+    # scheduler counts the requests of class queues by state, reading at most this many environments on their nodes
+    # per tick (each one script call for all its classes): with more, a rotating part of them per tick, each then
+    # sampled less often (the samples say how often). The default keeps sampling near 5 % of a core for scheduler
+    # and Redis together (docs/benchmarks.md).
+    sample_interval_ms: int = Field(default=250, ge=10)
+    sample_places_per_tick: int = Field(default=48, ge=1)
     # How long a process trusts its cached copy of the active policy before checking the database again.
     policy_cache_seconds: float = Field(default=1.0, ge=0)
 
@@ -150,6 +157,10 @@ class Settings(BaseSettings):
     @property
     def records_dir(self) -> Path:
         return self.data_dir / "records"
+
+    @property
+    def delay_samples_dir(self) -> Path:
+        return self.data_dir / "delay_samples"
 
     @property
     def spark_class_archive_dir(self) -> Path:

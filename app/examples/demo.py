@@ -27,6 +27,7 @@ import httpx
 from wlm_client import QueueManager, WlmError
 
 from app.examples import demo_attainment
+from app.examples.demo_delays import miss_lines
 from app.examples.demo_plan import (
     CLASS_NAMES,
     DEMO_POLICY,
@@ -107,6 +108,7 @@ class Demo:
             finally:
                 self.summary.purged = await self._leave(qm)
             self.summary.attainment = await self._attainment(int(qm.info["id"]))
+            self.summary.misses = miss_lines(self.summary.timelines)
         finally:
             await self._clean_up()
         return self.summary
@@ -287,12 +289,14 @@ class Demo:
             await asyncio.sleep(self.progress_s)
 
     async def _snapshot(self) -> Snapshot:
-        display, scaling, connections = await asyncio.gather(
+        at_s = self._elapsed()
+        display, scaling, connections, *performances = await asyncio.gather(
             self._call("GET", f"/v1/application-environments/{ENVIRONMENT}"),
             self._call("GET", f"/v1/scaling/application-environments/{ENVIRONMENT}"),
             self._server_connections(),
+            *(self._call("GET", f"/v1/service-classes/{name}/performance") for name in CLASS_NAMES),
         )
-        return snapshot_of(display, scaling, connections, self._servers_at_start, self.summary.operator)
+        return snapshot_of(display, scaling, connections, self._servers_at_start, self.summary.operator, performances, at_s)
 
     # ---- the end ---------------------------------------------------------------------------------------------
 

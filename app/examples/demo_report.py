@@ -82,9 +82,20 @@ def count_servers(connections: Sequence[dict[str, Any]], at_start: ServersAtStar
 
 
 @dataclass(frozen=True, slots=True)
-class Snapshot:
-    """The environment as the demo sees it at one moment."""
+class Moment:
+    """A class at one snapshot: the demo's elapsed seconds, its PI, its first period's waiting shares by delay cause
+    over the goal window (None: not sampled), as app/examples/demo_delays.py names its misses."""
 
+    at_s: float
+    pi: float | None
+    delay_pct: dict[str, float] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The environment as the demo sees it at one moment (`at_s`: the demo's elapsed seconds)."""
+
+    at_s: float
     state: str
     servers: int
     in_flight: int
@@ -94,6 +105,7 @@ class Snapshot:
     wanted: dict[str, int]
     connected_per_class: dict[str, int]
     counts: ServerCounts
+    delay_pct: dict[str, dict[str, float] | None]  # per class, of its first period
 
 
 @dataclass
@@ -113,6 +125,8 @@ class DemoSummary:
     final_pi: dict[str, float | None] = field(default_factory=dict)
     operator: OperatorTimes = field(default_factory=OperatorTimes)
     attainment: list[str] = field(default_factory=list)  # its lines (app/examples/demo_attainment.py)
+    timelines: dict[str, list[Moment]] = field(default_factory=dict)  # per class, at each snapshot
+    misses: list[str] = field(default_factory=list)  # their lines (app/examples/demo_delays.py)
 
     def note(self, snapshot: Snapshot) -> None:
         """Keep what the summary tells of one snapshot: the latest counts, the most at once, the worst PIs."""
@@ -124,6 +138,7 @@ class DemoSummary:
         for name, pi in snapshot.pi.items():
             if pi is not None:
                 summary.worst_pi[name] = max(pi, summary.worst_pi.get(name, pi))
+            summary.timelines.setdefault(name, []).append(Moment(snapshot.at_s, pi, snapshot.delay_pct.get(name)))
 
     @property
     def ended(self) -> int:
@@ -148,6 +163,7 @@ class DemoSummary:
             f"  operator: QUIESCE at {clock(ops.quiesce_s)}, QUIESCED at {clock(ops.quiesced_s)}, RESUME at {clock(ops.resume_s)}",
             f"  PI (<= 1: goal met): worst {_pis(self.worst_pi)}; at the end {_pis(self.final_pi)}",
             *self.attainment,
+            *self.misses,
         ]
 
 
@@ -186,14 +202,24 @@ def snapshot_of(
     connections: Sequence[dict[str, Any]],
     at_start: ServersAtStart,
     operator: OperatorTimes,
+    performances: Sequence[dict[str, Any]],
+    at_s: float,
 ) -> Snapshot:
-    """The environment from its DISPLAY, its scaling and its server connections (the REST answers)."""
+    """The environment from its DISPLAY, its scaling, its server connections and its classes' performance (the REST
+    answers), `at_s` into the demo."""
     wanted: Counter[str] = Counter()
     connected: Counter[str] = Counter()
     for node in scaling["nodes"]:
         wanted.update(node["desired_per_service_class"])
         connected.update(node["connected_per_service_class"])
+    delay_pct = {
+        p["service_class"]: p.get("delay_pct")
+        for answer in performances
+        for p in answer["periods"]
+        if p["application_environment"] == display["name"] and p["period"] == 1
+    }
     return Snapshot(
+        at_s=at_s,
         state=display["state"],
         servers=display["servers"],
         in_flight=display["in_flight"],
@@ -203,4 +229,5 @@ def snapshot_of(
         wanted=dict(wanted),
         connected_per_class=dict(connected),
         counts=count_servers(connections, at_start, operator),
+        delay_pct={work.service_class: delay_pct.get(work.service_class) for work in WORK_CLASSES},
     )

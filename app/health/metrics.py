@@ -9,7 +9,9 @@ by servers, servers registered and dead letters kept; per service class period: 
 average response and velocity of the latest evaluation; per service class, the selects that promoted one of its
 requests past the promotion time (a counter, kept by the select script); per resource group: requests in flight, its
 cap and the time its work has waited on the cap; per class period, histograms of response, queue and execution times
-in the nightly report's 14 buckets of its goal (counted by the script that ends each request).
+in the nightly report's 14 buckets of its goal (counted by the script that ends each request); per environment, class
+and period, the elected scheduler's delay samples: requests counted served (`using`) or waiting, by delay cause (a
+counter per state, added to once a minute: app/servers/delay_records.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from app.queues.base import GroupCap
 from app.queues.environments import QueueFigures
 from app.queues.resource_groups import GroupFigures
 from app.queues.store import QueueStore
+from app.servers.delay_records import DelayTotals, parse_total_field
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +72,7 @@ class QueueReading:
     groups: list[GroupCap]
     held: list[GroupFigures]
     read_ms: int
+    delay_totals: dict[str, int]
 
 
 async def read_queues(queues: QueueStore, policy: ActivePolicy) -> QueueReading:
@@ -79,14 +83,15 @@ async def read_queues(queues: QueueStore, policy: ActivePolicy) -> QueueReading:
     read_ms = await queues.clock_ms(near=exposition_keys(queues.prefix)[0])
     figures = await asyncio.gather(*(queues.environments.queue_figures(queues.keys(node, ae), policy.class_order) for ae, node in places))
     held = await queues.groups.figures(groups) if groups else []
-    return QueueReading(places, list(figures), period_bounds_ms(policy), groups, held, read_ms)
+    totals = await DelayTotals(queues.context).read()
+    return QueueReading(places, list(figures), period_bounds_ms(policy), groups, held, read_ms, totals)
 
 
 def rendered(reading: QueueReading) -> bytes:
     """The exposition text of `reading` (pure), stamped with when its figures were read."""
     places, figures = reading.places, reading.figures
     text = exposition(places, figures) + histogram_exposition(places, figures, reading.bounds)
-    text += group_exposition(reading.groups, reading.held)
+    text += group_exposition(reading.groups, reading.held) + delay_exposition(reading.delay_totals)
     stamp = f"# HELP {RENDERED} {RENDERED_HELP}\n# TYPE {RENDERED} gauge\n{RENDERED} {reading.read_ms / 1000}\n"
     return (_up(1) + stamp + text).encode()
 
@@ -220,6 +225,23 @@ def group_exposition(groups: Sequence[GroupCap], figures: Sequence[GroupFigures]
                 lines.append(f"{name}{label} {group.max_in_flight}")
             elif name == "wlm_resource_group_capped_seconds":
                 lines.append(f"{name}_total{label} {figure.capped_ms / 1000}")
+    return "\n".join(lines) + "\n"
+
+
+DELAY_SAMPLES = "wlm_delay_samples"
+DELAY_SAMPLES_HELP = "Requests counted by the delay samples in a state: served (using), or waiting by delay cause (unknown: none)"
+
+
+def delay_exposition(totals: Mapping[str, int]) -> str:
+    """The delay samples' totals as one counter per environment, class, period and state (pure; nothing before the
+    first minute written)."""
+    if not totals:
+        return ""
+    lines = [f"# HELP {DELAY_SAMPLES} {DELAY_SAMPLES_HELP}", f"# TYPE {DELAY_SAMPLES} counter"]
+    for field, count in sorted(totals.items()):
+        ae, sc, period, state = parse_total_field(field)
+        labels = f'application_environment="{_escaped(ae)}",service_class="{_escaped(sc)}",period="{_escaped(period)}",cause="{state}"'
+        lines.append(f"{DELAY_SAMPLES}_total{{{labels}}} {count}")
     return "\n".join(lines) + "\n"
 
 

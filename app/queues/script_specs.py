@@ -72,6 +72,11 @@ STATUS = ScriptSpec.of(
     f"req, done, dead, swept, places, holes, servers, inflight, desired, performance, leases; {_PER_CLASS_QUEUES}",
     "id, swept_meta; per class: class; per class: tier",
 )
+DELAY_FIGURES = ScriptSpec.of(
+    "delay_figures",
+    "req, servers, inflight, desired, depth, leases; per class: dep_front, ind_front",
+    "scan; per class: class, period_ends",
+)
 DEAD_RETRY = ScriptSpec.of(
     "dead_retry",
     "req, payload, depth, classes, places, swept, sweeping, waiters, done, done_exp, dead, dead_at, holes, front, rear",
@@ -106,6 +111,7 @@ SPECS = (
     DELETE_SWEPT,
     QUEUE_FIGURES,
     STATUS,
+    DELAY_FIGURES,
     DEAD_RETRY,
     DEAD_DISCARD,
     GROUP_TAKE,

@@ -7,12 +7,13 @@ yet; every worker task is taken, some with work of equal or higher importance; e
 important work only. None when none applies: a worker task is free and the request is about to be selected.
 
 A request's own status (app/work/status.py) asks it of the facts it reads; the delay samples of the elected scheduler
-will ask it of each queue's.
+(app/scheduler/duties/delay_sampling.py) ask it of each queue's, once for its redelivered requests and once for the
+others (`queue_states`): the facts of one queue differ between its waiting requests in that alone.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 
@@ -59,3 +60,25 @@ def delay_cause(facts: DelayFacts) -> DelayCause | None:
     if facts.holding_lower:
         return DelayCause.BUSY_LOWER
     return None
+
+
+# A sampled state with no cause: waiting while a worker task is free (about to be selected), RMF's "unknown".
+UNKNOWN = "unknown"
+# Every state a sample counts a request in, in the columns' order (spark_jobs/contract/delay_samples.py): served,
+# each cause, unknown.
+USING = "using"
+STATES: tuple[str, ...] = (USING, *(cause.value for cause in DelayCause), UNKNOWN)
+
+
+def queue_states(facts: DelayFacts, using: int, queued: int, redelivered: int) -> dict[str, int]:
+    """One sample of a class queue (pure): its `using` requests served, and its `queued` requests by the state each
+    is in, `redelivered` of them given back after a failed delivery. `facts` are the queue's, `delivered_before`
+    aside. Only states with a request are named."""
+    counts = {USING: using} if using else {}
+    redelivered = min(max(redelivered, 0), queued)
+    for delivered, count in ((True, redelivered), (False, queued - redelivered)):
+        if count > 0:
+            cause = delay_cause(replace(facts, delivered_before=delivered))
+            state = UNKNOWN if cause is None else cause.value
+            counts[state] = counts.get(state, 0) + count
+    return counts

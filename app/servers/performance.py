@@ -15,6 +15,7 @@ from app.errors import NotFound
 from app.policy.active import ActivePolicy
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
+from app.servers.delay_samples import DelayBook, shares
 from app.servers.schemas import PeriodPerformance, ServiceClassPerformance
 from app.shared.repeated_failures import RepeatedFailures
 from spark_jobs.manager.goals import evaluate, period_number
@@ -25,9 +26,14 @@ log = logging.getLogger(__name__)
 UNJUDGED = RepeatedFailures(log)
 
 
-async def evaluate_environment(store: QueueStore, policy: ActivePolicy, keys: AeKeys, window_s: float) -> list[PeriodPerformance]:
+async def evaluate_environment(
+    store: QueueStore, policy: ActivePolicy, keys: AeKeys, window_s: float, delays: DelayBook | None = None
+) -> list[PeriodPerformance]:
     """Judge every service class period of one environment on one node and publish the result. A class period with
-    nothing ended in the window has an unknown PI (None), except discretionary work (always 0.81)."""
+    nothing ended in the window has an unknown PI (None), except discretionary work (always 0.81). With `delays` (the
+    elected scheduler's delay samples), each period's using and delay percentages over the window beside it: computed
+    from the scheduler's own counts and published with the evaluation, they cost no read or write of their own, and a
+    new scheduler's show the samples it has taken since it was elected (none at first: unknown), never another's."""
     now = await store.clock_ms(near=keys.samples)
     samples_by_period: dict[tuple[str, int], list[tuple[float, float, float]]] = defaultdict(list)
     invalid = 0
@@ -48,6 +54,7 @@ async def evaluate_environment(store: QueueStore, policy: ActivePolicy, keys: Ae
     queued = await store.environments.queue_depths(keys)
     promoted = await store.environments.promoted_selects(keys)
     evaluated_at = datetime.fromtimestamp(now / 1000, UTC)
+    sampled = delays.window(keys.ae, keys.node, now) if delays is not None else None
     results = []
     for name in policy.class_order:
         spec = policy.service_classes[name]
@@ -61,6 +68,7 @@ async def evaluate_environment(store: QueueStore, policy: ActivePolicy, keys: Ae
                 UNJUDGED.failed(f"{where}, class {name} period {period.number}", "cannot be judged", str(exc))
                 continue
             UNJUDGED.succeeded(f"{where}, class {name} period {period.number}")
+            states = shares(sampled.get((name, period.number))) if sampled is not None else None
             results.append(
                 PeriodPerformance(
                     service_class=name,
@@ -86,6 +94,9 @@ async def evaluate_environment(store: QueueStore, policy: ActivePolicy, keys: Ae
                     goal_met_share=judged.goal_met_share,
                     queued=queued.get(name, 0) if period.number == 1 else 0,
                     promoted=promoted.get(name, 0) if period.number == 1 else 0,
+                    delay_samples=states.samples if states is not None else 0,
+                    using_pct=states.using_pct if states is not None else None,
+                    delay_pct=states.delay_pct if states is not None and states.using_pct is not None else None,
                 )
             )
     await _publish(store, keys, results)

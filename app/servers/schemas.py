@@ -37,6 +37,13 @@ class PeriodPerformance(BaseModel):
     # Selects that promoted a request of the class, queued past the promotion time, ahead of the importance order
     # (so far, on this environment and node; on the first period's row). 0 in an evaluation an older version published.
     promoted: int = 0
+    # The elected scheduler's delay samples over the window (app/servers/delay_samples.py): how many times the class
+    # queue was sampled, and of the requests counted in a state, the share served and the shares waiting per delay
+    # cause (the rest waited with none: a worker task was free). None: no request counted (nothing sampled yet, or an
+    # evaluation an older version published).
+    delay_samples: int = 0
+    using_pct: float | None = None
+    delay_pct: dict[str, float] | None = None
 
 
 class ServiceClassPerformance(BaseModel):

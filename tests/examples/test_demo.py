@@ -20,6 +20,7 @@ import pytest
 from PIL import Image
 from playwright.async_api import ConsoleMessage, async_playwright, expect
 
+from app.examples.demo_plan import CLASS_NAMES
 from app.work import records
 from tests.processes import WLM, ServiceProcess
 from tests.reports.test_dashboard import CHROMIUM, CHROMIUM_ARGS
@@ -183,6 +184,12 @@ async def test_the_demo_starts_and_retires_servers_quiesces_and_resumes_and_serv
     assert await eventually(outcomes, 30, what="the demo's work records", interval=0.2) == {"completed": ended} | (
         {"purged": purged} if purged else {}
     )
+
+    # Why each class missed its goal, from the live delay samples: every class named, each miss with its span and cause.
+    misses = printed.split("misses by cause", 1)[1].splitlines()[1:4]
+    assert [line.split()[0] for line in misses] == list(CLASS_NAMES), printed
+    spans = [span for line in misses if " missed " in line for span in line.split(" missed ", 1)[1].split(", ")]
+    assert all(re.fullmatch(r"\d+:\d\d-\d+:\d\d .+", span) for span in spans), printed
 
     # Its queue manager's key was revoked as it left.
     keys = (await demo.admin.get("/v1/api-keys")).json()["items"]

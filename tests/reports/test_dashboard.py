@@ -5,6 +5,7 @@ are checked as SVG (marks and the values they carry) and as pixels (screenshots 
 from __future__ import annotations
 
 import io
+import re
 import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import timedelta
@@ -196,8 +197,11 @@ async def test_dashboard_shows_live_state_and_the_report_as_charts(browser, serv
     await expect(payroll.nth(5)).to_have_text(f"{LIVE_QUEUED} (ONLINE {LIVE_QUEUED})")
     online_live = page.locator('#performance tr[data-service-class="ONLINE"][data-period="1"] td')
     await expect(online_live.nth(4)).to_have_text("90 % within 250 ms")
-    await expect(online_live.nth(10)).to_have_text(str(LIVE_QUEUED), timeout=15_000)
-    await expect(online_live.nth(11)).to_have_text("0")  # promoted selects: ONLINE, the most important, needs none
+    await expect(online_live.nth(12)).to_have_text(str(LIVE_QUEUED), timeout=15_000)
+    await expect(online_live.nth(13)).to_have_text("0")  # promoted selects: ONLINE, the most important, needs none
+    # Beside the PI, the delay samples: a share served, and the waiting shares by cause (or none).
+    await expect(online_live.nth(6)).to_have_text(re.compile(r"^\d+ %$"), timeout=15_000)
+    await expect(online_live.nth(7)).not_to_have_text("–")
     performance = (await http.get("/v1/service-classes/ONLINE/performance")).json()["periods"][0]
     assert performance["ended"] == LIVE_ENDED
     await expect(online_live.nth(5)).to_have_text(f"{performance['performance_index']:.2f}", timeout=15_000)

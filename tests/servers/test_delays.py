@@ -1,14 +1,17 @@
 """A queued request's delay cause (app/servers/delays.py), pure: every combination of the facts, each answered by the
-first cause in the issue's order whose condition holds, and each cause reached on its own."""
+first cause in the issue's order whose condition holds, and each cause reached on its own; a queue's sample, each of its
+requests counted in its own request's state."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
-from app.servers.delays import DelayCause, DelayFacts, delay_cause
+from app.servers.delays import STATES, DelayCause, DelayFacts, delay_cause, queue_states
+from spark_jobs.contract.delay_samples import STATE_COLUMNS
 
 # Each cause with its condition, in the order they are tried (issue 39, point 1).
 CONDITIONS: list[tuple[DelayCause, Callable[[DelayFacts], bool]]] = [
@@ -54,3 +57,20 @@ def test_none_while_a_worker_task_is_free_of_servers_enough() -> None:
     idle = DelayFacts(False, False, False, servers_connected=2, servers_wanted=2, free_worker_tasks=1, holding_equal_or_higher=True,
                       holding_lower=True)  # fmt: skip
     assert delay_cause(idle) is None
+
+
+@pytest.mark.parametrize("facts", ALL_FACTS[::7])
+@pytest.mark.parametrize(("queued", "redelivered"), [(0, 0), (3, 0), (3, 1), (3, 3), (2, 5), (2, -1)])
+def test_a_queue_s_states_are_each_request_s(facts: DelayFacts, queued: int, redelivered: int) -> None:
+    """A queue's sample counts each of its queued requests in the state delay_cause gives it, served ones as using."""
+    expected: dict[str, int] = {"using": 4}
+    for n in range(queued):
+        cause = delay_cause(replace(facts, delivered_before=n < redelivered))
+        state = "unknown" if cause is None else cause.value
+        expected[state] = expected.get(state, 0) + 1
+    assert queue_states(facts, 4, queued, redelivered) == expected
+    assert sum(queue_states(facts, 0, queued, redelivered).values()) == queued
+
+
+def test_the_states_are_the_sample_columns() -> None:
+    assert STATES == ("using", *(c.value for c in DelayCause), "unknown") == STATE_COLUMNS

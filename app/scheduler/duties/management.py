@@ -9,6 +9,7 @@ import logging
 from app.errors import UNAVAILABLE
 from app.policy.active import bucket_specs
 from app.scheduler.duties.context import DutyContext
+from app.servers.delay_samples import DelayBook
 from app.servers.performance import evaluate_environment
 from app.servers.service import manage_environment
 from app.shared.repeated_failures import RepeatedFailures
@@ -17,8 +18,10 @@ log = logging.getLogger(__name__)
 
 
 class GoalManagement:
-    def __init__(self, context: DutyContext) -> None:
+    def __init__(self, context: DutyContext, delays: DelayBook | None = None) -> None:
+        """`delays`: the scheduler's delay samples, whose shares over the window each evaluation shows."""
         self.context = context
+        self.delays = delays
         self._unmanaged = RepeatedFailures(log)  # environments the manager loop could not judge or decide for
 
     async def manage_to_goals(self) -> None:
@@ -37,7 +40,7 @@ class GoalManagement:
             where = f"managing {keys.ae} on {keys.node} to its goals"
             try:
                 await state.queues.results.publish_buckets(keys, specs)  # again, should Redis have lost them
-                judged = await evaluate_environment(state.queues, policy, keys, window)
+                judged = await evaluate_environment(state.queues, policy, keys, window, self.delays)
                 await manage_environment(
                     state.queues, policy, keys, judged, state.settings.goal_interval_seconds, launching=state.settings.launcher
                 )

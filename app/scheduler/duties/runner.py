@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from app.errors import Fenced, unavailable, unavailable_dependency
 from app.scheduler.duties.context import DutyContext
+from app.scheduler.duties.delay_sampling import DelaySampling
 from app.scheduler.duties.exits import ExitDelivery
 from app.scheduler.duties.launcher import Launcher
 from app.scheduler.duties.leases import LeaseExpiry
@@ -61,6 +62,7 @@ class Duties:
         self.launcher: Launcher | None = None
         self.records: RecordFlushing | None = None
         self.exits: ExitDelivery | None = None
+        self.delays: DelaySampling | None = None
 
     async def start(self) -> None:
         settings = self.state.settings
@@ -73,11 +75,13 @@ class Duties:
             return
         await records.start_writer()
         self.records, self.exits = RecordFlushing(self.context), ExitDelivery(self.context)
+        self.delays = DelaySampling(self.context)
         for name, interval, duty in (
             ("leases", settings.lease_check_seconds, LeaseExpiry(self.context).expire_leases),
             ("records", settings.records_flush_seconds, self.records.flush_records),
             ("exits", settings.lease_check_seconds, self.exits.deliver_exits),
-            ("goals", settings.goal_interval_seconds, GoalManagement(self.context).manage_to_goals),
+            ("goals", settings.goal_interval_seconds, GoalManagement(self.context, self.delays.book).manage_to_goals),
+            ("delays", settings.sample_interval_ms / 1000, self.delays.sample_delays),
             *(
                 [("sweeper", settings.sweeper_interval_seconds, QueueSweeping(self.context).sweep_queues)]
                 if settings.sweeper_enabled
@@ -97,6 +101,8 @@ class Duties:
             await self.launcher.stop()
         elif self.records is not None:  # the scheduler's duties, which had started
             await self.records.flush_at_stop()
+        if self.delays is not None:
+            await self.delays.write_at_stop()
         if self.exits is not None:
             await self.exits.close()
 

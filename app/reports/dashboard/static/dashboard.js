@@ -95,6 +95,15 @@ const share = (value) => (value === null || value === undefined ? "–" : `${(va
 const piClass = (pi) => (pi === null || pi === undefined ? "pi unknown" : pi <= 1 ? "pi met" : "pi missed");
 const perClass = (counts) => Object.entries(counts).map(([name, count]) => `${name} ${count}`).join(", ") || "–";
 
+// A class period's delay samples: its waiting shares by cause, the largest first, those under half a percent left out.
+function delays(delayPct) {
+  const named = Object.entries(delayPct ?? {})
+    .filter(([, pct]) => pct >= 0.5)
+    .sort(([, a], [, b]) => b - a)
+    .map(([cause, pct]) => `${cause.replaceAll("_", " ")} ${pct.toFixed(0)} %`);
+  return named.join(", ") || (delayPct ? "none" : "–");
+}
+
 function piCell(pi) {
   return cell(number(pi, 2), `number ${piClass(pi)}`);
 }
@@ -297,6 +306,8 @@ async function livePerformance(policy) {
           cell(p.node),
           cell(describeGoal(p.goal)),
           piCell(p.performance_index),
+          cell(p.using_pct === null || p.using_pct === undefined ? "–" : `${p.using_pct.toFixed(0)} %`, "number using"),
+          cell(delays(p.delay_pct), "delays"),
           cell(number(p.ended_per_second, 2), "number"),
           cell(milliseconds(p.avg_response_ms), "number"),
           cell(milliseconds(p.p90_response_ms), "number"),

@@ -1,0 +1,125 @@
+"""The delay samples kept: a minute's counts per class queue as rows of Parquet files under the data directory
+(spark_jobs/contract/delay_samples.py: written at least once, copies dropped by readers), and running totals per
+environment, class, period and state in Redis, which /metrics shows as counters (app/health/metrics.py) whichever
+process is scraped and whichever scheduler sampled."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import cast
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from app.redis.context import RedisContext
+from app.servers.delay_samples import Counts, QueueKey
+from app.servers.delays import STATES
+from spark_jobs.contract.delay_samples import DEDUP_KEY, SCHEMA
+
+# A minute's row: its start (ms), its queue, its counts.
+Row = tuple[int, QueueKey, Counts]
+
+
+def rows_table(rows: Sequence[Row], scheduler: str, epoch: int) -> pa.Table:
+    """Rows as a table in SCHEMA (pure)."""
+    columns: dict[str, list[object]] = {name: [] for name in SCHEMA.names}
+    for minute, (ae, node, service_class, period), counts in rows:
+        at = datetime.fromtimestamp(minute / 1000, UTC)
+        for name, value in zip(
+            ("day", "minute", "application_environment", "node", "service_class", "period", "scheduler", "epoch", "samples"),
+            (at.date(), at, ae, node, service_class, period, scheduler, epoch, counts[0]),
+            strict=True,
+        ):
+            columns[name].append(value)
+        for name, count in zip(STATES, counts[1:], strict=True):
+            columns[name].append(count)
+    return pa.table(columns, schema=SCHEMA)
+
+
+def write_rows(root: Path, rows: Sequence[Row], scheduler: str, epoch: int) -> list[Path]:
+    """Blocking (thousands of rows a minute at thousands of queues: the caller runs it in a thread): `rows` written
+    as `write` writes a table."""
+    return write(root, rows_table(rows, scheduler, epoch))
+
+
+def write(root: Path, table: pa.Table) -> list[Path]:
+    """Blocking: one new file per day of `table` under `root`/date=YYYY-MM-DD, durable when this returns (written to a
+    temporary name, fsynced, renamed, its directory fsynced), as the work records are."""
+    written = []
+    for day in pc.unique(table.column("day")).to_pylist():
+        directory = root / f"date={cast(date, day).isoformat()}"
+        directory.mkdir(parents=True, exist_ok=True)
+        name = f"part-{int(datetime.now(UTC).timestamp() * 1000)}-{uuid.uuid4().hex[:12]}.parquet"
+        temporary, final = directory / f".{name}.tmp", directory / name
+        pq.write_table(table.filter(pc.equal(table.column("day"), day)), temporary, compression="zstd")
+        _fsync(temporary)
+        os.replace(temporary, final)
+        _fsync(directory)
+        written.append(final)
+    return written
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read(root: Path) -> pa.Table:
+    """Every row under `root`, copies (by DEDUP_KEY) dropped: what a downstream reader does."""
+    files = sorted(root.glob("date=*/*.parquet"))
+    if not files:
+        return SCHEMA.empty_table()
+    table = pa.concat_tables(pq.read_table(f, schema=SCHEMA) for f in files)
+    seen: set[tuple[object, ...]] = set()
+    keep = []
+    for index, key in enumerate(zip(*(table.column(name).to_pylist() for name in DEDUP_KEY), strict=True)):
+        if key not in seen:
+            seen.add(key)
+            keep.append(index)
+    return table.take(keep)
+
+
+def totals_of(rows: Sequence[Row]) -> Counter[str]:
+    """The rows' counts per environment, class, period and state, as DelayTotals keeps them (pure)."""
+    totals: Counter[str] = Counter()
+    for _, (ae, _node, service_class, period), counts in rows:
+        for state, count in zip(STATES, counts[1:], strict=True):
+            if count:
+                totals[total_field(ae, service_class, period, state)] += count
+    return totals
+
+
+def total_field(ae: str, service_class: str, period: int, state: str) -> str:
+    return f"{ae}|{service_class}|{period}|{state}"
+
+
+def parse_total_field(field: str) -> tuple[str, str, str, str]:
+    """total_field's inverse (pure): neither a class, a period nor a state has a `|`."""
+    ae, service_class, period, state = field.rsplit("|", 3)
+    return ae, service_class, period, state
+
+
+class DelayTotals:
+    """The running totals in Redis: one hash, `total_field` -> requests counted, added to once a minute."""
+
+    def __init__(self, context: RedisContext) -> None:
+        self.redis = context.redis
+        self.key = f"{{{context.prefix}:delays}}:totals"
+
+    async def add(self, totals: Mapping[str, int]) -> None:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for field, count in totals.items():
+                pipe.hincrby(self.key, field, count)
+            await pipe.execute()
+
+    async def read(self) -> dict[str, int]:
+        return {field: int(count) for field, count in cast(dict[str, str], await self.redis.hgetall(self.key)).items()}
