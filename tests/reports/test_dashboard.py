@@ -178,6 +178,10 @@ async def test_dashboard_shows_live_state_and_the_report_as_charts(browser, serv
     assert performance["ended"] == LIVE_ENDED
     await expect(online_live.nth(5)).to_have_text(f"{performance['performance_index']:.2f}", timeout=15_000)
 
+    # The what-if view runs only for operators: a viewer's key is told so, and nothing of it is asked.
+    await expect(page.locator("#whatif-access")).to_contain_text("What-if runs take an operator's key")
+    await expect(page.locator("#whatif-form")).to_be_hidden()
+
     # Advisories: the scheduler's election (the stream replays the last few, then follows).
     await expect(page.locator('#advisories tr[data-subject^="WLM.INFO.SCHEDULER.ACTIVE."]')).to_have_count(1)
     await expect(page.locator('#advisories tr[data-subject^="WLM.INFO.SCHEDULER.ACTIVE."] td').nth(2)).to_contain_text("epoch=1")

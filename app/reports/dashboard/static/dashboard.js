@@ -1,9 +1,11 @@
-// The dashboard: live application environments and performance (refreshed every few seconds), and the nightly
-// workload activity report of a chosen date as charts (report.js). It reads the same REST API as every other client,
-// with an API key the user types once; the key is kept in sessionStorage (this tab only), never in the URL.
+// The dashboard: live application environments and performance (refreshed every few seconds), the nightly
+// workload activity report of a chosen date as charts, and the what-if view (whatif.js). It reads the same REST API
+// as every other client, with an API key the user types once; the key is kept in sessionStorage (this tab only),
+// never in the URL.
 import { PALETTE, PI_CHART_CAP, legendEntry, lineChart } from "./charts.js";
 import { $, ApiError, KEY_STORAGE, api, cell, describeGoal, fill, milliseconds, number, onUnauthorized, options, piCell, row, share } from "./common.js";
 import { loadReportDates } from "./report.js";
+import { startWhatIf, stopWhatIf } from "./whatif.js";
 
 const LIVE_REFRESH_MS = refreshSeconds() * 1000;
 // The live trends: how far back they go, and the size of their drawings (three side by side).
@@ -60,6 +62,7 @@ function setStatus(text, isError = false) {
 function askForKey(message = "") {
   sessionStorage.removeItem(KEY_STORAGE);
   clearTimeout(liveTimer);
+  stopWhatIf();
   advisoriesStream?.abort();
   $("content").hidden = true;
   $("forget-key").hidden = true;
@@ -89,6 +92,7 @@ function start(who) {
   refreshLive();
   followAdvisories();
   loadReportDates();
+  startWhatIf(who);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
