@@ -2,11 +2,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query
 
 from app.deps import Operator, SessionDep, StateDep
 from app.what_if import service
-from app.what_if.schemas import WhatIfAccepted, WhatIfIn, WhatIfOut
+from app.what_if.schemas import WhatIfAccepted, WhatIfDates, WhatIfIn, WhatIfOut
 
 router = APIRouter(prefix="/v1/reports/what-if", tags=["reports"])
 
@@ -22,6 +22,11 @@ RunId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 async def submit_what_if(body: WhatIfIn, session: SessionDep, state: StateDep, operator: Operator) -> WhatIfAccepted:
     run = await service.submit(session, state.settings, state.what_if, operator.name, body)
     return WhatIfAccepted(id=run.id)
+
+
+@router.get("/dates", response_model=WhatIfDates, summary="The days that have work records to replay, newest first")
+async def what_if_dates(state: StateDep, _: Operator, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> WhatIfDates:
+    return WhatIfDates(items=await service.days(state.settings, limit))
 
 
 @router.get("/{run_id}", response_model=WhatIfOut, summary="A what-if run: its state, progress and, when done, its result")

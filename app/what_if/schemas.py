@@ -18,6 +18,10 @@ class WhatIfIn(StrictModel):
     seed: Annotated[int, Field(strict=True, ge=0, le=2**31 - 1)] = 0
 
 
+class WhatIfDates(BaseModel):
+    items: list[date] = Field(description="the days that have work records to replay, newest first")
+
+
 class WhatIfAccepted(BaseModel):
     id: int
 
@@ -37,6 +41,7 @@ class WhatIfOut(BaseModel):
     result: dict[str, Any] | None = Field(
         description="when done: per environment, per class period and interval (15 minutes) and for the day, the predicted "
         "and the recorded figures (PI, percentiles, the 14 buckets, servers wanted and connected, server-seconds), a "
-        "summary per class period with `falls` where the candidate's goal attainment is below the recorded day's, and "
-        "the assumptions where the records say nothing"
+        "summary per class period (each side's whole-day PI, servers and server-seconds, and attainment) with `falls` "
+        "where the candidate's goal attainment is below the recorded day's, and the assumptions where the records say "
+        "nothing"
     )

@@ -7,7 +7,7 @@ import asyncio
 import importlib.util
 import json
 import os
-from datetime import timedelta
+from datetime import date, timedelta
 
 from sqlalchemy import delete
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -20,7 +20,7 @@ from app.what_if.models import FINISHED, WhatIfRun
 from app.what_if.runner import GONE, WhatIfRunner
 from app.what_if.schemas import WhatIfIn, WhatIfOut
 from spark_jobs.common.java_home import choose_java_home, java_home_on_path
-from spark_jobs.what_if.arguments import day_has_records
+from spark_jobs.what_if.arguments import day_has_records, recorded_days
 
 
 def spark_unavailable(settings: Settings) -> str | None:
@@ -32,6 +32,11 @@ def spark_unavailable(settings: Settings) -> str | None:
     if home is None or not (home / "bin" / "java").is_file():
         return f"no Java to run Spark's driver on ({home or 'none found'}): set WLM_SPARK_JAVA_HOME or JAVA_HOME"
     return None
+
+
+async def days(settings: Settings, limit: int) -> list[date]:
+    """The days a run can replay: those with records (none listed where the records are not on a local disk)."""
+    return await asyncio.to_thread(recorded_days, str(settings.records_dir.resolve()), limit)
 
 
 def _document(policy: str | dict[str, object]) -> tuple[bytes, str]:

@@ -44,9 +44,22 @@ SCHEMA = pa.schema(
 )
 
 
+DAY_PARTITION = "date="
+
+
 def day_path(records_uri: str, day: date) -> str:
     """The partition of `day`'s records (of the UTC date they ended on) under `records_uri`."""
-    return f"{records_uri.rstrip('/')}/date={day.isoformat()}"
+    return f"{records_uri.rstrip('/')}/{DAY_PARTITION}{day.isoformat()}"
+
+
+def partition_day(name: str) -> date | None:
+    """The day a partition's name (the last part of its day_path) stands for; None for any other name."""
+    if not name.startswith(DAY_PARTITION):
+        return None
+    try:
+        return date.fromisoformat(name.removeprefix(DAY_PARTITION))
+    except ValueError:
+        return None
 
 
 # Each file's footer declares the distinct values of these columns among its records, as JSON under

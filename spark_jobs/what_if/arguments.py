@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from spark_jobs.common.job_log import JobFailed, JobLog
-from spark_jobs.contract.records import day_path
+from spark_jobs.contract.records import day_path, partition_day
 from spark_jobs.what_if.model import ManagerSettings
 from spark_jobs.workload_activity.arguments import JobSettings, report_date
 
@@ -76,13 +76,26 @@ def manager_from_arguments(args: argparse.Namespace) -> ManagerSettings:
     return ManagerSettings(args.goal_interval, args.goal_window, args.promotion_seconds, args.promotion_share)
 
 
+def _local(uri: str) -> Path | None:
+    """The path of a URI on a local disk; None for one elsewhere."""
+    parsed = urlparse(uri)
+    return Path(parsed.path) if parsed.scheme in ("", "file") else None
+
+
 def day_has_records(records_uri: str, day: date) -> bool:
     """Whether the day's partition holds a records file; elsewhere than on a local disk, Spark will tell."""
-    path = day_path(records_uri, day)
-    parsed = urlparse(path)
-    if parsed.scheme not in ("", "file"):
-        return True
-    return any(Path(parsed.path).glob("*.parquet"))
+    path = _local(day_path(records_uri, day))
+    return path is None or any(path.glob("*.parquet"))
+
+
+def recorded_days(records_uri: str, limit: int) -> list[date]:
+    """The newest `limit` days whose partition holds a records file, newest first; none elsewhere than on a local
+    disk (nothing lists them there)."""
+    root = _local(records_uri)
+    if root is None or not root.is_dir():
+        return []
+    days = (partition_day(entry.name) for entry in root.iterdir())
+    return sorted((day for day in days if day is not None and day_has_records(records_uri, day)), reverse=True)[:limit]
 
 
 def log_path(data_dir: Path, day: date) -> Path:

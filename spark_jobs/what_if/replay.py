@@ -117,22 +117,29 @@ def _replay_figures(result: Replay, inputs: ReplayInputs) -> dict[str, Any]:
 
 
 def summary(predicted: Sequence[Mapping[str, Any]], actual: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per class period of either side: the whole-day PI and the attainment of each side, and whether the candidate's
-    attainment would fall below the recorded day's."""
+    """Per class period of either side: the whole-day PI, servers (on average over the day) and server-seconds, and
+    the attainment of each side, and whether the candidate's attainment would fall below the recorded day's. Servers
+    are a class's first period's (the recorded side has none: null)."""
     whole = {
         side: {(r["service_class"], r["period"]): r for r in rows if r["interval_minutes"] == 1440}
-        for side, rows in (("p", predicted), ("a", actual))
+        for side, rows in (("predicted", predicted), ("actual", actual))
     }
-    shares = {side: attainment(r for r in rows if r["interval_minutes"] != 1440) for side, rows in (("p", predicted), ("a", actual))}
+    shares = {
+        side: attainment(r for r in rows if r["interval_minutes"] != 1440) for side, rows in (("predicted", predicted), ("actual", actual))
+    }
     items = []
-    for key in sorted(whole["p"].keys() | whole["a"].keys() | shares["p"].keys() | shares["a"].keys()):
-        predicted_share, actual_share = shares["p"].get(key), shares["a"].get(key)
+    for key in sorted(whole["predicted"].keys() | whole["actual"].keys() | shares["predicted"].keys() | shares["actual"].keys()):
+        predicted_share, actual_share = shares["predicted"].get(key), shares["actual"].get(key)
+        day = {
+            f"{side}_{name}": rows.get(key, {}).get(column)
+            for name, column in (("pi", "performance_index"), ("servers", "servers_connected"), ("server_seconds", "server_seconds"))
+            for side, rows in whole.items()
+        }
         items.append(
             {
                 "service_class": key[0],
                 "period": key[1],
-                "predicted_pi": whole["p"].get(key, {}).get("performance_index"),
-                "actual_pi": whole["a"].get(key, {}).get("performance_index"),
+                **day,
                 "predicted_attainment": predicted_share,
                 "actual_attainment": actual_share,
                 "falls": predicted_share is not None and actual_share is not None and predicted_share < actual_share,

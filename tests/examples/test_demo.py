@@ -23,7 +23,7 @@ from playwright.async_api import ConsoleMessage, async_playwright, expect
 from app.examples.demo_plan import CLASS_NAMES
 from app.work import records
 from tests.processes import WLM, ServiceProcess
-from tests.reports.test_dashboard import CHROMIUM, CHROMIUM_ARGS
+from tests.reports.conftest import CHROMIUM, CHROMIUM_ARGS
 from tests.waiting import eventually
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(300)]

@@ -1,11 +1,16 @@
-"""Workload report rows as the nightly Spark job writes them, stored in a real database through SQLAlchemy."""
+"""Workload report rows as the nightly Spark job writes them, stored in a real database through SQLAlchemy; and the
+browser the dashboard's tests drive (Debian's headless Chromium, through Playwright's client), with the errors its
+pages log."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
 from typing import Any
 
+import pytest
+from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.reports.models import WorkloadReportRow
@@ -85,3 +90,40 @@ def report_row(
 async def store_rows(sessions: async_sessionmaker[AsyncSession], rows: Sequence[WorkloadReportRow]) -> None:
     async with sessions() as session, session.begin():
         session.add_all(rows)
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    assert CHROMIUM.exists(), f"{CHROMIUM} is missing: `make test` installs it (apt-get install chromium)"
+    async with async_playwright() as playwright:
+        chromium = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        await chromium.close()
+
+
+def watch_errors(page: Page, expected: Sequence[tuple[str, str]] = ()) -> list[str]:
+    """The page's script errors and the errors it logs, as they come. The browser logs every fetch answered other
+    than 2xx: `expected` are those a test causes on purpose, as (text in the message, text in its URL)."""
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+
+    def logged(message: ConsoleMessage) -> None:
+        url = message.location.get("url", "")
+        if message.type == "error" and not any(text in message.text and part in url for text, part in expected):
+            errors.append(f"{message.text} ({url})")
+
+    page.on("console", logged)
+    return errors

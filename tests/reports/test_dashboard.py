@@ -16,29 +16,18 @@ import httpx
 import pytest
 import yaml
 from PIL import Image
-from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright, expect
+from playwright.async_api import Page, expect
 
 from app.db import create_engine, session_factory
 from app.reports.models import WorkloadReportRow
 from spark_jobs.contract.goals import BUCKET_LABELS
 from tests.conftest import ADMIN, ADMIN_KEY, EXAMPLE_POLICY
 from tests.processes import ServiceProcess
-from tests.reports.conftest import DAY, report_row, spread, store_rows
+from tests.reports.conftest import DAY, report_row, spread, store_rows, watch_errors
 from tests.work.conftest import grouped_policy
 
 pytestmark = pytest.mark.asyncio
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 ONLINE_WORK = {"userid": "ATM01"}  # classified to ONLINE by the example policy
 LIVE_ENDED = 4
 LIVE_QUEUED = 3
@@ -148,30 +137,13 @@ async def _values(page: Page, selector: str, attribute: str) -> list[float]:
     return await page.locator(selector).evaluate_all(f"marks => marks.map(m => Number(m.getAttribute('{attribute}')))")  # type: ignore[no-any-return]
 
 
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    assert CHROMIUM.exists(), f"{CHROMIUM} is missing: `make test` installs it (apt-get install chromium)"
-    async with async_playwright() as playwright:
-        chromium = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        await chromium.close()
-
-
 async def test_dashboard_shows_live_state_and_the_report_as_charts(browser, service, http):
     await _live_state(http)
     await _store_report(service)
     viewer_key = await _key(http, "wall-screen", "viewer")
 
     page = await browser.new_page(viewport={"width": 1400, "height": 1100})
-    script_errors: list[str] = []
-    page.on("pageerror", lambda error: script_errors.append(str(error)))
-
-    def console_error(message: ConsoleMessage) -> None:
-        # The browser logs every non-2xx fetch; the wrong key below is one on purpose.
-        if message.type == "error" and "401" not in message.text:
-            script_errors.append(message.text)
-
-    page.on("console", console_error)
+    script_errors = watch_errors(page, expected=[("status of 401", "/v1/whoami")])  # the wrong key below, on purpose
     response = await page.goto(f"{service.url}/dashboard")
     assert response is not None and response.status == 200  # the page itself needs no key
 
@@ -205,6 +177,10 @@ async def test_dashboard_shows_live_state_and_the_report_as_charts(browser, serv
     performance = (await http.get("/v1/service-classes/ONLINE/performance")).json()["periods"][0]
     assert performance["ended"] == LIVE_ENDED
     await expect(online_live.nth(5)).to_have_text(f"{performance['performance_index']:.2f}", timeout=15_000)
+
+    # The what-if view runs only for operators: a viewer's key is told so, and nothing of it is asked.
+    await expect(page.locator("#whatif-access")).to_contain_text("What-if runs take an operator's key")
+    await expect(page.locator("#whatif-form")).to_be_hidden()
 
     # Advisories: the scheduler's election (the stream replays the last few, then follows).
     await expect(page.locator('#advisories tr[data-subject^="WLM.INFO.SCHEDULER.ACTIVE."]')).to_have_count(1)

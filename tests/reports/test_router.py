@@ -220,7 +220,8 @@ async def test_dashboard_page_and_assets_load_without_a_key(client):
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert "script-src 'self'" in page.headers["content-security-policy"]
     assert '<script type="module" src="/dashboard/static/dashboard.js">' in page.text
-    for asset, media in (("dashboard.js", "javascript"), ("charts.js", "javascript"), ("dashboard.css", "text/css")):
+    scripts = ("dashboard.js", "common.js", "charts.js", "report.js", "whatif.js")
+    for asset, media in [*((script, "javascript") for script in scripts), ("dashboard.css", "text/css")]:
         response = await client.get(f"/dashboard/static/{asset}")
         assert response.status_code == 200 and media in response.headers["content-type"], asset
     missing = await client.get("/dashboard/static/nothing.js")

@@ -1,13 +1,14 @@
 """The what-if API end to end, on the service in this process and its real child jobs (PySpark): 202 and the run's
 progress to its result, one run at a time (a second waits queued), cancel (its process ended), a run whose process
 died failed, and the refusals before any Spark work: 422 with the policy install's field errors, 404 no_records,
-503 spark_unavailable, operators only."""
+503 spark_unavailable, operators only; and the days there are records of."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,20 @@ async def test_refusals_before_any_spark_work(client: httpx.AsyncClient, setting
     viewer = await make_key(client, "looker", ["viewer"])
     assert (await client.post(URL, headers=viewer, json=body())).status_code == 403
     assert not (settings.data_dir / "what-if").exists()
+
+
+async def test_the_days_to_replay_are_those_with_records(client: httpx.AsyncClient, settings: Settings) -> None:
+    operator = await operator_of(client)
+    assert (await client.get(f"{URL}/dates", headers=operator)).json() == {"items": []}
+    recorded_day(settings)
+    # A request that ended the next day is in that day's records; a partition without a records file is no day.
+    write_day(settings.records_dir, [as_stored(record("ONLINE", 86_400 + 60.0, 400), "P~next")])
+    (settings.records_dir / "date=2026-11-18").mkdir()
+    next_day = (DAY + timedelta(days=1)).isoformat()
+    assert (await client.get(f"{URL}/dates", headers=operator)).json() == {"items": [next_day, DAY.isoformat()]}
+    assert (await client.get(f"{URL}/dates", headers=operator, params={"limit": 1})).json() == {"items": [next_day]}
+    viewer = await make_key(client, "looker", ["viewer"])
+    assert (await client.get(f"{URL}/dates", headers=viewer)).status_code == 403
 
 
 async def test_without_java_the_api_answers_503(settings: Settings, tmp_path: Path) -> None:

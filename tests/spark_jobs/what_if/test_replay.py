@@ -54,6 +54,11 @@ def test_under_its_own_policy_a_quiet_day_is_predicted_as_recorded() -> None:
     online = summary_of(result, "ONLINE")
     assert online["predicted_attainment"] == online["actual_attainment"] == 1.0
     assert not online["falls"]
+    # The summary carries each side's whole-day servers: the replay's, none recorded.
+    online_day = whole_day(predicted, "ONLINE")
+    assert online["predicted_servers"] == online_day["servers_connected"] and online["predicted_servers"] > 0
+    assert online["predicted_server_seconds"] == online_day["server_seconds"]
+    assert online["actual_servers"] is None and online["actual_server_seconds"] is None
     # 15-minute rows: ONLINE's work fell in the first interval only.
     assert [r["interval_start"] for r in predicted if r["service_class"] == "ONLINE" and r["interval_minutes"] == 15 and r["had_work"]] == [
         MIDNIGHT.isoformat()

@@ -11,6 +11,10 @@ const LINE_MARGIN = { ...MARGIN, bottom: 52 };
 
 // Okabe-Ito: told apart with the common kinds of colour blindness.
 export const PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"];
+// A PI beyond this is drawn at the top of the chart; a velocity PI can reach 100 and would flatten every other line.
+export const PI_CHART_CAP = 5;
+const DAY_MINUTES = 1440;
+const DAY_TICK_HOURS = [0, 3, 6, 9, 12, 15, 18, 21, 24];
 
 function element(name, attributes = {}, text = null) {
   const node = document.createElementNS(SVG_NS, name);
@@ -124,6 +128,23 @@ export function lineChart(
   }
 }
 
+/**
+ * The PI of each series across a day of `intervalMinutes` intervals, with the PI = 1 line: each point's x is its
+ * interval's start in minutes of the day. An interval without a point had no requests: its neighbours are not joined.
+ */
+export function dayPiChart(svg, series, intervalMinutes) {
+  lineChart(svg, {
+    series,
+    xDomain: [0, DAY_MINUTES],
+    xStep: intervalMinutes,
+    xTicks: DAY_TICK_HOURS.map((h) => ({ value: h * 60, label: `${String(h).padStart(2, "0")}:00` })),
+    xLabel: `time of day (UTC), ${intervalMinutes}-minute intervals`,
+    yLabel: "performance index",
+    yCap: PI_CHART_CAP,
+    reference: { value: 1, label: "PI = 1 (goal)" },
+  });
+}
+
 /** bars: [{label, value, tone, title}]; marker: {after: index, label} draws a dashed line after that bar. */
 export function barChart(svg, { bars, xLabel, yLabel, marker }) {
   const frame = frameOf(FULL_SIZE, MARGIN);
@@ -155,4 +176,13 @@ export function barChart(svg, { bars, xLabel, yLabel, marker }) {
     svg.appendChild(element("line", { class: "reference", x1: x, x2: x, y1: margin.top, y2: margin.top + frame.plotHeight }));
     svg.appendChild(element("text", { class: "reference-label", x: x + 4, y: margin.top + 12 }, marker.label));
   }
+}
+
+// A legend's entry: a dot of the series' colour and its label.
+export function legendEntry(label, color) {
+  const entry = document.createElement("li");
+  const swatch = element("svg", { viewBox: "0 0 12 12", class: "swatch" });
+  swatch.appendChild(element("circle", { cx: 6, cy: 6, r: 5, fill: color }));
+  entry.append(swatch, label);
+  return entry;
 }

@@ -1,9 +1,12 @@
-// The dashboard: live application environments and performance (refreshed every few seconds), and the nightly
-// workload activity report of a chosen date as charts. It reads the same REST API as every other client, with an
-// API key the user types once; the key is kept in sessionStorage (this tab only), never in the URL.
-import { PALETTE, barChart, lineChart } from "./charts.js";
+// The dashboard: live application environments and performance (refreshed every few seconds), the nightly
+// workload activity report of a chosen date as charts, and the what-if view (whatif.js). It reads the same REST API
+// as every other client, with an API key the user types once; the key is kept in sessionStorage (this tab only),
+// never in the URL.
+import { PALETTE, PI_CHART_CAP, legendEntry, lineChart } from "./charts.js";
+import { $, ApiError, KEY_STORAGE, api, cell, describeGoal, fill, milliseconds, number, onUnauthorized, options, piCell, row, share } from "./common.js";
+import { loadReportDates } from "./report.js";
+import { startWhatIf, stopWhatIf } from "./whatif.js";
 
-const KEY_STORAGE = "wlm.apiKey";
 const LIVE_REFRESH_MS = refreshSeconds() * 1000;
 // The live trends: how far back they go, and the size of their drawings (three side by side).
 const TREND_SECONDS = 600;
@@ -13,21 +16,13 @@ const TREND_GAP_REFRESHES = 3;
 // Steps of the trends' time axis, in seconds: the smallest that leaves at most TREND_TICKS ticks.
 const TREND_TICK_STEPS = [5, 10, 15, 30, 60, 120, 300];
 const TREND_TICKS = 6;
-const PAGE_LIMIT = 1000;
-const MINUTES_PER_DAY = 1440;
-// A PI beyond this is drawn at the top of the chart; a velocity PI can reach 100 and would flatten every other line.
-const PI_CHART_CAP = 5;
-// The last bucket within the goal (spark_jobs/contract/goals.py); the buckets up to it are drawn as met.
-const GOAL_BUCKET_LABEL = "<=100%";
 
 const ADVISORIES_SHOWN = 20;
 // Dead letters listed, oldest first.
 const DEAD_LETTERS_SHOWN = 50;
 
-const $ = (id) => document.getElementById(id);
 let liveTimer = null;
 let advisoriesStream = null;
-let reportSummary = null;
 // Per application environment, what each live refresh saw (oldest first): the trends are drawn from it.
 const trends = new Map();
 // The service classes of the active policy in its order: a class keeps its colour in every trend.
@@ -40,59 +35,10 @@ function refreshSeconds() {
   return Number.isFinite(asked) && asked >= 1 ? Math.min(asked, 60) : 5;
 }
 
-class ApiError extends Error {
-  constructor(status, body) {
-    super(body?.error?.message ?? `HTTP ${status}`);
-    this.status = status;
-  }
-}
-
-async function api(path, { method = "GET", body: sent } = {}) {
-  const headers = { Authorization: `Bearer ${sessionStorage.getItem(KEY_STORAGE)}`, Accept: "application/json" };
-  if (sent !== undefined) headers["Content-Type"] = "application/json";
-  const response = await fetch(path, { method, headers, body: sent === undefined ? undefined : JSON.stringify(sent) });
-  const body = await response.json().catch(() => null);
-  if (response.status === 401) {
-    askForKey("The key was not accepted (unknown, revoked or expired); enter another.");
-  }
-  if (!response.ok) throw new ApiError(response.status, body);
-  return body;
-}
-
 // ---------------------------------------------------------------------------------------------------------------
-// Formatting and DOM helpers (text only: nothing the API returns is parsed as HTML)
+// Formatting
 // ---------------------------------------------------------------------------------------------------------------
 
-function cell(text, className = "") {
-  const td = document.createElement("td");
-  td.textContent = text;
-  if (className) td.className = className;
-  return td;
-}
-
-function row(cells, attributes = {}) {
-  const tr = document.createElement("tr");
-  for (const [key, value] of Object.entries(attributes)) tr.setAttribute(key, value);
-  tr.append(...cells);
-  return tr;
-}
-
-function fill(tableId, rows, emptyText) {
-  const table = $(tableId);
-  const body = table.tBodies[0];
-  if (rows.length === 0) {
-    const td = cell(emptyText, "empty");
-    td.colSpan = table.tHead.rows[0].cells.length;
-    body.replaceChildren(row([td]));
-  } else {
-    body.replaceChildren(...rows);
-  }
-}
-
-const number = (value, digits = 0) => (value === null || value === undefined ? "–" : value.toFixed(digits));
-const milliseconds = (value) => (value === null || value === undefined ? "–" : `${value.toFixed(value < 10 ? 1 : 0)} ms`);
-const share = (value) => (value === null || value === undefined ? "–" : `${(value * 100).toFixed(1)} %`);
-const piClass = (pi) => (pi === null || pi === undefined ? "pi unknown" : pi <= 1 ? "pi met" : "pi missed");
 const perClass = (counts) => Object.entries(counts).map(([name, count]) => `${name} ${count}`).join(", ") || "–";
 
 // A class period's delay samples: its waiting shares by cause, the largest first, those under half a percent left out.
@@ -103,23 +49,6 @@ function delays(delayPct) {
     .map(([cause, pct]) => `${cause.replaceAll("_", " ")} ${pct.toFixed(0)} %`);
   return named.join(", ") || (delayPct ? "none" : "–");
 }
-
-function piCell(pi) {
-  return cell(number(pi, 2), `number ${piClass(pi)}`);
-}
-
-// A goal as the policy writes it: {type, response_time_ms, percentile, velocity}.
-function describeGoal(goal) {
-  switch (goal.type) {
-    case "average": return `average ${goal.response_time_ms} ms`;
-    case "percentile": return `${goal.percentile} % within ${goal.response_time_ms} ms`;
-    case "velocity": return `velocity ${goal.velocity}`;
-    default: return "discretionary";
-  }
-}
-
-// A report row's goal columns in the policy's shape.
-const reportGoal = (r) => ({ type: r.goal_type, response_time_ms: r.goal_ms, percentile: r.goal_percentile, velocity: r.goal_velocity });
 
 function setStatus(text, isError = false) {
   $("status").textContent = text;
@@ -133,6 +62,7 @@ function setStatus(text, isError = false) {
 function askForKey(message = "") {
   sessionStorage.removeItem(KEY_STORAGE);
   clearTimeout(liveTimer);
+  stopWhatIf();
   advisoriesStream?.abort();
   $("content").hidden = true;
   $("forget-key").hidden = true;
@@ -162,6 +92,7 @@ function start(who) {
   refreshLive();
   followAdvisories();
   loadReportDates();
+  startWhatIf(who);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -520,199 +451,11 @@ function drawTrends() {
   $("trends-legend").replaceChildren(...classes.map((c) => legendEntry(c, classColor(c))));
 }
 
-function legendEntry(label, color) {
-  const entry = document.createElement("li");
-  const swatch = document.createElementNS("http://www.w3.org/2000/svg", "svg");
-  swatch.setAttribute("viewBox", "0 0 12 12");
-  swatch.setAttribute("class", "swatch");
-  const dot = document.createElementNS("http://www.w3.org/2000/svg", "circle");
-  for (const [name, value] of Object.entries({ cx: 6, cy: 6, r: 5, fill: color })) dot.setAttribute(name, value);
-  swatch.appendChild(dot);
-  entry.append(swatch, label);
-  return entry;
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// The nightly report of a chosen date
 // ---------------------------------------------------------------------------------------------------------------
 
-const scopeKey = (item) => `${item.application_environment}@${item.node}`;
-const seriesKey = (item) => [item.service_class, item.period, item.report_class ?? "", item.policy_version].join("|");
-
-function seriesLabel(item, versions) {
-  let label = `${item.service_class} period ${item.period}`;
-  if (item.report_class) label += ` (${item.report_class})`;
-  if (versions > 1) label += ` policy v${item.policy_version}`;
-  return label;
-}
-
-function options(select, choices) {
-  const previous = select.value;
-  select.replaceChildren(
-    ...choices.map(({ value, label }) => {
-      const option = document.createElement("option");
-      option.value = value;
-      option.textContent = label;
-      return option;
-    }),
-  );
-  if (choices.some((c) => c.value === previous)) select.value = previous;
-}
-
-function reportMessage(text) {
-  $("report-message").textContent = text;
-  $("pi-chart").hidden = $("distribution-chart").hidden = Boolean(text);
-}
-
-async function loadReportDates() {
-  try {
-    const dates = await api("/v1/reports/workload/dates");
-    options($("report-date"), dates.items.map((d) => ({ value: d, label: d })));
-    if (dates.items.length === 0) {
-      reportMessage("No nightly report yet: the first is written after the first night (or `wlm report run --date ...`).");
-      fill("report-summary", [], "–");
-      return;
-    }
-    await loadReport();
-  } catch (error) {
-    if (error.status !== 401) reportMessage(`Could not load the reports: ${error.message}`);
-  }
-}
-
-async function loadReport() {
-  const date = $("report-date").value;
-  try {
-    reportSummary = await api(`/v1/reports/workload/${encodeURIComponent(date)}/summary`);
-  } catch (error) {
-    if (error.status !== 401) reportMessage(`Could not load the report of ${date}: ${error.message}`);
-    return;
-  }
-  const scopes = [...new Map(reportSummary.items.map((item) => [scopeKey(item), item])).values()];
-  options($("report-scope"), scopes.map((item) => ({ value: scopeKey(item), label: `${item.application_environment} on ${item.node}` })));
-  await drawScope();
-}
-
-function itemsInScope() {
-  return reportSummary.items.filter((item) => scopeKey(item) === $("report-scope").value);
-}
-
-async function allRows(query) {
-  const rows = [];
-  let next = `/v1/reports/workload?${new URLSearchParams({ ...query, limit: PAGE_LIMIT })}`;
-  while (next) {
-    const page = await api(next);
-    rows.push(...page.items);
-    next = page.next;
-  }
-  return rows;
-}
-
-async function drawScope() {
-  const items = itemsInScope();
-  const versions = new Set(items.map((item) => item.policy_version)).size;
-  options($("report-series"), items.map((item) => ({ value: seriesKey(item), label: seriesLabel(item, versions) })));
-  fillSummary(items);
-  const [applicationEnvironment, node] = $("report-scope").value.split("@");
-  let rows;
-  try {
-    rows = await allRows({ date: reportSummary.date, application_environment: applicationEnvironment, node, interval: reportSummary.interval_minutes });
-  } catch (error) {
-    if (error.status !== 401) reportMessage(`Could not load the report rows: ${error.message}`);
-    return;
-  }
-  reportMessage("");
-  drawPiChart(items, rows, versions);
-  drawDistribution();
-}
-
-function fillSummary(items) {
-  const rows = items.map((item) => {
-    const day = item.whole_day;
-    return row(
-      [
-        cell(item.service_class),
-        cell(String(item.period), "number"),
-        cell(item.report_class ?? "–"),
-        cell(day ? describeGoal(reportGoal(day)) : "–"),
-        cell(day ? String(day.ended_count) : "–", "number"),
-        cell(milliseconds(day?.response_avg_ms), "number"),
-        cell(milliseconds(day?.response_p90_ms), "number"),
-        piCell(day?.performance_index ?? null),
-        cell(`${item.intervals_missed} of ${item.intervals}`, "number"),
-        piCell(item.worst_interval_pi),
-      ],
-      { "data-series": seriesKey(item) },
-    );
-  });
-  fill("report-summary", rows, "Nothing reported for this environment.");
-}
-
-function drawPiChart(items, rows, versions) {
-  const dayStart = Date.parse(`${reportSummary.date}T00:00:00Z`);
-  const series = items.map((item, index) => {
-    const key = seriesKey(item);
-    const points = rows
-      .filter((r) => seriesKey(r) === key)
-      .map((r) => {
-        const minute = (Date.parse(r.interval_start) - dayStart) / 60000;
-        return {
-          x: minute,
-          y: r.performance_index,
-          title: `${seriesLabel(item, versions)} ${r.interval_start.slice(11, 16)}: PI ${number(r.performance_index, 2)}, ${r.ended_count} ended`,
-          attributes: { "data-service-class": item.service_class, "data-period": item.period, "data-minute": minute },
-        };
-      });
-    return { key, label: seriesLabel(item, versions), color: PALETTE[index % PALETTE.length], points };
-  });
-  const hours = [0, 3, 6, 9, 12, 15, 18, 21, 24];
-  lineChart($("pi-chart").querySelector("svg.chart"), {
-    series,
-    xDomain: [0, MINUTES_PER_DAY],
-    xStep: reportSummary.interval_minutes, // an interval without a row had no requests: no PI to join across
-    xTicks: hours.map((h) => ({ value: h * 60, label: `${String(h).padStart(2, "0")}:00` })),
-    xLabel: `time of day (UTC), ${reportSummary.interval_minutes}-minute intervals`,
-    yLabel: "performance index",
-    yCap: PI_CHART_CAP,
-    reference: { value: 1, label: "PI = 1 (goal)" },
-  });
-  $("pi-chart").querySelector(".legend").replaceChildren(...series.map((s) => legendEntry(s.label, s.color)));
-}
-
-function drawDistribution() {
-  const item = itemsInScope().find((i) => seriesKey(i) === $("report-series").value);
-  const svg = $("distribution-chart").querySelector("svg.chart");
-  const caption = $("distribution-chart").querySelector(".caption");
-  const day = item?.whole_day;
-  if (!day) {
-    svg.replaceChildren();
-    caption.textContent = "No whole-day figures for this service class period.";
-    return;
-  }
-  const relativeToAverage = day.goal_type === "velocity" || day.goal_type === "discretionary";
-  const goalBucket = reportSummary.bucket_labels.indexOf(GOAL_BUCKET_LABEL);
-  barChart(svg, {
-    bars: day.buckets.map((count, index) => ({
-      label: reportSummary.bucket_labels[index],
-      value: count,
-      tone: index <= goalBucket ? "within" : "beyond",
-      title: `${reportSummary.bucket_labels[index]}: ${count} requests`,
-    })),
-    xLabel: relativeToAverage ? "response time, % of the day's average" : "response time, % of the goal",
-    yLabel: "requests ended",
-    marker: { after: goalBucket, label: relativeToAverage ? "average" : "goal" },
-  });
-  caption.textContent =
-    `${day.service_class} period ${day.period}: goal ${describeGoal(reportGoal(day))}; ${day.ended_count} ended, ` +
-    `${share(day.goal_met_share)} met the goal, PI ${number(day.performance_index, 2)}.`;
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-
+onUnauthorized(askForKey);
 $("key-form").addEventListener("submit", connect);
 $("forget-key").addEventListener("click", () => askForKey());
-$("report-date").addEventListener("change", loadReport);
-$("report-scope").addEventListener("change", drawScope);
-$("report-series").addEventListener("change", drawDistribution);
 $("trend-environment").addEventListener("change", drawTrends);
 
 if (sessionStorage.getItem(KEY_STORAGE)) {
