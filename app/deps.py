@@ -13,7 +13,7 @@ from app.auth.service import authenticate
 from app.errors import Forbidden, Unauthenticated
 from app.events.service import EventStreams
 from app.state import AppState
-from app.work.services import WorkCall
+from app.work.lifecycle_services import WorkCall
 
 
 async def get_state(request: Request) -> AppState:

@@ -62,11 +62,11 @@ from app.web.http_metrics import MetricsMiddleware
 from app.web.shutdown import ShutdownNotice, given_on_stop_signals
 from app.what_if.router import router as what_if_router
 from app.what_if.runner import WhatIfRunner
-from app.work.dispatch import Dispatcher
+from app.work.lifecycle_services import WorkServices
+from app.work.long_poll import Dispatcher
 from app.work.router import HOT_PATHS
 from app.work.router import router as work_router
 from app.work.schemas import WIRE_PAYLOAD_FACTOR, WORK_FIELDS_BYTES
-from app.work.services import WorkServices
 
 log = logging.getLogger("wlm")
 

@@ -19,8 +19,8 @@ from app.scheduler.duty_leases import DutyLeases
 from app.scheduler.service import SchedulerMember
 from app.web.shutdown import ShutdownNotice
 from app.what_if.runner import WhatIfRunner
-from app.work.dispatch import Dispatcher
-from app.work.services import WorkServices
+from app.work.lifecycle_services import WorkServices
+from app.work.long_poll import Dispatcher
 
 
 @dataclass

@@ -11,14 +11,14 @@ from functools import cached_property
 from app.queues.dead_letters import DeadLetters
 from app.queues.delay_figures import DelayReads
 from app.queues.environments import Environments
-from app.queues.hot_path import RequestQueues
 from app.queues.outbox import Outbox
 from app.queues.performance import ManagerResults
 from app.queues.request_status import RequestStatuses
+from app.queues.transitions import RequestQueues
 
 
 class QueueStore(RequestQueues):
-    """The hot path of requests on the store itself (hot_path.py: register, insert, select, begin, extend, end,
+    """The hot path of requests on the store itself (transitions.py: register, insert, select, begin, extend, end,
     delete, purge, give back), with its parts, each over the store's one Redis client, scripts and settings (base.py):
     `sweep`, the swept parts of queues (sweep.py), and `groups`, the resource groups' slots (resource_groups.py), which
     the hot path calls on; `statuses`, a request's own status (request_status.py); `delays`, what the delay samples

@@ -7,7 +7,7 @@ its keys' slot. Every script's keys share one hash tag (app/queues/keys.py), so 
 Pub/sub stays classic on a cluster: a PUBLISH reaches the subscribers of every node (the cluster bus carries it),
 so a process subscribes on one node and hears everything. What a cluster changes there is PUBLISH's answer, which
 counts the publishing node's subscribers only: a wake-up for a process subscribed elsewhere looks unheard and also
-goes to the environment's channel (app/work/dispatch.py), one extra select per process, never a lost wake-up.
+goes to the environment's channel (app/work/long_poll.py), one extra select per process, never a lost wake-up.
 """
 
 from __future__ import annotations

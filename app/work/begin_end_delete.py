@@ -14,11 +14,11 @@ from app.errors import AppError, Conflict, NotFound, PayloadTooLarge, lua_error
 from app.policy.service import PolicyStore
 from app.queues.base import GroupCap
 from app.queues.codes import ReturnCode
-from app.queues.hot_path import EndArgs, EndResult
 from app.queues.keys import AeKeys, parse_token
 from app.queues.resource_groups import group_by_class
 from app.queues.store import QueueStore
-from app.work.calls import Connections, json_bytes
+from app.queues.transitions import EndArgs, EndResult
+from app.work.call_context import Connections, json_bytes
 from app.work.schemas import EndedOut, EndErrorOut, EndIn
 
 EndRequestArgs = tuple[str, EndIn]  # work token, how it ended

@@ -14,11 +14,11 @@ from app.errors import Conflict, Forbidden, PayloadTooLarge, TooManyRequests, Va
 from app.events.service import publish, subject
 from app.policy.active import ActivePolicy
 from app.policy.service import PolicyStore, qualifier_attributes
-from app.queues.hot_path import NewRequest
 from app.queues.request_meta import RequestMeta
 from app.queues.store import QueueStore
+from app.queues.transitions import NewRequest
 from app.routing.service import Router, count_routed
-from app.work.calls import Connections, json_bytes
+from app.work.call_context import Connections, json_bytes
 from app.work.enclaves import Enclaves
 from app.work.idempotency_routes import IdempotencyRoutes
 from app.work.schemas import WorkBatchIn, WorkIn, WorkItemIn, WorkQueued

@@ -14,13 +14,13 @@ from app.operator.service import OperatorStore
 from app.policy.service import PolicyStore
 from app.queues.store import QueueStore
 from app.routing.service import Router
-from app.work.calls import Connections
-from app.work.dispatch import Dispatcher
+from app.work.begin_end_delete import Ending
+from app.work.call_context import Connections
 from app.work.enclave_records import EnclaveRecords
 from app.work.enclaves import Enclaves
-from app.work.ending import Ending
 from app.work.idempotency_routes import IdempotencyRoutes
 from app.work.insert import Insertion
+from app.work.long_poll import Dispatcher
 from app.work.select import Selection
 from app.work.status import StatusReader
 

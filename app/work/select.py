@@ -18,13 +18,13 @@ from app.policy.active import ActivePolicy
 from app.policy.service import PolicyStore
 from app.queues.base import AeConfig
 from app.queues.codes import ReturnCode
-from app.queues.hot_path import EndArgs, EndResult, Selected
 from app.queues.keys import AeKeys
 from app.queues.request_meta import RequestState
 from app.queues.store import QueueStore
-from app.work.calls import Connections
-from app.work.dispatch import POLL_FALLBACK_SECONDS, Dispatcher, Waiter
-from app.work.ending import Ending, EndRequestArgs, settle, split_outcomes
+from app.queues.transitions import EndArgs, EndResult, Selected
+from app.work.begin_end_delete import Ending, EndRequestArgs, settle, split_outcomes
+from app.work.call_context import Connections
+from app.work.long_poll import POLL_FALLBACK_SECONDS, Dispatcher, Waiter
 from app.work.schemas import SelectIn, SelectOut, WorkItemOut
 
 # IWM4SSL's return: the server is not needed any more (its environment left the policy, or was quiesced,

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from app.queues.base import AeConfig
-from app.queues.hot_path import NewRequest
 from app.queues.keys import AeKeys
 from app.queues.request_meta import RequestMeta
 from app.queues.store import QueueStore
 from app.queues.swept_blobs import SweptEntry
+from app.queues.transitions import NewRequest
 from app.redis.topology import connect, disconnect, is_cluster
 
 CONFIG = AeConfig(class_order=("ONLINE", "BATCH"), completion_time_ms=30_000, backlog_limit=5, max_deliveries=2)

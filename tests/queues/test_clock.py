@@ -13,10 +13,10 @@ import pytest
 from redis.asyncio import Redis
 
 from app.queues.base import AeConfig
-from app.queues.hot_path import EndArgs, NewRequest
 from app.queues.keys import AeKeys
 from app.queues.request_meta import RequestMeta
 from app.queues.store import QueueStore
+from app.queues.transitions import EndArgs, NewRequest
 
 CONFIG = AeConfig(class_order=("ONLINE", "BATCH"), completion_time_ms=30_000, backlog_limit=100, max_deliveries=3)
 TOMBSTONE_MS = 60_000

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from app.queues.hot_path import EndArgs
+from app.queues.transitions import EndArgs
 from spark_jobs.contract.goals import TOLERANT_BUCKET_LIMITS_PCT
 from spark_jobs.manager.goals import period_number
 from tests.queues.conftest import CONFIG, SERVER, request

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from app.queues.hot_path import EndArgs
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
+from app.queues.transitions import EndArgs
 from tests.queues.conftest import CONFIG, QUEUE_MANAGER, SERVER, request
 from tests.redis_cluster import on_one_server_and_a_cluster  # noqa: F401 - the module runs on both
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 import pytest
 
 from app.queues.base import AeConfig
-from app.queues.hot_path import EndArgs
 from app.queues.keys import AeKeys, queue_name
 from app.queues.request_status import DeadStatus, EndedStatus, LiveStatus
 from app.queues.store import QueueStore
+from app.queues.transitions import EndArgs
 from tests.queues.conftest import QUEUE_MANAGER, SERVER, MemoryBlobs, request
 from tests.redis_cluster import on_one_server_and_a_cluster  # noqa: F401 - the module runs on both
 

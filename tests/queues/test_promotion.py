@@ -10,9 +10,9 @@ from dataclasses import replace
 import pytest
 
 from app.queues.base import GroupCap
-from app.queues.hot_path import EndArgs, Selected
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
+from app.queues.transitions import EndArgs, Selected
 from tests.queues.conftest import CONFIG, QUEUE_MANAGER, SERVER, MemoryBlobs, meta_of, request
 from tests.waiting import eventually
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
-from app.queues.hot_path import EndArgs
 from app.queues.keys import AeKeys
 from app.queues.request_meta import Enclave, ExitEntry, RequestMeta, RequestState
 from app.queues.store import QueueStore
+from app.queues.transitions import EndArgs
 from app.work.enclave_records import EnclaveRecords
 from app.work.exits import body_of
 from tests.queues.conftest import CONFIG, SERVER

@@ -10,8 +10,8 @@ from dataclasses import replace
 import pytest
 
 from app.queues.base import GroupCap
-from app.queues.hot_path import EndArgs
 from app.queues.store import QueueStore
+from app.queues.transitions import EndArgs
 from tests.queues.conftest import CONFIG, OTHER_SERVER, SERVER, request
 from tests.waiting import eventually
 

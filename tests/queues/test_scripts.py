@@ -10,9 +10,9 @@ from redis.asyncio import Redis
 from redis.asyncio.connection import Connection
 
 from app.queues.codes import ReturnCode
-from app.queues.hot_path import EndArgs
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
+from app.queues.transitions import EndArgs
 from app.redis.pipeline import bulk
 from app.redis.scripts import _pack
 from tests.queues.conftest import CONFIG, QUEUE_MANAGER, SERVER, request

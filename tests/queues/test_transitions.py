@@ -8,9 +8,9 @@ import pytest
 
 from app.errors import AppError, Conflict, Fenced, NotFound, TooManyRequests
 from app.queues.codes import ReturnCode
-from app.queues.hot_path import EndArgs, Reassigned
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
+from app.queues.transitions import EndArgs, Reassigned
 from tests.queues.conftest import CONFIG, OTHER_QUEUE_MANAGER, OTHER_SERVER, QUEUE_MANAGER, SERVER, meta_of, request
 from tests.redis_cluster import on_one_server_and_a_cluster  # noqa: F401 - the module runs on both
 

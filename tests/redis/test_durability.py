@@ -19,11 +19,11 @@ from redis.exceptions import ResponseError
 
 from app.config import Settings
 from app.errors import ServiceUnavailable
-from app.queues.hot_path import NewRequest
 from app.queues.keys import AeKeys
 from app.queues.request_meta import RequestMeta
 from app.queues.script_specs import INSERT as INSERT_SPEC
 from app.queues.store import QueueStore
+from app.queues.transitions import NewRequest
 from app.redis import durability
 from app.redis.durability import Durability, NotDurable, durability_of
 from app.redis.embedded import EmbeddedRedis

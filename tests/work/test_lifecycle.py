@@ -11,7 +11,7 @@ import pytest
 
 from app.connections.departures import purge_departed_again
 from app.connections.records import departed_key
-from app.work.dispatch import Dispatcher, Waiter
+from app.work.long_poll import Dispatcher, Waiter
 from tests.conftest import ADMIN
 from tests.redis_cluster import on_one_server_and_a_cluster  # noqa: F401 - the module runs on both
 from tests.waiting import eventually

@@ -1,4 +1,4 @@
-"""Who an insert wakes: the best listed waiter, in the process that holds it and no other (app/work/dispatch.py,
+"""Who an insert wakes: the best listed waiter, in the process that holds it and no other (app/work/long_poll.py,
 wake in app/queues/lua/includes/wake.lua), with two replicas on one Redis where it takes two."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 
 from app.config import Settings
 from app.work import select as select_module
-from app.work.dispatch import Dispatcher, Waiter, parse_wake
+from app.work.long_poll import Dispatcher, Waiter, parse_wake
 from tests.waiting import eventually
 from tests.work.conftest import ONLINE, World
 
