@@ -19,6 +19,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import uvloop
@@ -40,7 +41,8 @@ CONNECT_SECONDS = 90.0
 class WlmRun:
     """One run: its trace's start (epoch), each request's (class, inserted, selected, ended) in epoch seconds, the
     servers' lifetimes, the manager's decisions seen (seconds after the start, desired, connected), the inserts
-    accepted and refused (by status or exception), and how many accepted have no record after the drain."""
+    accepted and refused (by status or exception), how many accepted have no record after the drain, and the stopped
+    service's data directory (its records and database, for a job run on them afterwards)."""
 
     start: float
     requests: list[tuple[str, float, float, float]]
@@ -49,6 +51,7 @@ class WlmRun:
     accepted: int
     refused: dict[str, int]
     unrecorded: int
+    data_dir: Path | None = None
 
 
 def policy(trace: Trace, low: int, high: int) -> dict[str, Any]:
@@ -135,6 +138,7 @@ def run_wlm(trace: Trace, load: list[Arrival], low: int, high: int, drain_s: flo
         with Lifetimes(SERVER_MARKER) as lifetimes, asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             run = runner.run(_drive(service, trace, load, low, high, drain_s))
             run.requests = timed(service.dir / "data", "SIMAPP")
+            run.data_dir = service.dir / "data"
     finally:
         service.stop()
     run.lifetimes = lifetimes.lifetimes

@@ -125,7 +125,8 @@ def execution_velocity(execution_ms_total: float, queue_delay_ms_total: float) -
     elapsed = execution_ms_total + queue_delay_ms_total
     if elapsed == 0:
         return None
-    return 100 * execution_ms_total / elapsed
+    # The share first: it is at most 1 exactly, where 100 × e / e can round above 100 (e = 89185.19...).
+    return 100 * (execution_ms_total / elapsed)
 
 
 def nearest_rank_percentile(sorted_values: Sequence[float], percentile: int) -> float | None:

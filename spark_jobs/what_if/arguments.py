@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 from spark_jobs.common.job_log import JobFailed, JobLog
 from spark_jobs.contract.records import day_path, partition_day
 from spark_jobs.what_if.model import ManagerSettings
-from spark_jobs.workload_activity.arguments import JobSettings, report_date
+from spark_jobs.workload_activity.arguments import JobSettings, interval_minutes, report_date
 
 if TYPE_CHECKING:
     from spark_jobs.what_if.job import WhatIfResult
@@ -43,6 +43,12 @@ def _seconds(text: str) -> float:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--date", type=report_date, required=True, help="the recorded day: YYYY-MM-DD, today or yesterday (UTC)")
     parser.add_argument("--environment", type=str.upper, help="replay only this application environment")
+    parser.add_argument(
+        "--interval",
+        type=interval_minutes,
+        default=15,
+        help="interval length in minutes (default 15, as the report's; whole-day rows always)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="the replay's seed (default 0): the same seed, the same result")
     parser.add_argument(
         "--start-latency",
@@ -128,6 +134,7 @@ def run_from_arguments(
             driver=replace(settings.driver, master=args.master) if args.master else settings.driver,
             environment=args.environment,
             seed=args.seed,
+            interval_minutes=args.interval,
             settings=manager,
             start_latencies_s=tuple(args.start_latencies or ()),
         )

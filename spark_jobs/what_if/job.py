@@ -82,6 +82,7 @@ def run(
     driver: DriverSettings,
     environment: str | None = None,
     seed: int = 0,
+    interval_minutes: int = 15,
     settings: ManagerSettings | None = None,
     start_latencies_s: tuple[float, ...] = (),
 ) -> WhatIfResult:
@@ -101,6 +102,7 @@ def run(
         settings=settings,
         start_latencies_s=start_latencies_s,
         seed=seed,
+        interval_s=interval_minutes * 60.0,
     )
     with job_session("wlm-what-if", log, driver) as spark:
         log.stage(f"reading the work records of {day}")
@@ -117,6 +119,7 @@ def run(
         "policy_name": candidate.get("name"),
         "environment": environment,
         "seed": seed,
+        "interval_minutes": interval_minutes,
         "settings": asdict(settings),
         "start_latencies_s": list(start_latencies_s),
         "assumptions": assumptions(start_latencies_s),

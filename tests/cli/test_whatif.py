@@ -74,7 +74,9 @@ def test_a_day_without_records_exits_3(recorded_day: Path) -> None:
 def test_a_run_prints_the_classes_and_flags_the_one_that_would_fall(recorded_day: Path) -> None:
     output = recorded_day / "result.json"
     candidate = write_candidate(recorded_day, with_limits(RECORDED, min=1, max=1))
-    done = whatif(recorded_day, "--date", DAY.isoformat(), "--policy", str(candidate), "--seed", "5", "--output", str(output))
+    done = whatif(
+        recorded_day, "--date", DAY.isoformat(), "--policy", str(candidate), "--seed", "5", "--output", str(output), "--interval", "5"
+    )
     assert done.returncode == 0, done.stderr + done.stdout
     lines = {line.split()[1]: line for line in done.stdout.splitlines() if line.startswith("PAYROLL")}
     assert lines["ONLINE"].endswith("FALLS")
@@ -83,6 +85,16 @@ def test_a_run_prints_the_classes_and_flags_the_one_that_would_fall(recorded_day
     result = json.loads(output.read_text())
     assert result["seed"] == 5 and result["date"] == DAY.isoformat()
     [payroll] = result["environments"]
+    # Per 5 minutes, as asked (the report's --interval), and the whole day, on both sides.
+    assert result["interval_minutes"] == 5
+    for side in ("predicted", "actual"):
+        assert {row["interval_minutes"] for row in payroll[side]["classes"]} == {5, 1440}
     assert payroll["arrivals"] == 21 and payroll["kept_recorded_class"] == 21
     # The stages on stderr, as the API shows a run's progress.
     assert "replaying each application environment" in done.stderr
+
+
+def test_an_interval_that_does_not_divide_the_day_exits_2(recorded_day: Path) -> None:
+    candidate = write_candidate(recorded_day, RECORDED, "same.json")
+    done = whatif(recorded_day, "--date", DAY.isoformat(), "--policy", str(candidate), "--interval", "7")
+    assert done.returncode == 2 and "divides a day" in done.stderr

@@ -212,6 +212,13 @@ def test_execution_velocity(execution_ms: float, queue_ms: float, expected: floa
     assert execution_velocity(execution_ms, queue_ms) == expected
 
 
+@pytest.mark.parametrize("execution_ms", [89185.19253545631, 43803.7811912645, 0.1, 1e-300])
+def test_execution_velocity_without_queue_delay_is_100_exactly(execution_ms: float) -> None:
+    # 100 × e / e rounds above 100 for these (a replay's request selected as it arrives): velocity_pi refused it.
+    assert execution_velocity(execution_ms, 0) == 100
+    assert velocity_pi(execution_velocity(execution_ms, 0), 50) == 0.5
+
+
 @pytest.mark.parametrize(("execution_ms", "queue_ms"), [(-1, 0), (0, -1), (math.nan, 1)])
 def test_execution_velocity_refuses_negative_time(execution_ms: float, queue_ms: float) -> None:
     with pytest.raises(ValueError):
