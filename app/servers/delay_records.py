@@ -5,11 +5,10 @@ process is scraped and whichever scheduler sampled."""
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
+from functools import partial
 from pathlib import Path
 from typing import cast
 
@@ -20,6 +19,7 @@ import pyarrow.parquet as pq
 from app.redis.context import RedisContext
 from app.servers.delay_samples import Counts, QueueKey
 from app.servers.delays import STATES
+from app.shared.parquet_parts import read_parts, write_part
 from spark_jobs.contract.delay_samples import DEDUP_KEY, SCHEMA
 
 # A minute's row: its start (ms), its queue, its counts.
@@ -49,43 +49,18 @@ def write_rows(root: Path, rows: Sequence[Row], scheduler: str, epoch: int) -> l
 
 
 def write(root: Path, table: pa.Table) -> list[Path]:
-    """Blocking: one new file per day of `table` under `root`/date=YYYY-MM-DD, durable when this returns (written to a
-    temporary name, fsynced, renamed, its directory fsynced), as the work records are."""
+    """Blocking: one new file per day of `table` under `root`/date=YYYY-MM-DD, durable when this returns
+    (app/shared/parquet_parts.py), as the work records are."""
     written = []
     for day in pc.unique(table.column("day")).to_pylist():
-        directory = root / f"date={cast(date, day).isoformat()}"
-        directory.mkdir(parents=True, exist_ok=True)
-        name = f"part-{int(datetime.now(UTC).timestamp() * 1000)}-{uuid.uuid4().hex[:12]}.parquet"
-        temporary, final = directory / f".{name}.tmp", directory / name
-        pq.write_table(table.filter(pc.equal(table.column("day"), day)), temporary, compression="zstd")
-        _fsync(temporary)
-        os.replace(temporary, final)
-        _fsync(directory)
-        written.append(final)
+        part = table.filter(pc.equal(table.column("day"), day))
+        written.append(write_part(root / f"date={cast(date, day).isoformat()}", partial(pq.write_table, part, compression="zstd")))
     return written
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def read(root: Path) -> pa.Table:
     """Every row under `root`, copies (by DEDUP_KEY) dropped: what a downstream reader does."""
-    files = sorted(root.glob("date=*/*.parquet"))
-    if not files:
-        return SCHEMA.empty_table()
-    table = pa.concat_tables(pq.read_table(f, schema=SCHEMA) for f in files)
-    seen: set[tuple[object, ...]] = set()
-    keep = []
-    for index, key in enumerate(zip(*(table.column(name).to_pylist() for name in DEDUP_KEY), strict=True)):
-        if key not in seen:
-            seen.add(key)
-            keep.append(index)
-    return table.take(keep)
+    return read_parts(root, SCHEMA, lambda table: zip(*(table.column(name).to_pylist() for name in DEDUP_KEY), strict=True))
 
 
 def totals_of(rows: Sequence[Row]) -> Counter[str]:

@@ -20,12 +20,12 @@ import json
 import multiprocessing
 import os
 import signal
-import uuid
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 from app.processes import die_with_parent
 from app.queues.keys import TOKEN_SEPARATOR
 from app.queues.request_meta import RequestMeta
+from app.shared.parquet_parts import read_parts, write_part
 from spark_jobs.contract.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER, SCHEMA
 from spark_jobs.manager.goals import period_number
 
@@ -151,20 +152,12 @@ def write_table(root: Path, table: pa.Table, origin: OutboxOrigin | None = None)
     for day in pc.unique(days).to_pylist():
         in_day = pc.equal(days, day)
         date = (EPOCH + timedelta(days=day)).isoformat()
-        directory = root / f"date={date}"
-        directory.mkdir(parents=True, exist_ok=True)
-        name = f"part-{int(datetime.now(UTC).timestamp() * 1000)}-{uuid.uuid4().hex[:12]}.parquet"
-        temporary, final = directory / f".{name}.tmp", directory / name
         ranges = []
         if origin is not None:
             positions = pc.indices_nonzero(in_day)
             first, last = positions[0].as_py(), positions[-1].as_py()
             ranges = [outbox_range(origin.outbox, origin.incarnation, origin.first_position + first, origin.first_position + last)]
-        write_file(table.filter(in_day), temporary, ranges)
-        _fsync(temporary)
-        os.replace(temporary, final)
-        _fsync(directory)
-        written.append(final)
+        written.append(write_part(root / f"date={date}", partial(write_file, table.filter(in_day), outbox_ranges=ranges)))
     return written
 
 
@@ -186,29 +179,13 @@ def _json(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def read(root: Path) -> pa.Table:
     """Every record under `root`, duplicates (by token and life) dropped: what a downstream reader does."""
-    files = sorted(root.glob("date=*/*.parquet"))
-    if not files:
-        return SCHEMA.empty_table()
-    table = pa.concat_tables(pq.read_table(f, schema=SCHEMA) for f in files)
-    seen: set[tuple[str, int]] = set()
-    keep = []
-    lives = table.column("life").to_pylist()
-    for i, token in enumerate(table.column("token").to_pylist()):
-        copy_of = (token, lives[i] or 1)
-        if copy_of not in seen:
-            seen.add(copy_of)
-            keep.append(i)
-    return table.take(keep)
+    return read_parts(root, SCHEMA, _token_and_life)
+
+
+def _token_and_life(table: pa.Table) -> Iterable[tuple[str, int]]:
+    return zip(table.column("token").to_pylist(), (life or 1 for life in table.column("life").to_pylist()), strict=True)
 
 
 def write_outbox(root: str, entries: Sequence[str], periods: dict[int, PeriodTable], origin: OutboxOrigin) -> tuple[int, list[int]]:

@@ -1,0 +1,51 @@
+"""Parquet files written at least once and read as a downstream reader reads them (the work records, the delay
+samples): each write a new part file, durable when it returns and never seen half written; a read of every part with
+the copies that at-least-once writing leaves dropped."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Hashable, Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def write_part(directory: Path, write: Callable[[Path], None]) -> Path:
+    """A new part file in `directory` (made if missing): `write` writes it under a temporary name, which is fsynced,
+    renamed to its part name, and its directory fsynced. Returns the part's path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    name = f"part-{int(datetime.now(UTC).timestamp() * 1000)}-{uuid.uuid4().hex[:12]}.parquet"
+    temporary, final = directory / f".{name}.tmp", directory / name
+    write(temporary)
+    _fsync(temporary)
+    os.replace(temporary, final)
+    _fsync(directory)
+    return final
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_parts(root: Path, schema: pa.Schema, copy_keys: Callable[[pa.Table], Iterable[Hashable]]) -> pa.Table:
+    """Every row of the parts under `root`/date=*/, read in `schema`; of the rows with the same copy key (one per
+    row, in order), the first kept."""
+    files = sorted(root.glob("date=*/*.parquet"))
+    if not files:
+        return schema.empty_table()
+    table = pa.concat_tables(pq.read_table(f, schema=schema) for f in files)
+    seen: set[Hashable] = set()
+    keep = []
+    for index, key in enumerate(copy_keys(table)):
+        if key not in seen:
+            seen.add(key)
+            keep.append(index)
+    return table.take(keep)
