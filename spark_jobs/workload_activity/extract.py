@@ -20,7 +20,9 @@ from pyspark.sql import DataFrame, SparkSession
 from sqlalchemy import select
 
 from spark_jobs.common.database import as_utc, database, reflected
+from spark_jobs.contract.delay_samples import SCHEMA as DELAY_SAMPLES_SCHEMA
 from spark_jobs.contract.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER, SCHEMA, day_path
+from spark_jobs.workload_activity.delays import SAMPLE_COLUMNS
 from spark_jobs.workload_activity.policy_goals import PolicyVersionInfo
 from spark_jobs.workload_activity.tables import empty_table
 from spark_jobs.workload_activity.transform import RECORD_COLUMNS
@@ -35,10 +37,10 @@ _SPARK_TYPES = {
 }
 
 
-def record_types(columns: Sequence[str]) -> dict[str, str]:
-    """Records' `columns` in Spark's types. Given explicitly, so a day without records reads as an empty table
-    instead of failing to infer a schema."""
-    return {name: _SPARK_TYPES[SCHEMA.field(name).type] for name in columns}
+def record_types(columns: Sequence[str], schema: pa.Schema = SCHEMA) -> dict[str, str]:
+    """Records' `columns` (or another contract's, of `schema`) in Spark's types. Given explicitly, so a day without
+    records reads as an empty table instead of failing to infer a schema."""
+    return {name: _SPARK_TYPES[schema.field(name).type] for name in columns}
 
 
 def _schema(types: dict[str, str]) -> str:
@@ -48,6 +50,8 @@ def _schema(types: dict[str, str]) -> str:
 # The columns the report reads.
 RECORD_TYPES = record_types(RECORD_COLUMNS)
 RECORDS_SCHEMA = _schema(RECORD_TYPES)
+# The columns the report reads of the delay samples, partitioned by date as the records are.
+SAMPLE_TYPES = record_types(SAMPLE_COLUMNS, DELAY_SAMPLES_SCHEMA)
 # Footers are read a few at a time: from a remote store each read is a round trip.
 FOOTER_READERS = 8
 
@@ -59,7 +63,8 @@ def day_has_files(records_uri: str, report_date: date) -> bool:
 
 
 def read_records(spark: SparkSession, records_uri: str, report_date: date, types: dict[str, str] = RECORD_TYPES) -> DataFrame:
-    """The records of `report_date` (its partition), their columns of `types`, or an empty table when the day has none."""
+    """The records of `report_date` (its partition), their columns of `types`, or an empty table when the day has none.
+    (The delay samples are partitioned alike: SAMPLE_TYPES reads them.)"""
     path = day_path(records_uri, report_date)
     if not day_has_files(records_uri, report_date):
         return empty_table(spark, types)

@@ -15,6 +15,7 @@ from spark_jobs.common.job_log import JobLog
 from spark_jobs.common.session import job_session
 from spark_jobs.contract.report import WHOLE_DAY_MINUTES
 from spark_jobs.workload_activity.extract import (
+    SAMPLE_TYPES,
     day_files,
     day_has_files,
     day_path,
@@ -47,15 +48,16 @@ def collect_report(
     declared_keys: Sequence[Mapping[str, Any]] | None,
     distinct_records: DataFrame | None,
     progress: Callable[[str], None],
+    delay_samples: DataFrame | None = None,
 ) -> tuple[DataFrame, list[Row]]:
     """The report (cached, for its second action: the Parquet write) and its rows, every one named: if a file
     declared fewer groups than it holds (not one this project wrote), the groups are found in the records."""
-    report = workload_activity(records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records).cache()
+    report = workload_activity(records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records, delay_samples).cache()
     rows = report.collect()
     if declared_keys is not None and any(row.service_class is None for row in rows):
         progress("a group no file declared: reading the records again to name the groups")
         report.unpersist()
-        return collect_report(records, goals, steps, report_date, interval_minutes, None, distinct_records, progress)
+        return collect_report(records, goals, steps, report_date, interval_minutes, None, distinct_records, progress, delay_samples)
     return report, rows
 
 
@@ -68,7 +70,10 @@ def run(
     log: JobLog,
     driver: DriverSettings,
     interval_minutes: int = 15,
+    delay_samples_uri: str | None = None,
 ) -> JobResult:
+    """The report of `report_date`; its delay columns from the delay samples under `delay_samples_uri` (None, or a
+    day without samples: nulls)."""
     started = time.monotonic()
     versions = read_policy_versions(database_url)
     log.detail(f"{len(versions)} policy versions")
@@ -90,8 +95,14 @@ def run(
         # Either may be None, not both: a day without files is an empty table of copy-free records.
         records = read_files(spark, files.searched) if files.searched else None
         distinct_records = read_files(spark, files.copy_free) if files.copy_free or not files.searched else None
+        samples = None
+        if delay_samples_uri is not None:
+            log.detail(f"reading {day_path(delay_samples_uri, report_date)}")
+            samples = read_records(spark, delay_samples_uri, report_date, SAMPLE_TYPES)
         log.stage("computing the report")
-        report, rows = collect_report(records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records, log.detail)
+        report, rows = collect_report(
+            records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records, log.detail, samples
+        )
         ended = sum(row.ended_count for row in rows if row.interval_minutes == WHOLE_DAY_MINUTES)
         log.detail(f"{len(rows)} report rows ({ended} ended requests)")
         log.stage("writing the report")
