@@ -7,14 +7,19 @@ samples are of the class queue, not of a report class or a policy version: every
 (each of its report classes, each version) gets its queue's figures. A day without samples, or an interval without
 a row of them, has nulls; an interval sampled while the queue held no request has its samples and null percentages.
 
-The samples are rows per queue per minute, few beside the records: they are summed to a row per class period and
-level (interval or day), which is broadcast to the report's rows, so the job's one collect computes them too."""
+The samples are rows per queue per minute, in a file per minute: few rows, many files. They are summed on the driver
+(`delay_sums`, Arrow), while the JVM starts, to a row per class queue and level, and those rows joined onto the
+report's as a table Spark knows whole (a local relation, broadcast). Read by Spark, the day's 1,440 files took three
+jobs and six stages more, and seconds; as an inline table of bound parameters (tables.py), 2,000 rows took a minute
+to plan."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import date
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -29,49 +34,55 @@ QUEUE = ("application_environment", "node", "service_class", "period")
 # queue was sampled, summed) and each state's percentage ("using", "delay_<cause>", "unknown").
 STATE_PCT_COLUMNS = tuple(f"{state}_pct" if state in ("using", "unknown") else f"delay_{state}_pct" for state in STATE_COLUMNS)
 DELAY_COLUMNS = ("delay_samples", *STATE_PCT_COLUMNS)
-_LEVEL = ("interval_minutes", "interval_start")
+_TYPES = {"delay_samples": "BIGINT", **dict.fromkeys(STATE_PCT_COLUMNS, "DOUBLE")}
+_DAY_US = 86_400_000_000
+_MINUTE_US = 60_000_000
 
 
-def delay_levels(samples: DataFrame, report_date: date, interval_minutes: int) -> DataFrame:
-    """Per class queue and level (QUEUE, interval_minutes, interval_start as the report has it: UTC wall time), the
-    samples and the percentage of each state. `samples` has SAMPLE_COLUMNS (copies allowed; rows of other days are
-    left out)."""
-    midnight_us = (report_date - date(1970, 1, 1)).days * 86_400_000_000
-    interval_us = interval_minutes * 60 * 1_000_000
-    # Copies of a row are identical: one of each key is kept. The day's rows go once to their interval and once to
-    # the whole day (when the intervals are not whole days themselves).
-    interval_start = f"{midnight_us} + floor((unix_micros(minute) - {midnight_us}) / {interval_us}) * {interval_us}"
-    levels = [f"named_struct('interval_minutes', {interval_minutes}, 'start_us', {interval_start})"]
+def delay_sums(samples: pa.Table, report_date: date, interval_minutes: int) -> pa.Table:
+    """Per class queue and level (QUEUE, interval_minutes, `start_us`: the level's start in microseconds since the
+    epoch), `samples` and each state summed (pure). `samples` has SAMPLE_COLUMNS; copies (one DEDUP_KEY, identical
+    rows) are counted once, rows of other days not at all."""
+    midnight_us = (report_date - date(1970, 1, 1)).days * _DAY_US
+    # Copies of a row are identical: the largest of each count is the row's own.
+    distinct = samples.group_by(list(DEDUP_KEY), use_threads=False).aggregate([(name, "max") for name in ("samples", *STATE_COLUMNS)])
+    distinct = distinct.rename_columns([name.removesuffix("_max") for name in distinct.column_names])
+    minute_us = pc.multiply(distinct["minute"].cast(pa.int64()), 1000)
+    of_the_day = pc.and_(pc.greater_equal(minute_us, midnight_us), pc.less(minute_us, midnight_us + _DAY_US))
+    distinct, minute_us = distinct.filter(of_the_day), minute_us.filter(of_the_day)
+    interval_us = interval_minutes * _MINUTE_US
+    since_midnight = pc.subtract(minute_us, midnight_us)
+    # (Integers divide whole.)
+    interval_start = pc.add(pc.multiply(pc.divide(since_midnight, interval_us), interval_us), midnight_us)
+    levels = [(interval_minutes, interval_start)]
     if interval_minutes != WHOLE_DAY_MINUTES:
-        levels.append(f"named_struct('interval_minutes', {WHOLE_DAY_MINUTES}, 'start_us', {midnight_us})")
-    day = samples.where(f"unix_micros(minute) >= {midnight_us} AND unix_micros(minute) < {midnight_us + 86_400_000_000}")
-    at_levels = day.dropDuplicates(list(DEDUP_KEY)).selectExpr(*QUEUE, "samples", *STATE_COLUMNS, f"inline(array({', '.join(levels)}))")
-    summed = at_levels.groupBy(*QUEUE, "interval_minutes", "start_us").agg(
-        F.expr("sum(samples) AS delay_samples"), *(F.expr(f"sum({state}) AS {state}") for state in STATE_COLUMNS)
+        levels.append((WHOLE_DAY_MINUTES, pa.array([midnight_us] * distinct.num_rows, pa.int64())))
+    counts = distinct.select([*QUEUE, "samples", *STATE_COLUMNS])
+    at_levels = pa.concat_tables(
+        counts.append_column("interval_minutes", pa.array([minutes] * counts.num_rows, pa.int32())).append_column("start_us", starts)
+        for minutes, starts in levels
     )
+    summed = at_levels.group_by([*QUEUE, "interval_minutes", "start_us"], use_threads=False).aggregate(
+        [(name, "sum") for name in ("samples", *STATE_COLUMNS)]
+    )
+    return summed.rename_columns([name.removesuffix("_sum") for name in summed.column_names])
+
+
+def with_delays(report: DataFrame, sums: pa.Table | None, columns: Sequence[str]) -> DataFrame:
+    """`report`'s rows with their class queue's DELAY_COLUMNS at their level, from `sums` (`delay_sums`; nulls where
+    it has no row, and for every row without sums), as `columns` (the report's, then DELAY_COLUMNS)."""
+    if sums is None or sums.num_rows == 0:
+        return report.selectExpr(*columns[: -len(DELAY_COLUMNS)], *(f"CAST(NULL AS {_TYPES[name]}) AS {name}" for name in DELAY_COLUMNS))
     whole = " + ".join(STATE_COLUMNS)
-    return summed.selectExpr(
+    delays = report.sparkSession.createDataFrame(sums).selectExpr(
         *QUEUE,
         "interval_minutes",
         # As report_figures makes the report's interval_start (UTC wall time without a zone), so the two join.
         "CAST(timestamp_micros(start_us) AS TIMESTAMP_NTZ) AS interval_start",
-        "delay_samples",
+        "samples AS delay_samples",
         *(
             f"IF(({whole}) > 0, 100.0D * {state} / ({whole}), NULL) AS {pct}"
             for state, pct in zip(STATE_COLUMNS, STATE_PCT_COLUMNS, strict=True)
         ),
     )
-
-
-def with_delays(
-    report: DataFrame, samples: DataFrame | None, report_date: date, interval_minutes: int, columns: Sequence[str]
-) -> DataFrame:
-    """`report`'s rows with their class queue's DELAY_COLUMNS at their level (nulls where it has none, and for every
-    row without `samples`), as `columns` (the report's, then DELAY_COLUMNS)."""
-    if samples is None:
-        return report.selectExpr(*columns[: -len(DELAY_COLUMNS)], *(f"CAST(NULL AS {_TYPES[name]}) AS {name}" for name in DELAY_COLUMNS))
-    delays = F.broadcast(delay_levels(samples, report_date, interval_minutes))
-    return report.join(delays, [*QUEUE, *_LEVEL], "left").select(*columns)
-
-
-_TYPES = {"delay_samples": "BIGINT", **dict.fromkeys(STATE_PCT_COLUMNS, "DOUBLE")}
+    return report.join(F.broadcast(delays), [*QUEUE, "interval_minutes", "interval_start"], "left").select(*columns)

@@ -13,8 +13,9 @@ from typing import Any
 from urllib.parse import quote, unquote, urlparse, urlunparse
 
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
-from pyarrow.fs import FileSystem
+from pyarrow.fs import FileSystem, FileType
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from sqlalchemy import select
@@ -37,10 +38,10 @@ _SPARK_TYPES = {
 }
 
 
-def record_types(columns: Sequence[str], schema: pa.Schema = SCHEMA) -> dict[str, str]:
-    """Records' `columns` (or another contract's, of `schema`) in Spark's types. Given explicitly, so a day without
-    records reads as an empty table instead of failing to infer a schema."""
-    return {name: _SPARK_TYPES[schema.field(name).type] for name in columns}
+def record_types(columns: Sequence[str]) -> dict[str, str]:
+    """Records' `columns` in Spark's types. Given explicitly, so a day without records reads as an empty table
+    instead of failing to infer a schema."""
+    return {name: _SPARK_TYPES[SCHEMA.field(name).type] for name in columns}
 
 
 def _schema(types: dict[str, str]) -> str:
@@ -50,8 +51,6 @@ def _schema(types: dict[str, str]) -> str:
 # The columns the report reads.
 RECORD_TYPES = record_types(RECORD_COLUMNS)
 RECORDS_SCHEMA = _schema(RECORD_TYPES)
-# The columns the report reads of the delay samples, partitioned by date as the records are.
-SAMPLE_TYPES = record_types(SAMPLE_COLUMNS, DELAY_SAMPLES_SCHEMA)
 # Footers are read a few at a time: from a remote store each read is a round trip.
 FOOTER_READERS = 8
 
@@ -63,8 +62,7 @@ def day_has_files(records_uri: str, report_date: date) -> bool:
 
 
 def read_records(spark: SparkSession, records_uri: str, report_date: date, types: dict[str, str] = RECORD_TYPES) -> DataFrame:
-    """The records of `report_date` (its partition), their columns of `types`, or an empty table when the day has none.
-    (The delay samples are partitioned alike: SAMPLE_TYPES reads them.)"""
+    """The records of `report_date` (its partition), their columns of `types`, or an empty table when the day has none."""
     path = day_path(records_uri, report_date)
     if not day_has_files(records_uri, report_date):
         return empty_table(spark, types)
@@ -83,6 +81,27 @@ def read_files(spark: SparkSession, uris: Sequence[str], types: dict[str, str] =
         return empty_table(spark, types)
     paths = [f"{parsed.scheme}://{parsed.netloc}{unquote(parsed.path)}" for parsed in map(urlparse, uris)]
     return spark.read.schema(_schema(types)).parquet(*paths)
+
+
+def read_delay_samples(samples_uri: str, report_date: date) -> pa.Table | None:
+    """Blocking: the delay samples of `report_date` (its partition, read on the driver: see delays.py), their
+    SAMPLE_COLUMNS; None when the day has none, or pyarrow cannot read from where they are (s3a://, say)."""
+    try:
+        filesystem, path = FileSystem.from_uri(_escaped(day_path(samples_uri, report_date)))
+        if filesystem.get_file_info(path).type != FileType.Directory:
+            return None
+        table = ds.dataset(path, filesystem=filesystem, format="parquet", schema=DELAY_SAMPLES_SCHEMA).to_table(
+            columns=list(SAMPLE_COLUMNS)
+        )
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+    return table if table.num_rows else None
+
+
+def _escaped(uri: str) -> str:
+    """`uri` as pyarrow wants it: Spark leaves characters outside ASCII unescaped in its URIs."""
+    parsed = urlparse(uri if urlparse(uri).scheme else Path(uri).resolve().as_uri())
+    return urlunparse(parsed._replace(path=quote(unquote(parsed.path))))
 
 
 def read_policy_versions(database_url: str) -> list[PolicyVersionInfo]:
@@ -108,10 +127,8 @@ def read_footers(uris: Sequence[str]) -> list[Footer]:
 
 
 def read_footer(uri: str) -> Footer:
-    parsed = urlparse(uri)
     try:
-        # Spark leaves characters outside ASCII unescaped in its URIs; pyarrow wants them escaped.
-        filesystem, path = FileSystem.from_uri(urlunparse(parsed._replace(path=quote(unquote(parsed.path)))))
+        filesystem, path = FileSystem.from_uri(_escaped(uri))
         footer = pq.read_metadata(path, filesystem=filesystem)
         metadata = footer.metadata or {}
         group_keys, outbox_ranges = (

@@ -39,6 +39,7 @@ from datetime import UTC, date, datetime, timedelta
 from functools import reduce
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -419,7 +420,7 @@ def workload_activity(
     interval_minutes: int = 15,
     declared_keys: Sequence[Mapping[str, Any]] | None = None,
     distinct_records: DataFrame | None = None,
-    delay_samples: DataFrame | None = None,
+    delay_sums: pa.Table | None = None,
 ) -> DataFrame:
     """The report of `report_date`: one row per service class period of each AE, node, report class and policy
     version, per interval of `interval_minutes` and for the whole day. `records` are that day's work records (copies
@@ -427,7 +428,7 @@ def workload_activity(
     `steps` the day's policy activations, `declared_keys` the group keys the records' files declare (None: found in
     the records),
     `distinct_records` more records of the day known to share no request with any other record (see `cells`),
-    `delay_samples` the day's delay samples (None: the delay columns are null; see delays.py)."""
+    `delay_sums` the day's delay samples summed (delays.delay_sums; None: the delay columns are null)."""
     if not divides_the_day(interval_minutes):
         raise ValueError(f"interval_minutes must divide a day (1..{WHOLE_DAY_MINUTES}), got {interval_minutes}")
     day_start, day_end = day_bounds(report_date)
@@ -453,4 +454,4 @@ def workload_activity(
     else:
         group_frame = groups(reduce(DataFrame.unionByName, [table for table in (rows, distinct_rows) if table is not None]), goal_frame)
     report = report_figures(levels(cell_table, interval_minutes), group_frame, report_date)
-    return with_delays(report, delay_samples, report_date, interval_minutes, REPORT_COLUMNS)
+    return with_delays(report, delay_sums, REPORT_COLUMNS)

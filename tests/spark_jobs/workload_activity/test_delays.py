@@ -13,13 +13,11 @@ from pyspark.sql import SparkSession
 
 from app.servers.delay_records import write
 from spark_jobs.contract.delay_samples import SCHEMA, STATE_COLUMNS
-from spark_jobs.workload_activity.delays import DELAY_COLUMNS, SAMPLE_COLUMNS
-from spark_jobs.workload_activity.extract import RECORDS_SCHEMA, SAMPLE_TYPES, read_records
+from spark_jobs.workload_activity.delays import DELAY_COLUMNS, SAMPLE_COLUMNS, delay_sums
+from spark_jobs.workload_activity.extract import RECORDS_SCHEMA, read_delay_samples
 from spark_jobs.workload_activity.policy_goals import activation_steps, goal_rows
 from spark_jobs.workload_activity.transform import REPORT_COLUMNS, day_bounds, workload_activity
 from tests.spark_jobs.workload_activity.test_transform import DAY, MIDNIGHT, START, V1, record
-
-SAMPLES_SCHEMA = ", ".join(f"{name} {spark_type}" for name, spark_type in SAMPLE_TYPES.items())
 
 
 def sample(
@@ -48,13 +46,15 @@ def sample(
     }
 
 
+def table(samples: list[dict[str, Any]]) -> pa.Table:
+    return pa.Table.from_pylist(samples, schema=SCHEMA)
+
+
 def report_with(spark: SparkSession, records: list[dict[str, Any]], samples: Any) -> dict[tuple[str, int, Any], Any]:
-    """The report rows by (service class, interval minutes, interval start); `samples`: rows, a DataFrame or None."""
+    """The report rows by (service class, interval minutes, interval start); `samples`: rows, a table or None."""
     if isinstance(samples, list):
-        samples = spark.createDataFrame([{name: row[name] for name in SAMPLE_COLUMNS} for row in samples], SAMPLES_SCHEMA)
-    frame = spark.createDataFrame(records, RECORDS_SCHEMA)
-    steps = activation_steps([V1], *day_bounds(DAY))
-    rows = workload_activity(frame, goal_rows([V1]), steps, DAY, 15, delay_samples=samples).collect()
+        samples = table(samples)
+    rows = workload_activity_rows(spark, records, samples)
     assert list(rows[0].asDict()) == list(REPORT_COLUMNS)
     keyed = {(row.service_class, row.interval_minutes, row.interval_start): row for row in rows}
     assert len(keyed) == len(rows)
@@ -136,9 +136,9 @@ def test_a_failover_gap_is_fewer_samples_not_zeros(spark: SparkSession) -> None:
 
 
 def test_a_day_without_samples_has_nulls(spark: SparkSession, tmp_path: Path) -> None:
-    empty = read_records(spark, str(tmp_path / "delay_samples"), DAY, SAMPLE_TYPES)
+    assert read_delay_samples(str(tmp_path / "delay_samples"), DAY) is None
     other_day = [sample(0, day=DAY - timedelta(days=1), using=10), sample(0, day=DAY + timedelta(days=1), using=10)]
-    for samples in (None, empty, other_day):
+    for samples in (None, other_day, table([])):
         rows = report_with(spark, RECORDS, samples)
         assert all(delays(row) == expected(None) for row in rows.values()), samples
 
@@ -152,7 +152,7 @@ def test_an_interval_sampled_empty_has_its_samples_and_null_percentages(spark: S
 
 def test_every_report_class_of_a_class_period_gets_its_queue_figures(spark: SparkSession) -> None:
     records = [record("FAST", 50, report_class="ATM"), record("FAST", 50, report_class="TELLER")]
-    rows = workload_activity_rows(spark, records, [sample(0, using=1, busy_higher=3)])
+    rows = workload_activity_rows(spark, records, table([sample(0, using=1, busy_higher=3)]))
     assert len(rows) == 4
     assert {row.report_class: delays(row)["delay_busy_higher_pct"] for row in rows if row.interval_minutes == 15} == {
         "ATM": 75.0,
@@ -160,20 +160,21 @@ def test_every_report_class_of_a_class_period_gets_its_queue_figures(spark: Spar
     }
 
 
-def workload_activity_rows(spark: SparkSession, records: list[dict[str, Any]], samples: list[dict[str, Any]]) -> list[Any]:
+def workload_activity_rows(spark: SparkSession, records: list[dict[str, Any]], samples: pa.Table | None) -> list[Any]:
+    """The report's rows, its delay columns of `samples` (as read: SAMPLE_COLUMNS) summed as the job sums them."""
+    sums = None if samples is None else delay_sums(samples.select(list(SAMPLE_COLUMNS)), DAY, 15)
     frame = spark.createDataFrame(records, RECORDS_SCHEMA)
-    sample_frame = spark.createDataFrame([{name: row[name] for name in SAMPLE_COLUMNS} for row in samples], SAMPLES_SCHEMA)
-    return workload_activity(
-        frame, goal_rows([V1]), activation_steps([V1], *day_bounds(DAY)), DAY, 15, delay_samples=sample_frame
-    ).collect()
+    return workload_activity(frame, goal_rows([V1]), activation_steps([V1], *day_bounds(DAY)), DAY, 15, delay_sums=sums).collect()
 
 
 def test_the_files_the_scheduler_writes_read_as_they_are(spark: SparkSession, tmp_path: Path) -> None:
     """The scheduler's files (its writer, partitioned by day), a copy of one in a file of its own."""
     root = tmp_path / "delay_samples"
     rows = [sample(0, using=3, busy_higher=1), sample(1, using=1, busy_higher=3), sample(0, day=DAY + timedelta(days=1), using=9)]
-    write(root, pa.Table.from_pylist(rows, schema=SCHEMA))
-    write(root, pa.Table.from_pylist(rows[:1], schema=SCHEMA))
+    write(root, table(rows))
+    write(root, table(rows[:1]))
     assert len(list((root / f"date={DAY.isoformat()}").glob("*.parquet"))) == 2
-    report = report_with(spark, RECORDS, read_records(spark, str(root), DAY, SAMPLE_TYPES))
+    samples = read_delay_samples(str(root), DAY)
+    assert samples is not None and samples.column_names == list(SAMPLE_COLUMNS)
+    report = report_with(spark, RECORDS, samples)
     assert delays(report[("FAST", 15, at(0))]) == pytest.approx(expected(480, using=50.0, busy_higher=50.0))
