@@ -19,10 +19,11 @@ read slower than these.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -185,15 +186,21 @@ VALUE_RULES: dict[str, Callable[[_Hour], pa.Array]] = {
 }
 
 
-def check_value_rules() -> None:
-    """Raise MissingValueRule, naming the columns, unless VALUE_RULES has a rule for every column of the records'
-    contract and for no other."""
-    missing = [name for name in SCHEMA.names if name not in VALUE_RULES]
-    unknown = [name for name in VALUE_RULES if name not in SCHEMA.names]
-    problems = [f"no value rule for the records' column {name!r}" for name in missing]
-    problems += [f"a value rule for {name!r}, which is no column of the records' contract" for name in unknown]
+def check_value_rules(
+    rules: Mapping[str, Callable[[Any], pa.Array]] | None = None,
+    schema: pa.Schema = SCHEMA,
+    where: str = "bench/_report_data.py",
+    contract: str = "records'",
+) -> None:
+    """Raise MissingValueRule, naming the columns, unless `rules` (by default the records' VALUE_RULES; `where`, the
+    module that has them) has a rule for every column of the `contract`'s `schema` and for no other."""
+    rules = VALUE_RULES if rules is None else rules
+    missing = [name for name in schema.names if name not in rules]
+    unknown = [name for name in rules if name not in schema.names]
+    problems = [f"no value rule for the {contract} column {name!r}" for name in missing]
+    problems += [f"a value rule for {name!r}, which is no column of the {contract} contract" for name in unknown]
     if problems:
-        raise MissingValueRule("; ".join(f"bench/_report_data.py: {problem}" for problem in problems))
+        raise MissingValueRule("; ".join(f"{where}: {problem}" for problem in problems))
 
 
 def _hour(rng: np.random.Generator, day_start_ms: int, hour: int, first_id: int, n: int) -> pa.Table:

@@ -3,21 +3,25 @@
     .venv/bin/python bench/report.py [--millions 10 20] [--runs 3] [--keep-data]
     .venv/bin/python bench/report.py --smoke     # days of a few thousand records, one run: seconds
 
-Starts the real service once to install the example policy (examples/policy.yaml) into a scratch SQLite database,
-stops it, writes each day of records (bench/_report_data.py: the records' schema and layout, 0.5% of them twice), then
-times `wlm report run --date ...` as a process of its own: wall time from its start to its exit, the JVM's start,
-reading the policy, Parquet and the database upsert included. The job's first run on a machine writes the driver JVM's
-class-data archive (spark_jobs/common/class_archive.py) as its JVM exits; the benchmark makes that first run on a day
-of 10,000 records, times it apart, and the timed days then map the archive, as every nightly run after the first does.
-The job runs on the Java it chooses (JAVA_HOME if the benchmark is given one, else the newest installed Java Spark
-supports: spark_jobs/common/java_home.py); the JSON names it. The generated files are flushed to disk before the timed
-runs. DuckDB, the single-machine yardstick, computes the same report of the small day in the same run: copies dropped
-by token and life, the goal of each class period, per AE, node, class, period, report class and 15 minutes and for the
-whole day: counts, mean and standard deviation of response, queue and execution time, exact percentiles, the 14
-buckets against the goal, velocity. Each of the `--runs` rounds runs the small day, the large day and DuckDB in turn;
-the figures are the medians. The benchmark fails (exit status 1) unless every run of a day counts the same ended
-requests, Spark and DuckDB count the same on the small day, and every figure is above 0. The last line is one JSON
-object of the figures.
+Starts the real service once to install the example policy (examples/policy.yaml) into a scratch SQLite database, stops
+it, writes each day of records (bench/_report_data.py: the records' schema and layout, 0.5% of them twice) and of delay
+samples (bench/_delay_data.py), then times `wlm report run --date ...` as a process of its own: wall time from its
+start to its exit, the JVM's start, reading the policy, Parquet and the database upsert included. The job's first run
+on a machine writes the driver JVM's class-data archive (spark_jobs/common/class_archive.py) as its JVM exits; the
+benchmark makes that first run on a day of 10,000 records, times it apart, and the timed days then map the archive, as
+every nightly run after the first does. The job runs on the Java it chooses (JAVA_HOME if the benchmark is given one,
+else the newest installed Java Spark supports: spark_jobs/common/java_home.py); the JSON names it. The generated files
+are flushed to disk before the timed runs. DuckDB, the single-machine yardstick, computes the same report of the small
+day in the same run: copies dropped by token and life, the goal of each class period, per AE, node, class, period,
+report class and 15 minutes and for the whole day: counts, mean and standard deviation of response, queue and execution
+time, exact percentiles, the 14 buckets against the goal, velocity; and the delay columns, from the day's delay samples
+(bench/_delay_data.py: a file per minute as the scheduler writes them, some written twice, a failover's gap): copies
+dropped by the contract's key, each state's percentage per class queue and 15 minutes and for the day. Each of the
+`--runs` rounds runs the small day, the large day and DuckDB in turn; the figures are the medians. The benchmark fails
+(exit status 1) unless every run of a day counts the same ended requests, Spark and DuckDB count the same on the small
+day, every row of the job's small-day report has the delay columns DuckDB computes for its class queue and interval
+(the `delays_agree` check; `delay_rows_compared` rows), and every figure is above 0. The last line is one JSON object
+of the figures.
 
 `--smoke` takes the same steps on days of a few thousand requests, one round, without the class-data archive (writing
 it takes longer than the rest of the smoke run): there is no separate first run, and the first timed run is reported as
@@ -44,13 +48,24 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import _delay_data  # noqa: E402
 from bench._report_data import MissingValueRule, check_value_rules, generate  # noqa: E402
 from bench._service import ADMIN_KEY, ROOT, WLM, Service, machine  # noqa: E402
+from spark_jobs.contract.delay_samples import DEDUP_KEY, STATE_COLUMNS  # noqa: E402
 from spark_jobs.contract.goals import RESPONSE_BUCKET_LIMITS_PCT  # noqa: E402
+from spark_jobs.workload_activity.delays import DELAY_COLUMNS, QUEUE  # noqa: E402
 from spark_jobs.workload_activity.policy_goals import PolicyVersionInfo, goal_rows  # noqa: E402
 
 # The figures of the last line that say how the report did (tests/bench/test_smoke.py checks for them).
-HEADLINE = ("spark_small_s", "spark_large_s", "duckdb_small_s", "spark_over_duckdb", "growth_large_over_small", "first_run_s")
+HEADLINE = (
+    "spark_small_s",
+    "spark_large_s",
+    "duckdb_small_s",
+    "spark_over_duckdb",
+    "growth_large_over_small",
+    "first_run_s",
+    "delay_rows_compared",
+)
 SMALL_DAY, LARGE_DAY = date(2026, 11, 1), date(2026, 11, 2)
 WARM_UP_DAY, WARM_UP_REQUESTS = date(2026, 10, 31), 10_000
 SMOKE_REQUESTS = (2_000, 4_000)
@@ -86,8 +101,29 @@ def run_report(data_dir: Path, day: date, settings: dict[str, str]) -> tuple[flo
     return elapsed, result.stdout.strip().splitlines()[-1], java.group(1) if java else "on the PATH"
 
 
-def duckdb_report(records: Path) -> tuple[float, int]:
-    """The same report in DuckDB, on every core; returns its wall time and the whole day's ended count."""
+# The delay columns in DuckDB: the day's samples, copies dropped by the contract's key, summed per class queue and 15
+# minutes and for the day, each state a percentage of the states counted (null where none were).
+# (Quoted: `using` is a keyword.)
+_STATES = " + ".join(f'sum("{state}")' for state in STATE_COLUMNS)
+DELAY_QUERY = f"""
+    WITH samples AS (SELECT DISTINCT ON ({", ".join(DEDUP_KEY)}) * FROM read_parquet('{{samples}}/*.parquet'))
+    SELECT {", ".join(QUEUE)},
+           CASE WHEN GROUPING(interval_start) = 0 THEN 15 ELSE 1440 END AS interval_minutes,
+           coalesce(interval_start, min(day_start)) AS interval_start,
+           sum(samples) AS delay_samples,
+           {", ".join(f'100.0 * sum("{state}") / nullif({_STATES}, 0)' for state in STATE_COLUMNS)}
+    FROM (SELECT *, time_bucket(INTERVAL 15 MINUTE, timezone('UTC', minute)) AS interval_start,
+                 date_trunc('day', timezone('UTC', minute)) AS day_start
+          FROM samples)
+    GROUP BY GROUPING SETS (({", ".join(QUEUE)}, interval_start), ({", ".join(QUEUE)}))
+"""
+# The figures agree to this relative difference (sums of the same integers, divided in double precision).
+DELAY_TOLERANCE = 1e-9
+
+
+def duckdb_report(records: Path, samples: Path) -> tuple[float, int, dict[tuple[object, ...], tuple[object, ...]]]:
+    """The same report in DuckDB, on every core; returns its wall time, the whole day's ended count and the delay
+    columns (DELAY_COLUMNS) by class queue and level (QUEUE, interval minutes, interval start)."""
     policy = PolicyVersionInfo(1, datetime.now(UTC), yaml.safe_load((ROOT / "examples" / "policy.yaml").read_text()))
     goals = ", ".join(f"('{g.service_class}', {g.period}, '{g.goal_type}', {g.goal_ms or 'NULL'})" for g in goal_rows([policy]))
     limits = RESPONSE_BUCKET_LIMITS_PCT
@@ -127,9 +163,33 @@ def duckdb_report(records: Path) -> tuple[float, int]:
     connection = duckdb.connect()
     started = time.perf_counter()
     rows = connection.execute(query).fetchall()
+    delays = connection.execute(DELAY_QUERY.format(samples=samples)).fetchall()
     elapsed = time.perf_counter() - started
     connection.close()
-    return elapsed, sum(row[6] for row in rows if row[5] is None)
+    key_length = len(QUEUE) + 2
+    return elapsed, sum(row[6] for row in rows if row[5] is None), {row[:key_length]: row[key_length:] for row in delays}
+
+
+def delays_agree(report: Path, duck: dict[tuple[object, ...], tuple[object, ...]]) -> tuple[int, list[str]]:
+    """The delays_agree check: each row of the job's report (its Parquet, `report`) has the delay columns DuckDB
+    computed for its class queue and level. Returns the rows compared and what disagrees (the first few)."""
+    columns = ", ".join((*QUEUE, "interval_minutes", "interval_start", *DELAY_COLUMNS))
+    rows = duckdb.sql(f"SELECT {columns} FROM read_parquet('{report}/*.parquet')").fetchall()
+    key_length = len(QUEUE) + 2
+    problems = []
+    for row in rows:
+        key, figures = row[:key_length], row[key_length:]
+        expected = duck.get(key, (None,) * len(DELAY_COLUMNS))
+        if not all(_same(mine, theirs) for mine, theirs in zip(figures, expected, strict=True)):
+            problems.append(f"delays_agree: {key}: the job has {figures}, DuckDB {expected}")
+    return len(rows), problems[:5]
+
+
+def _same(mine: object, theirs: object) -> bool:
+    if mine is None or theirs is None:
+        return mine is theirs
+    assert isinstance(mine, int | float) and isinstance(theirs, int | float)
+    return abs(mine - theirs) <= DELAY_TOLERANCE * max(abs(mine), abs(theirs), 1.0)
 
 
 def ended_count(summary: str) -> int:
@@ -139,14 +199,15 @@ def ended_count(summary: str) -> int:
     return int(found.group(1))
 
 
-def check(figures: dict[str, float], spark_ended: dict[str, set[int]], duck_ended: set[int]) -> list[str]:
+def check(figures: dict[str, float], spark_ended: dict[str, set[int]], duck_ended: set[int], delay_problems: list[str]) -> list[str]:
     """What is wrong with a run's results: counts that differ (both engines dropped the copies, each its own way),
-    or a figure not above 0."""
+    delay columns that differ (`delays_agree`), or a figure not above 0."""
     problems = [
         f"the {size} day's runs counted {sorted(counts)} ended requests" for size, counts in spark_ended.items() if len(counts) != 1
     ]
     if spark_ended["small"] != duck_ended:
         problems.append(f"the job counted {sorted(spark_ended['small'])} ended requests on the small day, DuckDB {sorted(duck_ended)}")
+    problems += delay_problems
     problems += [f"{name} is {figures[name]}, not above 0" for name in HEADLINE if not figures[name] > 0]
     return problems
 
@@ -159,7 +220,9 @@ def main() -> None:
     parser.add_argument("--keep-data", action="store_true", help="keep the scratch directory of the records (else removed at the end)")
     args = parser.parse_args()
     try:
-        check_value_rules()  # before anything starts: a column of the contract the generator cannot fill
+        # Before anything starts: a column of a contract the generators cannot fill.
+        check_value_rules()
+        _delay_data.check_rules()
     except MissingValueRule as error:
         sys.exit(str(error))
     requests = dict(zip(("small", "large"), SMOKE_REQUESTS if args.smoke else (m * 1_000_000 for m in args.millions), strict=True))
@@ -184,7 +247,8 @@ def measure(data_dir: Path, requests: dict[str, int], runs: int, settings: dict[
     for size, day in days.items():
         started = time.perf_counter()
         rows = generate(data_dir / "records", day, requests[size])
-        print(f"{day}: {rows:,} records written in {time.perf_counter() - started:.1f} s", flush=True)
+        samples = _delay_data.generate(data_dir / "delay_samples", day)
+        print(f"{day}: {rows:,} records and {samples:,} delay sample rows written in {time.perf_counter() - started:.1f} s", flush=True)
     first_run = None
     if warm_up:
         generate(data_dir / "records", WARM_UP_DAY, WARM_UP_REQUESTS)
@@ -198,6 +262,7 @@ def measure(data_dir: Path, requests: dict[str, int], runs: int, settings: dict[
     seconds: dict[str, list[float]] = {"small": [], "large": [], "duckdb": []}
     spark_ended: dict[str, set[int]] = {"small": set(), "large": set()}
     duck_ended: set[int] = set()
+    duck_delays: dict[tuple[object, ...], tuple[object, ...]] = {}
     java = ""
     for run in range(1, runs + 1):
         for size, day in days.items():
@@ -205,12 +270,16 @@ def measure(data_dir: Path, requests: dict[str, int], runs: int, settings: dict[
             print(f"run {run}: spark {size} day ({requests[size]:,} requests): {elapsed:.1f} s wall ({summary})", flush=True)
             seconds[size].append(elapsed)
             spark_ended[size].add(ended_count(summary))
-        elapsed, ended = duckdb_report(data_dir / "records" / f"date={SMALL_DAY.isoformat()}")
+        partition = f"date={SMALL_DAY.isoformat()}"
+        elapsed, ended, duck_delays = duckdb_report(data_dir / "records" / partition, data_dir / "delay_samples" / partition)
         print(f"run {run}: duckdb small day: {elapsed:.1f} s ({ended:,} ended requests)", flush=True)
         seconds["duckdb"].append(elapsed)
         duck_ended.add(ended)
     print(f"the job's driver runs on Java {java}", flush=True)
     small, large, duck = (statistics.median(seconds[name]) for name in ("small", "large", "duckdb"))
+    # The small day's report as the job wrote it last (its Parquet), against DuckDB's delay columns.
+    delay_rows, delay_problems = delays_agree(data_dir / "reports" / "workload_activity" / f"date={SMALL_DAY.isoformat()}", duck_delays)
+    print(f"delays_agree: {delay_rows:,} report rows compared, {len(delay_problems)} disagreeing shown", flush=True)
     figures = {
         "spark_small_s": round(small, 1),
         "spark_large_s": round(large, 1),
@@ -218,8 +287,9 @@ def measure(data_dir: Path, requests: dict[str, int], runs: int, settings: dict[
         "spark_over_duckdb": round(small / duck, 2),
         "growth_large_over_small": round(large / small, 2),
         "first_run_s": round(first_run if first_run is not None else seconds["small"][0], 1),
+        "delay_rows_compared": delay_rows,
     }
-    problems = check(figures, spark_ended, duck_ended)
+    problems = check(figures, spark_ended, duck_ended, delay_problems)
     if problems:
         sys.exit("bench/report.py: " + "; ".join(problems))
     runs_of = {f"{name}_runs_s": [round(value, 3 if name == "duckdb" else 1) for value in values] for name, values in seconds.items()}

@@ -48,3 +48,22 @@ def test_constraints_are_named(database_url):
     finally:
         engine.dispose()
     assert set(NAMING_CONVENTION) == {"ix", "uq", "ck", "fk", "pk"}
+
+
+def _columns(url: str, table: str) -> set[str]:
+    engine = create_engine(_sync_url(url))
+    try:
+        return {column["name"] for column in inspect(engine).get_columns(table)}
+    finally:
+        engine.dispose()
+
+
+def test_the_report_delay_columns_go_down_and_come_back(database_url):
+    delays = {"delay_samples", "using_pct", "delay_servers_starting_pct", "delay_busy_lower_pct", "unknown_pct"}
+    assert delays <= _columns(database_url, "workload_reports")
+    downgrade(database_url, "0009")
+    left = _columns(database_url, "workload_reports")
+    assert not {name for name in left if name.endswith("_pct") or name == "delay_samples"}
+    assert {"performance_index", "goal_met_share"} <= left
+    upgrade(database_url)
+    assert delays <= _columns(database_url, "workload_reports")

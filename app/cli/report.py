@@ -21,6 +21,7 @@ def job_settings(settings: Settings) -> JobSettings:
         database_url=settings.resolved_database_url,
         data_dir=settings.data_dir,
         records_dir=settings.records_dir,
+        delay_samples_dir=settings.delay_samples_dir,
         driver=DriverSettings(
             master=settings.spark_master,
             memory=settings.spark_driver_memory,

@@ -74,4 +74,17 @@ class WorkloadReportRow(Base):
     execution_velocity: Mapped[float | None]
     performance_index: Mapped[float | None]
     goal_met_share: Mapped[float | None]
+    # The class queue's delay samples (spark_jobs/workload_activity/delays.py), null without any: the ticks at which
+    # it was sampled, summed, and of the requests counted in a state the percentage served, waiting per delay cause,
+    # and waiting with none (unknown). Of the class period on this AE and node, whatever the row's report class.
+    delay_samples: Mapped[int | None]
+    using_pct: Mapped[float | None]
+    delay_environment_state_pct: Mapped[float | None]
+    delay_redelivery_pct: Mapped[float | None]
+    delay_group_cap_pct: Mapped[float | None]
+    delay_no_server_pct: Mapped[float | None]
+    delay_servers_starting_pct: Mapped[float | None]
+    delay_busy_higher_pct: Mapped[float | None]
+    delay_busy_lower_pct: Mapped[float | None]
+    unknown_pct: Mapped[float | None]
     computed_at: Mapped[datetime] = mapped_column(default=utcnow)

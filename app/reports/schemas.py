@@ -55,6 +55,18 @@ class WorkloadReportRowOut(BaseModel):
     execution_velocity: float | None
     performance_index: float | None = Field(description="<= 1: the goal was met; null when nothing ended")
     goal_met_share: float | None
+    delay_samples: int | None = Field(
+        description="times the class queue was sampled in the interval (fewer over a scheduler failover's gap); null: none"
+    )
+    using_pct: float | None = Field(description="of the requests counted in a state, the percentage served; null: none counted")
+    delay_environment_state_pct: float | None = Field(description="waiting: the environment quiesced, stopped or refreshing")
+    delay_redelivery_pct: float | None = Field(description="waiting to be delivered again after a failed delivery")
+    delay_group_cap_pct: float | None = Field(description="waiting: the resource group at its cap")
+    delay_no_server_pct: float | None = Field(description="waiting: no server of the environment connected")
+    delay_servers_starting_pct: float | None = Field(description="waiting for wanted servers to connect")
+    delay_busy_higher_pct: float | None = Field(description="waiting: servers busy with work of equal or higher importance")
+    delay_busy_lower_pct: float | None = Field(description="waiting: servers busy with lower-importance work")
+    unknown_pct: float | None = Field(description="waiting with no delay cause (a worker task free)")
     computed_at: datetime
 
 

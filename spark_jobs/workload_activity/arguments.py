@@ -29,6 +29,8 @@ class JobSettings:
     data_dir: Path
     # Where the service writes the work records (read unless --records names another place).
     records_dir: Path
+    # Where the elected scheduler writes the delay samples (read unless --delay-samples names another place).
+    delay_samples_dir: Path
     driver: DriverSettings
 
 
@@ -61,6 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--interval", type=interval_minutes, default=15, help="interval length in minutes (default 15; whole-day rows always)"
     )
     parser.add_argument("--records", help="records URI (default <WLM_DATA_DIR>/records)")
+    parser.add_argument("--delay-samples", help="delay samples URI (default <WLM_DATA_DIR>/delay_samples)")
     parser.add_argument("--output", help="report Parquet URI (default <WLM_DATA_DIR>/reports/workload_activity)")
 
 
@@ -104,6 +107,7 @@ def settings_from_arguments(args: argparse.Namespace) -> JobSettings:
         database_url=args.database_url or f"sqlite:///{(data_dir / 'wlm.db').resolve()}",
         data_dir=data_dir,
         records_dir=data_dir / "records",
+        delay_samples_dir=data_dir / "delay_samples",
         driver=DriverSettings(
             master=_environment("WLM_SPARK_MASTER") or DEFAULT_MASTER,
             memory=args.driver_memory,
@@ -133,5 +137,6 @@ def run_from_arguments(args: argparse.Namespace, settings: JobSettings) -> None:
             log=log,
             driver=replace(settings.driver, master=args.master) if args.master else settings.driver,
             interval_minutes=args.interval,
+            delay_samples_uri=args.delay_samples or str(settings.delay_samples_dir.resolve()),
         )
     print(f"workload activity report {result.report_date}: {result.rows} rows, {result.ended} ended requests, {result.seconds:.1f} s")

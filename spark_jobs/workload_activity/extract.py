@@ -13,14 +13,17 @@ from typing import Any
 from urllib.parse import quote, unquote, urlparse, urlunparse
 
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
-from pyarrow.fs import FileSystem
+from pyarrow.fs import FileSystem, FileType
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from sqlalchemy import select
 
 from spark_jobs.common.database import as_utc, database, reflected
+from spark_jobs.contract.delay_samples import SCHEMA as DELAY_SAMPLES_SCHEMA
 from spark_jobs.contract.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER, SCHEMA, day_path
+from spark_jobs.workload_activity.delays import SAMPLE_COLUMNS
 from spark_jobs.workload_activity.policy_goals import PolicyVersionInfo
 from spark_jobs.workload_activity.tables import empty_table
 from spark_jobs.workload_activity.transform import RECORD_COLUMNS
@@ -80,6 +83,27 @@ def read_files(spark: SparkSession, uris: Sequence[str], types: dict[str, str] =
     return spark.read.schema(_schema(types)).parquet(*paths)
 
 
+def read_delay_samples(samples_uri: str, report_date: date) -> pa.Table | None:
+    """Blocking: the delay samples of `report_date` (its partition, read on the driver: see delays.py), their
+    SAMPLE_COLUMNS; None when the day has none, or pyarrow cannot read from where they are (s3a://, say)."""
+    try:
+        filesystem, path = FileSystem.from_uri(_escaped(day_path(samples_uri, report_date)))
+        if filesystem.get_file_info(path).type != FileType.Directory:
+            return None
+        table = ds.dataset(path, filesystem=filesystem, format="parquet", schema=DELAY_SAMPLES_SCHEMA).to_table(
+            columns=list(SAMPLE_COLUMNS)
+        )
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+    return table if table.num_rows else None
+
+
+def _escaped(uri: str) -> str:
+    """`uri` as pyarrow wants it: Spark leaves characters outside ASCII unescaped in its URIs."""
+    parsed = urlparse(uri if urlparse(uri).scheme else Path(uri).resolve().as_uri())
+    return urlunparse(parsed._replace(path=quote(unquote(parsed.path))))
+
+
 def read_policy_versions(database_url: str) -> list[PolicyVersionInfo]:
     with database(database_url) as engine, engine.connect() as connection:
         versions = reflected(connection, "policy_versions")
@@ -103,10 +127,8 @@ def read_footers(uris: Sequence[str]) -> list[Footer]:
 
 
 def read_footer(uri: str) -> Footer:
-    parsed = urlparse(uri)
     try:
-        # Spark leaves characters outside ASCII unescaped in its URIs; pyarrow wants them escaped.
-        filesystem, path = FileSystem.from_uri(urlunparse(parsed._replace(path=quote(unquote(parsed.path)))))
+        filesystem, path = FileSystem.from_uri(_escaped(uri))
         footer = pq.read_metadata(path, filesystem=filesystem)
         metadata = footer.metadata or {}
         group_keys, outbox_ranges = (

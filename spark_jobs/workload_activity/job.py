@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, Row
 
 from spark_jobs.common.driver import DriverSettings
 from spark_jobs.common.job_log import JobLog
 from spark_jobs.common.session import job_session
 from spark_jobs.contract.report import WHOLE_DAY_MINUTES
+from spark_jobs.workload_activity.delays import delay_sums
 from spark_jobs.workload_activity.extract import (
     day_files,
     day_has_files,
     day_path,
     declared_group_keys,
+    read_delay_samples,
     read_files,
     read_footers,
     read_policy_versions,
@@ -47,15 +51,16 @@ def collect_report(
     declared_keys: Sequence[Mapping[str, Any]] | None,
     distinct_records: DataFrame | None,
     progress: Callable[[str], None],
+    delay_sums: pa.Table | None = None,
 ) -> tuple[DataFrame, list[Row]]:
     """The report (cached, for its second action: the Parquet write) and its rows, every one named: if a file
     declared fewer groups than it holds (not one this project wrote), the groups are found in the records."""
-    report = workload_activity(records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records).cache()
+    report = workload_activity(records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records, delay_sums).cache()
     rows = report.collect()
     if declared_keys is not None and any(row.service_class is None for row in rows):
         progress("a group no file declared: reading the records again to name the groups")
         report.unpersist()
-        return collect_report(records, goals, steps, report_date, interval_minutes, None, distinct_records, progress)
+        return collect_report(records, goals, steps, report_date, interval_minutes, None, distinct_records, progress, delay_sums)
     return report, rows
 
 
@@ -68,8 +73,40 @@ def run(
     log: JobLog,
     driver: DriverSettings,
     interval_minutes: int = 15,
+    delay_samples_uri: str | None = None,
 ) -> JobResult:
+    """The report of `report_date`; its delay columns from the delay samples under `delay_samples_uri` (None, or a
+    day without samples: nulls)."""
     started = time.monotonic()
+    # Summed on the driver while the JVM starts (delays.py): Arrow computes without holding the GIL.
+    with ThreadPoolExecutor(1) as pool:
+        sums = pool.submit(_delay_sums, delay_samples_uri, report_date, interval_minutes)
+        return _report(report_date, started, sums, records_uri, output_uri, database_url, log, driver, interval_minutes)
+
+
+def _delay_sums(samples_uri: str | None, report_date: date, interval_minutes: int) -> tuple[pa.Table | None, str]:
+    """The day's delay samples summed (None without any) and what to log of them."""
+    samples = None if samples_uri is None else read_delay_samples(samples_uri, report_date)
+    if samples is None:
+        return (
+            None,
+            f"no delay samples of {report_date}{'' if samples_uri is None else f' under {samples_uri}'}: the delay columns are null",
+        )
+    sums = delay_sums(samples, report_date, interval_minutes)
+    return sums, f"{samples.num_rows} delay sample rows: {sums.num_rows} rows of class queue and interval"
+
+
+def _report(
+    report_date: date,
+    started: float,
+    sums: Future[tuple[pa.Table | None, str]],
+    records_uri: str,
+    output_uri: str,
+    database_url: str,
+    log: JobLog,
+    driver: DriverSettings,
+    interval_minutes: int,
+) -> JobResult:
     versions = read_policy_versions(database_url)
     log.detail(f"{len(versions)} policy versions")
     with job_session("wlm-workload-activity", log, driver, may_write_archive=day_has_files(records_uri, report_date)) as spark:
@@ -90,8 +127,12 @@ def run(
         # Either may be None, not both: a day without files is an empty table of copy-free records.
         records = read_files(spark, files.searched) if files.searched else None
         distinct_records = read_files(spark, files.copy_free) if files.copy_free or not files.searched else None
+        delays, said = sums.result()
+        log.detail(said)
         log.stage("computing the report")
-        report, rows = collect_report(records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records, log.detail)
+        report, rows = collect_report(
+            records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records, log.detail, delays
+        )
         ended = sum(row.ended_count for row in rows if row.interval_minutes == WHOLE_DAY_MINUTES)
         log.detail(f"{len(rows)} report rows ({ended} ended requests)")
         log.stage("writing the report")

@@ -37,12 +37,28 @@ def keys_of(page: dict[str, Any]) -> list[tuple[Any, ...]]:
     return [(r["report_date"], r["interval_start"][11:16], r["interval_minutes"], r["service_class"], r["period"]) for r in page["items"]]
 
 
+# The delay columns of ONLINE's interval 2: a third of its states served, the rest waiting for servers to start
+# (and a little for none); a failover's gap left 3,000 of the interval's 3,600 samples.
+ONLINE_DELAYS = {
+    "delay_samples": 3000,
+    "using_pct": 30.0,
+    "delay_environment_state_pct": 0.0,
+    "delay_redelivery_pct": 0.0,
+    "delay_group_cap_pct": 0.0,
+    "delay_no_server_pct": 0.0,
+    "delay_servers_starting_pct": 65.0,
+    "delay_busy_higher_pct": 0.0,
+    "delay_busy_lower_pct": 0.0,
+    "unknown_pct": 5.0,
+}
+
+
 @pytest.fixture
 async def day(app: FastAPI) -> None:
     """DAY: ONLINE in intervals 0-2 and BATCH periods 1 and 2 in interval 1, with their whole-day rows; and the
     day after, ONLINE in interval 0. Stored in an order unlike the API's, which must sort them."""
     rows = [
-        report_row(2, buckets=spread(5, 5)),  # 90 % reached only at 200 %: PI 2.0
+        report_row(2, buckets=spread(5, 5), **ONLINE_DELAYS),  # 90 % reached only at 200 %: PI 2.0
         report_row(1, service_class="BATCH", period=2, goal_type="discretionary", goal_ms=None, importance=5, performance_index=0.81),
         report_row(None, service_class="BATCH", period=1),
         report_row(None, buckets=spread(23, 7)),
@@ -72,6 +88,9 @@ async def test_a_day_in_the_stable_order_with_every_column(client, day):
     assert (missed["goal_type"], missed["goal_ms"], missed["goal_percentile"], missed["importance"]) == ("percentile", 250, 90, 1)
     assert missed["report_class"] is None  # stored as '' (part of the unique key)
     assert missed["ended_count"] == 10 and missed["response_p99_ms"] == 500.0
+    assert {name: missed[name] for name in ONLINE_DELAYS} == ONLINE_DELAYS
+    # A row without delay samples (a day before the scheduler sampled) has nulls, not zeros.
+    assert all(page["items"][0][name] is None for name in ONLINE_DELAYS)
 
 
 async def test_interval_picks_the_whole_day_rows_or_all(client, day):
