@@ -4,6 +4,7 @@ writer."""
 from __future__ import annotations
 
 import ctypes
+import os
 import signal
 
 _PR_SET_PDEATHSIG = 1
@@ -15,3 +16,16 @@ def die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     except OSError:
         pass  # not Linux: the child outlives a crashed parent, and the next start reuses it by its port file
+
+
+def process_alive(pid: int | None) -> bool:
+    """Whether a process of that id runs (one of another user's counts: it exists)."""
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -22,7 +22,7 @@ from typing import Literal
 
 import redis
 
-from app.processes import die_with_parent
+from app.processes import die_with_parent, process_alive
 
 log = logging.getLogger(__name__)
 
@@ -50,18 +50,6 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _alive(pid: int | None) -> bool:
-    if pid is None:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _answers(url: str) -> bool:
@@ -92,7 +80,7 @@ class EmbeddedRedis:
         if self._port_file.exists():
             url = f"redis://127.0.0.1:{self._port_file.read_text().strip()}/0"
             if _answers(url):
-                if _alive(self._owner()):
+                if process_alive(self._owner()):
                     log.info("using the embedded redis already running at %s", url)
                     self.url = url
                     return url

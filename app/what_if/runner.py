@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db import utcnow
+from app.processes import process_alive
 from app.what_if.models import WhatIfRun
 from spark_jobs.what_if.arguments import NO_RECORDS_EXIT
 
@@ -47,16 +48,6 @@ def job_command(settings: Settings, run: WhatIfRun, policy: Path, output: Path) 
     if not settings.spark_class_archive:
         command.append("--no-class-archive")
     return command
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class WhatIfRunner:

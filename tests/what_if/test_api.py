@@ -17,8 +17,8 @@ import pytest
 from fastapi import FastAPI
 
 from app.config import Settings
+from app.processes import process_alive
 from app.what_if.models import WhatIfRun
-from app.what_if.runner import process_alive
 from tests.conftest import ADMIN, client_of, install_policy, make_key, running_app
 from tests.spark_jobs.what_if.records import DAY, RECORDED, as_stored, record, with_limits, write_day
 from tests.waiting import eventually
