@@ -25,6 +25,7 @@ from app.redis.context import RedisContext
 from app.redis.embedded import EmbeddedRedis
 from app.redis.scripts import Scripts
 from app.redis.topology import connect, disconnect, is_cluster
+from tests.processes import ServiceProcess
 from tests.redis_cluster import LocalCluster, redis_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,6 +60,13 @@ async def redis_context(redis_url: str) -> AsyncIterator[RedisContext]:
     yield context
     await context.scripts.aclose()
     await disconnect(redis)
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[ServiceProcess]:
+    """A module's own `wlm serve` on embedded defaults, shared by its tests (a module that needs other settings
+    defines its own `service`)."""
+    yield from ServiceProcess.running(tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1]))
 
 
 @pytest.fixture(scope="session")

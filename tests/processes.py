@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -61,6 +62,17 @@ class ServiceProcess:
         """Ctrl-C in the service's terminal: SIGINT to its whole process group (see `start`)."""
         assert self.process is not None
         os.killpg(self.process.pid, signal.SIGINT)
+
+    @classmethod
+    def running(cls, directory: Path, **settings: str) -> Iterator[ServiceProcess]:
+        """A started service, stopped afterwards: what a fixture yields from."""
+        process = cls(directory, **settings)
+        process.start()
+        try:
+            yield process
+        finally:
+            if process.process is not None and process.process.poll() is None:
+                process.stop()
 
     def stop(self) -> int:
         assert self.process is not None

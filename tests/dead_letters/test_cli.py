@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 
 from tests.processes import ServiceProcess
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-
-
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    process = ServiceProcess(tmp_path_factory.mktemp("dead-cli"))
-    process.start()
-    yield process
-    process.stop()
 
 
 def _failed_for_good(service: ServiceProcess, payloads: list[dict[str, int]]) -> list[str]:

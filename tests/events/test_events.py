@@ -4,24 +4,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 
 from app.events.service import KEEPALIVE_SECONDS
 from tests.processes import WLM, ServiceProcess
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-
-
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    process = ServiceProcess(tmp_path_factory.mktemp("events"))
-    process.start()
-    yield process
-    process.stop()
 
 
 def headers(service: ServiceProcess) -> dict[str, str]:

@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 import yaml
 
-from tests.processes import ServiceProcess
-
 ROOT = Path(__file__).resolve().parent.parent.parent
-
-
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    process = ServiceProcess(tmp_path_factory.mktemp("cli"))
-    process.start()
-    yield process
-    process.stop()
 
 
 def test_vary_in_both_forms_and_its_refusals(service):

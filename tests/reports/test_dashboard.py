@@ -57,10 +57,7 @@ def _report() -> list[WorkloadReportRow]:
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[ServiceProcess]:
-    process = ServiceProcess(tmp_path, bootstrap_admin_key=ADMIN_KEY, goal_interval_seconds="0.5")
-    process.start()
-    yield process
-    process.stop()
+    yield from ServiceProcess.running(tmp_path, bootstrap_admin_key=ADMIN_KEY, goal_interval_seconds="0.5")
 
 
 @pytest.fixture

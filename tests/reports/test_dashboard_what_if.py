@@ -40,10 +40,7 @@ def _recorded_day(data_dir: Path) -> None:
 
 def _service(tmp_path: Path, **settings: str) -> Iterator[ServiceProcess]:
     _recorded_day(tmp_path / "data")
-    service = ServiceProcess(tmp_path, bootstrap_admin_key=ADMIN_KEY, **settings)
-    service.start()
-    yield service
-    service.stop()
+    yield from ServiceProcess.running(tmp_path, bootstrap_admin_key=ADMIN_KEY, **settings)
 
 
 @pytest.fixture

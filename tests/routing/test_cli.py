@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.processes import ServiceProcess
 from tests.routing.test_router import linked_policy, multi_node_policy
-
-
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    process = ServiceProcess(tmp_path_factory.mktemp("route-cli"))
-    process.start()
-    yield process
-    process.stop()
 
 
 def test_stop_alter_list_and_explain(service: ServiceProcess, tmp_path: Path) -> None:

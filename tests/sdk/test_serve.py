@@ -7,7 +7,6 @@ import asyncio
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +20,6 @@ from tests.sdk.recording import RecordingTransport
 ROOT = Path(__file__).resolve().parent.parent.parent
 ONLINE = {"userid": "ATM01"}
 TIMEOUT = 30  # for the whole serve: a bug fails the test instead of hanging the suite
-
-
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    process = ServiceProcess(tmp_path_factory.mktemp("sdk-serve"))
-    process.start()
-    yield process
-    process.stop()
 
 
 def _key(service: ServiceProcess, principal: str, *options: str) -> str:

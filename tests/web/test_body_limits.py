@@ -123,10 +123,7 @@ def _reset_peak(pid: int) -> None:
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[ServiceProcess]:
-    process = ServiceProcess(tmp_path, bootstrap_admin_key=ADMIN_KEY)
-    process.start()
-    yield process
-    process.stop()
+    yield from ServiceProcess.running(tmp_path, bootstrap_admin_key=ADMIN_KEY)
 
 
 async def _send_oversized(http: httpx.AsyncClient, path: str, headers: dict[str, str], declared: bool) -> int | None:

@@ -3,23 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
-
-from tests.processes import ServiceProcess
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-
-
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    process = ServiceProcess(tmp_path_factory.mktemp("work-cli"))
-    process.start()
-    yield process
-    process.stop()
 
 
 def test_show_a_queued_and_an_ended_request_and_refuse_an_unknown_one(service):
