@@ -7,7 +7,7 @@
 -- KEYS: req, servers, inflight, desired, depth, leases; per class: dep_front, ind_front
 -- ARGV: scan; per class: class, period_ends
 -- period_ends: where each of the class's periods but the last ends, in ms since insert, comma-separated ('' for one).
--- INCLUDES: base
+-- INCLUDES: base, servers
 -- Returns {OK, now, servers registered, their worker tasks, requests held, servers wanted, depth (HGETALL), requests
 -- held per class period ('<class>|<period>', count pairs), then per class: its queued requests redelivered}.
 local k = {req = KEYS[1], servers = KEYS[2], inflight = KEYS[3], desired = KEYS[4], depth = KEYS[5], leases = KEYS[6]}
@@ -17,13 +17,7 @@ local scan = tonumber(ARGV[1])
 local class_count = (#ARGV - 1) / 2
 local now = now_ms()
 
-local servers, tasks, held = 0, 0, 0
-local registered = redis.call('HGETALL', k.servers)
-for i = 2, #registered, 2 do
-  servers = servers + 1
-  tasks = tasks + cjson.decode(registered[i]).tasks
-end
-for _, count in ipairs(redis.call('HVALS', k.inflight)) do held = held + tonumber(count) end
+local servers, tasks, held = servers_and_held(k)
 
 local ends = {}
 for i = 0, class_count - 1 do
