@@ -19,7 +19,8 @@ again with the service on a 3-master Redis Cluster started here, and reports the
 `--redis-replica` runs them again on a Redis started here with a replica of it (`replica_*`): in strict mode each
 insert then waits until the replica has it (WAIT); the replica's CPU counts as Redis's. `--resource-groups` runs
 them again on a fresh service whose policy puts every service class in a resource group of its own, with a cap no
-phase reaches (`groups_*`): the cost of the groups' slots per lifecycle.
+phase reaches (`groups_*`): the cost of the groups' slots per lifecycle. `--setting NAME=VALUE` (repeatable) gives the
+service a setting (WLM_NAME), e.g. `--setting sample_interval_ms=3600000` for runs without the delay sampling duty.
 
 Every run checks that each request the service accepted (in every phase, on every service) was ended, that each RQ
 job finished, and that every figure is above 0; a failed check makes the exit status 1. `--smoke` runs the default
@@ -364,13 +365,16 @@ def main() -> None:
     parser.add_argument("--latency-rate", type=float, help="the latency phase's inserts per second (default: half the single rate)")
     parser.add_argument("--durability", choices=("strict", "fast"), help="WLM_DURABILITY (default: the service's)")
     parser.add_argument(
+        "--setting", action="append", default=[], metavar="NAME=VALUE", help="a service setting, e.g. sample_interval_ms=3600000 (WLM_NAME)"
+    )
+    parser.add_argument(
         "--redis-cluster", type=int, metavar="MASTERS", help="run the phases again on a Redis Cluster of this many masters, started here"
     )
     parser.add_argument("--redis-replica", action="store_true", help="run the phases again on a Redis with a replica, started here")
     parser.add_argument("--resource-groups", action="store_true", help="run the phases again with every class in a resource group")
     args = parse_args(parser, SMOKE)
     print(f"machine: {machine()}; service ({args.workers} workers), Redis and load generator share it", flush=True)
-    durability = {"durability": args.durability} if args.durability else {}
+    durability = dict(setting.split("=", 1) for setting in args.setting) | ({"durability": args.durability} if args.durability else {})
     tally = Tally()
     service = Service(workers=args.workers, **durability)
     try:
@@ -409,7 +413,7 @@ def main() -> None:
         f"every RQ job finished ({rq_finished} of {args.rq_jobs})": rq_finished == args.rq_jobs,
         **above_zero(figures, [*HEADLINE, *(name for name, value in figures.items() if isinstance(value, int | float))]),
     }
-    conclude({**figures, "durability": args.durability or "default"}, checks, args.smoke)
+    conclude({**figures, "durability": args.durability or "default", "settings": args.setting}, checks, args.smoke)
 
 
 def replica_phases(args: argparse.Namespace, durability: dict[str, str], tally: Tally) -> dict[str, float]:

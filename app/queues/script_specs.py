@@ -75,7 +75,7 @@ STATUS = ScriptSpec.of(
 DELAY_FIGURES = ScriptSpec.of(
     "delay_figures",
     "req, servers, inflight, desired, depth, leases; per class: dep_front, ind_front",
-    "scan; per class: class, period_ends",
+    "scan, held_sample; per class: class, period_ends",
 )
 DEAD_RETRY = ScriptSpec.of(
     "dead_retry",

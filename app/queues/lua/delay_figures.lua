@@ -3,40 +3,40 @@
 -- servers wanted), requests queued per class, requests held per class period, and per class how many of its queued
 -- requests wait to be delivered again. A request given back goes to the front of its queue (includes/give_back.lua),
 -- so those are the ones at the head of its front lists: counted up to the first queued request never delivered, over
--- at most `scan` entries per list.
+-- at most `scan` entries per list. Requests held per class period are counted in a random sample of at most
+-- `held_sample` of them, scaled to them all: each sample's cost is bounded however many are held (every one when
+-- no more are held).
 -- KEYS: req, servers, inflight, desired, depth, leases; per class: dep_front, ind_front
--- ARGV: scan; per class: class, period_ends
+-- ARGV: scan, held_sample; per class: class, period_ends
 -- period_ends: where each of the class's periods but the last ends, in ms since insert, comma-separated ('' for one).
--- INCLUDES: base
+-- INCLUDES: base, servers
 -- Returns {OK, now, servers registered, their worker tasks, requests held, servers wanted, depth (HGETALL), requests
--- held per class period ('<class>|<period>', count pairs), then per class: its queued requests redelivered}.
+-- held per class period ('<class>|<period>', count pairs, scaled from the sample), then per class: its queued requests
+-- redelivered}.
 local k = {req = KEYS[1], servers = KEYS[2], inflight = KEYS[3], desired = KEYS[4], depth = KEYS[5], leases = KEYS[6]}
 local FIRST_LIST = 7
 local CHUNK_IDS = 16
-local scan = tonumber(ARGV[1])
-local class_count = (#ARGV - 1) / 2
+local scan, held_sample = tonumber(ARGV[1]), tonumber(ARGV[2])
+local FIRST_CLASS = 3
+local class_count = (#ARGV - FIRST_CLASS + 1) / 2
 local now = now_ms()
 
-local servers, tasks, held = 0, 0, 0
-local registered = redis.call('HGETALL', k.servers)
-for i = 2, #registered, 2 do
-  servers = servers + 1
-  tasks = tasks + cjson.decode(registered[i]).tasks
-end
-for _, count in ipairs(redis.call('HVALS', k.inflight)) do held = held + tonumber(count) end
+local servers, tasks, held = servers_and_held(k)
 
 local ends = {}
 for i = 0, class_count - 1 do
   local bounds = {}
-  for bound in string.gmatch(ARGV[3 + 2 * i], '%d+') do bounds[#bounds + 1] = tonumber(bound) end
-  ends[ARGV[2 + 2 * i]] = bounds
+  for bound in string.gmatch(ARGV[FIRST_CLASS + 1 + 2 * i], '%d+') do bounds[#bounds + 1] = tonumber(bound) end
+  ends[ARGV[FIRST_CLASS + 2 * i]] = bounds
 end
 
--- Every held request has a lease; its period is the one its time since insert is in (period_number).
+-- Every held request has a lease; its period is the one its time since insert is in (period_number). ZRANDMEMBER
+-- with a positive count gives distinct leases, all of them when there are no more than it asks for.
 local per_period, held_by_period = {}, {}
-local leased = redis.call('ZRANGE', k.leases, 0, -1)
-for first = 1, #leased, 1000 do
-  for _, raw in ipairs(redis.call('HMGET', k.req, unpack(leased, first, math.min(first + 999, #leased)))) do
+local sampled = redis.call('ZRANDMEMBER', k.leases, held_sample)
+local scale = #sampled > 0 and redis.call('ZCARD', k.leases) / #sampled or 1
+for first = 1, #sampled, CHUNK do
+  for _, raw in ipairs(redis.call('HMGET', k.req, unpack(sampled, first, math.min(first + CHUNK - 1, #sampled)))) do
     if raw then
       local meta = cjson.decode(raw)
       local bounds = ends[meta.sc]
@@ -49,7 +49,7 @@ for first = 1, #leased, 1000 do
     end
   end
 end
-for field, count in pairs(per_period) do append_pair(held_by_period, field, count) end
+for field, count in pairs(per_period) do append_pair(held_by_period, field, math.floor(count * scale + 0.5)) end
 
 local function redelivered_at_head(list)
   local count = 0

@@ -4,7 +4,7 @@
 -- KEYS: req, done, dead, swept, places, holes, servers, inflight, desired, performance, leases; per class: dep_front,
 --       dep_rear, ind_front, ind_rear
 -- ARGV: id, swept_meta; per class: class; per class: tier
--- INCLUDES: places
+-- INCLUDES: places, servers
 -- swept_meta: '', or the request's metadata as the blob of its swept queue keeps it (read from the database after a
 -- first call found it nowhere here): it is queued there unless memory, a dead letter or a tombstone says otherwise.
 -- Returns {UNKNOWN_WORK, 1 when a queue here is swept else 0}; {OK, 'ended', now, tombstone}; {OK, 'dead', now,
@@ -54,13 +54,7 @@ if queued and meta.place and position then
   end
 end
 
-local servers, tasks, held = 0, 0, 0
-local registered = redis.call('HGETALL', k.servers)
-for i = 2, #registered, 2 do
-  servers = servers + 1
-  tasks = tasks + cjson.decode(registered[i]).tasks
-end
-for _, count in ipairs(redis.call('HVALS', k.inflight)) do held = held + tonumber(count) end
+local servers, tasks, held = servers_and_held(k)
 
 -- What the servers hold, looked at only when it matters (its class's tier known, no task free), and only until work
 -- of equal or higher importance is found.
