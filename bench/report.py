@@ -15,9 +15,10 @@ are flushed to disk before the timed runs. DuckDB, the single-machine yardstick,
 day in the same run: copies dropped by token and life, the goal of each class period, per AE, node, class, period,
 report class and 15 minutes and for the whole day: counts, mean and standard deviation of response, queue and execution
 time, exact percentiles, the 14 buckets against the goal, velocity; and the delay columns, from the day's delay samples
-(bench/_delay_data.py: a file per minute as the scheduler writes them, some written twice, a failover's gap): copies
-dropped by the contract's key, each state's percentage per class queue and 15 minutes and for the day. Each of the
-`--runs` rounds runs the small day, the large day and DuckDB in turn; the figures are the medians. The benchmark fails
+(bench/_delay_data.py: a file per minute as the scheduler writes them, merged into a file per hour as it merges them,
+some written twice, a failover's gap): copies dropped by the contract's key, each state's percentage per class queue
+and 15 minutes and for the day. Each of the `--runs` rounds runs the small day, the large day and DuckDB in turn; the
+figures are the medians. The benchmark fails
 (exit status 1) unless every run of a day counts the same ended requests, Spark and DuckDB count the same on the small
 day, every row of the job's small-day report has the delay columns DuckDB computes for its class queue and interval
 (the `delays_agree` check; `delay_rows_compared` rows), and every figure is above 0. The last line is one JSON object
