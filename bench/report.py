@@ -15,7 +15,7 @@ are flushed to disk before the timed runs. DuckDB, the single-machine yardstick,
 day in the same run: copies dropped by token and life, the goal of each class period, per AE, node, class, period,
 report class and 15 minutes and for the whole day: counts, mean and standard deviation of response, queue and execution
 time, exact percentiles, the 14 buckets against the goal, velocity; and the delay columns, from the day's delay samples
-(bench/_delay_data.py: a file per minute as the scheduler writes them, merged into a file per hour as it merges them,
+(bench/_delay_data.py: a file per hour, as a finished day lies once the scheduler has merged its minute files,
 some written twice, a failover's gap): copies dropped by the contract's key, each state's percentage per class queue
 and 15 minutes and for the day. Each of the `--runs` rounds runs the small day, the large day and DuckDB in turn; the
 figures are the medians. The benchmark fails
