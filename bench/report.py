@@ -15,9 +15,10 @@ are flushed to disk before the timed runs. DuckDB, the single-machine yardstick,
 day in the same run: copies dropped by token and life, the goal of each class period, per AE, node, class, period,
 report class and 15 minutes and for the whole day: counts, mean and standard deviation of response, queue and execution
 time, exact percentiles, the 14 buckets against the goal, velocity; and the delay columns, from the day's delay samples
-(bench/_delay_data.py: a file per minute as the scheduler writes them, some written twice, a failover's gap): copies
-dropped by the contract's key, each state's percentage per class queue and 15 minutes and for the day. Each of the
-`--runs` rounds runs the small day, the large day and DuckDB in turn; the figures are the medians. The benchmark fails
+(bench/_delay_data.py: a file per hour, as a finished day lies once the scheduler has merged its minute files,
+some written twice, a failover's gap): copies dropped by the contract's key, each state's percentage per class queue
+and 15 minutes and for the day. Each of the `--runs` rounds runs the small day, the large day and DuckDB in turn; the
+figures are the medians. The benchmark fails
 (exit status 1) unless every run of a day counts the same ended requests, Spark and DuckDB count the same on the small
 day, every row of the job's small-day report has the delay columns DuckDB computes for its class queue and interval
 (the `delays_agree` check; `delay_rows_compared` rows), and every figure is above 0. The last line is one JSON object
@@ -25,7 +26,8 @@ of the figures.
 
 `--smoke` takes the same steps on days of a few thousand requests, one round, without the class-data archive (writing
 it takes longer than the rest of the smoke run): there is no separate first run, and the first timed run is reported as
-the first run.
+the first run. Its two days run in one process and one JVM (bench/_report_days.py: each as `wlm report run` runs it),
+the first day's time with the JVM's start.
 """
 
 from __future__ import annotations
@@ -88,17 +90,36 @@ def install_policy() -> Service:
     return service
 
 
+def _environment(data_dir: Path, settings: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("WLM_")} | {"WLM_DATA_DIR": str(data_dir), **settings}
+
+
+def _ran(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    if result.returncode != 0:
+        raise RuntimeError(f"the report failed:\n{result.stderr[-3000:]}")
+    return result
+
+
 def run_report(data_dir: Path, day: date, settings: dict[str, str]) -> tuple[float, str, str]:
     """The job's wall time, its summary line and the Java it ran on (spark_jobs/common/java_home.py chooses);
     `settings`: the service's settings (WLM_*) besides its data directory."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WLM_")} | {"WLM_DATA_DIR": str(data_dir), **settings}
     started = time.perf_counter()
-    result = subprocess.run([WLM, "report", "run", "--date", day.isoformat()], env=env, capture_output=True, text=True)
+    command = [WLM, "report", "run", "--date", day.isoformat()]
+    result = _ran(subprocess.run(command, env=_environment(data_dir, settings), capture_output=True, text=True))
     elapsed = time.perf_counter() - started
-    if result.returncode != 0:
-        raise RuntimeError(f"the report failed:\n{result.stderr[-3000:]}")
     java = re.search(r"starting Spark on Java (\S+)", result.stderr)
     return elapsed, result.stdout.strip().splitlines()[-1], java.group(1) if java else "on the PATH"
+
+
+def run_reports(data_dir: Path, days: list[date], settings: dict[str, str], *, one_jvm: bool) -> dict[date, tuple[float, str, str]]:
+    """`run_report` of each of `days` in turn, or (`one_jvm`, the smoke run's) all of them in one process and one JVM
+    (bench/_report_days.py: each day as `wlm report run` runs it; the first day's time carries the JVM's start)."""
+    if not one_jvm:
+        return {day: run_report(data_dir, day, settings) for day in days}
+    command = [sys.executable, str(ROOT / "bench" / "_report_days.py"), *(day.isoformat() for day in days)]
+    result = _ran(subprocess.run(command, env=_environment(data_dir, settings), capture_output=True, text=True))
+    lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    return {date.fromisoformat(line["date"]): (line["seconds"], line["summary"], line["java"]) for line in lines}
 
 
 # The delay columns in DuckDB: the day's samples, copies dropped by the contract's key, summed per class queue and 15
@@ -265,8 +286,9 @@ def measure(data_dir: Path, requests: dict[str, int], runs: int, settings: dict[
     duck_delays: dict[tuple[object, ...], tuple[object, ...]] = {}
     java = ""
     for run in range(1, runs + 1):
+        timed = run_reports(data_dir, list(days.values()), settings, one_jvm=not warm_up)
         for size, day in days.items():
-            elapsed, summary, java = run_report(data_dir, day, settings)
+            elapsed, summary, java = timed[day]
             print(f"run {run}: spark {size} day ({requests[size]:,} requests): {elapsed:.1f} s wall ({summary})", flush=True)
             seconds[size].append(elapsed)
             spark_ended[size].add(ended_count(summary))

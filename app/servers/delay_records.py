@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import cast
@@ -19,11 +19,13 @@ import pyarrow.parquet as pq
 from app.redis.context import RedisContext
 from app.servers.delay_samples import Counts, QueueKey
 from app.servers.delays import STATES
-from app.shared.parquet_parts import read_parts, write_part
+from app.shared.parquet_parts import read_parts, write_part, written_ms
 from spark_jobs.contract.delay_samples import DEDUP_KEY, SCHEMA
 
 # A minute's row: its start (ms), its queue, its counts.
 Row = tuple[int, QueueKey, Counts]
+# The kind of part that holds an hour's minute files merged: compaction leaves it as it is.
+COMPACTED = "hour"
 
 
 def rows_table(rows: Sequence[Row], scheduler: str, epoch: int) -> pa.Table:
@@ -56,6 +58,44 @@ def write(root: Path, table: pa.Table) -> list[Path]:
         part = table.filter(pc.equal(table.column("day"), day))
         written.append(write_part(root / f"date={cast(date, day).isoformat()}", partial(pq.write_table, part, compression="zstd")))
     return written
+
+
+def compact(root: Path, before: datetime) -> list[Path]:
+    """Blocking: the minute files written before `before` in the day directories of the two hours before it merged,
+    one file per directory (`merge_minutes`); returns the files written."""
+    days = sorted({(before - timedelta(hours=hours)).date() for hours in (0, 1, 2)})
+    merged = (merge_minutes(root / f"date={day.isoformat()}", before) for day in days)
+    return [part for part in merged if part is not None]
+
+
+def merge_minutes(directory: Path, before: datetime) -> Path | None:
+    """Blocking: the minute files of `directory` written before `before` (by their names) merged into one file, then
+    removed; returns the file written (None: fewer than two to merge). A day is a file a minute (1,440): the report
+    read them in 1.7 s of CPU time, and reads a file an hour in a fraction of that. A reader between the merge and
+    the removal reads rows twice, which it drops as it drops any copy; a file removed under a reader's listing makes
+    it list again (spark_jobs/workload_activity/extract.py). Rows are kept as they are, copies too: a merge that dies
+    after its write leaves copies, never a loss."""
+    before_ms = int(before.timestamp() * 1000)
+    parts = [
+        part
+        for part in sorted(directory.glob("part-*.parquet"))
+        if not part.stem.endswith(f"-{COMPACTED}") and (ms := written_ms(part)) is not None and ms < before_ms
+    ]
+    tables = [table for table in map(_read_if_there, parts) if table is not None]
+    if len(tables) < 2:
+        return None
+    merged = write_part(directory, partial(pq.write_table, pa.concat_tables(tables), compression="zstd"), COMPACTED)
+    for part in parts:
+        part.unlink(missing_ok=True)
+    return merged
+
+
+def _read_if_there(part: Path) -> pa.Table | None:
+    """A part's rows; None if it is gone (another scheduler's compaction, in a failover, merged it first)."""
+    try:
+        return pq.read_table(part, schema=SCHEMA)
+    except FileNotFoundError:
+        return None
 
 
 def read(root: Path) -> pa.Table:

@@ -14,17 +14,24 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
-def write_part(directory: Path, write: Callable[[Path], None]) -> Path:
+def write_part(directory: Path, write: Callable[[Path], None], kind: str = "") -> Path:
     """A new part file in `directory` (made if missing): `write` writes it under a temporary name, which is fsynced,
-    renamed to its part name, and its directory fsynced. Returns the part's path."""
+    renamed to its part name (`part-<ms written>-<random>[-kind].parquet`), and its directory fsynced. Returns the
+    part's path."""
     directory.mkdir(parents=True, exist_ok=True)
-    name = f"part-{int(datetime.now(UTC).timestamp() * 1000)}-{uuid.uuid4().hex[:12]}.parquet"
+    name = f"part-{int(datetime.now(UTC).timestamp() * 1000)}-{uuid.uuid4().hex[:12]}{f'-{kind}' if kind else ''}.parquet"
     temporary, final = directory / f".{name}.tmp", directory / name
     write(temporary)
     _fsync(temporary)
     os.replace(temporary, final)
     _fsync(directory)
     return final
+
+
+def written_ms(part: Path) -> int | None:
+    """When `part` was written (ms since the epoch), from its name; None for a file write_part did not name."""
+    fields = part.name.split("-")
+    return int(fields[1]) if len(fields) >= 3 and fields[0] == "part" and fields[1].isdigit() else None
 
 
 def _fsync(path: Path) -> None:

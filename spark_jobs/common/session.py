@@ -143,12 +143,12 @@ def job_session(app_name: str, log: JobLog, driver: DriverSettings, *, may_write
             if starts_jvm:
                 if writes_archive:
                     log.stage("writing the JVM's class archive for the next runs")
-                exit_code = _stop_jvm()
+                exit_code = stop_jvm()
                 if archive is not None and archive.publish(exit_code):
                     log.detail(f"class-data archive written: {archive.path}")
 
 
-def _stop_jvm() -> int | None:
+def stop_jvm() -> int | None:
     """Stop the driver's JVM (it exits when its standard input closes) and return its exit code (None if it
     did not exit in time, or was not started by this process)."""
     gateway = SparkContext._gateway

@@ -51,6 +51,8 @@ def _schema(types: dict[str, str]) -> str:
 # The columns the report reads.
 RECORD_TYPES = record_types(RECORD_COLUMNS)
 RECORDS_SCHEMA = _schema(RECORD_TYPES)
+# Times the delay samples are listed and read, if a file listed is gone before it is read.
+SAMPLES_LISTINGS = 3
 # Footers are read a few at a time: from a remote store each read is a round trip.
 FOOTER_READERS = 8
 
@@ -86,16 +88,20 @@ def read_files(spark: SparkSession, uris: Sequence[str], types: dict[str, str] =
 def read_delay_samples(samples_uri: str, report_date: date) -> pa.Table | None:
     """Blocking: the delay samples of `report_date` (its partition, read on the driver: see delays.py), their
     SAMPLE_COLUMNS; None when the day has none, or pyarrow cannot read from where they are (s3a://, say)."""
-    try:
-        filesystem, path = FileSystem.from_uri(_escaped(day_path(samples_uri, report_date)))
-        if filesystem.get_file_info(path).type != FileType.Directory:
+    for _ in range(SAMPLES_LISTINGS):
+        try:
+            filesystem, path = FileSystem.from_uri(_escaped(day_path(samples_uri, report_date)))
+            if filesystem.get_file_info(path).type != FileType.Directory:
+                return None
+            table = ds.dataset(path, filesystem=filesystem, format="parquet", schema=DELAY_SAMPLES_SCHEMA).to_table(
+                columns=list(SAMPLE_COLUMNS)
+            )
+        except FileNotFoundError:
+            continue  # a file listed was merged into another and removed (app/servers/delay_records.compact): list again
+        except (OSError, ValueError, pa.ArrowException):
             return None
-        table = ds.dataset(path, filesystem=filesystem, format="parquet", schema=DELAY_SAMPLES_SCHEMA).to_table(
-            columns=list(SAMPLE_COLUMNS)
-        )
-    except (OSError, ValueError, pa.ArrowException):
-        return None
-    return table if table.num_rows else None
+        return table if table.num_rows else None
+    return None
 
 
 def _escaped(uri: str) -> str:

@@ -4,14 +4,25 @@ them."""
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+import time
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
 from app.health.metrics import delay_exposition
 from app.redis.context import RedisContext
-from app.servers.delay_records import DelayTotals, parse_total_field, read, rows_table, total_field, totals_of, write
+from app.servers.delay_records import (
+    COMPACTED,
+    DelayTotals,
+    compact,
+    parse_total_field,
+    read,
+    rows_table,
+    total_field,
+    totals_of,
+    write,
+)
 from app.servers.delay_samples import MINUTE_MS, added
 from spark_jobs.contract.delay_samples import DEDUP_KEY, SCHEMA, STATE_COLUMNS
 
@@ -49,6 +60,26 @@ def test_rows_written_per_day_and_read_back_once(tmp_path: Path) -> None:
         ("ONLINE", "wlm-2", 1),
     ]
     assert read(tmp_path / "none").num_rows == 0
+
+
+def test_the_minute_files_of_the_last_hours_days_merged_into_one_the_rest_kept(tmp_path: Path) -> None:
+    now_minute = int(datetime.now(UTC).timestamp() * 1000) // MINUTE_MS * MINUTE_MS
+    rows = [(now_minute, queue, counts) for _, queue, counts in ROWS]
+    write(tmp_path, rows_table(rows, "wlm-1", 7))
+    write(tmp_path, rows_table(rows[:1], "wlm-1", 7))  # a copy: merged as it is, dropped by readers
+    write(tmp_path, rows_table(ROWS, "wlm-1", 7))  # days long before the hours merged: left as they are
+    merged_at = datetime.now(UTC) + timedelta(milliseconds=1)
+    time.sleep(0.005)
+    write(tmp_path, rows_table(rows[2:], "wlm-2", 8))  # written after the hour's start: left for the next merge
+    before = sorted(map(str, read(tmp_path).to_pylist()))
+
+    merged = compact(tmp_path, merged_at)
+    today = tmp_path / f"date={datetime.fromtimestamp(now_minute / 1000, UTC).date().isoformat()}"
+    assert [part.parent for part in merged] == [today] and merged[0].stem.endswith(f"-{COMPACTED}")
+    assert len(list(today.glob("*.parquet"))) == 2
+    assert [len(list((tmp_path / day).glob("*.parquet"))) for day in ("date=2025-11-26", "date=2025-11-27")] == [1, 1]
+    assert sorted(map(str, read(tmp_path).to_pylist())) == before
+    assert compact(tmp_path, merged_at) == []  # nothing left to merge
 
 
 def test_totals_per_environment_class_period_and_state() -> None:

@@ -19,6 +19,7 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 
 from app.operator.service import state_in
 from app.operator.states import holds_work_back
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 WRITE_AT_STOP_SECONDS = 10.0
 # Rows kept while their writes fail (a full disk): beyond them, the oldest are dropped (their minutes then missing).
 MAX_UNWRITTEN = 1_000_000
+HOUR_MS = 3_600_000
 
 
 class DelaySampling:
@@ -49,6 +51,7 @@ class DelaySampling:
         self._untotalled: Counter[str] = Counter()
         self._failures = RepeatedFailures(log)
         self._classes: dict[tuple[int, str], tuple[list[tuple[str, str]], list[SampledClass]]] = {}
+        self._compacted_hour: int | None = None  # the hour at whose start this scheduler last merged the minute files
 
     async def sample_delays(self) -> None:
         """The duty: one tick."""
@@ -137,6 +140,19 @@ class DelaySampling:
         except Exception as exc:  # noqa: BLE001 - kept for the next minute's write (its readers drop a copy written twice)
             self._failures.failed("writing the delay samples", type(exc).__name__, str(exc), exc)
             del self._unwritten[:-MAX_UNWRITTEN]
+            return
+        if before_ms is not None and before_ms // HOUR_MS != self._compacted_hour:
+            await self._compact(before_ms // HOUR_MS)
+
+    async def _compact(self, hour: int) -> None:
+        """At the first write of an hour, the minute files written before it merged (delay_records.compact)."""
+        try:
+            hour_start = datetime.fromtimestamp(hour * HOUR_MS / 1000, UTC)
+            await asyncio.to_thread(delay_records.compact, self.context.state.settings.delay_samples_dir, hour_start)
+            self._compacted_hour = hour
+            self._failures.succeeded("merging the delay samples' minute files")
+        except Exception as exc:  # noqa: BLE001 - the files stay as they are, read as they are: tried again at the next write
+            self._failures.failed("merging the delay samples' minute files", type(exc).__name__, str(exc), exc)
 
     async def write_at_stop(self) -> None:
         """What this scheduler counted, the current minute's part too, written before it stops."""

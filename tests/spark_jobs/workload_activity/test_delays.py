@@ -3,7 +3,7 @@ queue and interval and for the day, each state a percentage of the states counte
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +11,9 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
-from app.servers.delay_records import write
+from app.servers.delay_records import merge_minutes, write
 from spark_jobs.contract.delay_samples import SCHEMA, STATE_COLUMNS
+from spark_jobs.workload_activity import extract
 from spark_jobs.workload_activity.delays import DELAY_COLUMNS, SAMPLE_COLUMNS, delay_sums
 from spark_jobs.workload_activity.extract import RECORDS_SCHEMA, read_delay_samples
 from spark_jobs.workload_activity.policy_goals import activation_steps, goal_rows
@@ -178,3 +179,33 @@ def test_the_files_the_scheduler_writes_read_as_they_are(spark: SparkSession, tm
     assert samples is not None and samples.column_names == list(SAMPLE_COLUMNS)
     report = report_with(spark, RECORDS, samples)
     assert delays(report[("FAST", 15, at(0))]) == pytest.approx(expected(480, using=50.0, busy_higher=50.0))
+
+
+def test_minute_files_merged_or_not_and_a_file_gone_read_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A day of minute files and the same day with some merged into an hour's file (what the scheduler leaves once an
+    hour is over) read as the same rows; a file merged away between the listing and the read makes a new listing."""
+    root = tmp_path / "delay_samples"
+    for minute in range(4):
+        write(root, table([sample(minute, using=minute + 1, busy_higher=1)]))
+    minutes = read_delay_samples(str(root), DAY)
+    merged = merge_minutes(root / f"date={DAY.isoformat()}", datetime.now(UTC) + timedelta(milliseconds=1))
+    write(root, table([sample(4, using=5, busy_higher=1)]))
+    assert merged is not None and sorted(path.name == merged.name for path in merged.parent.iterdir()) == [False, True]
+    both = read_delay_samples(str(root), DAY)
+    assert minutes is not None and both is not None and both.num_rows == minutes.num_rows + 1
+    assert delay_sums(both, DAY, 15) == delay_sums(
+        pa.concat_tables([minutes, table([sample(4, using=5, busy_higher=1)]).select(list(SAMPLE_COLUMNS))]), DAY, 15
+    )
+
+    gone = write(root, table([sample(5, using=6)]))[0]
+    listed = extract.ds.dataset
+
+    def listed_then_merged(*args: Any, **kwargs: Any) -> Any:
+        dataset = listed(*args, **kwargs)
+        if gone.exists():
+            gone.unlink()  # as a merge removes it, once its rows are in the merged file
+        return dataset
+
+    monkeypatch.setattr(extract.ds, "dataset", listed_then_merged)
+    again = read_delay_samples(str(root), DAY)
+    assert again is not None and again.num_rows == both.num_rows
