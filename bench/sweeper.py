@@ -1,8 +1,7 @@
 """The slow queue sweeper under a large backlog: Redis memory with and without it, and the order on the way out.
 
     .venv/bin/python bench/sweeper.py [--requests 1000000] [--payload-bytes 1024] [--rate 3000] [--interval 5]
-                                      [--side-by-side]
-    .venv/bin/python bench/sweeper.py --smoke     # seconds: 3,000 requests, a pass every 0.5 s, side by side
+    .venv/bin/python bench/sweeper.py --smoke     # seconds: 3,000 requests, a pass every 0.5 s
 
 Starts the service (`wlm serve`, its embedded Redis, SQLite) twice. Each time one queue manager inserts
 `--requests` requests of about `--payload-bytes` each at `--rate` a second (batches of 500, one after another, so
@@ -13,15 +12,13 @@ while the backlog builds up; draining, the buffer is the high service rate + 5, 
 have begun after the last insert (the first has then swept what came last), one fast server drains the queue
 (select up to 1000 and end the previous 1000 in the same call): every request must come out once, in insertion
 order. The second run has the sweeper off and is stopped once the backlog is in: its memory grows with the backlog.
-As the yardstick, raw Redis: the same payloads RPUSHed to one list of a fresh redis-server. With --side-by-side
-the two runs and the yardstick go at once, each on its own Redis (the memory figures are each Redis's own; the
-rates share the cores): a smoke run's way.
+As the yardstick, raw Redis: the same payloads RPUSHed to one list of a fresh redis-server.
 
 Every run checks that each request came out once, in order, and was ended, that the sweeper moved requests to the
 database, and that the figures are above 0; a failed check makes the exit status 1. `--smoke` is the same run with
-3,000 requests and a sweeper pass every 0.5 s, side by side. Service, load generator and Redis share this machine's
-cores. The last line is one JSON object of the figures (those named in HEADLINE among them), the checks that failed
-and whether this was a smoke run.
+3,000 requests and a sweeper pass every 0.5 s. Service, load generator and Redis share this machine's cores. The last
+line is one JSON object of the figures (those named in HEADLINE among them), the checks that failed and whether this
+was a smoke run.
 """
 
 from __future__ import annotations
@@ -33,7 +30,6 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -59,7 +55,7 @@ HEADLINE = (
     "drained_per_s",
     "swept_at_end_of_fill",
 )
-SMOKE = {"requests": 3000, "interval": 0.5, "side_by_side": True}
+SMOKE = {"requests": 3000, "interval": 0.5}
 # The environment's keys in the service's Redis: the default prefix, the example policy's node.
 PAYROLL = AeKeys("wlm", "LOCAL", "PAYROLL")
 BATCH = 500
@@ -291,19 +287,13 @@ def main() -> None:
     parser.add_argument("--payload-bytes", type=int, default=1024)
     parser.add_argument("--rate", type=float, default=3000, help="requests inserted a second (batches of 500)")
     parser.add_argument("--interval", type=float, default=5.0, help="the sweeper's interval (s)")
-    parser.add_argument("--side-by-side", action="store_true", help="run with and without the sweeper, and raw Redis, at once")
     args = parse_args(parser, SMOKE)
     print(f"# {machine()}; service, load generator and Redis share these cores", flush=True)
-    with ThreadPoolExecutor(3 if args.side_by_side else 1) as threads:  # one thread: one after another
-        swept_run, unswept_run = threads.submit(run, True, args), threads.submit(run, False, args)
-        raw_run = threads.submit(raw_redis_mb, args.requests, args.payload_bytes)
-        try:
-            swept, unswept, raw = swept_run.result(), unswept_run.result(), raw_run.result()
-        finally:
-            for future in (swept_run, unswept_run, raw_run):
-                future.cancel()  # after a failure: not started, not run
+    swept = run(True, args)
     print("# with the sweeper:", json.dumps(swept), flush=True)
+    unswept = run(False, args)
     print("# without the sweeper:", json.dumps(unswept), flush=True)
+    raw = raw_redis_mb(args.requests, args.payload_bytes)
     print(f"# raw Redis, the same payloads in one list: {raw:.1f} MB", flush=True)
     summary = {
         "requests": args.requests,
