@@ -6,7 +6,8 @@ stops the newest workers with SIGTERM, RQ's warm shutdown: a busy worker finishe
 
 The arrivals are enqueued from this process at their times; each request's enqueue, start and end are RQ's own
 (the job's `enqueued_at`, `started_at`, `ended_at`). The workers' lifetimes are watched as bench/_lifetimes.py
-watches any server's.
+watches any server's, each run's found by its queues' names (on its workers' command lines): runs side by side
+on one Redis are told apart.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from rq.registry import StartedJobRegistry
 
 from app.processes import die_with_parent
 
-WORKER_MARKER = "rq.cli worker"
 STOP_SECONDS = 30.0  # a worker told to stop has this long to finish its job before SIGKILL (Kubernetes' grace)
 
 
@@ -128,12 +128,19 @@ def _scale(pool: WorkerPool, queues: list[rq.Queue], rule: KedaRule, start: floa
 
 
 def run_rq(
-    redis_url: str, classes: Sequence[str], arrivals: Sequence[Arrival], length_s: float, workers: int | KedaRule, drain_s: float
+    redis_url: str,
+    label: str,
+    classes: Sequence[str],
+    arrivals: Sequence[Arrival],
+    length_s: float,
+    workers: int | KedaRule,
+    drain_s: float,
 ) -> RqRun:
-    """The arrivals through one RQ queue per class of `classes` (in importance order) and `workers` workers (a
-    count: a fixed pool; a KedaRule: scaled by it, from its minimum), then until every job ended (up to `drain_s`)."""
+    """The arrivals through one RQ queue per class of `classes` (in importance order; each named `label`-class) and
+    `workers` workers (a count: a fixed pool; a KedaRule: scaled by it, from its minimum), then until every job ended
+    (up to `drain_s`)."""
     connection = redis.Redis.from_url(redis_url)
-    queues = [rq.Queue(f"peers-{name}", connection=connection, serializer=RQ_SERIALIZER) for name in classes]
+    queues = [rq.Queue(f"{label}-{name}", connection=connection, serializer=RQ_SERIALIZER) for name in classes]
     for queue in queues:
         queue.empty()
     by_class = dict(zip(classes, queues, strict=True))
@@ -141,7 +148,8 @@ def run_rq(
     stop, polls = threading.Event(), []
     scaler: threading.Thread | None = None
     jobs: list[tuple[str, str]] = []
-    with Lifetimes(WORKER_MARKER) as lifetimes:
+    # A worker's command line ends with its queues' names: this run's, and no other's.
+    with Lifetimes(" ".join(pool.queues)) as lifetimes:
         try:
             pool.start(workers if isinstance(workers, int) else workers.low)
             pool.await_listening(connection, len(pool.running))

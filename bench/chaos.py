@@ -1,7 +1,7 @@
 """Chaos under load: replicas, servers and Redis killed with SIGKILL; a host crash in both durability modes; what
 strict durability costs an insert (issue 20).
 
-    .venv/bin/python bench/chaos.py [--seconds 5] [--requests 2000] [--pairs 3] [--only 1,2,3]
+    .venv/bin/python bench/chaos.py [--seconds 5] [--requests 2000] [--pairs 3] [--only 1,2,3] [--side-by-side]
     .venv/bin/python bench/chaos.py --smoke     # seconds and tiny sizes (--help lists them): every scenario, every check
 
 Everything runs on this machine (127.0.0.1 only) and is stopped at the end, also on failure or Ctrl-C: its own
@@ -35,7 +35,9 @@ failure outside the Redis outage, no new scheduler after the kill, no request he
 not ended by another), a replica that did not recover from the Redis restart by itself; in scenario 2 (when the
 shim was built) no request accepted, one lost in strict mode, a replica that took no insert after the restart; in
 scenario 3 a phase without inserts. Smoke runs cut sizes and waits, not steps: fast mode's losses, the cost of
-strict and the revocation's reach are figures there, not checks, as in a full run.
+strict and the revocation's reach are figures there, not checks, as in a full run. A smoke run also runs scenario 2's
+two modes and scenario 3 at once, after scenario 1 (--side-by-side: each on its own Redis and replicas, so scenario
+3's rates share the cores with scenario 2's inserts).
 Headline figures (scenario 1 unless named otherwise):
   accepted                   inserts answered 201
   lost                       accepted requests no server ended (neither an `ended` answer nor `already_ended` when
@@ -179,6 +181,7 @@ if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == SERVER_FLAG:
 
 import argparse
 import asyncio
+import functools
 import gc
 import itertools
 import re
@@ -188,7 +191,7 @@ import subprocess
 import tempfile
 import traceback
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 
@@ -211,7 +214,10 @@ HEADLINE = (
     "accepted", "lost", "ran_twice", "records_missing", "negative_durations", "duty_failures",
     "strict_lost_on_host_crash", "fast_lost_on_host_crash", "strict_insert_cost_pct",
 )  # fmt: skip
-SMOKE = {"seconds": 0.5, "requests": 60, "pairs": 1, "servers": 3, "drain_seconds": 20.0, "records_seconds": 15.0, "revocations": 2}
+SMOKE = {
+    "seconds": 0.5, "requests": 60, "pairs": 1, "servers": 3, "drain_seconds": 20.0, "records_seconds": 15.0, "revocations": 2,
+    "side_by_side": True,
+}  # fmt: skip
 PREFIX = "wlm"
 AE = "PAYROLL"
 COMPLETION_TIME_MS = 2000  # a request held by a killed server comes back this soon
@@ -1242,6 +1248,8 @@ async def run(args: argparse.Namespace, scratch: Path, cleanup: Cleanup, result:
             "redelivered": s1["redelivered"],
             "revocation_reach_ms_max": s1["key_revocation"]["max_ms"],
         }
+    # Scenario 2's modes and scenario 3: one after another, or all at once (--side-by-side).
+    steps: dict[str, Callable[[], Awaitable[dict]]] = {}
     if 2 in args.only:
         (scratch / "shim").mkdir(parents=True, exist_ok=True)
         shim, how = build_shim(scratch / "shim")
@@ -1251,16 +1259,28 @@ async def run(args: argparse.Namespace, scratch: Path, cleanup: Cleanup, result:
         else:
             scenarios["host_crash"] = {}
             for mode in ("fast", "strict"):
-                scenarios["host_crash"][mode] = crash = await host_crash(mode, args, scratch, shim, cleanup)
-                result[f"{mode}_lost_on_host_crash"] = crash["lost"]
+                steps[mode] = functools.partial(host_crash, mode, args, scratch, shim, cleanup)
     if 3 in args.only:
-        s3 = await insert_cost(args, scratch, cleanup)
-        scenarios["insert_cost"] = s3
-        result |= {
-            "strict_insert_cost_pct": s3["strict_insert_cost_pct"],
-            "strict_batch_cost_pct": s3["strict_batch_cost_pct"],
-            "insert_rates_per_s": s3["rates_per_s"],
-        }
+        steps["cost"] = functools.partial(insert_cost, args, scratch, cleanup)
+
+    async def step(name: str) -> None:
+        figures = await steps[name]()
+        if name == "cost":
+            scenarios["insert_cost"] = figures
+            result.update(
+                strict_insert_cost_pct=figures["strict_insert_cost_pct"],
+                strict_batch_cost_pct=figures["strict_batch_cost_pct"],
+                insert_rates_per_s=figures["rates_per_s"],
+            )
+        else:
+            scenarios["host_crash"][name] = figures
+            result[f"{name}_lost_on_host_crash"] = figures["lost"]
+
+    if args.side_by_side:
+        await asyncio.gather(*(step(name) for name in steps))
+    else:
+        for name in steps:
+            await step(name)
 
 
 def interrupted(*_: object) -> None:
@@ -1294,6 +1314,9 @@ def main() -> None:
     parser.add_argument("--sqlite", action="store_true", help="scenario 1 on one SQLite file, even if PostgreSQL answers")
     parser.add_argument("--only", default="1,2,3", help="scenarios to run, e.g. 2,3 (the others' figures are null)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory (logs, AOFs, records)")
+    parser.add_argument(
+        "--side-by-side", action="store_true", help="after scenario 1, run scenario 2's modes and scenario 3 at once (a smoke run's way)"
+    )
     args = parse_args(parser, SMOKE)
     args.only = {int(part) for part in args.only.split(",") if part.strip()}
     if min(args.seconds, args.requests, args.pairs, args.servers, args.revocations) <= 0:

@@ -1,8 +1,8 @@
 """What the elected scheduler's delay samples cost (issue 39: at most 5 % of one core for the scheduler's process and
 Redis together at 10,000 class queues).
 
-    .venv/bin/python bench/delay_sampling.py [--environments 3334] [--seconds 65] [--places N]
-    .venv/bin/python bench/delay_sampling.py --smoke     # 100 environments (300 class queues), 5 s
+    .venv/bin/python bench/delay_sampling.py [--environments 3334] [--seconds 65] [--places N] [--idle-ticks 20]
+    .venv/bin/python bench/delay_sampling.py --smoke     # 100 environments (300 class queues), 2 s, 4 idle ticks
 
 bench/metrics_scrape.py's setup: the example policy with `--environments` application environments on one node (3
 service classes each: 3 × 3,334 ≈ 10,000 class queues) and one request queued in every class queue (no server), in
@@ -10,10 +10,11 @@ the real app with its own Redis (embedded) and SQLite. The app runs no duties of
 sampling duty alone, as the scheduler does (a tick every WLM_SAMPLE_INTERVAL_MS, each reading WLM_SAMPLE_PLACES_PER_TICK
 environments, or `--places`; the minutes written as they end), with what the goal evaluation adds every
 WLM_GOAL_INTERVAL_SECONDS (each environment's shares over the window), for `--seconds` (65: a minute's rows written).
-Its CPU is this process's, less the idle loop, and Redis's (its INFO, used by nothing else), each as a share of one
-core: measured apart from the service's other duties, whose CPU on this shared machine varies by more than the
-sampling's. Reported: both, their sum, the ticks run, and how often each class queue was sampled (per minute). The
-last line is one JSON object of the figures (those named in HEADLINE among them) and the checks that failed.
+Its CPU is this process's, less the idle loop's (timed over --idle-ticks ticks first), and Redis's (its INFO, used
+by nothing else), each as a share of one core: measured apart from the service's other duties, whose CPU on this
+shared machine varies by more than the sampling's. Reported: both, their sum, the ticks run, and how often each class
+queue was sampled (per minute). The last line is one JSON object of the figures (those named in HEADLINE among them)
+and the checks that failed.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from bench._smoke import above_zero, conclude, parse_args
 from bench.metrics_scrape import CLASSES, NODE, policy_of
 
 HEADLINE = ("sampling_pct_of_core", "service_pct_of_core", "redis_pct_of_core", "samples_per_queue_minute")
-SMOKE = {"environments": 100, "seconds": 5.0}
+SMOKE = {"environments": 100, "seconds": 2.0, "idle_ticks": 4}
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 
@@ -66,7 +67,7 @@ def redis_cpu_s(info: dict[str, Any]) -> float:
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
-async def measure(settings: Settings, environments: int, seconds: float) -> dict[str, Any]:
+async def measure(settings: Settings, environments: int, seconds: float, idle_ticks: int) -> dict[str, Any]:
     application = create_app(settings)
     async with application.router.lifespan_context(application):
         transport = httpx.ASGITransport(app=application)
@@ -83,9 +84,9 @@ async def measure(settings: Settings, environments: int, seconds: float) -> dict
 
         # The loop's own cost, sleeping as the duty does with nothing to do, is left out.
         idle_cpu = time.process_time()
-        for _ in range(20):
+        for _ in range(idle_ticks):
             await asyncio.sleep(interval)
-        idle_per_tick = (time.process_time() - idle_cpu) / 20
+        idle_per_tick = (time.process_time() - idle_cpu) / idle_ticks
 
         places = [keys for keys, _ in await DutyContext(state, 1, "bench").environments()]
         redis_before, cpu_before, began = redis_cpu_s(await state.queues.redis.info("cpu")), time.process_time(), time.monotonic()
@@ -128,7 +129,10 @@ def main() -> None:
     parser.add_argument("--environments", type=int, default=3334, help="application environments, 3 class queues each")
     parser.add_argument("--seconds", type=float, default=65.0, help="how long the duty runs")
     parser.add_argument("--places", type=int, default=0, help="WLM_SAMPLE_PLACES_PER_TICK (default: the service's)")
+    parser.add_argument("--idle-ticks", type=int, default=20, help="ticks of the idle loop timed first (its CPU is left out)")
     args = parse_args(parser, SMOKE)
+    if args.idle_ticks < 1:
+        parser.error("--idle-ticks must be 1 or more")
     print(f"machine: {machine()}; this process and its Redis share the cores with whatever else runs", flush=True)
     directory = Path(tempfile.mkdtemp(prefix="wlm-bench-delays-"))
     redis = EmbeddedRedis(directory / "redis")
@@ -147,7 +151,7 @@ def main() -> None:
             log_level="warning",
             **places,  # type: ignore[arg-type]
         )
-        figures = asyncio.run(measure(settings, args.environments, args.seconds))
+        figures = asyncio.run(measure(settings, args.environments, args.seconds, args.idle_ticks))
     finally:
         redis.stop()
     counted, queues = figures["queues_in_rows"], figures["class_queues"]

@@ -4,7 +4,7 @@ had (selected - inserted, from its work record).
 
     .venv/bin/python bench/expected_start.py [--seconds 60] [--warmup 30] [--servers 2] [--tasks 4] [--service-ms 400]
                                              [--exponential] [--utilisation 0.8]
-    .venv/bin/python bench/expected_start.py --smoke   # --seconds 4 --warmup 4 --servers 1 --tasks 2 --service-ms 100
+    .venv/bin/python bench/expected_start.py --smoke   # --seconds 2 --warmup 2 --servers 1 --tasks 2 --service-ms 100
 
 The real service runs (`wlm serve`, embedded Redis, SQLite, one worker; the manager judges goals every 2 s over a
 20 s window) with one service class, importance 1, whose environment's server limits are min = max = --servers: the
@@ -59,7 +59,7 @@ from app.processes import die_with_parent
 from app.work import records
 
 HEADLINE = ("median_error", "p90_error", "coverage", "counted", "utilisation")
-SMOKE = {"seconds": 4.0, "warmup": 4.0, "servers": 1, "tasks": 2, "service_ms": 100}
+SMOKE = {"seconds": 2.0, "warmup": 2.0, "servers": 1, "tasks": 2, "service_ms": 100}
 MANAGER = {"goal_interval_seconds": 2, "goal_window_seconds": 20, "lease_check_seconds": 0.25}
 ENVIRONMENT = "ESTAPP"
 WAITED_MS = 100  # the requests judged: those that waited at least this long

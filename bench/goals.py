@@ -3,7 +3,7 @@
     .venv/bin/python bench/goals.py [--short-seconds 60] [--ample-seconds 90] [--rate-factor 1] [--burn 0]
                                     [--attainment-interval 5]
     .venv/bin/python bench/goals.py --smoke     # --short-seconds 4 --ample-seconds 4 --rate-factor 0.5
-                                                # --attainment-interval 1: fewer checks
+                                                # --attainment-interval 1 --side-by-side: fewer checks
 
 The real service runs (`wlm serve`, embedded Redis, SQLite, one worker) with its launcher on: it starts the
 servers of the environment SIMAPP itself (`python -m app.examples.echo_server`, one worker task each, each request
@@ -17,6 +17,8 @@ policy is reinstalled with max 10. At the end of each phase the PI of each class
 read from GET /v1/service-classes/{name}/performance. Then the peer: the same arrivals, through RQ (one FIFO queue, no goals) on the
 service's Redis with as many SimpleWorker processes as the short phase's maximum (3), each job sleeping its
 service time; its PI per class is the same average-goal PI over the same window, from RQ's enqueue and end times.
+With --side-by-side (a smoke run's way) the peer runs beside the service's phases rather than after them, each
+taking cores from the other.
 
 --burn N runs N busy-loop processes (`python -c 'while True: pass'`, a core's worth of demand each) beside the whole
 run, from before the service starts until after it stops (killed and waited for however the run ends; each also
@@ -59,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import json
 import math
@@ -68,6 +71,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -103,7 +107,7 @@ HEADLINE = (
 ATTAINMENT_HEADLINE = tuple(name for name in HEADLINE if "_attainment_" in name)
 ATTAINMENT_INTERVAL_SECONDS = 5.0
 # A smoke run's phases are 4 s: 1 s intervals, so that its attainment figures are numbers too.
-SMOKE = {"short_seconds": 4.0, "ample_seconds": 4.0, "rate_factor": 0.5, "attainment_interval": 1.0}
+SMOKE = {"short_seconds": 4.0, "ample_seconds": 4.0, "rate_factor": 0.5, "attainment_interval": 1.0, "side_by_side": True}
 
 CLASSES = {  # name: (userid that classifies to it, arrivals per second, service time in ms)
     "FAST": ("FAST01", 15.0, 100),
@@ -351,6 +355,7 @@ def main() -> None:
     parser.add_argument(
         "--attainment-interval", type=float, default=ATTAINMENT_INTERVAL_SECONDS, help="seconds per interval of the attainment figures"
     )
+    parser.add_argument("--side-by-side", action="store_true", help="run the RQ peer beside the service's phases, not after them")
     args = parse_args(parser, SMOKE)
     if args.burn < 0 or args.attainment_interval <= 0:
         parser.error("--burn must be 0 or more, --attainment-interval above 0")
@@ -358,11 +363,15 @@ def main() -> None:
     with burning(args.burn):
         service = Service(workers=1, launcher="true", **{setting: str(value) for setting, value in MANAGER.items()})
         try:
-            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            with ThreadPoolExecutor(1) as beside, asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                fifo = functools.partial(
+                    rq_fifo_phase, service.redis_url, workers=3, seconds=args.short_seconds, rate_factor=args.rate_factor
+                )
+                early = beside.submit(fifo) if args.side_by_side else None
                 phases = main_async(service, args.short_seconds, args.ample_seconds, args.rate_factor, args.attainment_interval)
                 figures = runner.run(phases)
-            # The servers the service launched end with the ample phase's load; the peer gets the machine's cores.
-            peer = rq_fifo_phase(service.redis_url, workers=3, seconds=args.short_seconds, rate_factor=args.rate_factor)
+                # One after another, the peer gets the machine's cores: the servers the service launched end with its load.
+                peer = early.result() if early else fifo()
             print(
                 f"rq fifo, 3 workers: FAST PI {peer['FAST']}  SLOW PI {peer['SLOW']}  (still queued at the end: "
                 f"FAST {peer['FAST_queued_at_end']}, SLOW {peer['SLOW_queued_at_end']})",
@@ -370,7 +379,8 @@ def main() -> None:
             )
         finally:
             service.stop()
-    figures |= {"rq_short_pi_imp1": peer["FAST"], "rq_short_pi_imp3": peer["SLOW"], "burn": args.burn, "manager": MANAGER}
+    figures |= {"rq_short_pi_imp1": peer["FAST"], "rq_short_pi_imp3": peer["SLOW"], "rq_side_by_side": args.side_by_side}
+    figures |= {"burn": args.burn, "manager": MANAGER}
     if peer["FAST"] is not None and figures["short_pi_imp1"]:
         figures["fifo_over_wlm_pi_imp1"] = round(peer["FAST"] / figures["short_pi_imp1"], 1)  # type: ignore[operator]
     checks = {

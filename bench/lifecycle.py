@@ -1,7 +1,7 @@
 """The whole work lifecycle over HTTP, against the real service, with RQ on the same Redis as the yardstick.
 
     .venv/bin/python bench/lifecycle.py [--seconds 10]
-    .venv/bin/python bench/lifecycle.py --smoke     # seconds: tiny sizes, the same phases and checks
+    .venv/bin/python bench/lifecycle.py --smoke     # seconds: tiny sizes, one worker, the same phases and checks
 
 Phases (producers and servers are coroutines of this one process; the service runs in its own processes; all
 share this machine's cores):
@@ -24,10 +24,12 @@ service a setting (WLM_NAME), e.g. `--setting sample_interval_ms=3600000` for ru
 
 Every run checks that each request the service accepted (in every phase, on every service) was ended, that each RQ
 job finished, and that every figure is above 0; a failed check makes the exit status 1. `--smoke` runs the default
-phases (single, batch, latency, rq) for half a second each, with 20 RQ jobs: the same code paths and checks. The
-cluster, replica and resource-group runs each start another service (many seconds more on a busy machine) and are
-left to their options, which a smoke run takes too (`--smoke --resource-groups`). The last line printed is one JSON
-object with the figures (those named in HEADLINE among them), the checks that failed and whether this was a smoke run.
+phases (single, batch, latency, rq) for half a second each, with 20 RQ jobs, on a service of one worker (a second
+worker's start is 2-3 s of CPU, more than the phases take; bench/metrics_scrape.py's smoke starts two): the same
+code paths and checks. The cluster, replica and resource-group runs each start another service (many seconds more
+on a busy machine) and are left to their options, which a smoke run takes too (`--smoke --resource-groups`). The
+last line printed is one JSON object with the figures (those named in HEADLINE among them), the checks that failed
+and whether this was a smoke run.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ HEADLINE = (
     "single_vs_rq",
     "batch_vs_rq",
 )
-SMOKE = {"seconds": 0.5, "warm_up": 0.25, "rq_jobs": 20}
+SMOKE = {"seconds": 0.5, "warm_up": 0.25, "rq_jobs": 20, "workers": 1}
 POLICY = (
     (ROOT / "examples" / "policy.yaml")
     .read_text()

@@ -1,10 +1,10 @@
 """Where a single-request lifecycle's time goes: py-spy samples the service's processes under the single-request load
 of bench/lifecycle.py, and Redis counts the commands it ran per lifecycle.
 
-    .venv/bin/python bench/profile_lifecycle.py [--seconds 15] [--durability strict|fast]
-    .venv/bin/python bench/profile_lifecycle.py --smoke     # seconds: 1 s under py-spy, 50 lifecycles counted
+    .venv/bin/python bench/profile_lifecycle.py [--seconds 15] [--durability strict|fast] [--workers 2]
+    .venv/bin/python bench/profile_lifecycle.py --smoke     # seconds: 1 s under py-spy, 50 lifecycles, 1 worker
 
-The service (`wlm serve`, 2 uvicorn workers), its Redis, py-spy and the load generator share this machine's cores,
+The service (`wlm serve`, --workers uvicorn workers), its Redis, py-spy and the load generator share this machine's cores,
 so py-spy's own sampling takes some of the rate; the shares are what to read, not the rate. Printed: the share of
 CPU milliseconds per lifecycle of the service, Redis and the load generator (a phase without py-spy), the share of
 the service's samples by part (the innermost frame of the stack that is the service's, a library's or the event
@@ -16,7 +16,8 @@ sample count) are kept for a flame graph: `py-spy` can draw one from them, or ht
 
 Every run checks that each request the service accepted was ended, that py-spy took samples, and that the rates,
 CPU figures and commands per lifecycle are above 0; a failed check makes the exit status 1 (the last line lists it).
-`--smoke` is the same run with each phase a second or less, and 50 lifecycles counted.
+`--smoke` is the same run with each phase a second or less, 50 lifecycles counted, and one uvicorn worker (a
+second one's start is 2-3 s of CPU, more than the phases take).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ HEADLINE = (
     "by_part_pct",
     "top_self_pct",
 )
-SMOKE = {"seconds": 1.0, "warm_up": 0.25, "lifecycles": 50}
+SMOKE = {"seconds": 1.0, "warm_up": 0.25, "lifecycles": 50, "workers": 1}
 # The run starts with a phase of this many times --warm-up, unmeasured: the service's caches and connections warm.
 FIRST_WARM_UP = 3
 # Each sample is charged to the innermost frame on its stack that belongs to one of these (asyncio's and the standard
@@ -207,6 +208,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0, help="each measured phase (the one under py-spy: whole seconds)")
     parser.add_argument("--warm-up", type=float, default=1.0, help="each phase's unmeasured start (s)")
     parser.add_argument("--durability", choices=("strict", "fast"), help="WLM_DURABILITY (default: the service's)")
+    parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes of the service")
     parser.add_argument("--lifecycles", type=int, default=2000, help="lifecycles, one after another, whose Redis commands are counted")
     parser.add_argument("--output", type=Path, help="where to keep the raw stacks (default: a new scratch directory)")
     args = parse_args(parser, SMOKE)
@@ -216,8 +218,8 @@ def main() -> None:
     if py_spy is None:
         sys.exit("py-spy is not installed: it is a dev dependency (make install)")
     profile = args.output or Path(tempfile.mkdtemp(prefix="wlm-profile-")) / "single.raw"
-    print(f"machine: {machine()}; service (2 workers), Redis, py-spy and load generator share it", flush=True)
-    service = Service(workers=2, **({"durability": args.durability} if args.durability else {}))
+    print(f"machine: {machine()}; service ({args.workers} workers), Redis, py-spy and load generator share it", flush=True)
+    service = Service(workers=args.workers, **({"durability": args.durability} if args.durability else {}))
     tally = Tally()
     try:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
@@ -228,6 +230,7 @@ def main() -> None:
         "lifecycles_per_s_single_under_py_spy": round(rate),
         "seconds": args.seconds,
         "durability": args.durability or "default",
+        "workers": args.workers,
         "cpu_ms_per_lifecycle": cpu,
         "redis_commands_per_lifecycle": commands,
         **analyse(profile),

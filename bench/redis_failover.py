@@ -2,16 +2,20 @@
 is promoted, and how many inserts answered 201 were lost, in each durability mode.
 
     .venv/bin/python bench/redis_failover.py [--load-seconds 8] [--rate 200] [--node-timeout-ms 2000] [--workers 2]
+                                             [--side-by-side]
     .venv/bin/python bench/redis_failover.py --smoke    # --load-seconds 1.5 --rate 60 --node-timeout-ms 1000 --workers 1
+                                                        # --side-by-side
 
-For each durability mode (fast, then strict) it starts a Redis Cluster of 3 masters with a replica each (the
-redis-server the embedded default uses, every node with `appendfsync always`; tests/redis_cluster.py) and one
-`wlm serve` (--workers uvicorn workers) given the first master's URL. Eight producers insert `--rate` requests a second between
-them, each with its own idempotency key; four servers select (and begin) and end what they get. After `--load-seconds`, the master
-holding the PAYROLL queues is killed with SIGKILL; its replica takes over once the other masters have missed it for
-`--node-timeout-ms` (Redis's `cluster-node-timeout`). The load goes on as long again, then the servers take what
-is left: until every request answered 201 has ended, or none came for DRAIN_IDLE_SECONDS since the last insert was
-answered (a lost one never comes, and an end whose answer the kill cut off is not known to have ended).
+For each durability mode (fast, then strict; with --side-by-side both at once, each on its own cluster and service,
+each disturbing the other's figures: a smoke run's way, half the wall time) it starts a Redis Cluster of 3 masters
+with a replica each (the redis-server the embedded default uses, every node with `appendfsync always`;
+tests/redis_cluster.py) and one `wlm serve` (--workers uvicorn workers) given the first master's URL. Eight
+producers insert `--rate` requests a second between them, each with its own idempotency key; four servers select
+(and begin) and end what they get. After `--load-seconds`, the master holding the PAYROLL queues is killed with
+SIGKILL; its replica takes over once the other masters have missed it for `--node-timeout-ms` (Redis's
+`cluster-node-timeout`). The load goes on as long again, then the servers take what is left: until every request
+answered 201 has ended, or none came for DRAIN_IDLE_SECONDS since the last insert was answered (a lost one never
+comes, and an end whose answer the kill cut off is not known to have ended).
 
 In strict mode an insert is answered 201 once the master's replica has it too (WAIT): none answered should be lost.
 In fast mode, replication is asynchronous.
@@ -40,6 +44,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -54,7 +59,8 @@ from bench._smoke import conclude, parse_args
 from tests.redis_cluster import SLOTS, redis_cluster
 
 HEADLINE = ("fast_insert_outage_s", "fast_ready_again_s", "fast_lost", "strict_insert_outage_s", "strict_ready_again_s", "strict_lost")
-SMOKE = {"load_seconds": 1.5, "rate": 60.0, "node_timeout_ms": 1000, "workers": 1}
+SMOKE = {"load_seconds": 1.5, "rate": 60.0, "node_timeout_ms": 1000, "workers": 1, "side_by_side": True}
+MODES = ("fast", "strict")
 MASTERS = 3
 PREFIX = "wlm"  # the service's default WLM_REDIS_PREFIX
 QM = {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BENCH"}
@@ -212,12 +218,17 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=200.0, help="requests inserted per second")
     parser.add_argument("--node-timeout-ms", type=int, default=2000, help="the cluster's cluster-node-timeout")
     parser.add_argument("--workers", type=int, default=2, help="the service's uvicorn workers")
+    parser.add_argument("--side-by-side", action="store_true", help="run both modes at once (each its own cluster and service)")
     args = parse_args(parser, SMOKE)
     print(
         f"machine: {machine()}; the service (uvicorn workers: {args.workers}), 6 Redis nodes and this load generator share the cores",
         flush=True,
     )
-    results = {mode: one_mode(mode, args) for mode in ("fast", "strict")}
+    if args.side_by_side:
+        with ThreadPoolExecutor(len(MODES)) as pool:
+            results = dict(zip(MODES, pool.map(lambda mode: one_mode(mode, args), MODES), strict=True))
+    else:
+        results = {mode: one_mode(mode, args) for mode in MODES}
     headline = {f"{mode}_{name}": value for mode, figures in results.items() for name, value in figures.items()}
     checks = {
         f"{mode}: {name}": passed
@@ -228,7 +239,8 @@ def main() -> None:
         )
     }
     checks["strict: no request answered 201 lost"] = results["strict"]["lost"] == 0
-    conclude({"node_timeout_ms": args.node_timeout_ms, "rate": args.rate, "workers": args.workers, **headline}, checks, args.smoke)
+    settings = {"node_timeout_ms": args.node_timeout_ms, "rate": args.rate, "workers": args.workers, "side_by_side": args.side_by_side}
+    conclude({**settings, **headline}, checks, args.smoke)
 
 
 if __name__ == "__main__":

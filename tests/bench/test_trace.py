@@ -41,7 +41,7 @@ def test_the_shipped_traces_load_with_three_classes_in_importance_order() -> Non
     assert [p.name for p in default.phases] == ["steady", "batch surge", "online surge", "steady again"]
     assert default.classes["REPORTS"].goal.as_policy() == {"type": "percentile", "percentile": 90, "response_time_ms": 1500}
     smoke = load(TRACES / "smoke.json")
-    assert smoke.classes == default.classes and smoke.length_s == 8
+    assert smoke.classes == default.classes and smoke.length_s == 4
 
 
 def test_a_trace_round_trips_through_its_summary() -> None:
