@@ -13,9 +13,11 @@ new epoch shows: that is the failover time. The load goes on as long again, then
 
 Checked and reported: every request accepted (201) has exactly one completion in the work records (copies of one
 record, which at-least-once flushing may leave, are not two completions), none is missing; the event log (the
-advisories stream) shows one holder per epoch with epochs rising by one; no duty of a deposed scheduler was let
-through (fenced refusals counted from the logs). The records are waited for (up to RECORDS_SECONDS): the killed
-scheduler's flush lease, at least 10 s, must run out before a survivor writes what it left in the outbox.
+advisories stream) shows one holder per epoch with epochs rising (an epoch may be missing: a member that took the
+role but lost it before its duties started never announced it, by design of app/scheduler/service.py); no duty of a
+deposed scheduler was let through (fenced refusals counted from the logs). The records are waited for (up to
+RECORDS_SECONDS): the killed scheduler's flush lease, at least 10 s, must run out before a survivor writes what it
+left in the outbox.
 
 The last line is one JSON object of the figures, the HEADLINE ones among them, and `failed_checks`: a failed check
 (a request not ended, missing or completed twice, epochs not one holder each, no takeover, a woken scheduler that
@@ -251,7 +253,9 @@ def check_events(redis_url: str, deposed: str) -> tuple[list[int], bool, bool]:
     client.close()
     active = [json.loads(fields["data"]) for _, fields in entries if fields["subject"].startswith("WLM.INFO.SCHEDULER.ACTIVE.")]
     epochs = [event["epoch"] for event in active]
-    one_holder_per_epoch = epochs == list(range(1, len(epochs) + 1))
+    # Strictly rising: no epoch announced twice (two holders) or out of order. A gap is an epoch taken and lost again
+    # before its duties started, which is never announced.
+    one_holder_per_epoch = all(a < b for a, b in zip(epochs, epochs[1:], strict=False)) and bool(epochs)
     # Its first word after waking is that it lost its epoch, before it takes any role again (being the heaviest, it
     # may: with a new epoch, once the holder has handed over).
     own = [
@@ -320,7 +324,7 @@ def main() -> None:
         f"every accepted request ended within {DRAIN_SECONDS} s": result["drained"],
         "no accepted request without its completion record": checked["missing"] == 0,
         "no request completed twice": checked["completed_twice"] == 0,
-        "one holder per epoch, epochs rising by one": one_holder_per_epoch,
+        "one holder per epoch, epochs rising": one_holder_per_epoch,
     }
     if args.pause:
         checks["the woken scheduler stood down"] = stood_down
