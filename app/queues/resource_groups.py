@@ -69,6 +69,17 @@ def member_of(k: AeKeys, request_id: str, meta: RequestMeta) -> str:
     return f"{k.token(request_id)}|{int(meta.life)}|{int(meta.deliveries)}"
 
 
+def ended_members(k: AeKeys, groups: Mapping[str, GroupCap], records: Iterable[str]) -> dict[GroupCap, list[str]]:
+    """The members of ended requests (their work records, JSON) by their groups (class -> group)."""
+    freed: dict[GroupCap, list[str]] = {}
+    for raw in records:
+        record = RequestMeta.from_json(raw)
+        group = groups.get(record.service_class)
+        if group is not None:
+            freed.setdefault(group, []).append(member_of(k, record.id, record))
+    return freed
+
+
 class ResourceGroups(StorePart):
     def group_keys(self, name: str) -> GroupKeys:
         return GroupKeys(self.prefix, name)
@@ -93,14 +104,18 @@ class ResourceGroups(StorePart):
         (count,) = await self.scripts.run(call)
         return int(count)
 
+    async def settle_all(
+        self, grants: Sequence[Grant], taken: Mapping[GroupCap, Sequence[str]], freed: Mapping[GroupCap, Sequence[str]]
+    ) -> None:
+        """One select's grants settled, a call per group: each holds the members `taken` in it, gives back the
+        rest of its reservation and frees the members of its requests the select ended (`freed`)."""
+        await asyncio.gather(
+            *(self.settle_slots(g.group, g.reservation, g.granted, taken.get(g.group, ()), freed.get(g.group, ())) for g in grants)
+        )
+
     async def release_ended(self, k: AeKeys, groups: Mapping[str, GroupCap], records: Iterable[str]) -> None:
         """The slots of ended requests (their work records, JSON) freed, in their groups."""
-        freed: dict[GroupCap, list[str]] = {}
-        for raw in records:
-            record = RequestMeta.from_json(raw)
-            group = groups.get(record.service_class)
-            if group is not None:
-                freed.setdefault(group, []).append(member_of(k, record.id, record))
+        freed = ended_members(k, groups, records)
         await asyncio.gather(*(self.settle_slots(group, "", 0, (), members) for group, members in freed.items()))
 
     async def held_members(self, name: str) -> list[str]:
