@@ -26,6 +26,9 @@ from app.queues.request_meta import RequestMeta, RequestState
 from spark_jobs.manager import select_order
 from spark_jobs.manager.select_order import RankedClass
 
+# Requests' metadata read per round trip when the held and the in-flight requests are compared.
+READ_CHUNK = 1000
+
 
 @dataclass(frozen=True, slots=True)
 class Grant:
@@ -147,6 +150,26 @@ class ResourceGroups(StorePart):
                 if not held_still:
                     stale.append(member)
         return stale
+
+    async def unheld_members(self, k: AeKeys, groups: Mapping[str, GroupCap]) -> dict[GroupCap, list[str]]:
+        """Of an environment's requests selected or begun in the classes of `groups` (class -> group), the members
+        their groups do not hold: taken by a select whose settle was lost with its process (its reservation counts
+        them only until it lapses), or in a settle still under way (holding those again is harmless)."""
+        ids = cast(list[str], await self.redis.zrange(k.leases, 0, -1))
+        found: dict[GroupCap, list[str]] = {}
+        for start in range(0, len(ids), READ_CHUNK):
+            chunk = ids[start : start + READ_CHUNK]
+            for request_id, raw in zip(chunk, cast(list[str | None], await self.redis.hmget(k.req, chunk)), strict=True):
+                meta = RequestMeta.from_json(raw) if raw is not None else None
+                if meta is not None and meta.state in (RequestState.SELECTED, RequestState.BEGUN):
+                    if (group := groups.get(meta.service_class)) is not None:
+                        found.setdefault(group, []).append(member_of(k, request_id, meta))
+        unheld = {}
+        for group, members in found.items():
+            scores = await self.redis.zmscore(self.group_keys(group.name).held, members)
+            if missing := [member for member, score in zip(members, scores, strict=True) if score is None]:
+                unheld[group] = missing
+        return unheld
 
     async def figures(self, groups: Sequence[GroupCap]) -> list[GroupFigures]:
         """Each group's count and time on its cap, read in one round trip (by Redis's clock)."""
