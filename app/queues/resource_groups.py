@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from app.queues import script_specs as specs
-from app.queues.base import AeConfig, GroupCap, StorePart
+from app.queues.base import AeConfig, GroupCap, StoreBase, StorePart
 from app.queues.keys import AeKeys, GroupKeys, parse_token
 from app.queues.request_meta import RequestMeta, RequestState
 from spark_jobs.manager import select_order
@@ -84,6 +84,12 @@ def ended_members(k: AeKeys, groups: Mapping[str, GroupCap], records: Iterable[s
 
 
 class ResourceGroups(StorePart):
+    def __init__(self, base: StoreBase) -> None:
+        super().__init__(base)
+        # The groups whose last take in this process granted less than it asked: a select carrying ends in one of
+        # them ends first, as it would after taking short (transitions.py).
+        self.short: set[str] = set()
+
     def group_keys(self, name: str) -> GroupKeys:
         return GroupKeys(self.prefix, name)
 
@@ -95,6 +101,10 @@ class ResourceGroups(StorePart):
         async def take(group: GroupCap) -> Grant:
             args = [want, group.max_in_flight or 0, reservation, hold_ms, channel]
             granted, in_flight = await self.scripts.run(specs.GROUP_TAKE(self.group_keys(group.name).all, args))
+            if int(granted) < want:
+                self.short.add(group.name)
+            else:
+                self.short.discard(group.name)
             return Grant(group, reservation, int(granted), int(in_flight))
 
         return list(await asyncio.gather(*(take(group) for group in groups)))

@@ -156,11 +156,14 @@ class RequestQueues(StoreBase):
             order = list(zip(config.class_order, config.tiers, strict=True))
             return await self._select(k, order, config.completion_time_ms, server_id, max_items, begin=begin, ends=ends, waiter=waiter)
         group_of = group_by_class(config)
-        grants = await self.groups.take_slots(groups, max_items, config.completion_time_ms, k.notify_channel)
         ended: list[EndResult] = []
+        if ends and self.groups.short.intersection(group.name for group in groups):
+            # A group that came short at its last take: the ends go first, so that the slots they free count here.
+            ended, ends = await self.end(k, server_id, ends, group_of), ()
+        grants = await self.groups.take_slots(groups, max_items, config.completion_time_ms, k.notify_channel)
         if ends and any(grant.granted < max_items for grant in grants):
-            # A group short of what the select asks: the ends go first, in a call of their own, and the slots they
-            # free (with the reservation, given back) are taken again, so that they count for this select.
+            # A group short of what the select asks: the ends go first after all, in a call of their own, and the
+            # slots they free (with the reservation, given back) are taken again, so that they count for this select.
             ended = await self.end(k, server_id, ends)
             freed = ended_members(k, group_of, [result.value for result in ended if result.code is ReturnCode.OK])
             await self.groups.settle_all(grants, {}, freed)

@@ -165,6 +165,18 @@ async def test_a_group_short_of_the_select_s_ask_ends_first_so_its_ends_free_slo
     assert [item.id for item in again.items] == online[2:] and await _in_flight(store) == 2
 
 
+async def test_after_a_group_came_short_a_select_carrying_ends_ends_first(store, k, monkeypatch):
+    online = await _queued(store, k, "ONLINE", 6)
+    for server in (SERVER, OTHER_SERVER):
+        await store.register_server(k, server, worker_tasks=2, worker_weight=1, overflow=False)
+    taken = await store.select(k, GROUPED, SERVER, 2, begin=True)
+    assert (await store.select(k, GROUPED, OTHER_SERVER, 2, begin=True)).items == []  # the take came short
+    called = _scripts_called(store, monkeypatch)
+    again = await store.select(k, GROUPED, SERVER, 2, begin=True, ends=[EndArgs(item.id, "completed") for item in taken.items])
+    assert called == ["end", "group_settle", "group_take", "select_and_begin", "group_settle"]  # no take wasted
+    assert [item.id for item in again.items] == online[2:4] and await _in_flight(store) == 2
+
+
 async def test_a_crash_between_take_and_settle_counts_no_slot_twice_once_reconciled(store, k, monkeypatch):
     """The select runs (its ends applied, its work taken) and its process dies before the settle: the ends' slots
     stay held and the work taken is counted by the reservation only (over the truth, never under), until the
