@@ -5,10 +5,15 @@ A group's count lives in a slot of its own (GroupKeys), since its classes' queue
 slot: on a Redis Cluster no one script can count the group and select. So a select of an environment whose
 classes are in groups takes the groups' slots first (group_take.lua, each a reservation that lapses), selects
 within them (select_work in lua/includes/select_work.lua skips a class whose group granted nothing, and takes no more of a
-group than it granted), then settles (group_settle.lua): the slots it used hold its requests until they end,
-and the others are given back. An end frees its request's slot. A request given back (its lease expired, its
-server died) is found by the scheduler's pass over the held requests (`stale_members`), which frees its slot: held
-slots never lapse on their own, since a request's lease is renewed while it runs.
+group than it granted), then settles (group_settle.lua): the slots it used hold its requests until they end, the
+others are given back, and the requests the select ended free theirs. That is three calls (the take and the settle
+one per group) when every group grants all the select asks; a select carrying ends whose group comes short ends
+them first, so that the slots they free count for it. An end on its own frees its request's slot after it.
+The scheduler's pass over the held requests reconciles the rest: a held member no longer selected or begun
+(`stale_members`: given back when its lease expired or its server died, or ended where the release was lost) is
+freed, and a request in flight that no group holds (`unheld_members`: its select's settle was lost) is held
+before the select's reservation lapses. Held slots never lapse on their own, since a request's lease is renewed
+while it runs.
 """
 
 from __future__ import annotations

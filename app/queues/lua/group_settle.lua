@@ -1,6 +1,6 @@
 -- After a select (or an end), a resource group's slots settled (app/queues/resource_groups.py): a reservation's
 -- slots become the requests the select took (held until they end), the rest are given back, and ended requests
--- free theirs. When slots were freed below the cap, the places whose selects it refused are woken.
+-- (those the select ended among them) free theirs. When slots were freed below the cap, the places whose selects it refused are woken.
 -- KEYS: held, reserved, blocked, capped
 -- ARGV: reservation, slots, max_in_flight, holding; per held: member; per released: member
 -- INCLUDES: groups

@@ -1,8 +1,8 @@
 -- Slots of a resource group taken for one select (app/queues/resource_groups.py), before the select runs in its
 -- environment's slot (another slot on a cluster): up to `want`, within the group's max in flight. Each is reserved
 -- until `hold ms` from now, which group_settle.lua turns into held requests or gives back; a process that dies
--- between the two leaves its reservations to lapse (as long as the work's own lease: work it selected meanwhile is
--- given back by then too).
+-- between the two leaves its reservations to lapse (a completion time), and the scheduler's pass holds the work it
+-- selected meanwhile before they do (unheld_members in app/queues/resource_groups.py).
 -- KEYS: held, reserved, blocked, capped
 -- ARGV: want, max_in_flight, reservation, hold_ms, channel
 -- INCLUDES: groups
