@@ -4,16 +4,16 @@ environment, node and replica.
 A group's count lives in a slot of its own (GroupKeys), since its classes' queues are in every environment's
 slot: on a Redis Cluster no one script can count the group and select. So a select of an environment whose
 classes are in groups takes the groups' slots first (group_take.lua, each a reservation that lapses), selects
-within them (select_work in lua/includes/select_work.lua skips a class whose group granted nothing, and takes no more of a
-group than it granted), then settles (group_settle.lua): the slots it used hold its requests until they end, the
-others are given back, and the requests the select ended free theirs. That is three calls (the take and the settle
-one per group) when every group grants all the select asks; a select carrying ends whose group comes short ends
-them first, so that the slots they free count for it. An end on its own frees its request's slot after it.
-The scheduler's pass over the held requests reconciles the rest: a held member no longer selected or begun
-(`stale_members`: given back when its lease expired or its server died, or ended where the release was lost) is
-freed, and a request in flight that no group holds (`unheld_members`: its select's settle was lost) is held
-before the select's reservation lapses. Held slots never lapse on their own, since a request's lease is renewed
-while it runs.
+within them (select_work in lua/includes/select_work.lua skips a class whose group granted nothing, and takes no
+more of a group than it granted), then settles (group_settle.lua): the slots it used hold its requests until they
+end, the others are given back, and the requests the select ended free theirs. That is three calls (on a Redis
+Cluster, the take and the settle a call per group) when every group grants all the select asks; a select
+carrying ends whose group comes short ends them first, so that the slots they free count for it. An end on its
+own frees its request's slot after it. The scheduler's pass reconciles the rest: a held member no longer selected
+or begun (`stale_members`: given back when its lease expired or its server died, or ended where the release was
+lost) is freed, and a request in flight that no group holds (`unheld_members`: its select's settle was lost) is
+held before the select's reservation lapses. Held slots never lapse on their own, since a request's lease is
+renewed while it runs.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ import asyncio
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import TypeVar, cast
+
+from redis.asyncio import RedisCluster
 
 from app.queues import script_specs as specs
 from app.queues.base import AeConfig, GroupCap, StoreBase, StorePart
@@ -31,6 +33,7 @@ from app.queues.request_meta import RequestMeta, RequestState
 from spark_jobs.manager import select_order
 from spark_jobs.manager.select_order import RankedClass
 
+T = TypeVar("T")
 # Requests' metadata read per round trip when the held and the in-flight requests are compared.
 READ_CHUNK = 1000
 
@@ -41,6 +44,18 @@ class Grant:
     reservation: str
     granted: int
     in_flight: int  # the group's, before this grant
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """What one settle does to a group's slots (group_settle.lua): a reservation's `slots` settled, `hold` held and
+    the rest given back; `release` freed."""
+
+    group: GroupCap
+    reservation: str = ""
+    slots: int = 0
+    hold: Sequence[str] = ()
+    release: Sequence[str] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,43 +113,59 @@ class ResourceGroups(StorePart):
     def group_keys(self, name: str) -> GroupKeys:
         return GroupKeys(self.prefix, name)
 
+    def _calls(self, items: Sequence[T]) -> list[Sequence[T]]:
+        """`items` (of one group each) split into script calls: on a Redis Cluster a call's keys share one slot and
+        each group has its own, so a call per group; on one Redis, one call for all."""
+        if isinstance(self.redis, RedisCluster):
+            return [[item] for item in items]
+        return [items] if items else []
+
     async def take_slots(self, groups: Sequence[GroupCap], want: int, hold_ms: int, channel: str) -> list[Grant]:
-        """Up to `want` slots of each group for one select, reserved for `hold_ms` (the calls of one turn share a
-        write to Redis)."""
+        """Up to `want` slots of each group for one select, reserved for `hold_ms`."""
         reservation = uuid.uuid4().hex
 
-        async def take(group: GroupCap) -> Grant:
-            args = [want, group.max_in_flight or 0, reservation, hold_ms, channel]
-            granted, in_flight = await self.scripts.run(specs.GROUP_TAKE(self.group_keys(group.name).all, args))
-            if int(granted) < want:
-                self.short.add(group.name)
-            else:
-                self.short.discard(group.name)
-            return Grant(group, reservation, int(granted), int(in_flight))
+        async def take(part: Sequence[GroupCap]) -> list[Grant]:
+            keys = [key for group in part for key in self.group_keys(group.name).all]
+            caps = [group.max_in_flight or 0 for group in part]
+            flat = await self.scripts.run(specs.GROUP_TAKE([], [want, reservation, hold_ms, channel], key_groups=[keys], arg_groups=[caps]))
+            grants = [Grant(group, reservation, int(flat[2 * i]), int(flat[2 * i + 1])) for i, group in enumerate(part)]
+            for grant in grants:
+                if grant.granted < want:
+                    self.short.add(grant.group.name)
+                else:
+                    self.short.discard(grant.group.name)
+            return grants
 
-        return list(await asyncio.gather(*(take(group) for group in groups)))
+        return [grant for part in await asyncio.gather(*(take(part) for part in self._calls(groups))) for grant in part]
+
+    async def settle(self, settlements: Sequence[Settlement]) -> list[int]:
+        """Groups' slots settled (Settlement); returns each group's count after, in order."""
+
+        async def run(part: Sequence[Settlement]) -> list[int]:
+            keys = [key for s in part for key in self.group_keys(s.group.name).all]
+            args = [v for s in part for v in (s.reservation, s.slots, s.group.max_in_flight or 0, len(s.hold), len(s.release))]
+            members = [member for s in part for member in (*s.hold, *s.release)]
+            return [
+                int(count) for count in await self.scripts.run(specs.GROUP_SETTLE([], [], key_groups=[keys], arg_groups=[args, members]))
+            ]
+
+        return [count for part in await asyncio.gather(*(run(part) for part in self._calls(settlements))) for count in part]
 
     async def settle_slots(self, group: GroupCap, reservation: str, slots: int, hold: Sequence[str], release: Sequence[str] = ()) -> int:
-        """A reservation's slots settled: `hold` held, the rest given back; `release` freed. Returns the group's
-        count after."""
-        args = [reservation, slots, group.max_in_flight or 0, len(hold)]
-        call = specs.GROUP_SETTLE(self.group_keys(group.name).all, args, arg_groups=[hold, release])
-        (count,) = await self.scripts.run(call)
-        return int(count)
+        """One group's slots settled (Settlement); returns its count after."""
+        (count,) = await self.settle([Settlement(group, reservation, slots, hold, release)])
+        return count
 
     async def settle_all(
         self, grants: Sequence[Grant], taken: Mapping[GroupCap, Sequence[str]], freed: Mapping[GroupCap, Sequence[str]]
     ) -> None:
-        """One select's grants settled, a call per group: each holds the members `taken` in it, gives back the
-        rest of its reservation and frees the members of its requests the select ended (`freed`)."""
-        await asyncio.gather(
-            *(self.settle_slots(g.group, g.reservation, g.granted, taken.get(g.group, ()), freed.get(g.group, ())) for g in grants)
-        )
+        """One select's grants settled: each group holds the members `taken` in it, gives back the rest of its
+        reservation and frees the members of its requests the select ended (`freed`)."""
+        await self.settle([Settlement(g.group, g.reservation, g.granted, taken.get(g.group, ()), freed.get(g.group, ())) for g in grants])
 
     async def release_ended(self, k: AeKeys, groups: Mapping[str, GroupCap], records: Iterable[str]) -> None:
         """The slots of ended requests (their work records, JSON) freed, in their groups."""
-        freed = ended_members(k, groups, records)
-        await asyncio.gather(*(self.settle_slots(group, "", 0, (), members) for group, members in freed.items()))
+        await self.settle([Settlement(group, release=members) for group, members in ended_members(k, groups, records).items()])
 
     async def held_members(self, name: str) -> list[str]:
         return cast(list[str], await self.redis.zrange(self.group_keys(name).held, 0, -1))

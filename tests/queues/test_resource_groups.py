@@ -5,14 +5,19 @@ refused is woken when a slot is freed. (The class order for a group under its mi
 from __future__ import annotations
 
 import asyncio
+import uuid
+from collections.abc import AsyncIterator
 from dataclasses import replace
 
 import pytest
+from redis.asyncio import RedisCluster
 
 from app.queues.base import GroupCap
 from app.queues.store import QueueStore
 from app.queues.transitions import EndArgs
-from tests.queues.conftest import CONFIG, OTHER_SERVER, SERVER, request
+from app.redis.topology import connect, disconnect
+from tests.queues.conftest import CONFIG, OTHER_SERVER, SERVER, TOMBSTONE_MS, request
+from tests.redis_cluster import LocalCluster
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.asyncio
@@ -152,6 +157,37 @@ async def test_a_select_its_groups_grant_in_full_ends_and_settles_in_three_calls
     # The ends' slots were freed with the settle: only what the second select took is held.
     held = await store.groups.held_members(ROOMY.name)
     assert await _in_flight(store) == 2 and sorted(held) == sorted(f"{k.token(i)}|1|1" for i in online[2:])
+
+
+@pytest.fixture
+async def cluster_store(shared_cluster: LocalCluster, blobs) -> AsyncIterator[QueueStore]:
+    redis = await connect(shared_cluster.masters[0], True, max_connections=20)
+    store = QueueStore(redis, f"q{uuid.uuid4().hex[:10]}", idempotency_ttl_s=60, tombstone_ms=TOMBSTONE_MS, samples_ms=60_000, blobs=blobs)
+    yield store
+    await store.aclose()
+    await disconnect(redis)
+
+
+async def test_a_select_takes_and_settles_every_group_s_slots_in_one_call_each(store, monkeypatch):
+    await _one_call_per_slot(store, monkeypatch)
+
+
+async def test_on_a_cluster_each_group_s_slots_take_a_call_of_their_own(cluster_store, monkeypatch):
+    await _one_call_per_slot(cluster_store, monkeypatch)
+
+
+async def _one_call_per_slot(store: QueueStore, monkeypatch) -> None:
+    k = store.keys("LOCAL", "PAYROLL")
+    single = GroupCap("SINGLE", max_in_flight=1, min_in_flight=None)
+    config = replace(GROUPED, class_groups=(ROOMY, single))
+    online, batch = await _queued(store, k, "ONLINE", 2), await _queued(store, k, "BATCH", 2)
+    await store.register_server(k, SERVER, worker_tasks=10, worker_weight=1, overflow=False)
+    called = _scripts_called(store, monkeypatch)
+    taken = await store.select(k, config, SERVER, 10, begin=True)
+    calls = 2 if isinstance(store.redis, RedisCluster) else 1  # on a cluster, each group's keys in a slot of their own
+    assert called == ["group_take"] * calls + ["select_and_begin"] + ["group_settle"] * calls
+    assert [item.id for item in taken.items] == [*online, batch[0]]
+    assert [figures.in_flight for figures in await store.groups.figures([ROOMY, single])] == [2, 1]
 
 
 async def test_a_group_short_of_the_select_s_ask_ends_first_so_its_ends_free_slots_for_it(store, k, monkeypatch):
