@@ -109,14 +109,19 @@ class ResourceGroups(StorePart):
         # The groups whose last take in this process granted less than it asked: a select carrying ends in one of
         # them ends first, as it would after taking short (transitions.py).
         self.short: set[str] = set()
+        # On a Redis Cluster a script's keys share one slot, and each group's are in a slot of their own.
+        self._call_per_group = isinstance(base.redis, RedisCluster)
+        self._keys: dict[str, GroupKeys] = {}
 
     def group_keys(self, name: str) -> GroupKeys:
-        return GroupKeys(self.prefix, name)
+        if (keys := self._keys.get(name)) is None:
+            keys = self._keys[name] = GroupKeys(self.prefix, name)
+        return keys
 
     def _calls(self, items: Sequence[T]) -> list[Sequence[T]]:
-        """`items` (of one group each) split into script calls: on a Redis Cluster a call's keys share one slot and
-        each group has its own, so a call per group; on one Redis, one call for all."""
-        if isinstance(self.redis, RedisCluster):
+        """`items` (of one group each) split into script calls: a call per group on a Redis Cluster, one for all on
+        one Redis."""
+        if self._call_per_group:
             return [[item] for item in items]
         return [items] if items else []
 
