@@ -4,11 +4,16 @@ environment, node and replica.
 A group's count lives in a slot of its own (GroupKeys), since its classes' queues are in every environment's
 slot: on a Redis Cluster no one script can count the group and select. So a select of an environment whose
 classes are in groups takes the groups' slots first (group_take.lua, each a reservation that lapses), selects
-within them (select_work in lua/includes/select_work.lua skips a class whose group granted nothing, and takes no more of a
-group than it granted), then settles (group_settle.lua): the slots it used hold its requests until they end,
-and the others are given back. An end frees its request's slot. A request given back (its lease expired, its
-server died) is found by the scheduler's pass over the held requests (`stale_members`), which frees its slot: held
-slots never lapse on their own, since a request's lease is renewed while it runs.
+within them (select_work in lua/includes/select_work.lua skips a class whose group granted nothing, and takes no
+more of a group than it granted), then settles (group_settle.lua): the slots it used hold its requests until they
+end, the others are given back, and the requests the select ended free theirs. That is three calls (on a Redis
+Cluster, the take and the settle a call per group) when every group grants all the select asks; a select
+carrying ends whose group comes short ends them first, so that the slots they free count for it. An end on its
+own frees its request's slot after it. The scheduler's pass reconciles the rest: a held member no longer selected
+or begun (`stale_members`: given back when its lease expired or its server died, or ended where the release was
+lost) is freed, and a request in flight that no group holds (`unheld_members`: its select's settle was lost) is
+held before the select's reservation lapses. Held slots never lapse on their own, since a request's lease is
+renewed while it runs.
 """
 
 from __future__ import annotations
@@ -17,14 +22,20 @@ import asyncio
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import TypeVar, cast
+
+from redis.asyncio import RedisCluster
 
 from app.queues import script_specs as specs
-from app.queues.base import AeConfig, GroupCap, StorePart
+from app.queues.base import AeConfig, GroupCap, StoreBase, StorePart
 from app.queues.keys import AeKeys, GroupKeys, parse_token
 from app.queues.request_meta import RequestMeta, RequestState
 from spark_jobs.manager import select_order
 from spark_jobs.manager.select_order import RankedClass
+
+T = TypeVar("T")
+# Requests' metadata read per round trip when the held and the in-flight requests are compared.
+READ_CHUNK = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +44,18 @@ class Grant:
     reservation: str
     granted: int
     in_flight: int  # the group's, before this grant
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """What one settle does to a group's slots (group_settle.lua): a reservation's `slots` settled, `hold` held and
+    the rest given back; `release` freed."""
+
+    group: GroupCap
+    reservation: str = ""
+    slots: int = 0
+    hold: Sequence[str] = ()
+    release: Sequence[str] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,39 +92,85 @@ def member_of(k: AeKeys, request_id: str, meta: RequestMeta) -> str:
     return f"{k.token(request_id)}|{int(meta.life)}|{int(meta.deliveries)}"
 
 
+def ended_members(k: AeKeys, groups: Mapping[str, GroupCap], records: Iterable[str]) -> dict[GroupCap, list[str]]:
+    """The members of ended requests (their work records, JSON) by their groups (class -> group)."""
+    freed: dict[GroupCap, list[str]] = {}
+    for raw in records:
+        record = RequestMeta.from_json(raw)
+        group = groups.get(record.service_class)
+        if group is not None:
+            freed.setdefault(group, []).append(member_of(k, record.id, record))
+    return freed
+
+
 class ResourceGroups(StorePart):
+    def __init__(self, base: StoreBase) -> None:
+        super().__init__(base)
+        # The groups whose last take in this process granted less than it asked: a select carrying ends in one of
+        # them ends first, as it would after taking short (transitions.py).
+        self.short: set[str] = set()
+        # On a Redis Cluster a script's keys share one slot, and each group's are in a slot of their own.
+        self._call_per_group = isinstance(base.redis, RedisCluster)
+        self._keys: dict[str, GroupKeys] = {}
+
     def group_keys(self, name: str) -> GroupKeys:
-        return GroupKeys(self.prefix, name)
+        if (keys := self._keys.get(name)) is None:
+            keys = self._keys[name] = GroupKeys(self.prefix, name)
+        return keys
+
+    def _calls(self, items: Sequence[T]) -> list[Sequence[T]]:
+        """`items` (of one group each) split into script calls: a call per group on a Redis Cluster, one for all on
+        one Redis."""
+        if self._call_per_group:
+            return [[item] for item in items]
+        return [items] if items else []
 
     async def take_slots(self, groups: Sequence[GroupCap], want: int, hold_ms: int, channel: str) -> list[Grant]:
-        """Up to `want` slots of each group for one select, reserved for `hold_ms` (the calls of one turn share a
-        write to Redis)."""
+        """Up to `want` slots of each group for one select, reserved for `hold_ms`."""
         reservation = uuid.uuid4().hex
 
-        async def take(group: GroupCap) -> Grant:
-            args = [want, group.max_in_flight or 0, reservation, hold_ms, channel]
-            granted, in_flight = await self.scripts.run(specs.GROUP_TAKE(self.group_keys(group.name).all, args))
-            return Grant(group, reservation, int(granted), int(in_flight))
+        async def take(part: Sequence[GroupCap]) -> list[Grant]:
+            keys = [key for group in part for key in self.group_keys(group.name).all]
+            caps = [group.max_in_flight or 0 for group in part]
+            flat = await self.scripts.run(specs.GROUP_TAKE([], [want, reservation, hold_ms, channel], key_groups=[keys], arg_groups=[caps]))
+            grants = [Grant(group, reservation, int(flat[2 * i]), int(flat[2 * i + 1])) for i, group in enumerate(part)]
+            for grant in grants:
+                if grant.granted < want:
+                    self.short.add(grant.group.name)
+                else:
+                    self.short.discard(grant.group.name)
+            return grants
 
-        return list(await asyncio.gather(*(take(group) for group in groups)))
+        return [grant for part in await asyncio.gather(*(take(part) for part in self._calls(groups))) for grant in part]
+
+    async def settle(self, settlements: Sequence[Settlement]) -> list[int]:
+        """Groups' slots settled (Settlement); returns each group's count after, in order."""
+
+        async def run(part: Sequence[Settlement]) -> list[int]:
+            keys = [key for s in part for key in self.group_keys(s.group.name).all]
+            args = [v for s in part for v in (s.reservation, s.slots, s.group.max_in_flight or 0, len(s.hold), len(s.release))]
+            members = [member for s in part for member in (*s.hold, *s.release)]
+            return [
+                int(count) for count in await self.scripts.run(specs.GROUP_SETTLE([], [], key_groups=[keys], arg_groups=[args, members]))
+            ]
+
+        return [count for part in await asyncio.gather(*(run(part) for part in self._calls(settlements))) for count in part]
 
     async def settle_slots(self, group: GroupCap, reservation: str, slots: int, hold: Sequence[str], release: Sequence[str] = ()) -> int:
-        """A reservation's slots settled: `hold` held, the rest given back; `release` freed. Returns the group's
-        count after."""
-        args = [reservation, slots, group.max_in_flight or 0, len(hold)]
-        call = specs.GROUP_SETTLE(self.group_keys(group.name).all, args, arg_groups=[hold, release])
-        (count,) = await self.scripts.run(call)
-        return int(count)
+        """One group's slots settled (Settlement); returns its count after."""
+        (count,) = await self.settle([Settlement(group, reservation, slots, hold, release)])
+        return count
+
+    async def settle_all(
+        self, grants: Sequence[Grant], taken: Mapping[GroupCap, Sequence[str]], freed: Mapping[GroupCap, Sequence[str]]
+    ) -> None:
+        """One select's grants settled: each group holds the members `taken` in it, gives back the rest of its
+        reservation and frees the members of its requests the select ended (`freed`)."""
+        await self.settle([Settlement(g.group, g.reservation, g.granted, taken.get(g.group, ()), freed.get(g.group, ())) for g in grants])
 
     async def release_ended(self, k: AeKeys, groups: Mapping[str, GroupCap], records: Iterable[str]) -> None:
         """The slots of ended requests (their work records, JSON) freed, in their groups."""
-        freed: dict[GroupCap, list[str]] = {}
-        for raw in records:
-            record = RequestMeta.from_json(raw)
-            group = groups.get(record.service_class)
-            if group is not None:
-                freed.setdefault(group, []).append(member_of(k, record.id, record))
-        await asyncio.gather(*(self.settle_slots(group, "", 0, (), members) for group, members in freed.items()))
+        await self.settle([Settlement(group, release=members) for group, members in ended_members(k, groups, records).items()])
 
     async def held_members(self, name: str) -> list[str]:
         return cast(list[str], await self.redis.zrange(self.group_keys(name).held, 0, -1))
@@ -132,6 +201,26 @@ class ResourceGroups(StorePart):
                 if not held_still:
                     stale.append(member)
         return stale
+
+    async def unheld_members(self, k: AeKeys, groups: Mapping[str, GroupCap]) -> dict[GroupCap, list[str]]:
+        """Of an environment's requests selected or begun in the classes of `groups` (class -> group), the members
+        their groups do not hold: taken by a select whose settle was lost with its process (its reservation counts
+        them only until it lapses), or in a settle still under way (holding those again is harmless)."""
+        ids = cast(list[str], await self.redis.zrange(k.leases, 0, -1))
+        found: dict[GroupCap, list[str]] = {}
+        for start in range(0, len(ids), READ_CHUNK):
+            chunk = ids[start : start + READ_CHUNK]
+            for request_id, raw in zip(chunk, cast(list[str | None], await self.redis.hmget(k.req, chunk)), strict=True):
+                meta = RequestMeta.from_json(raw) if raw is not None else None
+                if meta is not None and meta.state in (RequestState.SELECTED, RequestState.BEGUN):
+                    if (group := groups.get(meta.service_class)) is not None:
+                        found.setdefault(group, []).append(member_of(k, request_id, meta))
+        unheld = {}
+        for group, members in found.items():
+            scores = await self.redis.zmscore(self.group_keys(group.name).held, members)
+            if missing := [member for member, score in zip(members, scores, strict=True) if score is None]:
+                unheld[group] = missing
+        return unheld
 
     async def figures(self, groups: Sequence[GroupCap]) -> list[GroupFigures]:
         """Each group's count and time on its cap, read in one round trip (by Redis's clock)."""

@@ -14,7 +14,7 @@ _REASSIGN_KEYS = (
     f"dead_at, swept, places, holes; {_PER_CLASS_QUEUES}"
 )
 _SWEEP_KEYS = "req, payload, front, rear, chain, swept, sweeping, fence, places"
-_GROUP_KEYS = "held, reserved, blocked, capped"
+_GROUP_KEYS = "per group: held, reserved, blocked, capped"
 
 REGISTER = ScriptSpec.of("register", "servers, seen", "server, registration")
 INSERT = ScriptSpec.of(
@@ -83,9 +83,9 @@ DEAD_RETRY = ScriptSpec.of(
     "id, queue, position, notify_channel, wake_prefix",
 )
 DEAD_DISCARD = ScriptSpec.of("dead_discard", "dead, dead_at", "per request: id")
-GROUP_TAKE = ScriptSpec.of("group_take", _GROUP_KEYS, "want, max_in_flight, reservation, hold_ms, channel")
+GROUP_TAKE = ScriptSpec.of("group_take", _GROUP_KEYS, "want, reservation, hold_ms, channel; per group: max_in_flight")
 GROUP_SETTLE = ScriptSpec.of(
-    "group_settle", _GROUP_KEYS, "reservation, slots, max_in_flight, holding; per held: member; per released: member"
+    "group_settle", _GROUP_KEYS, "per group: reservation, slots, max_in_flight, holding, releasing; per member: member"
 )
 
 SPECS = (

@@ -3,7 +3,6 @@ inserted, selected (and begun), begun, extended, ended, deleted, purged and give
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -16,7 +15,7 @@ from app.queues.base import AeConfig, GroupCap, StoreBase
 from app.queues.codes import ReturnCode
 from app.queues.keys import AeKeys, queue_name
 from app.queues.request_meta import RequestMeta
-from app.queues.resource_groups import ResourceGroups, group_by_class, groups_of, member_of, preferred_order
+from app.queues.resource_groups import ResourceGroups, ended_members, group_by_class, groups_of, member_of, preferred_order
 from app.queues.sweep import SweptQueues, removal_keys
 
 # Each select brings back at most this many blobs before it answers (with what it has, possibly nothing).
@@ -156,25 +155,37 @@ class RequestQueues(StoreBase):
         if not groups:
             order = list(zip(config.class_order, config.tiers, strict=True))
             return await self._select(k, order, config.completion_time_ms, server_id, max_items, begin=begin, ends=ends, waiter=waiter)
+        group_of = group_by_class(config)
         ended: list[EndResult] = []
-        if ends:  # ended first, so that the slots they free count for this select
-            ended = await self.end(k, server_id, ends, group_by_class(config))
+        if ends and self.groups.short.intersection(group.name for group in groups):
+            # A group that came short at its last take: the ends go first, so that the slots they free count here.
+            ended, ends = await self.end(k, server_id, ends, group_of), ()
         grants = await self.groups.take_slots(groups, max_items, config.completion_time_ms, k.notify_channel)
-        taken: dict[str, list[str]] = {grant.group.name: [] for grant in grants}
+        if ends and any(grant.granted < max_items for grant in grants):
+            # A group short of what the select asks: the ends go first after all, in a call of their own, and the
+            # slots they free (with the reservation, given back) are taken again, so that they count for this select.
+            ended = await self.end(k, server_id, ends)
+            freed = ended_members(k, group_of, [result.value for result in ended if result.code is ReturnCode.OK])
+            await self.groups.settle_all(grants, {}, freed)
+            grants = await self.groups.take_slots(groups, max_items, config.completion_time_ms, k.notify_channel)
+            ends = ()
+        taken: dict[GroupCap, list[str]] = {}
+        released: dict[GroupCap, list[str]] = {}
         try:
             order = preferred_order(config, grants)
             number = {grant.group.name: n for n, grant in enumerate(grants, 1)}
-            group_of = group_by_class(config)
             budgets = Budgets([number[group_of[sc].name] if sc in group_of else 0 for sc, _ in order], [grant.granted for grant in grants])
             result = await self._select(
-                k, order, config.completion_time_ms, server_id, max_items, begin=begin, waiter=waiter, budgets=budgets
+                k, order, config.completion_time_ms, server_id, max_items, begin=begin, ends=ends, waiter=waiter, budgets=budgets
             )
             for item in result.items:
                 if (group := group_of.get(item.meta.service_class)) is not None:
-                    taken[group.name].append(member_of(k, item.id, item.meta))
+                    taken.setdefault(group, []).append(member_of(k, item.id, item.meta))
+            released = ended_members(k, group_of, [end.value for end in result.ended if end.code is ReturnCode.OK])
         finally:
-            await asyncio.gather(*(self.groups.settle_slots(g.group, g.reservation, g.granted, taken[g.group.name]) for g in grants))
-        return replace(result, ended=ended)
+            # The slots used hold what was taken, the rest go back, and the ends' slots are freed: one call per group.
+            await self.groups.settle_all(grants, taken, released)
+        return replace(result, ended=ended) if ended else result
 
     async def _select(
         self,

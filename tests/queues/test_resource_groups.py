@@ -5,14 +5,19 @@ refused is woken when a slot is freed. (The class order for a group under its mi
 from __future__ import annotations
 
 import asyncio
+import uuid
+from collections.abc import AsyncIterator
 from dataclasses import replace
 
 import pytest
+from redis.asyncio import RedisCluster
 
 from app.queues.base import GroupCap
 from app.queues.store import QueueStore
 from app.queues.transitions import EndArgs
-from tests.queues.conftest import CONFIG, OTHER_SERVER, SERVER, request
+from app.redis.topology import connect, disconnect
+from tests.queues.conftest import CONFIG, OTHER_SERVER, SERVER, TOMBSTONE_MS, request
+from tests.redis_cluster import LocalCluster
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.asyncio
@@ -109,3 +114,136 @@ async def test_the_time_on_the_cap_grows_while_a_select_is_refused(store, k):
 async def _capped_longer(store: QueueStore, than: int) -> bool:
     await asyncio.sleep(0)
     return (await store.groups.figures([CAPPED]))[0].capped_ms > than
+
+
+ROOMY = GroupCap("CAPPED", max_in_flight=4, min_in_flight=None)
+
+
+def _with(group: GroupCap, completion_time_ms: int = CONFIG.completion_time_ms):
+    return replace(GROUPED, class_groups=(group, None), completion_time_ms=completion_time_ms)
+
+
+def _scripts_called(store: QueueStore, monkeypatch) -> list[str]:
+    """The names of the scripts `store` calls from now on, in order."""
+    called: list[str] = []
+    call = store.scripts.call
+
+    async def spy(script_call, client=None):
+        called.append(script_call.script)
+        return await call(script_call, client)
+
+    monkeypatch.setattr(store.scripts, "call", spy)
+    return called
+
+
+async def test_concurrent_selects_reach_the_cap_exactly(store, k):
+    await _queued(store, k, "ONLINE", 8)
+    servers = range(20, 26)
+    for server in servers:
+        await store.register_server(k, server, worker_tasks=2, worker_weight=1, overflow=False)
+    results = await asyncio.gather(*(store.select(k, _with(ROOMY), server, 2, begin=True) for server in servers))
+    assert sum(len(result.items) for result in results) == ROOMY.max_in_flight
+    assert await _in_flight(store) == ROOMY.max_in_flight
+
+
+async def test_a_select_its_groups_grant_in_full_ends_and_settles_in_three_calls(store, k, monkeypatch):
+    online = await _queued(store, k, "ONLINE", 4)
+    await store.register_server(k, SERVER, worker_tasks=2, worker_weight=1, overflow=False)
+    taken = await store.select(k, _with(ROOMY), SERVER, 2, begin=True)
+    called = _scripts_called(store, monkeypatch)
+    again = await store.select(k, _with(ROOMY), SERVER, 2, begin=True, ends=[EndArgs(item.id, "completed") for item in taken.items])
+    assert called == ["group_take", "select_and_begin", "group_settle"]  # the ends in the select's script
+    assert [result.code for result in again.ended] == [0, 0] and [item.id for item in again.items] == online[2:]
+    # The ends' slots were freed with the settle: only what the second select took is held.
+    held = await store.groups.held_members(ROOMY.name)
+    assert await _in_flight(store) == 2 and sorted(held) == sorted(f"{k.token(i)}|1|1" for i in online[2:])
+
+
+@pytest.fixture
+async def cluster_store(shared_cluster: LocalCluster, blobs) -> AsyncIterator[QueueStore]:
+    redis = await connect(shared_cluster.masters[0], True, max_connections=20)
+    store = QueueStore(redis, f"q{uuid.uuid4().hex[:10]}", idempotency_ttl_s=60, tombstone_ms=TOMBSTONE_MS, samples_ms=60_000, blobs=blobs)
+    yield store
+    await store.aclose()
+    await disconnect(redis)
+
+
+async def test_a_select_takes_and_settles_every_group_s_slots_in_one_call_each(store, monkeypatch):
+    await _one_call_per_slot(store, monkeypatch)
+
+
+async def test_on_a_cluster_each_group_s_slots_take_a_call_of_their_own(cluster_store, monkeypatch):
+    await _one_call_per_slot(cluster_store, monkeypatch)
+
+
+async def _one_call_per_slot(store: QueueStore, monkeypatch) -> None:
+    k = store.keys("LOCAL", "PAYROLL")
+    single = GroupCap("SINGLE", max_in_flight=1, min_in_flight=None)
+    config = replace(GROUPED, class_groups=(ROOMY, single))
+    online, batch = await _queued(store, k, "ONLINE", 2), await _queued(store, k, "BATCH", 2)
+    await store.register_server(k, SERVER, worker_tasks=10, worker_weight=1, overflow=False)
+    called = _scripts_called(store, monkeypatch)
+    taken = await store.select(k, config, SERVER, 10, begin=True)
+    calls = 2 if isinstance(store.redis, RedisCluster) else 1  # on a cluster, each group's keys in a slot of their own
+    assert called == ["group_take"] * calls + ["select_and_begin"] + ["group_settle"] * calls
+    assert [item.id for item in taken.items] == [*online, batch[0]]
+    assert [figures.in_flight for figures in await store.groups.figures([ROOMY, single])] == [2, 1]
+
+
+async def test_a_group_short_of_the_select_s_ask_ends_first_so_its_ends_free_slots_for_it(store, k, monkeypatch):
+    online = await _queued(store, k, "ONLINE", 4)
+    await store.register_server(k, SERVER, worker_tasks=2, worker_weight=1, overflow=False)
+    taken = await store.select(k, GROUPED, SERVER, 2, begin=True)  # the group's cap, 2, reached
+    called = _scripts_called(store, monkeypatch)
+    again = await store.select(k, GROUPED, SERVER, 2, begin=True, ends=[EndArgs(item.id, "completed") for item in taken.items])
+    assert called == ["group_take", "end", "group_settle", "group_take", "select_and_begin", "group_settle"]
+    assert [result.code for result in again.ended] == [0, 0]
+    assert [item.id for item in again.items] == online[2:] and await _in_flight(store) == 2
+
+
+async def test_after_a_group_came_short_a_select_carrying_ends_ends_first(store, k, monkeypatch):
+    online = await _queued(store, k, "ONLINE", 6)
+    for server in (SERVER, OTHER_SERVER):
+        await store.register_server(k, server, worker_tasks=2, worker_weight=1, overflow=False)
+    taken = await store.select(k, GROUPED, SERVER, 2, begin=True)
+    assert (await store.select(k, GROUPED, OTHER_SERVER, 2, begin=True)).items == []  # the take came short
+    called = _scripts_called(store, monkeypatch)
+    again = await store.select(k, GROUPED, SERVER, 2, begin=True, ends=[EndArgs(item.id, "completed") for item in taken.items])
+    assert called == ["end", "group_settle", "group_take", "select_and_begin", "group_settle"]  # no take wasted
+    assert [item.id for item in again.items] == online[2:4] and await _in_flight(store) == 2
+
+
+async def test_a_crash_between_take_and_settle_counts_no_slot_twice_once_reconciled(store, k, monkeypatch):
+    """The select runs (its ends applied, its work taken) and its process dies before the settle: the ends' slots
+    stay held and the work taken is counted by the reservation only (over the truth, never under), until the
+    scheduler's pass frees the ended and holds the taken; when the reservation lapses, the count is the truth."""
+    config = _with(ROOMY, completion_time_ms=1_000)  # the reservations lapse a completion time after the take
+    online = await _queued(store, k, "ONLINE", 6)
+    for server in (SERVER, OTHER_SERVER):
+        await store.register_server(k, server, worker_tasks=2, worker_weight=1, overflow=False)
+    taken = await store.select(k, config, SERVER, 2, begin=True)
+
+    async def crash(*_args: object) -> None:
+        raise ConnectionError("the process died")
+
+    monkeypatch.setattr(store.groups, "settle_all", crash)
+    with pytest.raises(ConnectionError):
+        await store.select(k, config, SERVER, 2, begin=True, ends=[EndArgs(item.id, "completed") for item in taken.items])
+    monkeypatch.undo()
+    assert await _in_flight(store) == 4  # 2 ended but held, 2 in flight on the reservation: nothing more fits
+    assert (await store.select(k, config, OTHER_SERVER, 2, begin=True)).items == []
+    # The scheduler's pass (app/scheduler/duties/groups.py): the ended members freed, the taken ones held.
+    stale = await store.groups.stale_members(await store.groups.held_members(ROOMY.name))
+    unheld = await store.groups.unheld_members(k, {"ONLINE": ROOMY})
+    assert sorted(stale) == sorted(f"{k.token(i)}|1|1" for i in online[:2])
+    assert list(unheld) == [ROOMY] and sorted(unheld[ROOMY]) == sorted(f"{k.token(i)}|1|1" for i in online[2:4])
+    await store.groups.settle_slots(ROOMY, "", 0, unheld[ROOMY], stale)
+    assert await _in_flight(store) == 4  # the reservation too, until it lapses: over the truth, not under
+    await eventually(lambda: _in_flight_is(store, 2), what="the lost select's reservation lapsing")
+    assert await store.groups.unheld_members(k, {"ONLINE": ROOMY}) == {}
+    assert [item.id for item in (await store.select(k, config, OTHER_SERVER, 2, begin=True)).items] == online[4:]
+    assert await _in_flight(store) == 4
+
+
+async def _in_flight_is(store: QueueStore, count: int) -> bool:
+    return await _in_flight(store) == count

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from app.work import records
 from tests.conftest import ADMIN
@@ -101,3 +102,30 @@ async def test_a_group_under_its_minimum_is_served_before_work_of_its_importance
     # At its minimum it has no preference: BATCH, first in the policy's order, comes next.
     second = [i["token"] for i in (await world.select(server, max_items=2)).json()["items"]]
     assert second == batch[:2]
+
+
+async def test_work_whose_select_lost_its_settle_is_held_by_the_scheduler_s_pass(client, app, monkeypatch):
+    """The select script ran and the settle never did (its process lost Redis): the work it took is counted by the
+    select's reservation only, until the scheduler's pass holds it, which it does before the reservation lapses."""
+    world = await make_world(client, grouped_policy([{"name": "PAIR", "max_in_flight": 2}], ONLINE="PAIR"))
+    server, other = await world.server(), await world.server()
+    for n in range(2):
+        await world.insert({"n": n})
+    groups = app.state.wlm.queues.groups
+
+    async def lost(*_args: object) -> None:
+        raise RedisConnectionError("the settle was lost")
+
+    monkeypatch.setattr(groups, "settle_all", lost)
+    assert (await world.select(server, expect=503)).status_code == 503
+    monkeypatch.undo()
+    member = await eventually(lambda: _held(groups, "PAIR"), 60, what="the lost settle's work held")
+    assert len(member) == 1 and member[0].endswith("|1|1")  # its first life's first delivery
+    # Held and still reserved, it counts twice until the reservation lapses: over the truth, never under.
+    await world.select(other, expect=204)  # the cap counts it twice: nothing more fits
+    figures = (await client.get("/v1/resource-groups", headers=ADMIN)).json()["items"]
+    assert [(g["name"], g["in_flight"]) for g in figures] == [("PAIR", 2)]
+
+
+async def _held(groups: Any, name: str) -> list[str]:
+    return await groups.held_members(name)

@@ -1,29 +1,37 @@
--- Slots of a resource group taken for one select (app/queues/resource_groups.py), before the select runs in its
--- environment's slot (another slot on a cluster): up to `want`, within the group's max in flight. Each is reserved
--- until `hold ms` from now, which group_settle.lua turns into held requests or gives back; a process that dies
--- between the two leaves its reservations to lapse (as long as the work's own lease: work it selected meanwhile is
--- given back by then too).
--- KEYS: held, reserved, blocked, capped
--- ARGV: want, max_in_flight, reservation, hold_ms, channel
+-- Slots of resource groups taken for one select (app/queues/resource_groups.py), before the select runs in its
+-- environment's slot (another slot on a cluster): per group, up to `want`, within the group's max in flight. Each is
+-- reserved until `hold ms` from now, which group_settle.lua turns into held requests or gives back; a process that
+-- dies between the two leaves its reservations to lapse (a completion time), and the scheduler's pass holds the work
+-- it selected meanwhile before they do (unheld_members in app/queues/resource_groups.py). On a Redis Cluster each
+-- call takes one group's (its keys share a slot); on one Redis, every group of the select in one call.
+-- KEYS: per group: held, reserved, blocked, capped
+-- ARGV: want, reservation, hold_ms, channel; per group: max_in_flight
 -- INCLUDES: groups
 -- max_in_flight: 0 for no cap; channel: the notify channel of the place asking.
--- Returns {OK, granted, in flight before}. A place granted less than it wanted is woken when a slot is freed.
-local held, reserved, blocked, capped = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local want, max, reservation, hold_ms, channel = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), ARGV[5]
+-- Returns {OK, per group: granted, in flight before}. A place granted less than it wanted is woken when a slot of
+-- that group is freed.
+local want, reservation, hold_ms, channel = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local now = now_ms()
-redis.call('ZREMRANGEBYSCORE', reserved, '-inf', now)
-local count = redis.call('ZCARD', held) + redis.call('ZCARD', reserved)
-local granted = want
-if max > 0 then granted = math.max(0, math.min(want, max - count)) end
-if granted > 0 then
-  local slots = {}
-  for i = 1, granted do append_pair(slots, now + hold_ms, reservation .. ':' .. i) end
-  in_chunks('ZADD', reserved, slots)
+local result = {OK}
+for g = 1, #KEYS / 4 do
+  local held, reserved, blocked, capped = KEYS[4 * g - 3], KEYS[4 * g - 2], KEYS[4 * g - 1], KEYS[4 * g]
+  local max = tonumber(ARGV[4 + g])
+  redis.call('ZREMRANGEBYSCORE', reserved, '-inf', now)
+  local count = redis.call('ZCARD', held) + redis.call('ZCARD', reserved)
+  local granted = want
+  if max > 0 then granted = math.max(0, math.min(want, max - count)) end
+  if granted > 0 then
+    local slots = {}
+    for i = 1, granted do append_pair(slots, now + hold_ms, reservation .. ':' .. i) end
+    in_chunks('ZADD', reserved, slots)
+  end
+  if granted < want then
+    redis.call('SADD', blocked, channel)
+    redis.call('HSETNX', capped, 'since', now)
+  else
+    uncapped(capped, now)
+  end
+  result[#result + 1] = granted
+  result[#result + 1] = count
 end
-if granted < want then
-  redis.call('SADD', blocked, channel)
-  redis.call('HSETNX', capped, 'since', now)
-else
-  uncapped(capped, now)
-end
-return {OK, granted, count}
+return result

@@ -1,7 +1,7 @@
 """Lease expiry, every WLM_LEASE_CHECK_SECONDS: a request whose completion time passed goes back to its queue, or
 is abandoned after its last delivery (announced); old tombstones of ended requests are forgotten. The same pass
-closes silent servers first (liveness), so their work goes back at once, frees the resource group slots of work no
-longer in flight (groups), finishes environments that left the policy (retired) and moves states that waited for
+closes silent servers first (liveness), so their work goes back at once, reconciles the resource groups' slots with
+the work in flight (groups), finishes environments that left the policy (retired) and moves states that waited for
 servers to drain (drained).
 
 It runs on the elected scheduler under its epoch: a deposed scheduler's reassignment is refused by the script."""
@@ -15,7 +15,7 @@ from app.policy.active import bucket_specs
 from app.queues.keys import AeKeys
 from app.scheduler.duties.context import DutyContext
 from app.scheduler.duties.drained import report_drained
-from app.scheduler.duties.groups import free_stale_slots
+from app.scheduler.duties.groups import SlotReconciler
 from app.scheduler.duties.liveness import close_silent_servers
 from app.scheduler.duties.retired import finish_departed
 
@@ -29,6 +29,7 @@ class LeaseExpiry:
         # The policy version whose histogram buckets each place has (app.policy.active.bucket_specs): published in
         # the first pass under a new version, so ends are counted at once (the goals pass publishes them again).
         self._buckets_of: dict[AeKeys, int] = {}
+        self._slots = SlotReconciler(context)
 
     async def expire_leases(self) -> None:
         context, queues = self.context, self.context.state.queues
@@ -47,6 +48,6 @@ class LeaseExpiry:
                 ABANDONED.labels(keys.ae).inc(len(result.abandoned))
                 await context.advise(subject("WLM", "WARN", "REQUEST", "ABANDONED", keys.ae), node=keys.node, count=len(result.abandoned))
             await queues.outbox.forget_tombstones(keys)
-        await free_stale_slots(context, policy)
+        await self._slots.reconcile(policy)
         await finish_departed(context, policy)
         await report_drained(context, policy)
