@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, StringConstraints, ValidationError
 from pydantic_core import InitErrorDetails
 
 
@@ -59,6 +59,16 @@ def _finite(document: Any) -> Any:
 # refused, with the path to each. Typed Any, not JsonValue: under StrictModel's allow_inf_nan, JsonValue would
 # refuse them itself on FastAPI's routes, with its union's tags in the paths ("payload.dict.x.list[1].float").
 JsonDocument = Annotated[Any, AfterValidator(_finite)]
+
+
+def _integral(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# Last in a strict int's Annotated (after its Field, whose bounds the schema would otherwise lose): a number without a
+# fraction, 2.0 as well as 2, is the int it is, as JSON Schema's "integer" reads it; strings, booleans and 2.5 stay
+# refused, as the strict Field says.
+INTEGRAL = BeforeValidator(_integral)
 
 
 def _upper(value: str) -> str:

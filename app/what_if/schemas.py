@@ -5,7 +5,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from app.shared.schemas import Name, StrictModel
+from app.shared.schemas import INTEGRAL, Name, StrictModel
 
 
 class WhatIfIn(StrictModel):
@@ -15,7 +15,7 @@ class WhatIfIn(StrictModel):
         "install's size limit (WLM_MAX_POLICY_BYTES)"
     )
     environment: Name | None = Field(default=None, description="replay only this application environment")
-    seed: Annotated[int, Field(strict=True, ge=0, le=2**31 - 1)] = 0
+    seed: Annotated[int, Field(strict=True, ge=0, le=2**31 - 1), INTEGRAL] = 0
 
 
 class WhatIfDates(BaseModel):

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field, StringConstraints, model_validator
 
 from app.policy.schemas import Attributes
 from app.servers.delays import DelayCause
-from app.shared.schemas import JsonDocument, Name, StrictModel
+from app.shared.schemas import INTEGRAL, JsonDocument, Name, StrictModel
 
 ConnectToken = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")]
@@ -111,7 +111,7 @@ class EndInSelect(EndIn):
 class SelectIn(StrictModel):
     connect_token: ConnectToken
     wait_seconds: float = Field(default=0, strict=True, ge=0, le=60, description="long poll: wait up to this long for work")
-    max_items: int = Field(default=1, strict=True, ge=1, le=1000, description="take up to this many, within free worker tasks")
+    max_items: Annotated[int, Field(strict=True, ge=1, le=1000, description="take up to this many, within free worker tasks"), INTEGRAL] = 1
     # Begin the selected requests at once (IWM4STBG), saving a call per request.
     begin: bool = False
     # End requests first (IWM4STEN), then select: one round trip for a server's loop.

@@ -1,0 +1,76 @@
+"""app/shared/schemas.py's integers: JSON Schema's "integer" admits a number without a fraction (2.0), so every strict
+int of a request body takes one, as its schema says, and still refuses what the schema refuses."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+from pydantic import Field, ValidationError
+
+from app.shared.schemas import INTEGRAL, StrictModel
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Bounded(StrictModel):
+    count: Annotated[int, Field(strict=True, ge=1, le=10), INTEGRAL] = 1
+    limit: Annotated[int, Field(strict=True, gt=0), INTEGRAL] | None = None
+
+
+@pytest.mark.parametrize(("raw", "count"), [("2", 2), ("2.0", 2), ("1e1", 10), ("-0.0e0", None)])
+def test_a_number_without_a_fraction_is_the_int_it_is(raw: str, count: int | None) -> None:
+    if count is None:  # -0.0 is 0: below the bound
+        with pytest.raises(ValidationError):
+            Bounded.model_validate_json(f'{{"count": {raw}}}')
+        return
+    parsed = Bounded.model_validate_json(f'{{"count": {raw}}}')
+    assert parsed.count == count and type(parsed.count) is int
+
+
+@pytest.mark.parametrize("raw", ['"2"', "2.5", "true", "1e999", "11.0", "null"])
+def test_what_the_schema_refuses_stays_refused(raw: str) -> None:
+    with pytest.raises(ValidationError):
+        Bounded.model_validate_json(f'{{"count": {raw}}}')
+
+
+def test_the_bounds_stay_in_the_schema() -> None:
+    properties = Bounded.model_json_schema()["properties"]
+    assert properties["count"] == {"default": 1, "maximum": 10, "minimum": 1, "title": "Count", "type": "integer"}
+    assert properties["limit"]["anyOf"][0] == {"exclusiveMinimum": 0, "type": "integer"}
+    assert Bounded.model_validate({"limit": 3.0}).limit == 3
+
+
+def _strict_ints(schema: Any, integral: bool = False) -> Iterator[bool]:
+    """For every strict int of a pydantic core schema, whether INTEGRAL's conversion comes before it."""
+    if isinstance(schema, dict):
+        if schema.get("type") == "int" and schema.get("strict"):
+            yield integral
+        wrapped = schema.get("type") == "function-before" and schema["function"].get("function") is INTEGRAL.func
+        for value in schema.values():
+            yield from _strict_ints(value, integral or wrapped)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from _strict_ints(value, integral)
+
+
+def _request_models() -> list[type[StrictModel]]:
+    for path in sorted((ROOT / "app").rglob("*.py")):
+        if path.name == "__main__.py":  # runs the command line
+            continue
+        importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"))
+    found, todo = [], [StrictModel]
+    while todo:
+        found += (subclasses := todo.pop().__subclasses__())
+        todo += subclasses
+    return found
+
+
+def test_every_strict_int_of_a_request_body_takes_a_number_without_a_fraction() -> None:
+    models = _request_models()
+    checked = {model.__name__: list(_strict_ints(model.__pydantic_core_schema__)) for model in models}
+    assert sum(map(len, checked.values())) > 20  # the policy's, the connect's, the select's ... were read
+    assert sorted(name for name, found in checked.items() if not all(found)) == []
