@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 GLOSSARY = ROOT / "docs" / "glossary.md"
 # Paths the glossary gives from the repository's root; every other one is under app/.
-FROM_ROOT = ("spark_jobs/", "docs/")
+FROM_ROOT = ("spark_jobs/", "docs/", "sdk/")
 
 
 def places() -> list[str]:
