@@ -19,6 +19,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from app.queues.codes import ReturnCode
 from app.queues.request_meta import STATE_OF
@@ -311,10 +312,13 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(ValidationFailed(pydantic_errors(exc.errors(), exc.body, drop_prefix=("body",))))
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         error = AppError(str(exc.detail), code=_HTTP_CODES.get(exc.status_code, "http_error"))
         error.status = exc.status_code
-        return error_response(error, getattr(exc, "headers", None))
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(allowed_methods(app, request))
+        return error_response(error, headers)
 
     async def _unavailable(_: Request, exc: Exception) -> JSONResponse:
         # The client may retry (see UNAVAILABLE).
@@ -340,6 +344,17 @@ def install_error_handlers(app: FastAPI) -> None:
         error = AppError("internal error; see the service log", code="internal")
         error.status = 500
         return error_response(error)
+
+
+# The methods an Allow header may name.
+HTTP_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
+def allowed_methods(app: FastAPI, request: Request) -> list[str]:
+    """Every method the request's path is served with. Starlette's 405 names those of the first route that matched
+    the path only, where a path's operations are routes of their own (GET and POST /v1/connections)."""
+    routes = app.router.routes
+    return [m for m in HTTP_METHODS if any(r.matches({**request.scope, "method": m})[0] is Match.FULL for r in routes)]
 
 
 def error_response(error: AppError, headers: Mapping[str, str] | None = None) -> JSONResponse:
