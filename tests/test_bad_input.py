@@ -130,12 +130,13 @@ async def test_numbers_json_cannot_carry_are_refused(client):
     assert (await world.end(server, token)).json()["outcome"] == "completed"  # still held: no refused end applied
 
 
-async def test_a_number_given_as_a_string_is_refused(client):
+async def test_a_number_given_as_a_string_or_a_boolean_as_a_number_is_refused(client):
     world = await make_world(client)
     connect = {"role": "server", "subsystem_type": "CB", "subsystem_name": "BANK1", "application_environment": "PAYROLL"}
     assert _paths(await client.post("/v1/connections", headers=world.server_key, json={**connect, "worker_tasks": "2"})) == ["worker_tasks"]
     server = await world.server()
-    for field, value in (("max_items", "5"), ("max_items", 5.5), ("max_items", True), ("wait_seconds", "0")):
+    refused = (("max_items", "5"), ("max_items", 5.5), ("max_items", True), ("wait_seconds", "0"), ("begin", 1), ("begin", "yes"))
+    for field, value in refused:
         for suffix in ("", "?via=framework"):
             response = await client.post(f"/v1/work/select{suffix}", headers=world.server_key, json={"connect_token": server, field: value})
             assert _paths(response) == [field], (field, value, suffix)

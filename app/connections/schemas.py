@@ -8,6 +8,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     StringConstraints,
     UrlConstraints,
     field_validator,
@@ -36,7 +37,7 @@ class ServerConnect(StrictModel):
         int, Field(strict=True, ge=1, le=1000, description="requests the server can hold in flight at once"), INTEGRAL
     ] = 1
     worker_weight: Annotated[int, Field(strict=True, ge=1, le=1000, description="servers of higher weight get work first"), INTEGRAL] = 1
-    overflow: bool = Field(default=False, description="take work only when every other server of the AE is at capacity")
+    overflow: StrictBool = Field(default=False, description="take work only when every other server of the AE is at capacity")
     instance: Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:@-]+$")] | None = Field(
         default=None,
         description="the process this connection is, as its launcher names it (the launcher finds it by this when the process exits)",

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from app.shared.schemas import Name, StrictModel
 
@@ -50,7 +50,7 @@ def _filter_or_all(schema: dict[str, Any]) -> None:
 class BulkIn(DeadLetterFilter):
     model_config = ConfigDict(json_schema_extra=_filter_or_all)
 
-    all: bool = Field(default=False, description="must be true to act on every dead letter (no filter given)")
+    all: StrictBool = Field(default=False, description="must be true to act on every dead letter (no filter given)")
 
     @model_validator(mode="after")
     def _deliberate(self) -> BulkIn:

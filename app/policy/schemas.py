@@ -16,6 +16,7 @@ from pydantic import (
     BeforeValidator,
     Field,
     GetJsonSchemaHandler,
+    StrictBool,
     StringConstraints,
     TypeAdapter,
     WithJsonSchema,
@@ -194,7 +195,7 @@ class ClassificationGroup(StrictModel):
 class ServerLimits(StrictModel):
     min: Annotated[int, Field(strict=True, ge=0, le=rules.MAX_SERVERS), INTEGRAL] = 0
     max: Annotated[int, Field(strict=True, ge=1, le=rules.MAX_SERVERS), INTEGRAL] | None = None
-    spread_min: bool = False
+    spread_min: StrictBool = False
 
     def rule(self) -> rules.ServerLimits:
         return rules.ServerLimits(self.min, self.max, self.spread_min)
@@ -223,7 +224,7 @@ NodeUseQueue = Literal["LOCAL", "ANY"]
 class InstanceRouting(StrictModel):
     """The environment's instance on one node, as a cluster queue."""
 
-    put_enabled: bool = True
+    put_enabled: StrictBool = True
     rank: Rank = 0
     priority: RoutingPriority = 0
     # CLWLUSEQ: LOCAL keeps a queue manager's requests on its own node, ANY lets them go anywhere, QMGR follows the node.
@@ -267,7 +268,7 @@ class NodeRouting(StrictModel):
     network_priority: NetworkPriority = 0
     rank: Rank = 0
     most_recently_used: MostRecentlyUsedCap = MRU_CAP_MAX
-    suspended: bool = False
+    suspended: StrictBool = False
 
 
 class NodeLink(StrictModel):

@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, StringConstraints, model_validator
+from pydantic import BaseModel, Field, StrictBool, StringConstraints, model_validator
 
 from app.policy.schemas import Attributes
 from app.servers.delays import DelayCause
@@ -91,7 +91,7 @@ class EndIn(StrictModel):
     # Why it failed, kept with its dead letter.
     error: Annotated[str, StringConstraints(max_length=ERROR_TEXT_CHARS)] | None = None
     # A failed request that should not be tried again goes to its environment's dead letters (GET /v1/dead-letters).
-    dead_letter: bool = False
+    dead_letter: StrictBool = False
 
     @model_validator(mode="after")
     def _only_failed_dies(self) -> EndIn:
@@ -113,7 +113,7 @@ class SelectIn(StrictModel):
     wait_seconds: float = Field(default=0, strict=True, ge=0, le=60, description="long poll: wait up to this long for work")
     max_items: Annotated[int, Field(strict=True, ge=1, le=1000, description="take up to this many, within free worker tasks"), INTEGRAL] = 1
     # Begin the selected requests at once (IWM4STBG), saving a call per request.
-    begin: bool = False
+    begin: StrictBool = False
     # End requests first (IWM4STEN), then select: one round trip for a server's loop.
     end: list[EndInSelect] = Field(default_factory=list, max_length=1000)
 

@@ -1,5 +1,6 @@
-"""app/shared/schemas.py's integers: JSON Schema's "integer" admits a number without a fraction (2.0), so every strict
-int of a request body takes one, as its schema says, and still refuses what the schema refuses."""
+"""Request bodies take what their schema says, no more and no less. JSON Schema's "integer" admits a number without a
+fraction (2.0), so every strict int takes one (app/shared/schemas.py INTEGRAL) and still refuses what the schema
+refuses; a "boolean" is true or false, never 1 or "yes", which pydantic's lax mode would take."""
 
 from __future__ import annotations
 
@@ -74,3 +75,19 @@ def test_every_strict_int_of_a_request_body_takes_a_number_without_a_fraction() 
     checked = {model.__name__: list(_strict_ints(model.__pydantic_core_schema__)) for model in models}
     assert sum(map(len, checked.values())) > 20  # the policy's, the connect's, the select's ... were read
     assert sorted(name for name, found in checked.items() if not all(found)) == []
+
+
+def _lax_booleans(schema: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(schema, dict):
+        if schema.get("type") == "bool" and not schema.get("strict"):
+            yield schema
+        for value in schema.values():
+            yield from _lax_booleans(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from _lax_booleans(value)
+
+
+def test_every_boolean_of_a_request_body_is_true_or_false() -> None:
+    lax = sorted(model.__name__ for model in _request_models() if any(_lax_booleans(model.__pydantic_core_schema__)))
+    assert lax == []
