@@ -39,13 +39,14 @@ async def workload_report(
     request: Request,
     session: SessionDep,
     _: Viewer,
-    on: Annotated[date | None, Query(alias="date", description="one day (instead of date_from and date_to)")] = None,
+    on: Annotated[date | None, Query(alias="date", description="one day (with date_from or date_to: if it is in the range)")] = None,
     date_from: Annotated[date | None, Query(description=f"first day (a range spans at most {service.MAX_RANGE_DAYS} days)")] = None,
     date_to: Annotated[date | None, Query(description="last day, included")] = None,
     interval: Annotated[
         str,
         Query(
             max_length=8,
+            pattern=service.INTERVAL_PATTERN,
             description=f"interval length in minutes ({WHOLE_DAY_MINUTES}: the whole-day rows), or `{service.ALL_INTERVALS}`",
         ),
     ] = str(service.DEFAULT_INTERVAL_MINUTES),

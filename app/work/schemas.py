@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, StrictBool, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, model_validator
 
 from app.policy.schemas import Attributes
 from app.servers.delays import DelayCause
@@ -85,6 +85,14 @@ class WorkBatchQueued:
 
 
 class EndIn(StrictModel):
+    # What _only_failed_dies checks, in the schema's words.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"properties": {"dead_letter": {"const": True}}, "required": ["dead_letter"]},
+            "then": {"properties": {"outcome": {"const": "failed"}}, "required": ["outcome"]},
+        }
+    )
+
     outcome: Literal["completed", "failed"] = "completed"
     # A small result (JSON), kept in this request's work record (`result`).
     result: JsonDocument = None
