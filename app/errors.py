@@ -4,7 +4,9 @@ and unknown routes as `{"error": {"code": ..., "message": ..., ...}}`."""
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 import traceback
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -350,9 +352,23 @@ def install_error_handlers(app: FastAPI) -> None:
 HTTP_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
 
 
+@functools.lru_cache(maxsize=256)
+def _template(path: str) -> tuple[re.Pattern[str], int]:
+    """An OpenAPI path's pattern, and its literal characters: the more of them, the more specific the path."""
+    literal = re.split(r"\{[^}]+\}", path)
+    return re.compile("[^/]+".join(map(re.escape, literal))), sum(map(len, literal))
+
+
 def allowed_methods(app: FastAPI, request: Request) -> list[str]:
-    """Every method the request's path is served with. Starlette's 405 names those of the first route that matched
-    the path only, where a path's operations are routes of their own (GET and POST /v1/connections)."""
+    """The methods the OpenAPI document gives the request's path, of its most specific path that matches, as OpenAPI
+    matches a literal segment before a parameter: POST for /v1/work/select, not also /v1/work/{token}'s GET and
+    DELETE. Starlette's 405 names those of the first route that matched only, where a path's operations are routes
+    of their own. A path the document does not have: the methods its routes serve."""
+    path = request.scope["path"]
+    documented = [(_template(t)[1], item) for t, item in app.openapi()["paths"].items() if _template(t)[0].fullmatch(path)]
+    if documented:
+        item = max(documented, key=lambda found: found[0])[1]
+        return [m for m in HTTP_METHODS if m.lower() in item]
     routes = app.router.routes
     return [m for m in HTTP_METHODS if any(r.matches({**request.scope, "method": m})[0] is Match.FULL for r in routes)]
 
