@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
-from app.shared.schemas import Name, StrictModel
+from app.shared.schemas import IsoDateTime, Name, StrictModel
 
 Reason = Literal["max_deliveries", "failed"]
 
@@ -20,8 +20,8 @@ class DeadLetterFilter(StrictModel):
     reason: Reason | None = None
     # A `since` after `until` matches none, as any two filters that no dead letter meets: a schema cannot say that one
     # field must come before another, so the service does not refuse it either.
-    since: datetime | None = Field(default=None, description="died at or after")
-    until: datetime | None = Field(default=None, description="died at or before")
+    since: IsoDateTime | None = Field(default=None, description="died at or after")
+    until: IsoDateTime | None = Field(default=None, description="died at or before")
 
     def narrows(self) -> bool:
         return any(getattr(self, name) is not None for name in DeadLetterFilter.model_fields)

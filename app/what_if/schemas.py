@@ -5,11 +5,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from app.shared.schemas import INTEGRAL, Name, StrictModel
+from app.shared.schemas import INTEGRAL, IsoDate, Name, StrictModel
 
 
 class WhatIfIn(StrictModel):
-    date: date
+    date: IsoDate
     policy: str | dict[str, Any] = Field(
         description="the candidate service definition: YAML or JSON text, or the definition itself; within the policy "
         "install's size limit (WLM_MAX_POLICY_BYTES)"

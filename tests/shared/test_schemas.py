@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import pytest
 from pydantic import Field, ValidationError
 
-from app.shared.schemas import INTEGRAL, StrictModel
+from app.shared.schemas import INTEGRAL, IsoDate, IsoDateTime, StrictModel
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,3 +91,24 @@ def _lax_booleans(schema: Any) -> Iterator[dict[str, Any]]:
 def test_every_boolean_of_a_request_body_is_true_or_false() -> None:
     lax = sorted(model.__name__ for model in _request_models() if any(_lax_booleans(model.__pydantic_core_schema__)))
     assert lax == []
+
+
+class Moments(StrictModel):
+    day: IsoDate | None = None
+    at: IsoDateTime | None = None
+
+
+@pytest.mark.parametrize(("field", "value"), [("day", "2026-11-27"), ("at", "2026-11-27T12:00:00Z"), ("at", "2026-11-27t12:00:00+01:00")])
+def test_a_date_or_date_time_is_iso_text(field: str, value: str) -> None:
+    assert getattr(Moments.model_validate({field: value}), field) is not None
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("day", 0), ("day", "0"), ("day", "20261127"), ("day", "2026-11-27T00:00:00Z")]
+    + [("at", 0.5), ("at", "1795737600"), ("at", "2026-11-27")],
+)
+def test_a_number_or_another_format_is_no_date(field: str, value: object) -> None:
+    """Lax validation takes a number, or digits, as seconds since the epoch, and a date for a date-time."""
+    with pytest.raises(ValidationError):
+        Moments.model_validate({field: value})
