@@ -35,7 +35,7 @@ class Settings(BaseSettings):
     replica_wait_ms: int = Field(default=2_000, ge=1, le=4_000)
     # Prefix of every Redis key, so several deployments can share one Redis.
     redis_prefix: str = "wlm"
-    # Connections per process; more concurrent requests wait for one rather than opening more.
+    # Redis connections per process; more concurrent requests wait for one rather than opening more.
     redis_max_connections: int = Field(default=64, ge=2)
     # Reassign expired requests, flush work records and call exits from this process.
     background_duties: bool = True

@@ -4,7 +4,9 @@ and unknown routes as `{"error": {"code": ..., "message": ..., ...}}`."""
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 import traceback
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -19,6 +21,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from app.queues.codes import ReturnCode
 from app.queues.request_meta import STATE_OF
@@ -311,10 +314,13 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(ValidationFailed(pydantic_errors(exc.errors(), exc.body, drop_prefix=("body",))))
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         error = AppError(str(exc.detail), code=_HTTP_CODES.get(exc.status_code, "http_error"))
         error.status = exc.status_code
-        return error_response(error, getattr(exc, "headers", None))
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(allowed_methods(app, request))
+        return error_response(error, headers)
 
     async def _unavailable(_: Request, exc: Exception) -> JSONResponse:
         # The client may retry (see UNAVAILABLE).
@@ -340,6 +346,31 @@ def install_error_handlers(app: FastAPI) -> None:
         error = AppError("internal error; see the service log", code="internal")
         error.status = 500
         return error_response(error)
+
+
+# The methods an Allow header may name.
+HTTP_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
+@functools.lru_cache(maxsize=256)
+def _template(path: str) -> tuple[re.Pattern[str], int]:
+    """An OpenAPI path's pattern, and its literal characters: the more of them, the more specific the path."""
+    literal = re.split(r"\{[^}]+\}", path)
+    return re.compile("[^/]+".join(map(re.escape, literal))), sum(map(len, literal))
+
+
+def allowed_methods(app: FastAPI, request: Request) -> list[str]:
+    """The methods the OpenAPI document gives the request's path, of its most specific path that matches, as OpenAPI
+    matches a literal segment before a parameter: POST for /v1/work/select, not also /v1/work/{token}'s GET and
+    DELETE. Starlette's 405 names those of the first route that matched only, where a path's operations are routes
+    of their own. A path the document does not have: the methods its routes serve."""
+    path = request.scope["path"]
+    documented = [(_template(t)[1], item) for t, item in app.openapi()["paths"].items() if _template(t)[0].fullmatch(path)]
+    if documented:
+        item = max(documented, key=lambda found: found[0])[1]
+        return [m for m in HTTP_METHODS if m.lower() in item]
+    routes = app.router.routes
+    return [m for m in HTTP_METHODS if any(r.matches({**request.scope, "method": m})[0] is Match.FULL for r in routes)]
 
 
 def error_response(error: AppError, headers: Mapping[str, str] | None = None) -> JSONResponse:

@@ -42,7 +42,7 @@ from app.queues.keys import durability_probe_key
 from app.queues.store import QueueStore
 from app.redis.durability import durability_at_start
 from app.redis.embedded import EmbeddedRedis
-from app.redis.topology import connect, disconnect, is_cluster
+from app.redis.topology import close_redis, is_cluster, open_redis
 from app.reports.router import dashboard_assets, dashboard_router
 from app.reports.router import router as reports_router
 from app.resource_groups.router import router as resource_groups_router
@@ -104,10 +104,10 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     launching: Duties | None = None
     try:
         cluster = await is_cluster(redis_url)
-        redis = await connect(redis_url, cluster, max_connections=settings.redis_max_connections)
+        redis = await open_redis(redis_url, cluster, max_connections=settings.redis_max_connections)
         # The event streams, and the key cache's subscription: a stream's read blocks up to KEEPALIVE_SECONDS, beyond
         # the client's default socket timeout (5 s since redis-py 8), which would break every idle stream.
-        events_redis = await connect(
+        events_redis = await open_redis(
             redis_url, cluster, max_connections=settings.events_max_subscribers + 1, socket_timeout=2 * KEEPALIVE_SECONDS
         )
         dispatcher = Dispatcher(redis, settings.redis_prefix)
@@ -191,7 +191,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             await queues.aclose()
         for client in (redis, events_redis):
             if client is not None:
-                await disconnect(client)
+                await close_redis(client)
         await engine.dispose()
         if embedded is not None:
             await asyncio.to_thread(embedded.stop)

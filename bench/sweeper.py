@@ -271,7 +271,7 @@ def run(with_sweeper: bool, args: argparse.Namespace) -> dict[str, object]:
             out = taken + order
             figures["exactly_once"] = sorted(out) == list(range(args.requests))
             figures["order_preserved"] = out == list(range(args.requests))
-            # Draining, the buffer is the (high) service rate + 5 by the seed's rule, and blobs come back.
+            # Draining, the buffer is the (high) service rate + 5 by the slow queue sweeper's rule, and blobs come back.
             figures["redis_mb_peak_draining"] = round(sampler.peak / 1e6, 1)
             figures["redis_mb_tombstones_after_drain"] = tombstones_mb(service.redis_url)
         sampler.stop()

@@ -24,7 +24,7 @@ from app.queues.scripts import queue_sources
 from app.redis.context import RedisContext
 from app.redis.embedded import EmbeddedRedis
 from app.redis.scripts import Scripts
-from app.redis.topology import connect, disconnect, is_cluster
+from app.redis.topology import close_redis, is_cluster, open_redis
 from tests.processes import ServiceProcess
 from tests.redis_cluster import LocalCluster, redis_cluster
 
@@ -55,11 +55,11 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 async def redis_context(redis_url: str) -> AsyncIterator[RedisContext]:
     """A domain's Redis records' context on the session's Redis (or a module's `redis_url`), under a prefix of its
     own, with the scripts loaded as the service loads them."""
-    redis = await connect(redis_url, await is_cluster(redis_url), max_connections=20)
+    redis = await open_redis(redis_url, await is_cluster(redis_url), max_connections=20)
     context = RedisContext(redis, f"t{uuid.uuid4().hex[:10]}", Scripts(redis, queue_sources()))
     yield context
     await context.scripts.aclose()
-    await disconnect(redis)
+    await close_redis(redis)
 
 
 @pytest.fixture(scope="module")
@@ -221,9 +221,9 @@ async def other(other_app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 async def redis_admin(redis_url: str) -> AsyncIterator[Redis]:
     """A client of the tests' Redis, to look at and set what the service keeps there (a cluster client where the
     tests run on a Redis Cluster)."""
-    client = await connect(redis_url, await is_cluster(redis_url), max_connections=20)
+    client = await open_redis(redis_url, await is_cluster(redis_url), max_connections=20)
     yield client
-    await disconnect(client)
+    await close_redis(client)
 
 
 def bearer(key: str) -> dict[str, str]:

@@ -130,12 +130,13 @@ async def test_numbers_json_cannot_carry_are_refused(client):
     assert (await world.end(server, token)).json()["outcome"] == "completed"  # still held: no refused end applied
 
 
-async def test_a_number_given_as_a_string_is_refused(client):
+async def test_a_number_given_as_a_string_or_a_boolean_as_a_number_is_refused(client):
     world = await make_world(client)
     connect = {"role": "server", "subsystem_type": "CB", "subsystem_name": "BANK1", "application_environment": "PAYROLL"}
     assert _paths(await client.post("/v1/connections", headers=world.server_key, json={**connect, "worker_tasks": "2"})) == ["worker_tasks"]
     server = await world.server()
-    for field, value in (("max_items", "5"), ("max_items", 5.0), ("wait_seconds", "0")):
+    refused = (("max_items", "5"), ("max_items", 5.5), ("max_items", True), ("wait_seconds", "0"), ("begin", 1), ("begin", "yes"))
+    for field, value in refused:
         for suffix in ("", "?via=framework"):
             response = await client.post(f"/v1/work/select{suffix}", headers=world.server_key, json={"connect_token": server, field: value})
             assert _paths(response) == [field], (field, value, suffix)
@@ -143,3 +144,25 @@ async def test_a_number_given_as_a_string_is_refused(client):
     document["service_classes"][0]["importance"] = "1"
     response = await client.put("/v1/policy", headers={**ADMIN, "content-type": "application/json"}, content=json.dumps(document))
     assert _paths(response) == ["service_classes[0].importance"]
+
+
+async def test_an_integer_may_be_written_with_a_zero_fraction(client):
+    """JSON Schema's "integer", which the OpenAPI document declares, admits 2.0: so does the service, on its fast path
+    and FastAPI's alike, and takes it as 2."""
+    world = await make_world(client)
+    connect = {"role": "server", "subsystem_type": "CB", "subsystem_name": "BANK1", "application_environment": "PAYROLL"}
+    body = {**connect, "worker_tasks": 2.0, "worker_weight": 3.0}
+    server = await client.post("/v1/connections", headers=world.server_key, json=body)  # sent as 2.0, as json.dumps writes it
+    assert server.status_code == 201, server.text
+    assert (server.json()["worker_tasks"], server.json()["worker_weight"]) == (2, 3)
+    for _ in range(3):
+        await world.insert()
+    token = server.json()["token"]
+    for suffix in ("", "?via=framework"):  # one each of the two worker tasks
+        response = await client.post(f"/v1/work/select{suffix}", headers=world.server_key, json={"connect_token": token, "max_items": 1.0})
+        assert response.status_code == 200 and len(response.json()["items"]) == 1, (suffix, response.text)
+    document = yaml.safe_load(EXAMPLE_POLICY)
+    document["service_classes"][0]["importance"] = 1.0
+    response = await client.put("/v1/policy", headers={**ADMIN, "content-type": "application/json"}, content=json.dumps(document))
+    assert response.status_code in (200, 201), response.text
+    assert (await client.get("/v1/policy", headers=ADMIN)).json()["definition"]["service_classes"][0]["importance"] == 1

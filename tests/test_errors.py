@@ -48,3 +48,19 @@ async def test_it_is_answered_503_not_500() -> None:
         assert answer.status_code == 503 and answer.headers["Retry-After"] == "1"
         assert answer.json()["error"]["code"] == "redis_unavailable"
         assert (await client.get("/mistake")).status_code == 500
+
+
+async def test_a_method_not_allowed_names_every_method_of_its_path(client: httpx.AsyncClient) -> None:
+    """A path's operations are routes of their own: the 405 names them all, not those of the first route matched."""
+    for method, path, allowed in (
+        ("OPTIONS", "/v1/connections", "GET, POST"),
+        ("PUT", "/v1/principals/someone", "GET, PATCH"),
+        # A literal segment beside a parameter's: not taken for the run's id (a 422), but a method it lacks.
+        ("DELETE", "/v1/reports/what-if/dates", "GET"),
+        # The most specific path of the document: not also /v1/work/{token}'s or /v1/dead-letters/{token}'s methods.
+        ("OPTIONS", "/v1/work/select", "POST"),
+        ("OPTIONS", "/v1/dead-letters/7:retry", "POST"),
+    ):
+        response = await client.request(method, path)
+        assert (response.status_code, response.headers["allow"]) == (405, allowed), (method, path, response.text)
+        assert response.json()["error"]["code"] == "method_not_allowed"

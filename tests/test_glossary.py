@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 GLOSSARY = ROOT / "docs" / "glossary.md"
 # Paths the glossary gives from the repository's root; every other one is under app/.
-FROM_ROOT = ("spark_jobs/", "docs/")
+FROM_ROOT = ("spark_jobs/", "docs/", "sdk/")
 
 
 def places() -> list[str]:
@@ -31,12 +31,14 @@ def test_every_place_a_term_lives_exists() -> None:
 
 # A citation of a source document by file ("seed 002", "the seed's rule"): the repository has none of them; they are
 # named by the system they describe (docs/sources.md).
+CODE = {".py", ".lua", ".js", ".html", ".md"}
 SOURCE_CITATION = re.compile(r"\bseeds? \d{3}\b|\bseeds \d{3}/\d{3}\b|\bthe seeds?\b|\bseeds?'s?\b(?= rule| step| algorithm)", re.I)
 
 
 def test_no_comment_or_doc_cites_a_document_the_repository_does_not_have() -> None:
-    texts = [*(ROOT / "app").rglob("*.py"), *(ROOT / "app").rglob("*.lua"), *(ROOT / "spark_jobs").rglob("*.py")]
-    texts += [ROOT / "README.md", *(p for p in (ROOT / "docs").glob("*.md") if p.name != "benchmarks.md")]
+    texts = [path for part in ("app", "spark_jobs", "tests", "bench", "sdk") for path in (ROOT / part).rglob("*") if path.suffix in CODE]
+    texts = [path for path in texts if path != Path(__file__).resolve()]  # the examples above
+    texts += [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
     cited = [
         f"{path.relative_to(ROOT)}:{n}"
         for path in texts

@@ -121,3 +121,22 @@ def test_classification_attributes_declare_the_names_the_service_takes(spec):
     for name in ("USERID", "__main__", "user id"):
         assert not classify.is_valid({"subsystem_type": "CICS", "attributes": {name: "X"}}), name
     assert not classify.is_valid({"subsystem_type": "CICS", "attributes": {"userid": "a\x00b"}})
+
+
+def test_an_end_declares_that_only_a_failure_goes_to_the_dead_letters(spec):
+    for name in ("EndRequest", "EndInSelect"):
+        end = _validator(spec, name)
+        token = {"connect_token": "c"} if name == "EndRequest" else {"token": "t"}
+        assert not end.is_valid({**token, "dead_letter": True}) and not end.is_valid({**token, "dead_letter": True, "outcome": "completed"})
+        assert end.is_valid({**token, "dead_letter": True, "outcome": "failed"}) and end.is_valid({**token, "dead_letter": False}), name
+
+
+def test_report_and_dead_letter_parameters_declare_what_they_take(spec):
+    def parameter(path: str, name: str) -> dict[str, Any]:
+        return next(p["schema"] for p in spec["paths"][path]["get"]["parameters"] if p["name"] == name)
+
+    interval = parameter("/v1/reports/workload", "interval")["pattern"]
+    assert all(re.search(interval, v) for v in ("1", "15", "1440", "ALL", "all")), interval
+    assert not any(re.search(interval, v) for v in ("0", "1441", "x", ""))
+    cursor = parameter("/v1/dead-letters", "cursor")["pattern"]
+    assert re.search(cursor, "1795737600000_N1~PAYROLL~42") and not re.search(cursor, "")

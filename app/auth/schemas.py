@@ -7,7 +7,7 @@ from pydantic import BaseModel, Field, StringConstraints
 
 from app.auth.profiles import PROFILE_PATTERN
 from app.auth.roles import Role
-from app.shared.schemas import Description, StrictModel
+from app.shared.schemas import Description, IsoDateTime, StrictModel
 
 PrincipalName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._@-]+$")]
 Profile = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255, pattern=PROFILE_PATTERN)]
@@ -43,7 +43,7 @@ class PrincipalList(BaseModel):
 class ApiKeyIn(StrictModel):
     principal: PrincipalName
     description: Description = ""
-    expires_at: datetime | None = None
+    expires_at: IsoDateTime | None = None
 
 
 class ApiKeyOut(BaseModel):

@@ -14,8 +14,8 @@ import sys
 from typing import Any
 
 
-def balances_connections() -> bool:
-    """Only Linux spreads connections over a SO_REUSEPORT group; elsewhere one socket takes them all."""
+def balances_tcp_connections() -> bool:
+    """Only Linux spreads TCP connections over a SO_REUSEPORT group; elsewhere one socket takes them all."""
     return sys.platform == "linux" and hasattr(socket, "SO_REUSEPORT")
 
 

@@ -10,7 +10,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
-from app.cli.listeners import ReusePortListener, balances_connections
+from app.cli.listeners import ReusePortListener, balances_tcp_connections
 from app.config import get_settings
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         "log_config": _log_config(settings.log_level),
     }
     try:
-        if settings.workers > 1 and balances_connections():
+        if settings.workers > 1 and balances_tcp_connections():
             _supervise_workers(uvicorn.Config(APP, **options))
         else:
             uvicorn.run(APP, **options)

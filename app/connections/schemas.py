@@ -8,12 +8,13 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     StringConstraints,
     UrlConstraints,
     field_validator,
 )
 
-from app.shared.schemas import Name, StrictModel, SubsystemType
+from app.shared.schemas import INTEGRAL, Name, StrictModel, SubsystemType
 
 
 class QueueManagerConnect(StrictModel):
@@ -32,9 +33,11 @@ class ServerConnect(StrictModel):
     subsystem_name: Name
     node: Name | None = None
     application_environment: Name
-    worker_tasks: int = Field(default=1, strict=True, ge=1, le=1000, description="requests the server can hold in flight at once")
-    worker_weight: int = Field(default=1, strict=True, ge=1, le=1000, description="servers of higher weight get work first")
-    overflow: bool = Field(default=False, description="take work only when every other server of the AE is at capacity")
+    worker_tasks: Annotated[
+        int, Field(strict=True, ge=1, le=1000, description="requests the server can hold in flight at once"), INTEGRAL
+    ] = 1
+    worker_weight: Annotated[int, Field(strict=True, ge=1, le=1000, description="servers of higher weight get work first"), INTEGRAL] = 1
+    overflow: StrictBool = Field(default=False, description="take work only when every other server of the AE is at capacity")
     instance: Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:@-]+$")] | None = Field(
         default=None,
         description="the process this connection is, as its launcher names it (the launcher finds it by this when the process exits)",

@@ -3,9 +3,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
-from app.shared.schemas import Name, StrictModel
+from app.shared.schemas import IsoDateTime, Name, StrictModel
 
 Reason = Literal["max_deliveries", "failed"]
 
@@ -18,22 +18,22 @@ class DeadLetterFilter(StrictModel):
     node: Name | None = None
     service_class: Name | None = None
     reason: Reason | None = None
-    since: datetime | None = Field(default=None, description="died at or after")
-    until: datetime | None = Field(default=None, description="died at or before")
-
-    @model_validator(mode="after")
-    def _ordered(self) -> DeadLetterFilter:
-        if self.since is not None and self.until is not None and self.since > self.until:
-            raise ValueError("since is after until")
-        return self
+    # A `since` after `until` matches none, as any two filters that no dead letter meets: a schema cannot say that one
+    # field must come before another, so the service does not refuse it either.
+    since: IsoDateTime | None = Field(default=None, description="died at or after")
+    until: IsoDateTime | None = Field(default=None, description="died at or before")
 
     def narrows(self) -> bool:
         return any(getattr(self, name) is not None for name in DeadLetterFilter.model_fields)
 
 
+# A page's next_cursor: where the dead letter after it died (ms) and its token (node~environment~id).
+CURSOR = r"^[0-9]{1,18}_[^~]+~[^~]+~[^~]+$"
+
+
 class DeadLetterQuery(DeadLetterFilter):
     limit: int = Field(default=100, ge=1, le=500)
-    cursor: str | None = Field(default=None, max_length=400, description="next_cursor of the page before")
+    cursor: str | None = Field(default=None, max_length=400, pattern=CURSOR, description="next_cursor of the page before")
 
 
 class RetryIn(StrictModel):
@@ -50,7 +50,7 @@ def _filter_or_all(schema: dict[str, Any]) -> None:
 class BulkIn(DeadLetterFilter):
     model_config = ConfigDict(json_schema_extra=_filter_or_all)
 
-    all: bool = Field(default=False, description="must be true to act on every dead letter (no filter given)")
+    all: StrictBool = Field(default=False, description="must be true to act on every dead letter (no filter given)")
 
     @model_validator(mode="after")
     def _deliberate(self) -> BulkIn:

@@ -50,7 +50,7 @@ def parse_cursor(text: str | None) -> Cursor | None:
     if text is None:
         return None
     died, _, token = text.partition("_")
-    if not died.isdigit() or parse_token(token) is None:
+    if not (died.isascii() and died.isdigit()) or parse_token(token) is None:
         raise BadRequest("not a cursor this list gave", code="invalid_cursor", path="cursor")
     return int(died), token
 

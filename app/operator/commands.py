@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, get_args
 
-from pydantic import BeforeValidator, Discriminator, StringConstraints, Tag, TypeAdapter, ValidationError
+from pydantic import BeforeValidator, Discriminator, StrictBool, StringConstraints, Tag, TypeAdapter, ValidationError
 
 from app.errors import ValidationFailed, pydantic_errors
 from app.shared.schemas import Name, StrictModel
@@ -269,7 +269,7 @@ class VaryRequest(StrictModel):
     # Case-insensitive, like the command text and names.
     action: Annotated[Action, BeforeValidator(_upper_if_text)]
     application_environment: Name
-    dynamic: bool = False
+    dynamic: StrictBool = False
 
     def to_command(self) -> VaryCommand:
         return VaryCommand(self.action, self.application_environment, self.dynamic)

@@ -16,6 +16,7 @@ from pydantic import (
     BeforeValidator,
     Field,
     GetJsonSchemaHandler,
+    StrictBool,
     StringConstraints,
     TypeAdapter,
     WithJsonSchema,
@@ -24,14 +25,14 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
-from app.shared.schemas import Description, Name, StrictModel, SubsystemType
+from app.shared.schemas import INTEGRAL, Description, Name, StrictModel, SubsystemType
 from spark_jobs.manager import policy as rules
 
 MAX_PERIODS = 8
 MAX_RULE_DEPTH = 15
 DAY_MS = rules.DAY_MS
 
-ResponseTimeMs = Annotated[int, Field(strict=True, gt=0, le=DAY_MS)]
+ResponseTimeMs = Annotated[int, Field(strict=True, gt=0, le=DAY_MS), INTEGRAL]
 
 
 # Each goal and the server limits hand the manager's rules (spark_jobs/manager/) their plain twin: `rule()`.
@@ -45,7 +46,7 @@ class AverageGoal(StrictModel):
 
 class PercentileGoal(StrictModel):
     type: Literal["percentile"]
-    percentile: int = Field(strict=True, ge=1, le=99)
+    percentile: Annotated[int, Field(strict=True, ge=1, le=99), INTEGRAL]
     response_time_ms: ResponseTimeMs
 
     def rule(self) -> rules.PercentileGoal:
@@ -54,7 +55,7 @@ class PercentileGoal(StrictModel):
 
 class VelocityGoal(StrictModel):
     type: Literal["velocity"]
-    velocity: int = Field(strict=True, ge=1, le=99)
+    velocity: Annotated[int, Field(strict=True, ge=1, le=99), INTEGRAL]
 
     def rule(self) -> rules.VelocityGoal:
         return rules.VelocityGoal(self.velocity)
@@ -68,11 +69,11 @@ class DiscretionaryGoal(StrictModel):
 
 
 Goal = Annotated[AverageGoal | PercentileGoal | VelocityGoal | DiscretionaryGoal, Field(discriminator="type")]
-Importance = Annotated[int, Field(strict=True, ge=1, le=5)]
+Importance = Annotated[int, Field(strict=True, ge=1, le=5), INTEGRAL]
 
 
 class Period(StrictModel):
-    duration_ms: Annotated[int, Field(strict=True, gt=0)] | None = None
+    duration_ms: Annotated[int, Field(strict=True, gt=0), INTEGRAL] | None = None
     importance: Importance | None = None
     goal: Goal
 
@@ -89,7 +90,7 @@ class ServiceClass(StrictModel):
     resource_group: Name | None = None
 
 
-InFlight = Annotated[int, Field(strict=True, ge=0, le=1_000_000)]
+InFlight = Annotated[int, Field(strict=True, ge=0, le=1_000_000), INTEGRAL]
 
 
 class ResourceGroup(StrictModel):
@@ -98,7 +99,7 @@ class ResourceGroup(StrictModel):
 
     name: Name
     description: Description = ""
-    max_in_flight: Annotated[int, Field(strict=True, ge=1, le=1_000_000)] | None = Field(
+    max_in_flight: Annotated[int, Field(strict=True, ge=1, le=1_000_000), INTEGRAL] | None = Field(
         default=None, description="never more of its requests selected or begun at once"
     )
     min_in_flight: InFlight | None = Field(
@@ -192,9 +193,9 @@ class ClassificationGroup(StrictModel):
 
 
 class ServerLimits(StrictModel):
-    min: int = Field(default=0, strict=True, ge=0, le=rules.MAX_SERVERS)
-    max: int | None = Field(default=None, strict=True, ge=1, le=rules.MAX_SERVERS)
-    spread_min: bool = False
+    min: Annotated[int, Field(strict=True, ge=0, le=rules.MAX_SERVERS), INTEGRAL] = 0
+    max: Annotated[int, Field(strict=True, ge=1, le=rules.MAX_SERVERS), INTEGRAL] | None = None
+    spread_min: StrictBool = False
 
     def rule(self) -> rules.ServerLimits:
         return rules.ServerLimits(self.min, self.max, self.spread_min)
@@ -203,12 +204,18 @@ class ServerLimits(StrictModel):
 # MQ's cluster workload attributes (IBM MQ's: docs/sources.md) with their ranges and defaults; app.routing.algorithm reads them.
 DEFAULT_WEIGHT = 50  # CLWLWGHT
 MRU_CAP_MAX = 999_999_999  # CLWLMRUC's largest value and its default: every channel may be used
-Rank = Annotated[int, Field(strict=True, ge=0, le=9, description="CLWLRANK: the highest rank is used")]
-RoutingPriority = Annotated[int, Field(strict=True, ge=0, le=9, description="CLWLPRTY: among equal ranks, the highest priority is used")]
-Weight = Annotated[int, Field(strict=True, ge=1, le=99, description="CLWLWGHT: the share of requests, against the other nodes' weights")]
-NetworkPriority = Annotated[int, Field(strict=True, ge=0, le=9, description="NETPRTY: links with the highest are used")]
+Rank = Annotated[int, Field(strict=True, ge=0, le=9, description="CLWLRANK: the highest rank is used"), INTEGRAL]
+RoutingPriority = Annotated[
+    int, Field(strict=True, ge=0, le=9, description="CLWLPRTY: among equal ranks, the highest priority is used"), INTEGRAL
+]
+Weight = Annotated[
+    int, Field(strict=True, ge=1, le=99, description="CLWLWGHT: the share of requests, against the other nodes' weights"), INTEGRAL
+]
+NetworkPriority = Annotated[int, Field(strict=True, ge=0, le=9, description="NETPRTY: links with the highest are used"), INTEGRAL]
 MostRecentlyUsedCap = Annotated[
-    int, Field(strict=True, ge=1, le=MRU_CAP_MAX, description="CLWLMRUC: queue managers on this node send to at most this many nodes")
+    int,
+    Field(strict=True, ge=1, le=MRU_CAP_MAX, description="CLWLMRUC: queue managers on this node send to at most this many nodes"),
+    INTEGRAL,
 ]
 InstanceUseQueue = Literal["LOCAL", "ANY", "QMGR"]
 NodeUseQueue = Literal["LOCAL", "ANY"]
@@ -217,7 +224,7 @@ NodeUseQueue = Literal["LOCAL", "ANY"]
 class InstanceRouting(StrictModel):
     """The environment's instance on one node, as a cluster queue."""
 
-    put_enabled: bool = True
+    put_enabled: StrictBool = True
     rank: Rank = 0
     priority: RoutingPriority = 0
     # CLWLUSEQ: LOCAL keeps a queue manager's requests on its own node, ANY lets them go anywhere, QMGR follows the node.
@@ -230,10 +237,10 @@ class EnvironmentSettings(StrictModel):
     name: Name
     description: Description = ""
     server_limits: ServerLimits = Field(default_factory=ServerLimits)
-    completion_time_ms: Annotated[int, Field(strict=True, gt=0, le=DAY_MS)] = 60_000
-    backlog_limit: Annotated[int, Field(strict=True, gt=0, le=100_000_000)] = 100_000
+    completion_time_ms: Annotated[int, Field(strict=True, gt=0, le=DAY_MS), INTEGRAL] = 60_000
+    backlog_limit: Annotated[int, Field(strict=True, gt=0, le=100_000_000), INTEGRAL] = 100_000
     # Deliveries of one request before it is abandoned (select, then completion time passes without an end).
-    max_deliveries: Annotated[int, Field(strict=True, ge=1, le=100)] = 5
+    max_deliveries: Annotated[int, Field(strict=True, ge=1, le=100), INTEGRAL] = 5
     # Nodes that host this environment; none named: every node.
     nodes: list[Name] | None = None
     # Routing attributes of the instance on a node (keyed by node); a node not named has the defaults.
@@ -261,7 +268,7 @@ class NodeRouting(StrictModel):
     network_priority: NetworkPriority = 0
     rank: Rank = 0
     most_recently_used: MostRecentlyUsedCap = MRU_CAP_MAX
-    suspended: bool = False
+    suspended: StrictBool = False
 
 
 class NodeLink(StrictModel):

@@ -18,7 +18,7 @@ def redis_time_ms(time: tuple[int, int]) -> int:
 
 @dataclass(frozen=True, slots=True)
 class RedisContext:
-    # Its replies come decoded (topology.connect), which redis-py's types cannot know: they say `bytes | str`,
+    # Its replies come decoded (topology.open_redis), which redis-py's types cannot know: they say `bytes | str`,
     # and the owners cast what they read to the str it is.
     redis: Redis
     prefix: str

@@ -54,7 +54,7 @@ async def cluster_enabled(client: Redis) -> bool:
 class ClusterClient(RedisCluster):
     """A Redis Cluster client whose pub/sub connections go to one primary, chosen when each subscribes: a
     subscription that lost its node subscribes again on another (see the module's note). The primaries' clients
-    it opens for that (and for `master_of`) live until `disconnect`: redis-py calls `aclose` itself to reset the
+    it opens for that (and for `master_of`) live until `close_redis`: redis-py calls `aclose` itself to reset the
     cluster's topology (on CLUSTERDOWN, after MOVED), which must not end the subscriptions."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -89,7 +89,7 @@ class ClusterClient(RedisCluster):
         client = self._node_clients.get(node.name)
         if client is None:
             # The node's own connection settings: the URL's credentials, TLS and timeouts, for this node; as many
-            # connections as the cluster client's own per node, waited for as `connect`'s are.
+            # connections as the cluster client's own per node, waited for as `open_redis`'s are.
             pool = BlockingConnectionPool(
                 connection_class=node.connection_class, max_connections=node.max_connections, timeout=10, **node.connection_kwargs
             )
@@ -116,17 +116,17 @@ class ClusterClient(RedisCluster):
             await client.aclose()
 
 
-async def disconnect(client: Redis) -> None:
-    """Closes a client `connect` made, with what it opened of its own."""
+async def close_redis(client: Redis) -> None:
+    """Closes a client `open_redis` made, with what it opened of its own."""
     if isinstance(client, ClusterClient):
         await client.close_node_clients()
     await client.aclose()
 
 
-async def connect(url: str, cluster: bool, *, max_connections: int, **options: Any) -> Redis:
+async def open_redis(url: str, cluster: bool, *, max_connections: int, **options: Any) -> Redis:
     """A client of the Redis at `url` with replies decoded: a pool of at most `max_connections` (per node on a
     cluster) that callers wait on when it is exhausted (a cluster's refuses at once: 503, redis unavailable).
-    Closed with `disconnect`."""
+    Closed with `close_redis`."""
     options = {"decode_responses": True, "health_check_interval": 30, **options}
     if not cluster:
         return Redis(connection_pool=BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=10, **options))

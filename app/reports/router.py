@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from datetime import date
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +10,7 @@ from fastapi.staticfiles import StaticFiles
 from app.deps import Offset, SessionDep, Viewer
 from app.reports import service
 from app.reports.schemas import ReportDates, WorkloadReportPage, WorkloadReportRowOut, WorkloadSummary
+from app.shared.schemas import IsoDate
 from spark_jobs.contract.report import WHOLE_DAY_MINUTES
 
 router = APIRouter(prefix="/v1/reports", tags=["reports"])
@@ -39,13 +39,14 @@ async def workload_report(
     request: Request,
     session: SessionDep,
     _: Viewer,
-    on: Annotated[date | None, Query(alias="date", description="one day (instead of date_from and date_to)")] = None,
-    date_from: Annotated[date | None, Query(description=f"first day (a range spans at most {service.MAX_RANGE_DAYS} days)")] = None,
-    date_to: Annotated[date | None, Query(description="last day, included")] = None,
+    on: Annotated[IsoDate | None, Query(alias="date", description="one day (with date_from or date_to: if it is in the range)")] = None,
+    date_from: Annotated[IsoDate | None, Query(description=f"first day (a range spans at most {service.MAX_RANGE_DAYS} days)")] = None,
+    date_to: Annotated[IsoDate | None, Query(description="last day, included")] = None,
     interval: Annotated[
         str,
         Query(
             max_length=8,
+            pattern=service.INTERVAL_PATTERN,
             description=f"interval length in minutes ({WHOLE_DAY_MINUTES}: the whole-day rows), or `{service.ALL_INTERVALS}`",
         ),
     ] = str(service.DEFAULT_INTERVAL_MINUTES),
@@ -89,7 +90,7 @@ async def workload_report_dates(session: SessionDep, _: Viewer, limit: Annotated
     summary="A day per service class period: the whole-day figures, intervals that missed the goal, the worst interval",
 )
 async def workload_summary(
-    date: date,
+    date: IsoDate,
     session: SessionDep,
     _: Viewer,
     interval: Annotated[int, Query(ge=1, lt=WHOLE_DAY_MINUTES, description="the interval length to count")] = (

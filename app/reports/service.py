@@ -81,6 +81,10 @@ def _query_error(parameter: str, message: str) -> ValidationFailed:
     return ValidationFailed([{"path": f"query.{parameter}", "message": message}])
 
 
+# What parse_interval takes, for the OpenAPI document: minutes from 1 to 1440, or `all` in any case.
+INTERVAL_PATTERN = r"^(0*([1-9][0-9]{0,2}|1[0-3][0-9]{2}|14[0-3][0-9]|1440)|[Aa][Ll][Ll])$"
+
+
 def parse_interval(value: str) -> int | None:
     """`interval` as sent: minutes (1..1440; 1440 is the whole day) or `all` (None: every interval length)."""
     if value.lower() == ALL_INTERVALS:
@@ -102,17 +106,15 @@ def report_filters(
     report_class: str | None,
     period: int | None,
 ) -> ReportFilters:
-    """The filters of a report query, checked: one date or a range of at most MAX_RANGE_DAYS; names in upper case,
-    as the policy stores them."""
+    """The filters of a report query, checked: one date, a range of at most MAX_RANGE_DAYS, or both (the date if it
+    is in the range); names in upper case, as the policy stores them. As with any filters, dates that no row can meet
+    (a range that ends before it starts, a date outside the range) match none: a schema cannot say that one parameter
+    must come before another, so the service does not refuse them either."""
     if on is not None:
-        if date_from is not None or date_to is not None:
-            raise _query_error("date", "give either date, or date_from and date_to")
-        date_from = date_to = on
-    if date_from is not None and date_to is not None:
-        if date_to < date_from:
-            raise _query_error("date_to", f"must not be before date_from ({date_from})")
-        if (date_to - date_from).days >= MAX_RANGE_DAYS:
-            raise _query_error("date_to", f"a range may span at most {MAX_RANGE_DAYS} days")
+        date_from = on if date_from is None else max(date_from, on)
+        date_to = on if date_to is None else min(date_to, on)
+    if date_from is not None and date_to is not None and (date_to - date_from).days >= MAX_RANGE_DAYS:
+        raise _query_error("date_to", f"a range may span at most {MAX_RANGE_DAYS} days")
     return ReportFilters(
         date_from=date_from,
         date_to=date_to,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from app.policy.schemas import (
     InstanceUseQueue,
@@ -32,8 +32,8 @@ class NodeRoutingPatch(StrictModel):
     network_priority: NetworkPriority | None = None
     rank: Rank | None = None
     most_recently_used: MostRecentlyUsedCap | None = None
-    suspended: bool | None = None
-    link_stopped: bool | None = Field(
+    suspended: StrictBool | None = None
+    link_stopped: StrictBool | None = Field(
         default=None, description="true: STOP its links (the node gets no routed work while another can); false or null: START them"
     )
 
@@ -45,7 +45,7 @@ class LinkRoutingPatch(StrictModel):
     model_config = NAMES_A_CHANGE
 
     network_priority: NetworkPriority | None = None
-    stopped: bool | None = Field(
+    stopped: StrictBool | None = Field(
         default=None, description="true: STOP this link (the node is reached by its others); false or null: START it"
     )
 
@@ -53,7 +53,7 @@ class LinkRoutingPatch(StrictModel):
 class InstanceRoutingPatch(StrictModel):
     model_config = NAMES_A_CHANGE
 
-    put_enabled: bool | None = None
+    put_enabled: StrictBool | None = None
     rank: Rank | None = None
     priority: RoutingPriority | None = None
     use_queue: InstanceUseQueue | None = None

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
+from datetime import date, datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, StringConstraints, ValidationError
 from pydantic_core import InitErrorDetails
 
 
@@ -59,6 +61,35 @@ def _finite(document: Any) -> Any:
 # refused, with the path to each. Typed Any, not JsonValue: under StrictModel's allow_inf_nan, JsonValue would
 # refuse them itself on FastAPI's routes, with its union's tags in the paths ("payload.dict.x.list[1].float").
 JsonDocument = Annotated[Any, AfterValidator(_finite)]
+
+
+def _integral(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# Last in a strict int's Annotated (after its Field, whose bounds the schema would otherwise lose): a number without a
+# fraction, 2.0 as well as 2, is the int it is, as JSON Schema's "integer" reads it; strings, booleans and 2.5 stay
+# refused, as the strict Field says.
+INTEGRAL = BeforeValidator(_integral)
+
+
+_DATE_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}$")
+_DATE_TIME_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt]")
+
+
+def _text_of(pattern: re.Pattern[str], example: str) -> BeforeValidator:
+    def check(value: Any) -> Any:
+        if isinstance(value, date) or (isinstance(value, str) and pattern.match(value)):
+            return value
+        raise ValueError(f"must be ISO 8601 text, such as {example}")
+
+    return BeforeValidator(check)
+
+
+# A date or date-time given as the schema's "format" says, as ISO 8601 text. Lax validation also takes a number, or a
+# text of digits, as seconds since the epoch, and a date alone for a date-time, which neither format is.
+IsoDate = Annotated[date, _text_of(_DATE_TEXT, "2026-11-27")]
+IsoDateTime = Annotated[datetime, _text_of(_DATE_TIME_TEXT, "2026-11-27T12:00:00Z")]
 
 
 def _upper(value: str) -> str:

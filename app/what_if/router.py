@@ -11,6 +11,9 @@ from app.what_if.schemas import WhatIfAccepted, WhatIfDates, WhatIfIn, WhatIfOut
 router = APIRouter(prefix="/v1/reports/what-if", tags=["reports"])
 
 RunId = Annotated[int, Path(ge=1, le=2**63 - 1)]
+# Digits only in the route itself, so that `/dates` is never a run's id: `DELETE .../dates` is then 405, as a method
+# the path does not serve, and not a 422 of the cancel's run_id.
+RUN = "/{run_id:int}"
 
 
 @router.post(
@@ -29,11 +32,11 @@ async def what_if_dates(state: StateDep, _: Operator, limit: Annotated[int, Quer
     return WhatIfDates(items=await service.days(state.settings, limit))
 
 
-@router.get("/{run_id}", response_model=WhatIfOut, summary="A what-if run: its state, progress and, when done, its result")
+@router.get(RUN, response_model=WhatIfOut, summary="A what-if run: its state, progress and, when done, its result")
 async def get_what_if(run_id: RunId, session: SessionDep, state: StateDep, _: Operator) -> WhatIfOut:
     return service.run_out(await service.get(session, state.what_if, run_id))
 
 
-@router.delete("/{run_id}", response_model=WhatIfOut, summary="Cancel a what-if run (a running one's process is ended)")
+@router.delete(RUN, response_model=WhatIfOut, summary="Cancel a what-if run (a running one's process is ended)")
 async def cancel_what_if(run_id: RunId, session: SessionDep, state: StateDep, _: Operator) -> WhatIfOut:
     return service.run_out(await service.cancel(session, state.what_if, run_id))

@@ -5,17 +5,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from app.shared.schemas import Name, StrictModel
+from app.shared.schemas import INTEGRAL, IsoDate, Name, StrictModel
 
 
 class WhatIfIn(StrictModel):
-    date: date
+    date: IsoDate
     policy: str | dict[str, Any] = Field(
         description="the candidate service definition: YAML or JSON text, or the definition itself; within the policy "
         "install's size limit (WLM_MAX_POLICY_BYTES)"
     )
     environment: Name | None = Field(default=None, description="replay only this application environment")
-    seed: Annotated[int, Field(strict=True, ge=0, le=2**31 - 1)] = 0
+    seed: Annotated[int, Field(strict=True, ge=0, le=2**31 - 1), INTEGRAL] = 0
 
 
 class WhatIfDates(BaseModel):

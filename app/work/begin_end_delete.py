@@ -18,7 +18,7 @@ from app.queues.keys import AeKeys, parse_token
 from app.queues.resource_groups import group_by_class
 from app.queues.store import QueueStore
 from app.queues.transitions import EndArgs, EndResult
-from app.work.call_context import Connections, json_bytes
+from app.work.call_context import CallerConnections, json_bytes
 from app.work.schemas import EndedOut, EndErrorOut, EndIn
 
 EndRequestArgs = tuple[str, EndIn]  # work token, how it ended
@@ -28,7 +28,7 @@ PreparedOutcomes = list[EndedOut | AppError | None]
 
 @dataclass(frozen=True, slots=True)
 class Ending:
-    connections: Connections
+    connections: CallerConnections
     store: QueueStore
     policies: PolicyStore
     settings: Settings

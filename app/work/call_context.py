@@ -15,7 +15,7 @@ from app.queues.store import QueueStore
 
 
 @dataclass(frozen=True, slots=True)
-class Connections:
+class CallerConnections:
     """The callers' active connections, over this process's connection cache."""
 
     sessions: async_sessionmaker[AsyncSession]

@@ -13,7 +13,7 @@ from app.connections.service import ConnInfo
 from app.errors import NotFound
 from app.policy.service import PolicyStore, qualifier_attributes
 from app.queues.request_meta import Enclave
-from app.work.call_context import Connections
+from app.work.call_context import CallerConnections
 from app.work.enclave_records import EnclaveRecords
 from app.work.schemas import EnclaveIn, EnclaveOut
 
@@ -22,7 +22,7 @@ ENCLAVE_PREFIX = "e_"
 
 @dataclass(frozen=True, slots=True)
 class Enclaves:
-    connections: Connections
+    connections: CallerConnections
     records: EnclaveRecords
     policies: PolicyStore
     settings: Settings

@@ -18,7 +18,7 @@ from app.queues.request_meta import RequestMeta
 from app.queues.store import QueueStore
 from app.queues.transitions import NewRequest
 from app.routing.service import Router, count_routed
-from app.work.call_context import Connections, json_bytes
+from app.work.call_context import CallerConnections, json_bytes
 from app.work.enclaves import Enclaves
 from app.work.idempotency_routes import IdempotencyRoutes
 from app.work.schemas import WorkBatchIn, WorkIn, WorkItemIn, WorkQueued
@@ -39,7 +39,7 @@ async def _advise_backlog_limit(store: QueueStore, ae: str, node: str, details: 
 
 @dataclass(frozen=True, slots=True)
 class Insertion:
-    connections: Connections
+    connections: CallerConnections
     enclaves: Enclaves
     store: QueueStore
     routes: IdempotencyRoutes

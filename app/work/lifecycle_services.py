@@ -15,7 +15,7 @@ from app.policy.service import PolicyStore
 from app.queues.store import QueueStore
 from app.routing.service import Router
 from app.work.begin_end_delete import Ending
-from app.work.call_context import Connections
+from app.work.call_context import CallerConnections
 from app.work.enclave_records import EnclaveRecords
 from app.work.enclaves import Enclaves
 from app.work.idempotency_routes import IdempotencyRoutes
@@ -45,7 +45,7 @@ class WorkServices:
         router: Router,
         settings: Settings,
     ) -> WorkServices:
-        connections = Connections(sessions, store, connection_cache)
+        connections = CallerConnections(sessions, store, connection_cache)
         enclaves = Enclaves(connections, EnclaveRecords(store.context), policies, settings)
         ending = Ending(connections, store, policies, settings)
         return cls(

@@ -4,11 +4,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, model_validator
 
 from app.policy.schemas import Attributes
 from app.servers.delays import DelayCause
-from app.shared.schemas import JsonDocument, Name, StrictModel
+from app.shared.schemas import INTEGRAL, JsonDocument, Name, StrictModel
 
 ConnectToken = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")]
@@ -85,13 +85,21 @@ class WorkBatchQueued:
 
 
 class EndIn(StrictModel):
+    # What _only_failed_dies checks, in the schema's words.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"properties": {"dead_letter": {"const": True}}, "required": ["dead_letter"]},
+            "then": {"properties": {"outcome": {"const": "failed"}}, "required": ["outcome"]},
+        }
+    )
+
     outcome: Literal["completed", "failed"] = "completed"
     # A small result (JSON), kept in this request's work record (`result`).
     result: JsonDocument = None
     # Why it failed, kept with its dead letter.
     error: Annotated[str, StringConstraints(max_length=ERROR_TEXT_CHARS)] | None = None
     # A failed request that should not be tried again goes to its environment's dead letters (GET /v1/dead-letters).
-    dead_letter: bool = False
+    dead_letter: StrictBool = False
 
     @model_validator(mode="after")
     def _only_failed_dies(self) -> EndIn:
@@ -111,9 +119,9 @@ class EndInSelect(EndIn):
 class SelectIn(StrictModel):
     connect_token: ConnectToken
     wait_seconds: float = Field(default=0, strict=True, ge=0, le=60, description="long poll: wait up to this long for work")
-    max_items: int = Field(default=1, strict=True, ge=1, le=1000, description="take up to this many, within free worker tasks")
+    max_items: Annotated[int, Field(strict=True, ge=1, le=1000, description="take up to this many, within free worker tasks"), INTEGRAL] = 1
     # Begin the selected requests at once (IWM4STBG), saving a call per request.
-    begin: bool = False
+    begin: StrictBool = False
     # End requests first (IWM4STEN), then select: one round trip for a server's loop.
     end: list[EndInSelect] = Field(default_factory=list, max_length=1000)
 

@@ -23,7 +23,7 @@ from app.queues.request_meta import RequestState
 from app.queues.store import QueueStore
 from app.queues.transitions import EndArgs, EndResult, Selected
 from app.work.begin_end_delete import Ending, EndRequestArgs, settle, split_outcomes
-from app.work.call_context import Connections
+from app.work.call_context import CallerConnections
 from app.work.long_poll import POLL_FALLBACK_SECONDS, Dispatcher, Waiter
 from app.work.schemas import SelectIn, SelectOut, WorkItemOut
 
@@ -34,7 +34,7 @@ TERMINATE_REASON = "0C14"
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    connections: Connections
+    connections: CallerConnections
     ending: Ending
     operator: OperatorStore
     store: QueueStore

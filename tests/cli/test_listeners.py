@@ -10,11 +10,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.cli.listeners import ReusePortListener, balances_connections
+from app.cli.listeners import ReusePortListener, balances_tcp_connections
 from tests.processes import ServiceProcess
 from tests.waiting import eventually_sync
 
-pytestmark = pytest.mark.skipif(not balances_connections(), reason="SO_REUSEPORT spreads connections on Linux only")
+pytestmark = pytest.mark.skipif(not balances_tcp_connections(), reason="SO_REUSEPORT spreads connections on Linux only")
 
 
 def _accept_all(listener: socket.socket) -> list[socket.socket]:

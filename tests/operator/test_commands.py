@@ -75,7 +75,7 @@ def test_every_verb_keyword_and_action_spelling(verb: str, keyword: str, dynamic
 @pytest.mark.parametrize(
     ("command", "expected"),
     [
-        # The seed's own spellings, including its blank after the comma.
+        # z/OS's own spellings, as its documentation gives them, including its blank after the comma.
         ("VARY WLM,APPLENV=applenvname,QUIESCE", VaryCommand(Action.QUIESCE, "APPLENVNAME", False)),
         ("VARY WLM, DYNAPPL=applenvname,QUIESCE", VaryCommand(Action.QUIESCE, "APPLENVNAME", True)),
         ("VARY WLM,APPLENV=applenvname,REFRESH", VaryCommand(Action.REFRESH, "APPLENVNAME", False)),
@@ -511,7 +511,7 @@ def test_vary_body_forms(body: dict[str, Any], expected: VaryCommand) -> None:
         ),
         (
             {"action": "QUIESCE", "application_environment": "X", "dynamic": "maybe"},
-            [{"path": "dynamic", "message": "Input should be a valid boolean, unable to interpret input"}],
+            [{"path": "dynamic", "message": "Input should be a valid boolean"}],
         ),
         (
             {"action": "QUIESCE", "application_environment": "X", "node": "N1"},

@@ -16,7 +16,7 @@ from app.queues.request_meta import RequestMeta
 from app.queues.store import QueueStore
 from app.queues.swept_blobs import SweptEntry
 from app.queues.transitions import NewRequest
-from app.redis.topology import connect, disconnect, is_cluster
+from app.redis.topology import close_redis, is_cluster, open_redis
 
 CONFIG = AeConfig(class_order=("ONLINE", "BATCH"), completion_time_ms=30_000, backlog_limit=5, max_deliveries=2)
 TOMBSTONE_MS = 60_000
@@ -70,12 +70,12 @@ def blobs() -> MemoryBlobs:
 
 @pytest.fixture
 async def store(redis_url: str, blobs: MemoryBlobs) -> AsyncIterator[QueueStore]:
-    redis = await connect(redis_url, await is_cluster(redis_url), max_connections=50)
+    redis = await open_redis(redis_url, await is_cluster(redis_url), max_connections=50)
     prefix = f"q{uuid.uuid4().hex[:10]}"
     store = QueueStore(redis, prefix, idempotency_ttl_s=60, tombstone_ms=TOMBSTONE_MS, samples_ms=60_000, blobs=blobs)
     yield store
     await store.aclose()
-    await disconnect(redis)
+    await close_redis(redis)
 
 
 @pytest.fixture

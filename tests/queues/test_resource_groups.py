@@ -15,7 +15,7 @@ from redis.asyncio import RedisCluster
 from app.queues.base import GroupCap
 from app.queues.store import QueueStore
 from app.queues.transitions import EndArgs
-from app.redis.topology import connect, disconnect
+from app.redis.topology import close_redis, open_redis
 from tests.queues.conftest import CONFIG, OTHER_SERVER, SERVER, TOMBSTONE_MS, request
 from tests.redis_cluster import LocalCluster
 from tests.waiting import eventually
@@ -161,11 +161,11 @@ async def test_a_select_its_groups_grant_in_full_ends_and_settles_in_three_calls
 
 @pytest.fixture
 async def cluster_store(shared_cluster: LocalCluster, blobs) -> AsyncIterator[QueueStore]:
-    redis = await connect(shared_cluster.masters[0], True, max_connections=20)
+    redis = await open_redis(shared_cluster.masters[0], True, max_connections=20)
     store = QueueStore(redis, f"q{uuid.uuid4().hex[:10]}", idempotency_ttl_s=60, tombstone_ms=TOMBSTONE_MS, samples_ms=60_000, blobs=blobs)
     yield store
     await store.aclose()
-    await disconnect(redis)
+    await close_redis(redis)
 
 
 async def test_a_select_takes_and_settles_every_group_s_slots_in_one_call_each(store, monkeypatch):

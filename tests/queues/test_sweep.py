@@ -1,6 +1,6 @@
-"""The swept parts of queues (seed 002) through the queue store on a real Redis, with blobs kept in memory: the
-sweeper's begin, commit and abort; bringing blobs back; deleting and purging requests in them; and every return
-code of those scripts."""
+"""The swept parts of queues (TPF's slow queue sweeper: docs/sweeper.md) through the queue store on a real Redis,
+with blobs kept in memory: the sweeper's begin, commit and abort; bringing blobs back; deleting and purging requests
+in them; and every return code of those scripts."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from app.config import Settings
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
 from app.redis.durability import NotDurable
-from app.redis.topology import ClusterClient, connect, disconnect, is_cluster
+from app.redis.topology import ClusterClient, close_redis, is_cluster, open_redis
 from app.work import select as select_module
 from tests.conftest import ADMIN_KEY, client_of, running_app
 from tests.processes import ServiceProcess
@@ -79,7 +79,7 @@ async def test_each_master_gets_a_pipelined_connection_and_a_stale_slot_map_is_c
     """Scripts go to their slot's master on its own pipelined connection, not redis-py's pool; a call sent to the
     wrong master (a slot map gone stale: a slot moved, a replica took over) is redirected, did not run there, and
     runs where the slot is, once."""
-    client = await connect(cluster_urls[0], True, max_connections=20)
+    client = await open_redis(cluster_urls[0], True, max_connections=20)
     assert isinstance(client, ClusterClient)
     store = QueueStore(client, _prefix_over_every_master("pipelined"), idempotency_ttl_s=60, tombstone_ms=1000, samples_ms=1000)
     try:
@@ -108,13 +108,13 @@ async def test_each_master_gets_a_pipelined_connection_and_a_stale_slot_map_is_c
         assert await store.environments.queue_depths(places[0]) == {"ONLINE": 2}  # queued once, on its own master
     finally:
         await store.aclose()
-        await disconnect(client)
+        await close_redis(client)
 
 
 async def test_subscriptions_outlive_the_cluster_client_s_own_resets(cluster_urls: list[str]) -> None:
     """redis-py closes a cluster client (`aclose`) to read the topology again, on CLUSTERDOWN and after MOVED: a
-    subscription on one of its primaries hears on, until `disconnect`."""
-    client = await connect(cluster_urls[0], True, max_connections=10)
+    subscription on one of its primaries hears on, until `close_redis`."""
+    client = await open_redis(cluster_urls[0], True, max_connections=10)
     masters = [redis.Redis.from_url(url, decode_responses=True) for url in cluster_urls]
 
     def subscribers() -> set[str]:
@@ -138,10 +138,10 @@ async def test_subscriptions_outlive_the_cluster_client_s_own_resets(cluster_url
                 return message is not None and message["data"] == "heard"
 
             await eventually(heard, what="the message heard after the reset")
-        await disconnect(client)
+        await close_redis(client)
         await eventually(lambda: subscribers() == set(), what="the subscription's connection closed by disconnect")
     finally:
-        await disconnect(client)
+        await close_redis(client)
         for node in masters:
             node.close()
 
@@ -312,11 +312,11 @@ async def test_wlm_serve_on_a_cluster_serves_the_lifecycle_and_logs_no_traceback
 async def test_a_cluster_node_taken_for_a_single_server_is_not_ready(cluster_urls: list[str]) -> None:
     """A cluster that did not answer at start is run with a single server's client until the next start: readiness
     says so, rather than passing while most keys answer MOVED."""
-    single = await connect(cluster_urls[0], False, max_connections=4)
+    single = await open_redis(cluster_urls[0], False, max_connections=4)
     store = QueueStore(single, "wlmtest", idempotency_ttl_s=60, tombstone_ms=1000, samples_ms=1000)
     try:
         with pytest.raises(RuntimeError, match="names a Redis Cluster node"):
             await store.ping()
     finally:
         await store.aclose()
-        await disconnect(single)
+        await close_redis(single)

@@ -183,7 +183,7 @@ def test_steps_8_to_11_a_node_none_of_whose_links_is_in_the_best_group_is_elimin
 
 
 def test_step_13_with_one_link_per_node_eliminates_nothing() -> None:
-    # The seed compares NETPRTY among the channels to one queue manager: a node with 0 beside one with 9 gets work.
+    # IBM MQ's algorithm compares NETPRTY among the channels to one queue manager: a node with 0 beside one with 9 gets work.
     candidates = [replace(A, links=(Link("A", 0),)), replace(B, links=(Link("B", 9),))]
     decision = choose(candidates)
     assert reasons(decision, "13") == []

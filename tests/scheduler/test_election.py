@@ -20,7 +20,7 @@ from app.errors import Conflict
 from app.events.advisories import events_key
 from app.queues.base import AeConfig
 from app.queues.store import QueueStore
-from app.redis.topology import connect, disconnect, is_cluster
+from app.redis.topology import close_redis, is_cluster, open_redis
 from app.scheduler.service import SchedulerMember, scheduler_status
 from tests.conftest import ADMIN_KEY, bearer
 from tests.redis_cluster import on_one_server_and_a_cluster  # noqa: F401 - the module runs on both
@@ -49,9 +49,9 @@ class Replica:
 
 @pytest.fixture
 async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = await connect(redis_url, await is_cluster(redis_url), max_connections=20)
+    client = await open_redis(redis_url, await is_cluster(redis_url), max_connections=20)
     yield client
-    await disconnect(client)
+    await close_redis(client)
 
 
 @pytest.fixture

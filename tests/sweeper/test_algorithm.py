@@ -1,4 +1,4 @@
-"""The sweeper's decision (seed 002) on its own: every branch of the rule, over a grid of queue shapes."""
+"""The sweeper's decision (TPF's slow queue sweeper: docs/sweeper.md) on its own: every branch of the rule, over a grid of queue shapes."""
 
 from __future__ import annotations
 

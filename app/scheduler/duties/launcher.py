@@ -139,7 +139,7 @@ class Launcher:
         policy = await self.state.policies.current()
         if self._exited:
             exited, self._exited = self._exited, []
-            await self._close_connections(exited, "exited")
+            await self._disconnect_servers(exited, "exited")
         if policy is None:
             return
         node = self.configured_node or policy.nodes[0]
@@ -222,7 +222,7 @@ class Launcher:
     def _log_dir(self) -> Path:
         return self.state.settings.data_dir / "servers"
 
-    async def _close_connections(self, instances: list[str], reason: str) -> None:
+    async def _disconnect_servers(self, instances: list[str], reason: str) -> None:
         """Close the connections launched processes left open when they ended (they had no chance to disconnect,
         or no service to answer them); an exit counts as an unexpected termination, a stop with the service not."""
         async with self.state.sessions() as session:
@@ -304,5 +304,5 @@ class Launcher:
                 if one.process.returncode is None:
                     one.process.kill()
                     await one.process.wait()
-            await self._close_connections([one.log_name for one in launched], "stopped")
+            await self._disconnect_servers([one.log_name for one in launched], "stopped")
         self._launched.clear()

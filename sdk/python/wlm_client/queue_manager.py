@@ -10,10 +10,10 @@ from typing import Any
 
 import httpx
 
-from wlm_client.connection import ATTEMPTS, Connection, compact, retrying
+from wlm_client.iwm_connection import ATTEMPTS, IwmConnection, compact, retrying
 
 
-class QueueManager(Connection):
+class QueueManager(IwmConnection):
     """A queue manager: classifies and queues work (IWM4ECRE, IWM4QIN, IWM4QDE) and asks how it is doing."""
 
     @classmethod

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from wlm_client.connection import BACKOFF_S, MAX_BACKOFF_S, Connection, WlmError, retrying, transient
+from wlm_client.iwm_connection import BACKOFF_S, MAX_BACKOFF_S, IwmConnection, WlmError, retrying, transient
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ class DeadLetter(Exception):
     environment's dead letters, with this exception's text, for an operator to look at, retry or discard."""
 
 
-class Server(Connection):
+class Server(IwmConnection):
     """A server: selects work for its application environment and runs a handler over it (IWM4SSL, IWM4STEN)."""
 
     def __init__(self, http: httpx.AsyncClient, connect_body: dict[str, Any], created: dict[str, Any]) -> None:

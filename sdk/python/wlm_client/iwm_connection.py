@@ -1,5 +1,5 @@
-"""A connection to the WLM service (IWM4CON .. IWM4DIS) over HTTP, with the errors and retries both kinds share
-(wlm_client.queue_manager, wlm_client.server)."""
+"""An IWM connection to the WLM service (IWM4CON .. IWM4DIS: a connect token, not a network connection) over HTTP,
+with the errors and retries both kinds share (wlm_client.queue_manager, wlm_client.server)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ def transient(exc: Exception) -> bool:
 
 
 async def retrying(call: Callable[[], Awaitable[T]], attempts: int = ATTEMPTS) -> T:
-    """`call()`, tried again after connection errors and 5xx answers, up to `attempts` times in all."""
+    """`call()`, tried again after transport errors (a refused or lost HTTP connection) and 5xx answers, up to
+    `attempts` times in all."""
     attempt = 1
     while True:
         try:
@@ -50,8 +51,8 @@ def compact(**fields: Any) -> dict[str, Any]:
     return {name: value for name, value in fields.items() if value is not None}
 
 
-class Connection:
-    """A connection (IWM4CON) and the HTTP client that carries its calls."""
+class IwmConnection:
+    """An IWM connection (IWM4CON): its connect token, and the HTTP client that carries its calls."""
 
     def __init__(self, http: httpx.AsyncClient, connect_body: dict[str, Any], created: dict[str, Any]) -> None:
         self._http = http
@@ -64,7 +65,7 @@ class Connection:
 
     @classmethod
     async def _open(cls, url: str, api_key: str, body: dict[str, Any], transport: httpx.AsyncBaseTransport | None) -> Self:
-        # No connection limit: every worker of a server holds one in its long poll.
+        # No limit on HTTP connections: every worker of a server holds one in its long poll.
         limits = httpx.Limits(max_connections=None)
         http = httpx.AsyncClient(
             base_url=url, headers={"Authorization": f"Bearer {api_key}"}, transport=transport, timeout=30, limits=limits
