@@ -93,10 +93,15 @@ async def test_concurrent_retries_on_two_replicas_queue_it_once_under_its_token(
     assert retried == {"token": token, "service_class": "ONLINE", "position": "back", "life": 2}
     assert await _dead_letters(client) == []
 
+    # Its server is given a token that names its second life: the first life's late end, from the very server that
+    # holds the second, is told that life ended and ends nothing.
     items = (await world.select(server, max_items=10)).json()["items"]
-    assert [(i["token"], i["deliveries"], i["payload"]) for i in items] == [(token, 1, {"n": "again"})]
+    assert [(i["token"], i["deliveries"], i["payload"]) for i in items] == [(f"{token}~2", 1, {"n": "again"})]
     assert (await world.select(server, max_items=10, expect=None)).status_code == 409  # at capacity: nothing else
-    await world.end(server, token)
+    late = await world.end(server, token, expect=409)
+    assert late.json()["error"]["code"] == "already_ended", late.text
+    assert (await world.client.post(f"/v1/work/{token}/begin", headers=world.server_key, json={"connect_token": server})).status_code == 409
+    await world.end(server, f"{token}~2")
     # Two records of the token: its first life failed, its second completed.
     root = app.state.wlm.settings.records_dir
     table = await eventually(lambda: (t := records.read(root)).num_rows == 2 and t, what="both lives' records")
