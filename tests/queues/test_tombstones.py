@@ -35,9 +35,9 @@ async def short(redis_url: str) -> AsyncIterator[QueueStore]:
     await disconnect(redis)
 
 
-async def held(store: QueueStore, k: AeKeys) -> str:
-    """A request selected by SERVER; its id, as inserts make them (app/work/insert.py)."""
-    new = dataclasses.replace(request(), id=secrets.token_urlsafe(12))
+async def held(store: QueueStore, k: AeKeys, request_id: str | None = None) -> str:
+    """A request selected by SERVER; its id, as inserts make them (app/work/insert.py) unless given."""
+    new = dataclasses.replace(request(), id=request_id or secrets.token_urlsafe(12))
     await store.register_server(k, SERVER, worker_tasks=10, worker_weight=1, overflow=False)
     (queued,) = await store.insert(k, QUEUE_MANAGER, [new], CONFIG.backlog_limit)
     (item,) = (await store.select(k, CONFIG, SERVER, 1, begin=False)).items
@@ -70,8 +70,9 @@ async def test_a_late_end_just_inside_the_bound_hears_already_ended_and_the_buck
     assert await short.end(k, SERVER, [EndArgs(request_id, "completed")]) == [EndResult(ReturnCode.UNKNOWN_WORK, "")]
 
 
-async def test_a_tombstone_is_a_binary_id_and_a_letter_in_its_bucket(store, k):
-    request_id = await held(store, k)
+@pytest.mark.parametrize("request_id", ["AZaz09-_Mn4yQ5_-", None], ids=["every-range", "random"])
+async def test_a_tombstone_is_a_binary_id_and_a_letter_in_its_bucket(store, k, request_id):
+    request_id = await held(store, k, request_id)
     await store.end(k, SERVER, [EndArgs(request_id, "failed")])
     (bucket,) = [key for key in k.tombstones if await store.redis.exists(key)]
     raw = await store.redis.execute_command("HGETALL", bucket, NEVER_DECODE=True)

@@ -12,9 +12,18 @@
 local TOMBSTONE_BUCKETS = 4
 local OUTCOME_CODE = {completed = 'c', failed = 'f', deleted = 'd', purged = 'p', abandoned = 'a'}
 local OUTCOME_OF = {c = 'completed', f = 'failed', d = 'deleted', p = 'purged', a = 'abandoned'}
-local BASE64URL = {}
-for i = 1, 64 do
-  BASE64URL[string.byte('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_', i)] = i - 1
+
+-- A URL-safe base64 character's six bits (by its byte), or nil. By ranges rather than a table: an include's top level
+-- runs at every call of its scripts, and building a table of 64 there cost a single-request lifecycle about a tenth
+-- more Redis CPU (measured against the commit before buckets; by ranges, none).
+local function sextet(b)
+  if b >= 97 then return b <= 122 and b - 71 or nil end  -- a-z: 26 to 51
+  if b >= 65 then
+    if b <= 90 then return b - 65 end  -- A-Z: 0 to 25
+    return b == 95 and 63 or nil  -- _
+  end
+  if b >= 48 then return b <= 57 and b + 4 or nil end  -- 0-9: 52 to 61
+  return b == 45 and 62 or nil  -- -
 end
 
 -- The field of an id: 12 bytes for an id as inserts make them (16 URL-safe base64 characters), else the id itself
@@ -24,7 +33,7 @@ local function tombstone_field(id)
     local bytes = {}
     for i = 1, 16, 4 do
       local a, b, c, d = string.byte(id, i, i + 3)
-      a, b, c, d = BASE64URL[a], BASE64URL[b], BASE64URL[c], BASE64URL[d]
+      a, b, c, d = sextet(a), sextet(b), sextet(c), sextet(d)
       if not (a and b and c and d) then return id .. ':' end
       local n = ((a * 64 + b) * 64 + c) * 64 + d
       bytes[#bytes + 1] = math.floor(n / 65536)
