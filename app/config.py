@@ -1,5 +1,6 @@
 """The one settings class. Every knob is an environment variable with the WLM_ prefix."""
 
+import math
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal, Self
@@ -104,8 +105,12 @@ class Settings(BaseSettings):
     blocked_promotion_share: float = Field(default=0.005, gt=0, le=1)
     enclave_ttl_seconds: int = Field(default=86_400, ge=1)
     idempotency_ttl_seconds: int = Field(default=86_400, ge=1)
-    # How long an ended request's id is remembered, so a late end is told "already ended" rather than "unknown".
-    tombstone_seconds: int = Field(default=3_600, ge=1)
+    # How long an ended request's id is remembered (its tombstone), so a late end is told "already ended" rather than
+    # "unknown": as long as a late caller can come, the longest completion time of the policy (a lease starts again
+    # at each begin and heartbeat) plus the heartbeat timeout plus the margin (docs/architecture.md, "Tombstones").
+    # A policy whose completion time is longer than that leaves is refused (longest_completion_ms).
+    tombstone_seconds: int = Field(default=300, ge=1)
+    tombstone_margin_seconds: float = Field(default=60.0, ge=0)
     # How long a dead letter (a request abandoned after its last delivery, or failed for good) is kept to retry.
     dead_letter_days: float = Field(default=7, gt=0, le=365)
     # Background duties: lease expiry, work record flushing, exit delivery.
@@ -142,6 +147,21 @@ class Settings(BaseSettings):
     sweeper_min_in_memory: int = Field(default=100, ge=0)
     # Server-Sent Event streams (GET /v1/events) one process serves at once; each holds a Redis connection.
     events_max_subscribers: int = Field(default=100, ge=1)
+
+    @property
+    def longest_completion_ms(self) -> int:
+        """The longest completion time a policy may give: what the tombstones' bound covers."""
+        return math.floor((self.tombstone_seconds - self.heartbeat_timeout_seconds - self.tombstone_margin_seconds) * 1000)
+
+    @model_validator(mode="after")
+    def _tombstones_cover_a_completion_time(self) -> Self:
+        if self.longest_completion_ms < 1:
+            raise ValueError(
+                f"tombstone_seconds ({self.tombstone_seconds}) must exceed heartbeat_timeout_seconds "
+                f"({self.heartbeat_timeout_seconds:g}) plus tombstone_margin_seconds ({self.tombstone_margin_seconds:g}), "
+                "and by the longest completion time of the policy"
+            )
+        return self
 
     @model_validator(mode="after")
     def _heartbeat_within_activation(self) -> Self:

@@ -37,7 +37,7 @@ from app.openapi import openapi_document, operation_id
 from app.operator.router import router as operator_router
 from app.operator.service import OperatorStore
 from app.policy.router import router as policy_router
-from app.policy.service import PolicyStore
+from app.policy.service import PolicyStore, refuse_short_tombstones
 from app.queues.keys import durability_probe_key
 from app.queues.store import QueueStore
 from app.redis.durability import durability_at_start
@@ -136,6 +136,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         )
         connection_cache = ConnectionCache(settings.connection_cache_seconds)
         policies = PolicyStore(sessions, settings.policy_cache_seconds, ConnectedQueueManagers())
+        await refuse_short_tombstones(policies, settings.longest_completion_ms)
         operator = OperatorStore(sessions, settings.policy_cache_seconds)
         router = Router(RoutingStore(sessions, queues, settings.policy_cache_seconds))
         app.state.wlm = state = AppState(

@@ -230,10 +230,11 @@ def swept_figures(redis_url: str) -> dict[str, int]:
 
 
 def tombstones_mb(redis_url: str) -> float:
-    """What ended requests leave for WLM_TOMBSTONE_SECONDS (so a late caller is told "already ended")."""
+    """What ended requests leave for WLM_TOMBSTONE_SECONDS (so a late caller is told "already ended"): the tombstones'
+    buckets, and the form before them."""
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     try:
-        keys = [key for pattern in ("*:done", "*:done_exp") for key in client.scan_iter(pattern)]
+        keys = [key for pattern in ("*:done", "*:done_exp", "*:done:[0-9]") for key in client.scan_iter(pattern)]
         return round(sum(client.memory_usage(key, samples=0) or 0 for key in keys) / 1e6, 1)
     finally:
         client.close()

@@ -66,3 +66,15 @@ def test_the_service_refuses_to_start_with_a_promotion_share_out_of_range(tmp_pa
 def test_blocked_promotion_defaults_are_z_os_s():
     settings = Settings(_env_file=None)
     assert (settings.blocked_promotion_seconds, settings.blocked_promotion_share) == (20.0, 0.005)
+
+
+def test_a_tombstone_bound_that_covers_no_completion_time_is_refused(monkeypatch):
+    monkeypatch.setenv("WLM_TOMBSTONE_SECONDS", "90")  # the heartbeat timeout (30 s) and the margin (60 s): nothing left
+    with pytest.raises(ValidationError) as refused:
+        Settings(_env_file=None)
+    assert "tombstone_seconds (90) must exceed" in str(refused.value)
+
+
+def test_the_default_tombstone_bound_covers_the_default_completion_time():
+    settings = Settings(_env_file=None)
+    assert settings.longest_completion_ms == (300 - 30 - 60) * 1000 >= 60_000

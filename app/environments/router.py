@@ -52,7 +52,12 @@ async def define_dynamic_environment(
     queue_manager: QueueManager,
 ) -> DynamicApplicationEnvironmentOut:
     defined, created = await service.define_dynamic(
-        session, state.policies, queue_manager, body, most_per_queue_manager=state.settings.max_dynamic_environments
+        session,
+        state.policies,
+        queue_manager,
+        body,
+        most_per_queue_manager=state.settings.max_dynamic_environments,
+        longest_completion_ms=state.settings.longest_completion_ms,
     )
     if not created:
         response.status_code = 200

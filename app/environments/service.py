@@ -58,10 +58,11 @@ async def define_dynamic(
     body: DynamicApplicationEnvironmentIn,
     *,
     most_per_queue_manager: int,
+    longest_completion_ms: int | None = None,
 ) -> tuple[DynamicApplicationEnvironmentOut, bool]:
     """The environment a connected queue manager defines, and whether it is new (a repeat is answered with the first)."""
     row, connection, created = await policy_service.define_dynamic(
-        session, policies, queue_manager, body, most_per_queue_manager=most_per_queue_manager
+        session, policies, queue_manager, body, most_per_queue_manager=most_per_queue_manager, longest_completion_ms=longest_completion_ms
     )
     defined = DynamicApplicationEnvironmentOut(
         **row.definition,

@@ -53,7 +53,14 @@ async def install_policy(
     # Its size is bounded by the body limits (app.main): max_policy_bytes.
     body = await request.body()
     row, changed = await service.install(
-        session, state.policies, state.queues, admin.name, body, request.headers.get("content-type"), dry_run=dry_run
+        session,
+        state.policies,
+        state.queues,
+        admin.name,
+        body,
+        request.headers.get("content-type"),
+        dry_run=dry_run,
+        longest_completion_ms=state.settings.longest_completion_ms,
     )
     return PolicyInstallOut(**_version_out(row).model_dump(), changed=changed, dry_run=dry_run)
 

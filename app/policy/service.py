@@ -26,7 +26,7 @@ from app.policy.schemas import (
     Qualifier,
     ServiceDefinition,
 )
-from app.policy.validation import environment_problems, validate_definition
+from app.policy.validation import completion_time_refusal, environment_problems, validate_definition
 from app.queues.store import QueueStore
 from app.shared.ttl_cache import TtlCache
 from spark_jobs.contract.goals import SYSOTHER
@@ -35,13 +35,14 @@ INSTALL_ATTEMPTS = 3
 NO_POLICY_MESSAGE = "no service definition is installed yet: PUT /v1/policy"
 
 
-def parse_definition(data: dict[str, Any]) -> ServiceDefinition:
-    """Plain data to a checked definition, or ValidationFailed naming every offending field."""
+def parse_definition(data: dict[str, Any], longest_completion_ms: int | None = None) -> ServiceDefinition:
+    """Plain data to a checked definition, or ValidationFailed naming every offending field. `longest_completion_ms`:
+    the longest completion time the service's tombstones cover (Settings.longest_completion_ms; None: any)."""
     try:
         definition = ServiceDefinition.model_validate(data)
     except ValidationError as exc:
         raise ValidationFailed(pydantic_errors(exc.errors(), data)) from exc
-    problems = validate_definition(definition)
+    problems = validate_definition(definition, longest_completion_ms)
     if problems:
         raise ValidationFailed(problems)
     return definition
@@ -188,9 +189,10 @@ async def install(
     content_type: str | None,
     *,
     dry_run: bool,
+    longest_completion_ms: int | None = None,
 ) -> tuple[PolicyVersion, bool]:
     """Validate and activate a definition. Returns the version and whether anything changed."""
-    definition = parse_definition(parse_document(body, content_type))
+    definition = parse_definition(parse_document(body, content_type), longest_completion_ms)
     digest = digest_of(definition)
     await _refuse_stranding_work(store, queues, definition)
     for _ in range(INSTALL_ATTEMPTS):
@@ -253,6 +255,18 @@ async def _refuse_stranding_work(store: PolicyStore, queues: QueueStore, definit
         )
 
 
+async def refuse_short_tombstones(store: PolicyStore, longest_completion_ms: int) -> None:
+    """At start: the active policy's environments (dynamic ones too) whose completion time the tombstones' bound
+    does not cover refuse the start, as an install of that policy would be refused."""
+    policy = await store.current()
+    if policy is None:
+        return
+    name, ae = max(policy.application_environments.items(), key=lambda item: item[1].completion_time_ms, default=(None, None))
+    if name is not None and ae is not None and ae.completion_time_ms > longest_completion_ms:
+        refusal = completion_time_refusal(ae.completion_time_ms, longest_completion_ms)
+        raise RuntimeError(f"the active policy's application environment {name}: completion_time_ms {refusal}")
+
+
 async def define_dynamic(
     session: AsyncSession,
     store: PolicyStore,
@@ -260,6 +274,7 @@ async def define_dynamic(
     body: DynamicApplicationEnvironmentIn,
     *,
     most_per_queue_manager: int,
+    longest_completion_ms: int | None = None,
 ) -> tuple[DynamicApplicationEnvironment, QueueManagerRef, bool]:
     """IWM4AEDF. Returns the environment, its queue manager's connection and whether it is new: defining the
     same environment again is answered with the first definition; a different one under the name is refused."""
@@ -267,7 +282,7 @@ async def define_dynamic(
     policy = await store.knowing(body.name)
     if body.name in policy.application_environments and body.name not in policy.dynamic:
         raise Conflict(f"{body.name} is an application environment of the service definition", code="static_application_environment")
-    if problems := environment_problems("", body, set(policy.nodes)):
+    if problems := environment_problems("", body, set(policy.nodes), longest_completion_ms):
         raise ValidationFailed(problems)
     definition = body.model_dump(mode="json", exclude={"connect_token"}, exclude_none=True)
     existing = await session.get(DynamicApplicationEnvironment, body.name)

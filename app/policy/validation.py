@@ -24,7 +24,8 @@ def _problem(path: str, message: str) -> Problem:
     return {"path": path, "message": message}
 
 
-def validate_definition(definition: ServiceDefinition) -> list[Problem]:
+def validate_definition(definition: ServiceDefinition, longest_completion_ms: int | None = None) -> list[Problem]:
+    """`longest_completion_ms`: the longest completion time the service's tombstones cover (None: any)."""
     problems: list[Problem] = []
     problems += _duplicates("service_classes", (sc.name for sc in definition.service_classes))
     problems += _duplicates("report_classes", (rc.name for rc in definition.report_classes))
@@ -55,13 +56,15 @@ def validate_definition(definition: ServiceDefinition) -> list[Problem]:
 
     nodes = {node.name for node in definition.nodes}
     for i, ae in enumerate(definition.application_environments):
-        problems += environment_problems(f"application_environments[{i}].", ae, nodes)
+        problems += environment_problems(f"application_environments[{i}].", ae, nodes, longest_completion_ms)
     return problems
 
 
-def environment_problems(path: str, ae: EnvironmentSettings, nodes: set[str]) -> list[Problem]:
+def environment_problems(path: str, ae: EnvironmentSettings, nodes: set[str], longest_completion_ms: int | None = None) -> list[Problem]:
     """An environment's own rules (`path` prefixes the fields, '' for a request body that is the environment)."""
     problems = []
+    if longest_completion_ms is not None and ae.completion_time_ms > longest_completion_ms:
+        problems.append(_problem(f"{path}completion_time_ms", completion_time_refusal(ae.completion_time_ms, longest_completion_ms)))
     limits = ae.server_limits
     if limits.max is not None and limits.min > limits.max:
         problems.append(_problem(f"{path}server_limits.min", f"min ({limits.min}) exceeds max ({limits.max})"))
@@ -75,6 +78,14 @@ def environment_problems(path: str, ae: EnvironmentSettings, nodes: set[str]) ->
         if node not in hosting:
             problems.append(_problem(f"{path}instances.{node}", f"node {node!r} does not host {ae.name}; hosting: {_listing(hosting)}"))
     return problems
+
+
+def completion_time_refusal(completion_time_ms: int, longest_completion_ms: int) -> str:
+    return (
+        f"{completion_time_ms} ms is longer than the {longest_completion_ms} ms the service keeps tombstones for (a late end "
+        "could find none): raise WLM_TOMBSTONE_SECONDS to at least this completion time plus the heartbeat timeout "
+        "plus WLM_TOMBSTONE_MARGIN_SECONDS, or shorten it"
+    )
 
 
 def _service_class_problems(path: str, service_class: ServiceClass) -> list[Problem]:

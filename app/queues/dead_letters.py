@@ -83,7 +83,7 @@ class DeadLetters(StorePart):
             raise lua_error(ReturnCode.UNKNOWN_DEAD_LETTER, [])
         queue = queue_name(letter.meta.service_class, letter.meta.dependent)
         for _ in range(2):  # the dead letter read may have been retried and died again meanwhile, in another queue
-            keys = [k.req, k.payload, k.depth, k.classes, k.places, k.swept, k.sweeping, k.waiters, k.done, k.done_exp, k.dead]
+            keys = [k.req, k.payload, k.depth, k.classes, k.places, k.swept, k.sweeping, k.waiters, *k.tombstone_keys, k.dead]
             keys += [k.dead_at, k.holes, k.front(queue), k.rear(queue)]
             call = specs.DEAD_RETRY(keys, [request_id, queue, position, k.notify_channel, k.wake_prefix])
             result = await self.scripts.call(call)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 TOKEN_SEPARATOR = "~"  # never part of a WLM name, so a work token splits back into node, AE and id
+TOMBSTONE_BUCKETS = 4  # as lua/includes/tombstones.lua takes them
 
 
 @dataclass(frozen=True)
@@ -133,11 +134,23 @@ class AeKeys:
 
     @cached_property
     def done(self) -> str:
+        """Tombstones written before they went to buckets (`<outcome>|<queue manager>`, each until its score in
+        `done_exp`): read until the lease duty has forgotten them."""
         return f"{self.tag}:done"
 
     @cached_property
     def done_exp(self) -> str:
         return f"{self.tag}:done_exp"
+
+    @cached_property
+    def tombstones(self) -> list[str]:
+        """The tombstones' buckets, taken in turn, each expiring whole (lua/includes/tombstones.lua)."""
+        return [f"{self.tag}:done:{n}" for n in range(TOMBSTONE_BUCKETS)]
+
+    @cached_property
+    def tombstone_keys(self) -> list[str]:
+        """What a script that writes or reads tombstones takes: `done` (the earlier form), then the buckets."""
+        return [self.done, *self.tombstones]
 
     @cached_property
     def buckets(self) -> str:
@@ -231,8 +244,11 @@ class AeKeys:
         """A placeholder key of the same slot for items without an idempotency key (never written)."""
         return f"{self.tag}:idem:-"
 
-    def token(self, request_id: str) -> str:
-        return TOKEN_SEPARATOR.join((self.node, self.ae, request_id))
+    def token(self, request_id: str, life: int = 1) -> str:
+        """A request's token; a server is given one that names the life it selected past the first (a dead letter
+        retried lives again under its id): an end or begin from an earlier life then cannot reach this one."""
+        parts = (self.node, self.ae, request_id) if life == 1 else (self.node, self.ae, request_id, str(life))
+        return TOKEN_SEPARATOR.join(parts)
 
 
 def queue_name(service_class: str, dependent: bool) -> str:
@@ -245,6 +261,18 @@ def parse_token(token: str) -> tuple[str, str, str] | None:
     if len(parts) != 3 or not all(parts):
         return None
     return parts[0], parts[1], parts[2]
+
+
+def parse_held_token(token: str) -> tuple[str, str, str, int] | None:
+    """A token a server was given (AeKeys.token): node, AE, id and the life it names."""
+    parts = token.split(TOKEN_SEPARATOR)
+    if len(parts) == 4 and parts[3].isdigit() and parts[3].isascii() and int(parts[3]) > 1:
+        parts, life = parts[:3], int(parts[3])
+    else:
+        life = 1
+    if len(parts) != 3 or not all(parts):
+        return None
+    return parts[0], parts[1], parts[2], life
 
 
 @dataclass(frozen=True)

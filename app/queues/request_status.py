@@ -81,7 +81,7 @@ class RequestStatuses(StorePart):
         return _status_of(flat[1:])
 
     async def _status(self, k: AeKeys, classes: Sequence[tuple[str, int]], request_id: str, swept_meta: str) -> list[Any]:
-        keys = [k.req, k.done, k.dead, k.swept, k.places, k.holes, k.servers, k.inflight, k.desired, k.performance, k.leases]
+        keys = [k.req, *k.tombstone_keys, k.dead, k.swept, k.places, k.holes, k.servers, k.inflight, k.desired, k.performance, k.leases]
         names = [sc for sc, _ in classes]
         call = specs.STATUS(keys, [request_id, swept_meta], key_groups=[k.class_queues(names)], arg_groups=[names, [t for _, t in classes]])
         return await self.scripts.call(call)

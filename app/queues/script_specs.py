@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from app.redis.script_spec import ScriptSpec
 
-# The five values of one end, as end_held (lua/includes/end_held.lua) reads them.
-_PER_END = "per end: id, outcome, result, error, dead_letter"
+# The six values of one end, as end_held (lua/includes/end_held.lua) reads them.
+_PER_END = "per end: id, outcome, result, error, dead_letter, life"
 _PER_CLASS_QUEUES = "per class: dep_front, dep_rear, ind_front, ind_rear"
-_REMOVAL_KEYS = "req, payload, depth, records, exits, done, done_exp, holes"
+_TOMBSTONE_KEYS = "done, done_0, done_1, done_2, done_3"
+_REMOVAL_KEYS = f"req, payload, depth, records, exits, {_TOMBSTONE_KEYS}, holes"
 _REASSIGN_KEYS = (
-    "req, payload, depth, leases, inflight, servers, records, exits, done, done_exp, seen, fence, waiters, served_at, dead, "
+    f"req, payload, depth, leases, inflight, servers, records, exits, {_TOMBSTONE_KEYS}, seen, fence, waiters, served_at, dead, "
     f"dead_at, swept, places, holes; {_PER_CLASS_QUEUES}"
 )
 _SWEEP_KEYS = "req, payload, front, rear, chain, swept, sweeping, fence, places"
@@ -24,17 +25,17 @@ INSERT = ScriptSpec.of(
 )
 SELECT = ScriptSpec.of(
     "select",
-    "req, payload, depth, leases, inflight, servers, seen, records, exits, done, done_exp, samples, assign, retire, swept, "
+    f"req, payload, depth, leases, inflight, servers, seen, records, exits, {_TOMBSTONE_KEYS}, samples, assign, retire, swept, "
     f"served, waiters, served_at, dead, dead_at, buckets, histograms, promotion; {_PER_CLASS_QUEUES}",
     "server, lease_ms, max_items, tombstone_ms, samples_ms, dead_keep_ms, waiter, promotion_ms, promotion_share, ends; "
     f"{_PER_END}; per class: class; per class: tier; optionally per class: group; per group: slots",
 )
 SELECT_AND_BEGIN = SELECT.named("select_and_begin")
-BEGIN = ScriptSpec.of("begin", "req, leases, done", "id, server, lease_ms")
+BEGIN = ScriptSpec.of("begin", f"req, leases, {_TOMBSTONE_KEYS}", "id, server, lease_ms, life")
 EXTEND = ScriptSpec.of("extend", "req, leases, seen", "server, lease_ms")
 END = ScriptSpec.of(
     "end",
-    "req, payload, leases, inflight, records, exits, done, done_exp, samples, dead, dead_at, buckets, histograms",
+    f"req, payload, leases, inflight, records, exits, {_TOMBSTONE_KEYS}, samples, dead, dead_at, buckets, histograms",
     f"server, tombstone_ms, samples_ms, dead_keep_ms; {_PER_END}",
 )
 DELETE_QUEUED = ScriptSpec.of("delete_queued", _REMOVAL_KEYS, "queue_manager, id, tombstone_ms")
@@ -69,7 +70,7 @@ QUEUE_FIGURES = ScriptSpec.of(
 )
 STATUS = ScriptSpec.of(
     "status",
-    f"req, done, dead, swept, places, holes, servers, inflight, desired, performance, leases; {_PER_CLASS_QUEUES}",
+    f"req, {_TOMBSTONE_KEYS}, dead, swept, places, holes, servers, inflight, desired, performance, leases; {_PER_CLASS_QUEUES}",
     "id, swept_meta; per class: class; per class: tier",
 )
 DELAY_FIGURES = ScriptSpec.of(
@@ -79,7 +80,7 @@ DELAY_FIGURES = ScriptSpec.of(
 )
 DEAD_RETRY = ScriptSpec.of(
     "dead_retry",
-    "req, payload, depth, classes, places, swept, sweeping, waiters, done, done_exp, dead, dead_at, holes, front, rear",
+    f"req, payload, depth, classes, places, swept, sweeping, waiters, {_TOMBSTONE_KEYS}, dead, dead_at, holes, front, rear",
     "id, queue, position, notify_channel, wake_prefix",
 )
 DEAD_DISCARD = ScriptSpec.of("dead_discard", "dead, dead_at", "per request: id")

@@ -38,7 +38,7 @@ class PendingSweep:
 
 def removal_keys(k: AeKeys) -> list[str]:
     """The keys a delete or purge of queued requests names first, in memory (the hot path's) or swept."""
-    return [k.req, k.payload, k.depth, k.records, k.exits, k.done, k.done_exp, k.holes]
+    return [k.req, k.payload, k.depth, k.records, k.exits, *k.tombstone_keys, k.holes]
 
 
 class SweptQueues(StorePart):

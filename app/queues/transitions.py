@@ -70,6 +70,7 @@ class EndArgs:
     result: str | None = None  # JSON text
     error: str | None = None  # the server's last error text, kept with a dead letter
     dead_letter: bool = False  # a failed request goes to the dead letters
+    life: int = 1  # the life its token names: an earlier life's end is told it ended (lua/includes/end_held.lua)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,10 +84,12 @@ class Budgets:
 NO_BUDGETS = Budgets([], [])
 
 
-def _end_args(ends: Sequence[EndArgs]) -> list[str]:
-    """Per end, the five values end_held (lua/includes/end_held.lua) reads."""
+def _end_args(ends: Sequence[EndArgs]) -> list[str | int]:
+    """Per end, the six values end_held (lua/includes/end_held.lua) reads."""
     return [
-        value for end in ends for value in (end.request_id, end.outcome, end.result or "", end.error or "", "1" if end.dead_letter else "")
+        value
+        for end in ends
+        for value in (end.request_id, end.outcome, end.result or "", end.error or "", "1" if end.dead_letter else "", end.life)
     ]
 
 
@@ -202,7 +205,7 @@ class RequestQueues(StoreBase):
     ) -> SelectResult:
         """`select` in the class order given (each class with its tier: see select.lua), with the groups' `budgets`
         if any."""
-        keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.seen, k.records, k.exits, k.done, k.done_exp, k.samples]
+        keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.seen, k.records, k.exits, *k.tombstone_keys, k.samples]
         keys += [k.assign, k.retire, k.swept, k.served, k.waiters, k.served_at, k.dead, k.dead_at, k.buckets, k.histograms]
         keys.append(k.promotion)
         class_queues = k.class_queues([sc for sc, _ in order])
@@ -243,10 +246,10 @@ class RequestQueues(StoreBase):
         """A long poll that ends without work takes its waiter off the list inserts wake."""
         await self.redis.zrem(k.waiters, waiter)
 
-    async def begin(self, k: AeKeys, config: AeConfig, request_id: str, server_id: int) -> int:
-        """Returns when the request's completion time ends (ms, Redis's clock)."""
-        args = [request_id, server_id, config.completion_time_ms]
-        (lease_ends_ms,) = await self.scripts.run(specs.BEGIN([k.req, k.leases, k.done], args))
+    async def begin(self, k: AeKeys, config: AeConfig, request_id: str, server_id: int, life: int = 1) -> int:
+        """Returns when the request's completion time ends (ms, Redis's clock). `life`: the one its token names."""
+        args = [request_id, server_id, config.completion_time_ms, life]
+        (lease_ends_ms,) = await self.scripts.run(specs.BEGIN([k.req, k.leases, *k.tombstone_keys], args))
         return int(lease_ends_ms)
 
     async def extend(self, k: AeKeys, config: AeConfig, server_id: int) -> int:
@@ -258,7 +261,7 @@ class RequestQueues(StoreBase):
     ) -> list[EndResult]:
         """End requests of one server; each succeeds or fails on its own. Those of a class in `groups` (class ->
         its resource group) free their slots."""
-        keys = [k.req, k.payload, k.leases, k.inflight, k.records, k.exits, k.done, k.done_exp, k.samples, k.dead, k.dead_at]
+        keys = [k.req, k.payload, k.leases, k.inflight, k.records, k.exits, *k.tombstone_keys, k.samples, k.dead, k.dead_at]
         keys += [k.buckets, k.histograms]
         args = [server_id, self.tombstone_ms, self.samples_ms, self.dead_letter_ms]
         results = _end_results(await self.scripts.run(specs.END(keys, args, arg_groups=[_end_args(ends)])))
@@ -306,7 +309,7 @@ class RequestQueues(StoreBase):
         of the queue. `epoch`: the scheduler's fencing token when this is its duty (refused, as Fenced, once a newer
         one acted)."""
         classes = await self.known_classes(k, config)
-        keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.records, k.exits, k.done, k.done_exp, k.seen, k.fence]
+        keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.records, k.exits, *k.tombstone_keys, k.seen, k.fence]
         keys += [k.waiters, k.served_at, k.dead, k.dead_at, k.swept, k.places, k.holes]
         args = [config.max_deliveries, self.tombstone_ms, k.notify_channel, k.wake_prefix, epoch]
         spec, which = (specs.REASSIGN_EXPIRED, batch) if server_id is None else (specs.REASSIGN_SERVER, server_id)

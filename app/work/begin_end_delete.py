@@ -14,7 +14,7 @@ from app.errors import AppError, Conflict, NotFound, PayloadTooLarge, lua_error
 from app.policy.service import PolicyStore
 from app.queues.base import GroupCap
 from app.queues.codes import ReturnCode
-from app.queues.keys import AeKeys, parse_token
+from app.queues.keys import AeKeys, parse_held_token, parse_token
 from app.queues.resource_groups import group_by_class
 from app.queues.store import QueueStore
 from app.queues.transitions import EndArgs, EndResult
@@ -35,12 +35,12 @@ class Ending:
 
     async def begin(self, principal: PrincipalInfo, token: str, connect_token: str) -> tuple[str, datetime]:
         server = await self.connections.of(principal, connect_token, "server")
-        keys, request_id = self._held_keys(server, token)
+        keys, request_id, life = self._held_keys(server, token)
         policy = await self.policies.knowing(keys.ae)
         config = policy.queue_config(keys.ae)
         if config is None:
             raise Conflict("the application environment is no longer in the active policy", code="unknown_application_environment")
-        lease_ends_ms = await self.store.begin(keys, config, request_id, server.id)
+        lease_ends_ms = await self.store.begin(keys, config, request_id, server.id, life)
         return token, datetime.fromtimestamp(lease_ends_ms / 1000, UTC)
 
     async def end(self, principal: PrincipalInfo, token: str, connect_token: str, end: EndIn) -> EndedOut:
@@ -81,8 +81,8 @@ class Ending:
         valid: list[tuple[int, EndArgs]] = []
         for i, (token, end) in enumerate(ends):
             try:
-                _, request_id = self._held_keys(server, token)
-                valid.append((i, EndArgs(request_id, end.outcome, self._result_text(end.result), end.error, end.dead_letter)))
+                _, request_id, life = self._held_keys(server, token)
+                valid.append((i, EndArgs(request_id, end.outcome, self._result_text(end.result), end.error, end.dead_letter, life)))
             except AppError as exc:
                 outcomes[i] = exc
         return outcomes, valid
@@ -95,14 +95,15 @@ class Ending:
             raise PayloadTooLarge(f"the result has {len(encoded)} bytes; at most {self.settings.max_result_bytes}", path="result")
         return encoded.decode()
 
-    def _held_keys(self, server: ConnInfo, token: str) -> tuple[AeKeys, str]:
-        parsed = parse_token(token)
+    def _held_keys(self, server: ConnInfo, token: str) -> tuple[AeKeys, str, int]:
+        """The queues, id and life a server's token names."""
+        parsed = parse_held_token(token)
         if parsed is None:
             raise NotFound("no such work request", code="unknown_work")
-        node, ae, request_id = parsed
+        node, ae, request_id, life = parsed
         if (node, ae) != (server.node, server.application_environment):
             raise Conflict("the work request is not held by this server (never selected by it, or reassigned)", code="not_holder")
-        return self.store.keys(node, ae), request_id
+        return self.store.keys(node, ae), request_id, life
 
 
 def settle(

@@ -159,7 +159,7 @@ def _item_out(keys: AeKeys, config: AeConfig, selected: Selected) -> WorkItemOut
     selected_ms = meta.selected
     assert selected_ms is not None  # the select stamped it
     return WorkItemOut(
-        token=keys.token(selected.id),
+        token=keys.token(selected.id, meta.life),
         service_class=meta.service_class,
         report_class=meta.report_class,
         payload=orjson.Fragment(selected.payload),

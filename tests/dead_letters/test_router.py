@@ -96,10 +96,15 @@ async def test_concurrent_retries_on_two_replicas_queue_it_once_under_its_token(
     assert retried == {"token": token, "service_class": "ONLINE", "position": "back", "life": 2}
     assert await _dead_letters(client) == []
 
+    # Its server is given a token that names its second life: the first life's late end, from the very server that
+    # holds the second, is told that life ended and ends nothing.
     items = (await world.select(server, max_items=10)).json()["items"]
-    assert [(i["token"], i["deliveries"], i["payload"]) for i in items] == [(token, 1, {"n": "again"})]
+    assert [(i["token"], i["deliveries"], i["payload"]) for i in items] == [(f"{token}~2", 1, {"n": "again"})]
     assert (await world.select(server, max_items=10, expect=None)).status_code == 409  # at capacity: nothing else
-    await world.end(server, token)
+    late = await world.end(server, token, expect=409)
+    assert late.json()["error"]["code"] == "already_ended", late.text
+    assert (await world.client.post(f"/v1/work/{token}/begin", headers=world.server_key, json={"connect_token": server})).status_code == 409
+    await world.end(server, f"{token}~2")
     # Two records of the token: its first life failed, its second completed.
     root = app.state.wlm.settings.records_dir
     table = await eventually(lambda: (t := records.read(root)).num_rows == 2 and t, what="both lives' records")
@@ -119,7 +124,7 @@ async def test_a_retry_goes_to_the_front_or_the_back_as_asked(client):
         response = await client.post(f"/v1/dead-letters/{token}:retry", headers=ADMIN, json={"position": position})
         assert response.status_code == 200, response.text
     items = (await world.select(server, max_items=10)).json()["items"]
-    assert [i["token"] for i in items] == [front, *queued, back]
+    assert [i["token"] for i in items] == [f"{front}~2", *queued, f"{back}~2"]  # a second life's token names it
 
 
 async def test_bulk_retry_and_discard_by_filter_page_through_every_match(client):
@@ -144,7 +149,7 @@ async def test_bulk_retry_and_discard_by_filter_page_through_every_match(client)
     assert await _dead_letters(client) == []
     assert (await client.delete(f"/v1/dead-letters/{online[0]}", headers=ADMIN)).status_code == 404
     items = (await world.select(server, max_items=20)).json()["items"]
-    assert sorted(i["token"] for i in items) == sorted(batch)
+    assert sorted(i["token"] for i in items) == sorted(f"{token}~2" for token in batch)
     actions = [e["action"] for e in (await client.get("/v1/audit", headers=ADMIN)).json()["items"]]
     assert actions.count("dead_letter.retry") == 1 and actions.count("dead_letter.discard") == 1
 

@@ -87,6 +87,7 @@ async def test_a_queue_manager_defines_an_environment_and_a_repeat_is_answered_w
         ({**DYNAMIC, "nodes": ["ELSEWHERE"]}, 422, "validation_failed"),
         ({**DYNAMIC, "server_limits": {"min": 5, "max": 2}}, 422, "validation_failed"),
         ({**DYNAMIC, "name": "no spaces"}, 422, "validation_failed"),
+        ({**DYNAMIC, "completion_time_ms": 3_600_000}, 422, "validation_failed"),  # longer than the tombstones are kept
     ],
 )
 async def test_refusals(world, body, status, code):

@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from tests.conftest import ADMIN, EXAMPLE_POLICY, install_policy, make_key
+from tests.conftest import ADMIN, EXAMPLE_POLICY, install_policy, make_key, running_app
 
 pytestmark = pytest.mark.asyncio
 
@@ -180,3 +180,21 @@ async def test_classify_refuses_unknown_attributes(client):
     await install_policy(client)
     response = await client.post("/v1/policy:classify", headers=ADMIN, json={"subsystem_type": "CB", "attributes": {"colour": "red"}})
     assert response.status_code == 422 and response.json()["error"]["errors"][0]["path"] == "attributes.colour"
+
+
+async def test_a_completion_time_longer_than_the_tombstones_bound_is_refused_at_install_and_at_start(client, app, settings):
+    longest = settings.longest_completion_ms  # WLM_TOMBSTONE_SECONDS less the heartbeat timeout and the margin
+    document = yaml.safe_load(EXAMPLE_POLICY)
+    document["application_environments"][0]["completion_time_ms"] = longest + 1
+    refused = await _put(client, json.dumps(document), "application/json")
+    assert refused.status_code == 422, refused.text
+    [error] = [e for e in refused.json()["error"]["errors"] if e["path"] == "application_environments[0].completion_time_ms"]
+    assert "WLM_TOMBSTONE_SECONDS" in error["message"]
+
+    document["application_environments"][0]["completion_time_ms"] = longest
+    assert (await _put(client, json.dumps(document), "application/json")).status_code == 200
+    # A replica whose tombstones would not outlive that completion time refuses to start.
+    shorter = settings.model_copy(update={"tombstone_seconds": settings.tombstone_seconds - 1})
+    with pytest.raises(RuntimeError, match="completion_time_ms .* WLM_TOMBSTONE_SECONDS"):
+        async with running_app(shorter):
+            pass

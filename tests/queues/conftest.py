@@ -13,6 +13,7 @@ import pytest
 from app.queues.base import AeConfig
 from app.queues.keys import AeKeys
 from app.queues.request_meta import RequestMeta
+from app.queues.request_status import EndedStatus
 from app.queues.store import QueueStore
 from app.queues.swept_blobs import SweptEntry
 from app.queues.transitions import NewRequest
@@ -88,6 +89,14 @@ def request(
 ) -> NewRequest:
     meta: dict[str, Any] = {"sc": service_class, "dep": dependent, "qm": queue_manager, "state": "q", "deliveries": 0, "exit": ""}
     return NewRequest(uuid.uuid4().hex, service_class, dependent, RequestMeta(meta), '{"n": 1}', idempotency_key)
+
+
+async def tombstone_of(store: QueueStore, k: AeKeys, request_id: str) -> str | None:
+    """An ended request's tombstone as its status reads it, `<outcome>|<queue manager>`; None while it has none."""
+    status = await store.statuses.get(k, [], request_id)
+    if not isinstance(status, EndedStatus):
+        return None
+    return f"{status.outcome}|{'' if status.queue_manager is None else status.queue_manager}"
 
 
 async def meta_of(store: QueueStore, k: AeKeys, request_id: str) -> dict[str, Any] | None:

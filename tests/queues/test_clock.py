@@ -13,10 +13,11 @@ import pytest
 from redis.asyncio import Redis
 
 from app.queues.base import AeConfig
-from app.queues.keys import AeKeys
+from app.queues.keys import TOMBSTONE_BUCKETS, AeKeys
 from app.queues.request_meta import RequestMeta
 from app.queues.store import QueueStore
 from app.queues.transitions import EndArgs, NewRequest
+from tests.queues.conftest import tombstone_of
 
 CONFIG = AeConfig(class_order=("ONLINE", "BATCH"), completion_time_ms=30_000, backlog_limit=100, max_deliveries=3)
 TOMBSTONE_MS = 60_000
@@ -100,7 +101,10 @@ async def test_a_requests_life_is_stamped_by_redis_whatever_the_callers_clock(st
     record = ended.record
     assert before <= record["ended"] <= after
     assert record["inserted"] <= record["selected"] <= record["begun"] <= record["ended"]
-    assert before + TOMBSTONE_MS <= await store.redis.zscore(k.done_exp, request_id) <= after + TOMBSTONE_MS
+    # Its tombstone's bucket expires whole, at least TOMBSTONE_MS after the end and at most a bucket's width later.
+    (bucket,) = [key for key in k.tombstones if await store.redis.exists(key)]
+    width = TOMBSTONE_MS // (TOMBSTONE_BUCKETS - 1) + 1
+    assert before + TOMBSTONE_MS <= await store.redis.pexpiretime(bucket) <= after + TOMBSTONE_MS + width
     (sample,) = await store.outbox.samples(k, 0)
     assert sample.queue_ms == record["selected"] - record["inserted"] >= 0
     assert sample.execution_ms == record["ended"] - record["selected"] >= 0
@@ -123,7 +127,7 @@ async def test_a_caller_whose_clock_runs_ahead_neither_expires_leases_nor_takes_
     (ended,) = await store.end(k, SERVER, [EndArgs(item.id, "completed", None)])
     assert ended.code == 0
     await store.outbox.forget_tombstones(k)
-    assert await store.redis.hget(k.done, item.id) == "completed|1"  # kept its hour, by Redis's clock
+    assert await tombstone_of(store, k, item.id) == "completed|1"  # kept, by Redis's clock
 
 
 async def test_exit_retries_and_the_sweepers_interval_follow_redis_clock(store, set_clock):

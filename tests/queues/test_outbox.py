@@ -43,13 +43,6 @@ async def test_exits_are_claimed_once_due_and_settled(store, k):
     assert await store.redis.zrange(k.exits, 0, -1) == ["the next attempt"]
 
 
-async def test_expired_tombstones_are_forgotten(store, k):
-    ids = await ended(store, k, 2)
-    await store.redis.zadd(k.done_exp, {ids[0]: 0})  # its time passed
-    await store.outbox.forget_tombstones(k)
-    assert await store.redis.hgetall(k.done) == {ids[1]: f"deleted|{QUEUE_MANAGER}"}
-
-
 async def test_ends_are_samples_for_goal_evaluation(store, k):
     await store.register_server(k, SERVER, worker_tasks=1, worker_weight=1, overflow=False)
     await store.insert(k, QUEUE_MANAGER, [request()], CONFIG.backlog_limit)

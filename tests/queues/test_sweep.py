@@ -15,7 +15,7 @@ from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
 from app.queues.sweep import PendingSweep
 from app.redis.script_spec import ScriptCall
-from tests.queues.conftest import CONFIG, OTHER_QUEUE_MANAGER, QUEUE_MANAGER, SERVER, MemoryBlobs, meta_of, request
+from tests.queues.conftest import CONFIG, OTHER_QUEUE_MANAGER, QUEUE_MANAGER, SERVER, MemoryBlobs, meta_of, request, tombstone_of
 from tests.redis_cluster import on_one_server_and_a_cluster  # noqa: F401 - the module runs on both
 
 QUEUE = "ONLINE:ind"
@@ -96,7 +96,7 @@ async def test_a_swept_request_is_deleted_in_its_blob_and_left_out_when_it_comes
     ids = await swept(store, k, blobs)
     record = await store.delete(k, ids[1], QUEUE_MANAGER)
     assert record["id"] == ids[1] and record["outcome"] == "deleted"
-    assert await store.redis.hget(k.done, ids[1]) == f"deleted|{QUEUE_MANAGER}"
+    assert await tombstone_of(store, k, ids[1]) == f"deleted|{QUEUE_MANAGER}"
     with pytest.raises(NotFound):  # another queue manager's request is not revealed
         await store.delete(k, ids[0], OTHER_QUEUE_MANAGER)
     assert await store.sweep.unsweep(k, QUEUE) == 2

@@ -10,7 +10,7 @@ from app.errors import AppError, Conflict, Fenced, NotFound, TooManyRequests
 from app.queues.codes import ReturnCode
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
-from app.queues.transitions import EndArgs, Reassigned
+from app.queues.transitions import EndArgs, EndResult, Reassigned
 from tests.queues.conftest import CONFIG, OTHER_QUEUE_MANAGER, OTHER_SERVER, QUEUE_MANAGER, SERVER, meta_of, request
 from tests.redis_cluster import on_one_server_and_a_cluster  # noqa: F401 - the module runs on both
 
@@ -208,7 +208,8 @@ async def test_reassign_gives_expired_leases_back_and_abandons_the_last_delivery
     assert item.meta["deliveries"] == CONFIG.max_deliveries
     await store.redis.zadd(k.leases, {request_id: 0})
     assert await store.reassign(k, CONFIG) == Reassigned(0, [request_id])
-    assert await store.redis.hget(k.done, request_id) == f"abandoned|{QUEUE_MANAGER}"
+    # The late end of its last server hears how it ended.
+    assert await store.end(k, SERVER, [EndArgs(request_id, "completed")]) == [EndResult(ReturnCode.ALREADY_ENDED, "abandoned")]
 
 
 async def test_reassign_leaves_leases_that_have_not_passed(store, k):

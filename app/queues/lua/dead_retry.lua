@@ -2,17 +2,17 @@
 -- under its token), with its payload, no deliveries and its life counted up; its tombstone goes, so its queue
 -- manager and servers see it queued. The dead letter goes in the same step: a second retry, however close behind,
 -- finds nothing and queues nothing.
--- KEYS: req, payload, depth, classes, places, swept, sweeping, waiters, done, done_exp, dead, dead_at, holes, front,
---       rear
+-- KEYS: req, payload, depth, classes, places, swept, sweeping, waiters, done, done_0, done_1, done_2, done_3, dead,
+--       dead_at, holes, front, rear
 -- ARGV: id, queue, position, notify_channel, wake_prefix
--- INCLUDES: base, wake, places
+-- INCLUDES: tombstones, wake, places
 -- queue: the dead letter's queue name, as its meta's class and dependence give it; position: 'front' or 'back'.
 -- Returns {OK, the request's metadata (JSON)}, {UNKNOWN_DEAD_LETTER}, or {DEAD_LETTER_MOVED, its queue name} when
 -- the lists passed are not its queue's.
 local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], classes = KEYS[4], places = KEYS[5], swept = KEYS[6],
-  sweeping = KEYS[7], waiters = KEYS[8], done = KEYS[9], done_exp = KEYS[10], dead = KEYS[11], dead_at = KEYS[12],
-  holes = KEYS[13]}
-local front, rear = KEYS[14], KEYS[15]
+  sweeping = KEYS[7], waiters = KEYS[8], done = KEYS[9], tombs = {KEYS[10], KEYS[11], KEYS[12], KEYS[13]}, dead = KEYS[14],
+  dead_at = KEYS[15], holes = KEYS[16]}
+local front, rear = KEYS[17], KEYS[18]
 local id, queue, position = ARGV[1], ARGV[2], ARGV[3]
 
 local raw = redis.call('HGET', k.dead, id)
@@ -40,8 +40,7 @@ end
 local encoded = cjson.encode(meta)
 redis.call('HSET', k.req, id, encoded)
 redis.call('HSET', k.payload, id, letter.payload)
-redis.call('HDEL', k.done, id)
-redis.call('ZREM', k.done_exp, id)
+drop_tombstone(k, id)
 redis.call('HDEL', k.dead, id)
 redis.call('ZREM', k.dead_at, id)
 if position == 'front' then

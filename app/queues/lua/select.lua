@@ -2,14 +2,14 @@
 -- important class first, the server's home class (the one the manager gave it, if any) first among equals; dependent
 -- before independent, FIFO within; ahead of them, as a token bucket allows, a request queued past the promotion time
 -- (includes/select_work.lua and includes/promotion.lua; select_and_begin.lua also begins what it selects).
--- KEYS: req, payload, depth, leases, inflight, servers, seen, records, exits, done, done_exp, samples, assign,
---       retire, swept, served, waiters, served_at, dead, dead_at, buckets, histograms, promotion; per class:
---       dep_front, dep_rear, ind_front, ind_rear
+-- KEYS: req, payload, depth, leases, inflight, servers, seen, records, exits, done, done_0, done_1, done_2, done_3,
+--       samples, assign, retire, swept, served, waiters, served_at, dead, dead_at, buckets, histograms, promotion;
+--       per class: dep_front, dep_rear, ind_front, ind_rear
 -- ARGV: server, lease_ms, max_items, tombstone_ms, samples_ms, dead_keep_ms, waiter, promotion_ms, promotion_share,
---       ends; per end: id, outcome, result, error, dead_letter; per class: class; per class: tier; optionally per
---       class: group; per group: slots
+--       ends; per end: id, outcome, result, error, dead_letter, life; per class: class; per class: tier; optionally
+--       per class: group; per group: slots
 -- INCLUDES: select_work
--- waiter: the server's if it long-polls ('' if not: see wake in includes/wake.lua). Per end: the five values
+-- waiter: the server's if it long-polls ('' if not: see wake in includes/wake.lua). Per end: the six values
 -- end.lua takes. Classes in order of tier (lower: first). Groups, when the environment's classes are in resource
 -- groups: per class its group's number (0: none), then per group the slots it granted this select.
 -- Returns {status, number of ends, per end: code, value (see end_held), then by status}: OK and per item: id, meta,

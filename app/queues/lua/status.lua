@@ -1,10 +1,10 @@
 -- Read only: a request's own status (GET /v1/work/{token}, app/queues/request_status.py) in one call: its metadata
 -- (queued or held, or as a dead letter) or its tombstone; while it is queued, how many requests of its class queue
 -- are ahead of it (its class's dependent ones first: includes/places.lua), and what its environment's servers hold.
--- KEYS: req, done, dead, swept, places, holes, servers, inflight, desired, performance, leases; per class: dep_front,
---       dep_rear, ind_front, ind_rear
+-- KEYS: req, done, done_0, done_1, done_2, done_3, dead, swept, places, holes, servers, inflight, desired,
+--       performance, leases; per class: dep_front, dep_rear, ind_front, ind_rear
 -- ARGV: id, swept_meta; per class: class; per class: tier
--- INCLUDES: places, servers
+-- INCLUDES: places, servers, tombstones
 -- swept_meta: '', or the request's metadata as the blob of its swept queue keeps it (read from the database after a
 -- first call found it nowhere here): it is queued there unless memory, a dead letter or a tombstone says otherwise.
 -- Returns {UNKNOWN_WORK, 1 when a queue here is swept else 0}; {OK, 'ended', now, tombstone}; {OK, 'dead', now,
@@ -12,9 +12,10 @@
 -- queued), servers registered, their worker tasks, requests held, servers wanted, then (while queued and no worker task
 -- is free) 1 when they hold work of a class of equal or higher importance (tier at most its own) else 0, 1 when of
 -- a less important class else 0, then the environment's goal evaluation (JSON per class period)}.
-local k = {req = KEYS[1], done = KEYS[2], dead = KEYS[3], swept = KEYS[4], places = KEYS[5], holes = KEYS[6],
-  servers = KEYS[7], inflight = KEYS[8], desired = KEYS[9], performance = KEYS[10], leases = KEYS[11]}
-local FIRST_LIST = 12
+local k = {req = KEYS[1], done = KEYS[2], tombs = {KEYS[3], KEYS[4], KEYS[5], KEYS[6]}, dead = KEYS[7], swept = KEYS[8],
+  places = KEYS[9], holes = KEYS[10], servers = KEYS[11], inflight = KEYS[12], desired = KEYS[13], performance = KEYS[14],
+  leases = KEYS[15]}
+local FIRST_LIST = 16
 local FIRST_CLASS = 3
 local id, swept_meta = ARGV[1], ARGV[2]
 local class_count = (#ARGV - 2) / 2
@@ -27,7 +28,7 @@ if not raw then
     letter = cjson.decode(letter)
     return {OK, 'dead', now, cjson.encode(letter.meta), letter.reason}
   end
-  local tombstone = redis.call('HGET', k.done, id)
+  local tombstone = tombstone_of(k, id)
   if tombstone then return {OK, 'ended', now, tombstone} end
   if swept_meta == '' then return {UNKNOWN_WORK, redis.call('HLEN', k.swept) > 0 and 1 or 0} end
   kind, raw = 'swept', swept_meta

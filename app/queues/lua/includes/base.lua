@@ -47,11 +47,3 @@ local function fenced_by(fence_key, epoch)
   if epoch > highest then redis.call('SET', fence_key, epoch) end
   return nil
 end
-
--- An id that is not (or no longer) in the request hash: ended earlier (tombstone: `<outcome>|<queue manager>`, finish
--- in finish.lua) or never existed.
-local function missing(k, id)
-  local tombstone = redis.call('HGET', k.done, id)
-  if tombstone then return {ALREADY_ENDED, string.match(tombstone, '^[^|]*')} end
-  return {UNKNOWN_WORK}
-end

@@ -58,15 +58,16 @@ end
 
 -- A server ends requests it holds (IWM4STEN), each judged on its own: one that can no longer be ended (its lease
 -- expired and it went to another server, or it already ended) does not stop the others. The ends are ARGV runs of
--- END_ARITY (id, outcome, result JSON or '', error text or '', '1' to dead-letter a failed request or '') from index
--- `first` to `last`; per request, a code and a value are appended to `result`: OK and the work record, UNKNOWN_WORK
--- and '', ALREADY_ENDED and the outcome, NOT_HOLDER and ''.
+-- END_ARITY (id, outcome, result JSON or '', error text or '', '1' to dead-letter a failed request or '', the life
+-- its token names) from index `first` to `last`; per request, a code and a value are appended to `result`: OK and
+-- the work record, UNKNOWN_WORK and '', ALREADY_ENDED and the outcome ('' for an earlier life's end: that life
+-- ended, and a dead letter retried lives again under the same id), NOT_HOLDER and ''.
 -- Each end is also a sample for goal evaluation: 'class|response ms|queue ms|execution ms|id' in the zset
 -- k.samples, scored by its end; samples older than `samples_ms`, and all but the newest MAX_SAMPLES, are dropped
 -- here, so the set stays bounded whether or not anyone evaluates it (and an evaluation reads at most that many).
 -- Each end is counted in its class period's histograms too (`histograms`).
--- k needs req, payload, leases, inflight, records, exits, done, done_exp, samples, dead, dead_at, buckets, histograms.
-local END_ARITY = 5
+-- k needs req, payload, leases, inflight, records, exits, done, tombs, samples, dead, dead_at, buckets, histograms.
+local END_ARITY = 6
 local function end_held(k, server, now, tombstone_ms, samples_ms, dead_keep_ms, first, last, result)
   local ended, later, ids = 0, ending_later(), {}
   local count, write_histograms = histograms(k)
@@ -84,6 +85,9 @@ local function end_held(k, server, now, tombstone_ms, samples_ms, dead_keep_ms, 
       local gone = missing(k, id)
       result[#result + 1] = gone[1]
       result[#result + 1] = gone[2] or ''
+    elseif (meta.life or 1) ~= tonumber(ARGV[i + 5]) then
+      result[#result + 1] = (meta.life or 1) > tonumber(ARGV[i + 5]) and ALREADY_ENDED or UNKNOWN_WORK
+      result[#result + 1] = ''
     elseif meta.state == 'q' or meta.server ~= server then
       result[#result + 1] = NOT_HOLDER
       result[#result + 1] = ''
@@ -104,7 +108,7 @@ local function end_held(k, server, now, tombstone_ms, samples_ms, dead_keep_ms, 
       ended = ended + 1
     end
   end
-  written(k, later)
+  written(k, later, now, tombstone_ms)
   write_histograms()
   if ended > 0 then
     redis.call('HINCRBY', k.inflight, server, -ended)

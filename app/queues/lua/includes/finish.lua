@@ -1,10 +1,10 @@
 -- The end of a request's life, and its dead letter.
--- INCLUDES: base
+-- INCLUDES: tombstones
 
 -- The end of a request's life: its work record goes to the outbox (flushed to Parquet by the service), the
 -- queue manager's exit is scheduled when the service (not a server) ended it, and a tombstone lets a late
--- caller be told "already ended" instead of "unknown" (`<outcome>|<queue manager>`: its queue manager may ask how
--- it ended, status.lua). With `later` (a table from ending_later), its writes are
+-- caller be told "already ended" instead of "unknown" (with its queue manager, who may ask how it ended, status.lua;
+-- includes/tombstones.lua). With `later` (a table from ending_later), its writes are
 -- gathered there for `written` to make with one command each: the caller then reads nothing they change until
 -- then (end_held read its requests first, and answers an id it ended twice itself).
 local function finish(k, id, meta, outcome, now, tombstone_ms, later)
@@ -17,18 +17,16 @@ local function finish(k, id, meta, outcome, now, tombstone_ms, later)
       redis.call('ZADD', k.exits, now, cjson.encode({id = id, qm = meta.qm, exit = meta.exit, attempt = 0, record = record}))
     end
   end
-  local tombstone = outcome .. '|' .. (meta.qm or '')
   if later then
     later.records[#later.records + 1] = record
     later.gone[#later.gone + 1] = id
-    append_pair(later.done, id, tombstone)
-    append_pair(later.expiry, now + tombstone_ms, id)
+    append_pair(later.done, id, outcome)
+    later.done[#later.done + 1] = meta.qm or ''
   else
     redis.call('HDEL', k.req, id)
-    redis.call('HSET', k.done, id, tombstone)
+    write_tombstones(k, now, tombstone_ms, {id, outcome, meta.qm or ''})
     redis.call('RPUSH', k.records, record)
     redis.call('HDEL', k.payload, id)
-    redis.call('ZADD', k.done_exp, now + tombstone_ms, id)
   end
   return record
 end
@@ -49,17 +47,17 @@ local function dead_letter(k, id, meta, payload, reason, now, keep_ms)
   end
 end
 
+-- `done`: per request ended, its id, outcome and queue manager (write_tombstones).
 local function ending_later()
-  return {records = {}, gone = {}, done = {}, expiry = {}, leases = {}, samples = {}}
+  return {records = {}, gone = {}, done = {}, leases = {}, samples = {}}
 end
 
-local function written(k, later)
+local function written(k, later, now, tombstone_ms)
   if #later.records == 0 then return end
   in_chunks('HDEL', k.req, later.gone)
-  in_chunks('HSET', k.done, later.done)
+  write_tombstones(k, now, tombstone_ms, later.done)
   in_chunks('RPUSH', k.records, later.records)
   in_chunks('HDEL', k.payload, later.gone)
-  in_chunks('ZADD', k.done_exp, later.expiry)
   in_chunks('ZREM', k.leases, later.leases)
   in_chunks('ZADD', k.samples, later.samples)
 end

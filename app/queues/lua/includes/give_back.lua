@@ -4,7 +4,7 @@
 -- Give held requests back (reassign_expired.lua, reassign_server.lua): of `ids`, those of a class the call knows
 -- (and held by `holder`, unless nil) go to the front of their class queue, or are abandoned once delivered max
 -- deliveries times (and dead-lettered). KEYS and ARGV as those scripts describe them. Returns {OK, requeued, abandoned, ids of abandoned...}.
-local FIRST_CLASS_QUEUE = 20
+local FIRST_CLASS_QUEUE = 23
 local function give_back(k, ids, holder, now)
   local max_deliveries, tombstone_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
   local channel, wake_prefix, dead_keep_ms = ARGV[3], ARGV[4], tonumber(ARGV[7])

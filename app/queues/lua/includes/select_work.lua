@@ -6,10 +6,10 @@
 -- INCLUDES: end_held, wake, promotion
 local function select_work(begin_now)
   local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], leases = KEYS[4], inflight = KEYS[5], servers = KEYS[6],
-    seen = KEYS[7], records = KEYS[8], exits = KEYS[9], done = KEYS[10], done_exp = KEYS[11], samples = KEYS[12],
-    assign = KEYS[13], retire = KEYS[14], swept = KEYS[15], served = KEYS[16], waiters = KEYS[17], served_at = KEYS[18],
-    dead = KEYS[19], dead_at = KEYS[20], buckets = KEYS[21], histograms = KEYS[22], promotion = KEYS[23]}
-  local FIRST_LIST = 24
+    seen = KEYS[7], records = KEYS[8], exits = KEYS[9], done = KEYS[10], tombs = {KEYS[11], KEYS[12], KEYS[13], KEYS[14]},
+    samples = KEYS[15], assign = KEYS[16], retire = KEYS[17], swept = KEYS[18], served = KEYS[19], waiters = KEYS[20],
+    served_at = KEYS[21], dead = KEYS[22], dead_at = KEYS[23], buckets = KEYS[24], histograms = KEYS[25], promotion = KEYS[26]}
+  local FIRST_LIST = 27
   local now, server, lease_ms, max_items = now_ms(), ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
   local waiter, promotion_ms, promotion_share, ends = ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
   local first_class = 11 + END_ARITY * ends
