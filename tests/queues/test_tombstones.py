@@ -17,7 +17,7 @@ from app.queues.codes import ReturnCode
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
 from app.queues.transitions import EndArgs, EndResult
-from app.redis.topology import connect, disconnect, is_cluster
+from app.redis.topology import close_redis, is_cluster, open_redis
 from tests.queues.conftest import CONFIG, QUEUE_MANAGER, SERVER, request, tombstone_of
 from tests.redis_cluster import on_one_server_and_a_cluster  # noqa: F401 - the module runs on both
 from tests.waiting import eventually
@@ -28,11 +28,11 @@ SHORT_BOUND_MS = 1_500
 @pytest.fixture
 async def short(redis_url: str) -> AsyncIterator[QueueStore]:
     """A store whose tombstones are kept SHORT_BOUND_MS."""
-    redis = await connect(redis_url, await is_cluster(redis_url), max_connections=10)
+    redis = await open_redis(redis_url, await is_cluster(redis_url), max_connections=10)
     store = QueueStore(redis, f"t{uuid.uuid4().hex[:10]}", idempotency_ttl_s=60, tombstone_ms=SHORT_BOUND_MS, samples_ms=60_000)
     yield store
     await store.aclose()
-    await disconnect(redis)
+    await close_redis(redis)
 
 
 async def held(store: QueueStore, k: AeKeys, request_id: str | None = None) -> str:
