@@ -140,13 +140,16 @@ def select(
     left = dict(slots or {})
     taken: dict[tuple[str, bool], int] = {}
     takes: list[Take] = []
+    got = 0  # requests taken so far
 
     def take_class(name: str, limit: int, promoted: bool) -> None:
-        got = sum(take.count for take in takes)
+        nonlocal got
+        work = queued.get(name)
+        if work is None:
+            return
         group = group_of.get(name)
         if group is not None:
             limit = min(limit, got + left[group])
-        work = queued.get(name, Queued())
         for dependent, count in ((True, work.dependent), (False, work.independent)):
             n = min(limit - got, count - taken.get((name, dependent), 0))
             if n > 0:
@@ -156,17 +159,24 @@ def select(
                 if group is not None:
                     left[group] -= n
 
-    starved, due_ms = _starved(order, queued, group_of, left, bucket, now_ms, promotion.after_ms)
+    starved, due_ms = (
+        _starved(order, queued, group_of, left, bucket, now_ms, promotion.after_ms) if due(bucket, now_ms) else (None, bucket.due_ms)
+    )
     tokens = bucket.tokens
     if starved is not None:
         take_class(starved, 1, True)
         tokens -= 1
     for name in order:
-        if sum(take.count for take in takes) >= want:
+        if got >= want:
             break
         take_class(name, want, False)
-    selected = sum(take.count for take in takes)
-    return Selection(tuple(takes), PromotionBucket(min(1.0, tokens + promotion.share * selected), due_ms))
+    return Selection(tuple(takes), PromotionBucket(min(1.0, tokens + promotion.share * got), due_ms))
+
+
+def due(bucket: PromotionBucket, now_ms: float) -> bool:
+    """Whether a select at `now_ms` looks for starved work: the bucket holds a token and is due. A select that takes
+    nothing and does not look changes nothing."""
+    return bucket.tokens + TOKEN_SLACK >= 1 and now_ms >= bucket.due_ms
 
 
 def _starved(
@@ -178,9 +188,8 @@ def _starved(
     now_ms: float,
     after_ms: float,
 ) -> tuple[str | None, float]:
-    """The class to promote, if any, and when the bucket is next due (promotion.lua's starved_class)."""
-    if bucket.tokens + TOKEN_SLACK < 1 or now_ms < bucket.due_ms:
-        return None, bucket.due_ms
+    """The class to promote, if any, and when the bucket is next due (promotion.lua's starved_class), of a bucket
+    that is `due`."""
     chosen: str | None = None
     oldest: float | None = None
     first_with_work: str | None = None

@@ -83,6 +83,9 @@ class Classifier:
     kept: int = 0
     classified: int = 0
     _same: dict[tuple[str, int | None], bool] = field(default_factory=dict)
+    # Each recorded class, subsystem type, version and qualifiers seen: its class, and whether it kept the recorded
+    # one (a day of millions of records holds few of them).
+    _seen: dict[tuple[str, str, int | None, tuple[str | None, ...]], tuple[str, bool]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, candidate: Mapping[str, Any], recorded: Mapping[int, Mapping[str, Any]]) -> Classifier:
@@ -97,12 +100,23 @@ class Classifier:
         return self._same[key]
 
     def classify(self, recorded_class: str, subsystem_type: str, version: int | None, qualifiers: Mapping[str, str | None]) -> str:
-        if recorded_class in self.candidate_classes and self.same_rules(subsystem_type.upper(), version):
+        key = (recorded_class, subsystem_type, version, tuple(qualifiers.values()))
+        seen = self._seen.get(key)
+        if seen is None:
+            seen = self._seen[key] = self._classify(recorded_class, subsystem_type, version, qualifiers)
+        if seen[1]:
             self.kept += 1
-            return recorded_class
-        self.classified += 1
+        else:
+            self.classified += 1
+        return seen[0]
+
+    def _classify(
+        self, recorded_class: str, subsystem_type: str, version: int | None, qualifiers: Mapping[str, str | None]
+    ) -> tuple[str, bool]:
+        if recorded_class in self.candidate_classes and self.same_rules(subsystem_type.upper(), version):
+            return recorded_class, True
         attributes = {qualifier: value for qualifier, value in qualifiers.items() if value is not None}
-        return classify(self.candidate, subsystem_type, attributes).service_class
+        return classify(self.candidate, subsystem_type, attributes).service_class, False
 
 
 def recorded_qualifiers(record: Mapping[str, Any]) -> dict[str, str | None]:

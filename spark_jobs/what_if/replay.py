@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
@@ -18,13 +19,14 @@ from typing import Any
 from spark_jobs.manager.select_order import class_order, importance_rank
 from spark_jobs.what_if.candidate import Classifier, defines, environment_of, latest_classes, recorded_qualifiers
 from spark_jobs.what_if.intervals import Timeline, summarise
-from spark_jobs.what_if.model import Arrival, ClassInterval, Environment, EnvironmentInterval, ManagerSettings, Replay, Served
+from spark_jobs.what_if.model import Arrivals, ClassInterval, Environment, EnvironmentInterval, ManagerSettings, Replay, ServedColumns
 from spark_jobs.what_if.simulation import simulate
 
 DAY_S = 86_400.0
 ENDED_BY_A_SERVER = ("completed", "failed")
-# The columns a task reads of each record (docs/work-records.md), the times as milliseconds since the epoch.
-REPLAY_COLUMNS = (
+# The records' columns a replay reads (docs/work-records.md) besides its times, and its times: each `<time>_at` of
+# the records, which a task reads as `<time>_ms`, milliseconds since the epoch (extract.replay_rows).
+RECORD_FIELDS = (
     "service_class",
     "period",
     "policy_version",
@@ -34,11 +36,10 @@ REPLAY_COLUMNS = (
     "dependent",
     "outcome",
     "promoted",
-    "inserted_ms",
-    "selected_ms",
-    "ended_ms",
     "execution_time_ms",
 )
+TIMES = ("inserted", "selected", "ended")
+REPLAY_COLUMNS = (*RECORD_FIELDS, *(f"{time}_ms" for time in TIMES))
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +100,7 @@ def attainment(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], float
     return {key: met[key] / count for key, count in worked.items()}
 
 
-def _recorded_figures(environment: Environment, served: Sequence[Served], inputs: ReplayInputs) -> dict[str, Any]:
+def _recorded_figures(environment: Environment, served: ServedColumns, inputs: ReplayInputs) -> dict[str, Any]:
     """The recorded day's figures, as the replay's are computed: no servers (the records hold none)."""
     order = _order(environment)
     classes, _ = summarise(environment, order, served, Timeline(), DAY_S, inputs.interval_s)
@@ -148,36 +149,62 @@ def summary(predicted: Sequence[Mapping[str, Any]], actual: Sequence[Mapping[str
     return items
 
 
-def replay_environment(name: str, records: Iterable[Mapping[str, Any]], inputs: ReplayInputs, worker_tasks: int = 1) -> dict[str, Any]:
-    """The what-if of environment `name` from its records of the day (REPLAY_COLUMNS)."""
-    day_start_ms = inputs.day_start.timestamp() * 1000
-    classifier = Classifier.of(inputs.candidate, inputs.recorded)
-    actual_classes = {n: replace(c, resource_group=None) for n, c in latest_classes(inputs.recorded.items()).items()}
-    arrivals: list[Arrival] = []
-    recorded: list[Served] = []
-    not_ended = before = unknown = 0
-    for record in records:
-        if record["outcome"] not in ENDED_BY_A_SERVER or record["execution_time_ms"] is None or record["selected_ms"] is None:
-            not_ended += 1
-            continue
-        at_s = (record["inserted_ms"] - day_start_ms) / 1000
-        if at_s < 0:
-            before += 1
-            continue
-        service_class = classifier.classify(
-            record["service_class"], record["subsystem_type"], record["policy_version"], recorded_qualifiers(record)
-        )
-        arrivals.append(Arrival(at_s, service_class, record["execution_time_ms"] / 1000, bool(record["dependent"])))
-        if record["service_class"] not in actual_classes:
-            unknown += 1
-            continue
-        ended_s, selected_s = (record["ended_ms"] - day_start_ms) / 1000, (record["selected_ms"] - day_start_ms) / 1000
-        recorded.append(Served(record["service_class"], at_s, selected_s, ended_s, record["period"], bool(record["promoted"])))
+class _Day:
+    """One environment's records of the day, read one at a time into columns: the arrivals under the candidate and
+    the recorded requests as served (a day of millions: no object kept per record)."""
 
+    def __init__(self, inputs: ReplayInputs) -> None:
+        self.day_start_ms = inputs.day_start.timestamp() * 1000
+        self.classifier = Classifier.of(inputs.candidate, inputs.recorded)
+        self.actual_classes = {n: replace(c, resource_group=None) for n, c in latest_classes(inputs.recorded.items()).items()}
+        self.arrivals = Arrivals()
+        self.recorded = Arrivals()  # the recorded class and the insert of each recorded request, and:
+        self.selected_s, self.ended_s, self.period, self.promoted = array("d"), array("d"), array("b"), bytearray()
+        self.not_ended = self.before = self.unknown = 0
+
+    def add(self, record: Sequence[Any]) -> None:
+        """A record's REPLAY_COLUMNS, in their order."""
+        (service_class, period, version, subsystem_type, userid, subsystem_name, dependent, outcome, promoted, execution_ms) = record[:10]
+        inserted_ms, selected_ms, ended_ms = record[10:13]
+        if outcome not in ENDED_BY_A_SERVER or execution_ms is None or selected_ms is None:
+            self.not_ended += 1
+            return
+        at_s = (inserted_ms - self.day_start_ms) / 1000
+        if at_s < 0:
+            self.before += 1
+            return
+        qualifiers = recorded_qualifiers({"userid": userid, "subsystem_name": subsystem_name})
+        candidate_class = self.classifier.classify(service_class, subsystem_type, version, qualifiers)
+        self.arrivals.add(at_s, candidate_class, execution_ms / 1000, bool(dependent))
+        if service_class not in self.actual_classes:
+            self.unknown += 1
+            return
+        self.recorded.add(at_s, service_class, 0.0)
+        self.selected_s.append((selected_ms - self.day_start_ms) / 1000)
+        self.ended_s.append((ended_ms - self.day_start_ms) / 1000)
+        self.period.append(period)
+        self.promoted.append(bool(promoted))
+
+    def served(self) -> ServedColumns:
+        recorded = self.recorded
+        return ServedColumns(
+            recorded.classes, recorded.service_class, recorded.at_s, self.selected_s, self.ended_s, self.period, self.promoted
+        )
+
+
+def replay_environment(name: str, records: Iterable[Mapping[str, Any]], inputs: ReplayInputs, worker_tasks: int = 1) -> dict[str, Any]:
+    """The what-if of environment `name` from its records of the day (REPLAY_COLUMNS by name)."""
+    day = _Day(inputs)
+    for record in records:
+        day.add([record[column] for column in REPLAY_COLUMNS])
+    return _replayed(name, day, inputs, worker_tasks)
+
+
+def _replayed(name: str, day: _Day, inputs: ReplayInputs, worker_tasks: int) -> dict[str, Any]:
     environment = environment_of(inputs.candidate, name, worker_tasks=worker_tasks)
     result = simulate(
         environment,
-        arrivals,
+        day.arrivals,
         inputs.start_latencies_s,
         until_s=DAY_S,
         settings=inputs.settings,
@@ -185,20 +212,21 @@ def replay_environment(name: str, records: Iterable[Mapping[str, Any]], inputs: 
         interval_s=inputs.interval_s,
     )
     predicted = _replay_figures(result, inputs)
-    actual = _recorded_figures(Environment(tuple(actual_classes.values())), recorded, inputs)
+    actual = _recorded_figures(Environment(tuple(day.actual_classes.values())), day.served(), inputs)
+    unended = sum(1 for ended in result.served.ended_s if ended != ended)  # NaN: not ended
     return {
         "application_environment": name,
         "defined_by_candidate": defines(inputs.candidate, name),
         "worker_tasks": worker_tasks,
-        "arrivals": len(arrivals),
-        "left_out": {"not_ended_by_a_server": not_ended, "inserted_before_the_day": before, "recorded_class_unknown": unknown},
-        "kept_recorded_class": classifier.kept,
-        "classified_from_recorded_qualifiers": classifier.classified,
+        "arrivals": len(day.arrivals),
+        "left_out": {"not_ended_by_a_server": day.not_ended, "inserted_before_the_day": day.before, "recorded_class_unknown": day.unknown},
+        "kept_recorded_class": day.classifier.kept,
+        "classified_from_recorded_qualifiers": day.classifier.classified,
         "replay": {
             "decisions": result.decisions,
             "servers_started": result.servers_started,
             "servers_retired": result.servers_retired,
-            "unended": sum(1 for request in result.served if request.ended_s is None),
+            "unended": unended,
         },
         "predicted": predicted,
         "actual": actual,
@@ -206,12 +234,17 @@ def replay_environment(name: str, records: Iterable[Mapping[str, Any]], inputs: 
     }
 
 
-def replay_partition(rows: Iterable[tuple[str, Any]], inputs: ReplayInputs, worker_tasks: Mapping[str, int]) -> Iterator[str]:
-    """A Spark task (job.replay_all): the replay of the one environment whose rows (name, Row) its partition holds, as
-    JSON text. Its seed is the run's and the environment's name: the same whichever other environments the run
-    replays. (Here, not in job.py: a task imports this module, which needs neither pyarrow nor a database driver.)"""
-    records = [(name, row.asDict()) for name, row in rows]
-    if records:
-        name = records[0][0]
+def replay_partition(rows: Iterable[Sequence[Any]], inputs: ReplayInputs, worker_tasks: Mapping[str, int]) -> Iterator[str]:
+    """A Spark task (job.replay_all): the replay of the one environment whose rows its partition holds, each its
+    environment and REPLAY_COLUMNS in order, in the order of their inserts, as JSON text. The rows are read as they
+    stream in, into columns. Its seed is the run's and the environment's name: the same whichever other environments
+    the run replays. (Here, not in job.py: a task imports this module, which needs neither pyarrow nor a database
+    driver.)"""
+    name: str | None = None
+    day = _Day(inputs)
+    for row in rows:
+        name = row[0]
+        day.add(row[1:])
+    if name is not None:
         seeded = replace(inputs, seed=inputs.seed + zlib.crc32(name.encode()))
-        yield json.dumps(replay_environment(name, (record for _, record in records), seeded, worker_tasks.get(name, 1)))
+        yield json.dumps(_replayed(name, day, seeded, worker_tasks.get(name, 1)))
