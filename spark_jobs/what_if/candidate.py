@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_jobs.contract.goals import SYSOTHER
-from spark_jobs.contract.replay import REPLAY_QUALIFIERS
 from spark_jobs.manager.classification import CompiledGroup, classify, groups_of
 from spark_jobs.manager.policy import AverageGoal, DiscretionaryGoal, Goal, PercentileGoal, ResourceGroup, ServerLimits, VelocityGoal
 from spark_jobs.what_if.model import Environment, Period, ServiceClass
@@ -74,18 +73,12 @@ def defines(definition: Mapping[str, Any], name: str) -> bool:
 @dataclass
 class Classifier:
     """The class of each recorded request under `candidate`, given the definitions of the versions that classified
-    the records (`recorded`, by version). Counts how many kept their recorded class and how many were classified
-    again from the recorded qualifiers alone."""
+    the records (`recorded`, by version)."""
 
     candidate: Mapping[str, CompiledGroup]
     recorded: Mapping[int, Mapping[str, CompiledGroup]]
     candidate_classes: frozenset[str]
-    kept: int = 0
-    classified: int = 0
     _same: dict[tuple[str, int | None], bool] = field(default_factory=dict)
-    # Each recorded class, subsystem type, version and qualifiers seen: its class, and whether it kept the recorded
-    # one (a day of millions of records holds few of them).
-    _seen: dict[tuple[str, str, int | None, tuple[str | None, ...]], tuple[str, bool]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, candidate: Mapping[str, Any], recorded: Mapping[int, Mapping[str, Any]]) -> Classifier:
@@ -99,29 +92,15 @@ class Classifier:
             self._same[key] = groups is not None and groups.get(subsystem_type) == self.candidate.get(subsystem_type)
         return self._same[key]
 
-    def classify(self, recorded_class: str, subsystem_type: str, version: int | None, qualifiers: Mapping[str, str | None]) -> str:
-        key = (recorded_class, subsystem_type, version, tuple(qualifiers.values()))
-        seen = self._seen.get(key)
-        if seen is None:
-            seen = self._seen[key] = self._classify(recorded_class, subsystem_type, version, qualifiers)
-        if seen[1]:
-            self.kept += 1
-        else:
-            self.classified += 1
-        return seen[0]
-
-    def _classify(
+    def class_of(
         self, recorded_class: str, subsystem_type: str, version: int | None, qualifiers: Mapping[str, str | None]
     ) -> tuple[str, bool]:
+        """The request's class under the candidate, and whether it kept its recorded class (else it was classified
+        again from the recorded qualifiers)."""
         if recorded_class in self.candidate_classes and self.same_rules(subsystem_type.upper(), version):
             return recorded_class, True
         attributes = {qualifier: value for qualifier, value in qualifiers.items() if value is not None}
         return classify(self.candidate, subsystem_type, attributes).service_class, False
-
-
-def recorded_qualifiers(record: Mapping[str, Any]) -> dict[str, str | None]:
-    """The classification qualifiers a record holds, by their WLM abbreviation."""
-    return {qualifier: record.get(column) for qualifier, column in REPLAY_QUALIFIERS.items()}
 
 
 def latest_classes(definitions: Iterable[tuple[int, Mapping[str, Any]]]) -> dict[str, ServiceClass]:

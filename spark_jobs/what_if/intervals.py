@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from spark_jobs.contract.goals import BUCKET_COUNT
 from spark_jobs.manager.goals import evaluate_columns, sorted_distribution
-from spark_jobs.what_if.model import ClassInterval, Environment, EnvironmentInterval, ServedColumns
+from spark_jobs.what_if.model import ClassInterval, Environment, EnvironmentInterval, ServedColumns, ServiceClass
 
 
 @dataclass
@@ -70,7 +70,7 @@ def _worked(start: float, end: float, length: float, count: int) -> range:
 
 
 class _Samples:
-    """One interval's ended requests of a class period, as columns (ms)."""
+    """The ended requests of a class period in an interval, as columns (ms)."""
 
     __slots__ = ("queue", "response")
 
@@ -81,35 +81,83 @@ class _Samples:
         self.response.append(response_ms)
         self.queue.append(queue_ms)
 
+    def extend(self, other: _Samples) -> None:
+        self.response.extend(other.response)
+        self.queue.extend(other.queue)
 
-def summarise(
-    environment: Environment, order: Sequence[str], served: ServedColumns, timeline: Timeline, until_s: float, length: float
-) -> tuple[tuple[ClassInterval, ...], tuple[EnvironmentInterval, ...]]:
-    count = math.ceil(until_s / length)
-    specs = {c.name: c for c in environment.classes}
-    samples: dict[tuple[int, str, int], _Samples] = defaultdict(_Samples)
-    had_work: set[tuple[int, str, int]] = set()
+
+Key = tuple[int, str, int]  # (interval, service class, period)
+
+
+def _collect(
+    specs: Mapping[str, ServiceClass], served: ServedColumns, until_s: float, length: float, count: int
+) -> tuple[dict[Key, _Samples], set[Key]]:
+    """Per interval and class period, the requests that ended in it, and whether it had work of the period (queued
+    or in flight)."""
+    samples: dict[Key, _Samples] = defaultdict(_Samples)
+    had_work: set[Key] = set()
     names = served.classes
     bounds_of = [_boundaries([p.duration_ms for p in specs[name].periods]) for name in names]
     inserted_s, selected_s, ended_s, period_of = served.inserted_s, served.selected_s, served.ended_s, served.period
+    last_interval = count - 1
     for request, class_index in enumerate(served.service_class):
         name, bounds = names[class_index], bounds_of[class_index]
         inserted, ended = inserted_s[request], ended_s[request]
-        gone = min(ended, until_s) if ended == ended else until_s  # NaN: not ended
-        # Its work in each period it reached: from entering the period until it ended or moved on.
-        start, number = inserted, 1
-        while start <= gone and start < until_s:
-            end = min(gone, inserted + bounds[number - 1]) if number <= len(bounds) else gone
-            for index in _worked(start, end, length, count):
-                had_work.add((index, name, number))
-            if number > len(bounds):
-                break
-            start, number = inserted + bounds[number - 1], number + 1
-        if ended < until_s and period_of[request]:  # False for NaN
+        gone = ended if ended < until_s else until_s  # NaN (not ended) compares False
+        if not bounds:  # one period, as most classes have
+            if inserted <= gone and inserted < until_s:
+                first = min(last_interval, int(inserted // length))
+                last = min(last_interval, math.ceil(gone / length) - 1) if gone > inserted else first
+                had_work.add((first, name, 1))
+                for index in range(first + 1, last + 1):
+                    had_work.add((index, name, 1))
+        else:
+            # Its work in each period it reached: from entering the period until it ended or moved on.
+            start, number = inserted, 1
+            while start <= gone and start < until_s:
+                end = min(gone, inserted + bounds[number - 1]) if number <= len(bounds) else gone
+                for index in _worked(start, end, length, count):
+                    had_work.add((index, name, number))
+                if number > len(bounds):
+                    break
+                start, number = inserted + bounds[number - 1], number + 1
+        if ended < until_s and period_of[request]:
             samples[(int(ended // length), name, period_of[request])].add(
                 (ended - inserted) * 1000, (selected_s[request] - inserted) * 1000
             )
+    return samples, had_work
 
+
+Figures = tuple[tuple[ClassInterval, ...], tuple[EnvironmentInterval, ...]]
+
+
+def summarise(
+    environment: Environment, order: Sequence[str], served: ServedColumns, timeline: Timeline, until_s: float, length: float
+) -> tuple[Figures, Figures]:
+    """The figures per interval of `length`, and over the whole replay (one interval of `until_s`)."""
+    count = math.ceil(until_s / length)
+    specs = {c.name: c for c in environment.classes}
+    samples, had_work = _collect(specs, served, until_s, length, count)
+    whole: dict[Key, _Samples] = defaultdict(_Samples)
+    for (_, name, number), window in sorted(samples.items(), key=lambda item: item[0][0]):
+        whole[(0, name, number)].extend(window)
+    whole_work = {(0, name, number) for _, name, number in had_work}
+    return (
+        _figures(specs, order, samples, had_work, timeline, until_s, length, count),
+        _figures(specs, order, whole, whole_work, timeline, until_s, until_s, 1),
+    )
+
+
+def _figures(
+    specs: Mapping[str, ServiceClass],
+    order: Sequence[str],
+    samples: Mapping[Key, _Samples],
+    had_work: set[Key],
+    timeline: Timeline,
+    until_s: float,
+    length: float,
+    count: int,
+) -> Figures:
     wanted: dict[tuple[int, str], float] = defaultdict(float)
     for n, (at, desired) in enumerate(timeline.decisions):
         until = timeline.decisions[n + 1][0] if n + 1 < len(timeline.decisions) else until_s

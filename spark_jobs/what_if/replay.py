@@ -16,8 +16,9 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from spark_jobs.contract.replay import REPLAY_QUALIFIERS
 from spark_jobs.manager.select_order import class_order, importance_rank
-from spark_jobs.what_if.candidate import Classifier, defines, environment_of, latest_classes, recorded_qualifiers
+from spark_jobs.what_if.candidate import Classifier, defines, environment_of, latest_classes
 from spark_jobs.what_if.intervals import Timeline, summarise
 from spark_jobs.what_if.model import Arrivals, ClassInterval, Environment, EnvironmentInterval, ManagerSettings, Replay, ServedColumns
 from spark_jobs.what_if.simulation import simulate
@@ -40,6 +41,7 @@ RECORD_FIELDS = (
 )
 TIMES = ("inserted", "selected", "ended")
 REPLAY_COLUMNS = (*RECORD_FIELDS, *(f"{time}_ms" for time in TIMES))
+_QUALIFIER_POSITIONS = [REPLAY_COLUMNS.index(column) for column in REPLAY_QUALIFIERS.values()]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +105,7 @@ def attainment(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], float
 def _recorded_figures(environment: Environment, served: ServedColumns, inputs: ReplayInputs) -> dict[str, Any]:
     """The recorded day's figures, as the replay's are computed: no servers (the records hold none)."""
     order = _order(environment)
-    classes, _ = summarise(environment, order, served, Timeline(), DAY_S, inputs.interval_s)
-    whole, _ = summarise(environment, order, served, Timeline(), DAY_S, DAY_S)
+    (classes, _), (whole, _) = summarise(environment, order, served, Timeline(), DAY_S, inputs.interval_s)
     return {"classes": _rows(classes, inputs.day_start, inputs.interval_s / 60, False) + _rows(whole, inputs.day_start, 1440, False)}
 
 
@@ -158,14 +159,26 @@ class _Day:
         self.classifier = Classifier.of(inputs.candidate, inputs.recorded)
         self.actual_classes = {n: replace(c, resource_group=None) for n, c in latest_classes(inputs.recorded.items()).items()}
         self.arrivals = Arrivals()
-        self.recorded = Arrivals()  # the recorded class and the insert of each recorded request, and:
+        # Each recorded class, subsystem type, version and qualifiers seen (a day of millions holds few): the class
+        # of the arrivals under the candidate, whether it kept the recorded class, and the recorded class's index
+        # (None: no recorded version defines it).
+        self.seen: dict[tuple[Any, ...], tuple[int, bool, int | None]] = {}
+        self.kept = self.classified = 0
+        self.recorded = Arrivals()  # of each recorded request its recorded class and insert, and:
         self.selected_s, self.ended_s, self.period, self.promoted = array("d"), array("d"), array("b"), bytearray()
         self.not_ended = self.before = self.unknown = 0
 
+    def _classes(self, key: tuple[Any, ...]) -> tuple[int, bool, int | None]:
+        service_class, subsystem_type, version, *values = key
+        qualifiers = dict(zip(REPLAY_QUALIFIERS, values, strict=True))
+        candidate_class, kept = self.classifier.class_of(service_class, subsystem_type, version, qualifiers)
+        recorded = self.recorded.class_index(service_class) if service_class in self.actual_classes else None
+        return self.arrivals.class_index(candidate_class), kept, recorded
+
     def add(self, record: Sequence[Any]) -> None:
         """A record's REPLAY_COLUMNS, in their order."""
-        (service_class, period, version, subsystem_type, userid, subsystem_name, dependent, outcome, promoted, execution_ms) = record[:10]
-        inserted_ms, selected_ms, ended_ms = record[10:13]
+        service_class, period, version, subsystem_type, _, _, dependent, outcome, promoted, execution_ms, *times = record
+        inserted_ms, selected_ms, ended_ms = times
         if outcome not in ENDED_BY_A_SERVER or execution_ms is None or selected_ms is None:
             self.not_ended += 1
             return
@@ -173,13 +186,25 @@ class _Day:
         if at_s < 0:
             self.before += 1
             return
-        qualifiers = recorded_qualifiers({"userid": userid, "subsystem_name": subsystem_name})
-        candidate_class = self.classifier.classify(service_class, subsystem_type, version, qualifiers)
-        self.arrivals.add(at_s, candidate_class, execution_ms / 1000, bool(dependent))
-        if service_class not in self.actual_classes:
+        key = (service_class, subsystem_type, version, *[record[n] for n in _QUALIFIER_POSITIONS])
+        classes = self.seen.get(key)
+        if classes is None:
+            classes = self.seen[key] = self._classes(key)
+        candidate_class, kept, recorded_class = classes
+        if kept:
+            self.kept += 1
+        else:
+            self.classified += 1
+        arrivals = self.arrivals
+        arrivals.at_s.append(at_s)
+        arrivals.service_class.append(candidate_class)
+        arrivals.execution_s.append(execution_ms / 1000)
+        arrivals.dependent.append(bool(dependent))
+        if recorded_class is None:
             self.unknown += 1
             return
-        self.recorded.add(at_s, service_class, 0.0)
+        self.recorded.at_s.append(at_s)
+        self.recorded.service_class.append(recorded_class)
         self.selected_s.append((selected_ms - self.day_start_ms) / 1000)
         self.ended_s.append((ended_ms - self.day_start_ms) / 1000)
         self.period.append(period)
@@ -220,8 +245,8 @@ def _replayed(name: str, day: _Day, inputs: ReplayInputs, worker_tasks: int) -> 
         "worker_tasks": worker_tasks,
         "arrivals": len(day.arrivals),
         "left_out": {"not_ended_by_a_server": day.not_ended, "inserted_before_the_day": day.before, "recorded_class_unknown": day.unknown},
-        "kept_recorded_class": day.classifier.kept,
-        "classified_from_recorded_qualifiers": day.classifier.classified,
+        "kept_recorded_class": day.kept,
+        "classified_from_recorded_qualifiers": day.classified,
         "replay": {
             "decisions": result.decisions,
             "servers_started": result.servers_started,

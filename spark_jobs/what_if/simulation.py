@@ -50,6 +50,7 @@ MAX_SAMPLES = 10_000
 # The timed events (besides arrivals and decisions). At one instant ends come first, so that what arrives with them
 # is served by the servers they free, then connects, then arrivals, and the decision last, seeing all of them.
 _END, _CONNECT = 0, 1
+_NONE_UNDER: frozenset[str] = frozenset()
 
 
 class _Server:
@@ -256,7 +257,7 @@ class _Replay:
 
     def look(self, home: str | None) -> list[str]:
         """The order in which a server of `home` looks at the classes now (`preferred_order`, `look_order`)."""
-        under = frozenset(g for g, least in self.min_groups.items() if self.in_flight[g] < least)
+        under = frozenset(g for g, least in self.min_groups.items() if self.in_flight[g] < least) if self.min_groups else _NONE_UNDER
         order = self.looks.get((under, home))
         if order is None:
             order = self.looks[(under, home)] = look_order(preferred_order(self.ranked, under), home)
@@ -270,7 +271,11 @@ class _Replay:
             if dependent or independent:
                 oldest = min(at_s[dependent[0]], at_s[independent[0]]) if dependent and independent else at_s[(dependent or independent)[0]]
                 queued[name] = Queued(len(dependent), len(independent), oldest * 1000)
-        slots = {g: granted_slots(server.free, group.max_in_flight, self.in_flight[g]) for g, group in self.groups.items()}
+        slots = (
+            {g: granted_slots(server.free, group.max_in_flight, self.in_flight[g]) for g, group in self.groups.items()}
+            if self.groups
+            else None
+        )
         selection = select(
             self.look(server.home),
             queued,
@@ -377,6 +382,5 @@ def simulate(
     replay = _Replay(environment, columns, start_latencies_s, settings or ManagerSettings(), seed)
     replay.run(until_s)
     served = replay.served()
-    classes, totals = summarise(environment, replay.order, served, replay.timeline, until_s, interval_s)
-    whole_classes, whole_totals = summarise(environment, replay.order, served, replay.timeline, until_s, until_s)
+    (classes, totals), (whole_classes, whole_totals) = summarise(environment, replay.order, served, replay.timeline, until_s, interval_s)
     return Replay(served, classes, totals, replay.decisions, replay.started, replay.retired, whole_classes, whole_totals)
