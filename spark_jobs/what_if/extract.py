@@ -27,8 +27,8 @@ def read_day(spark: SparkSession, records_uri: str, day: date) -> DataFrame:
 
 
 def replay_rows(records: DataFrame, day: date, environment: str | None = None) -> DataFrame:
-    """One row per request life that ended on `day` (of `environment`, or of every one): the environment,
-    REPLAY_COLUMNS (times in milliseconds since the epoch) and the life's token and number."""
+    """One row per request life that ended on `day` (of `environment`, or of every one): the environment and
+    REPLAY_COLUMNS, times in milliseconds since the epoch."""
     start, end = day_bounds(day)
     rows = records.where((F.col("ended_at") >= F.lit(start)) & (F.col("ended_at") < F.lit(end)))
     if environment is not None:
@@ -38,7 +38,7 @@ def replay_rows(records: DataFrame, day: date, environment: str | None = None) -
         rows.withColumn("life", F.coalesce(F.col("life"), F.lit(1)))
         .dropDuplicates(["token", "life"])
         .withColumns(times)
-        .select("application_environment", *REPLAY_COLUMNS, "token", "life")
+        .select("application_environment", *REPLAY_COLUMNS)
     )
 
 

@@ -62,15 +62,15 @@ def partition_keys(spark: SparkSession, count: int) -> list[int]:
 
 
 def by_environment(rows: DataFrame, names: Sequence[str]) -> DataFrame:
-    """`rows` (replay_rows) of the environments `names`, the n-th environment's in partition n, sorted by insert (then
-    token and life: the same order every run): the environment and REPLAY_COLUMNS."""
+    """`rows` (replay_rows) of the environments `names`, the n-th environment's in partition n, sorted by insert and
+    then by every other column: the same order every run (rows alike in every column are alike to the replay)."""
     keys = partition_keys(rows.sparkSession, len(names))
     key_of = F.create_map(*(F.lit(part) for name, key in zip(names, keys, strict=True) for part in (name, key)))
     return (
         rows.withColumn("partition_key", key_of[F.col("application_environment")].cast("long"))
         .repartition(len(names), "partition_key")
-        .sortWithinPartitions("inserted_ms", "token", "life")
-        .select("application_environment", *REPLAY_COLUMNS)
+        .sortWithinPartitions("inserted_ms", *(column for column in REPLAY_COLUMNS if column != "inserted_ms"))
+        .drop("partition_key")
     )
 
 
