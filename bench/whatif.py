@@ -3,7 +3,8 @@ against what the service did; and the replay of a day of 10 M records timed besi
 
     .venv/bin/python bench/whatif.py [--trace bench/traces/whatif.json] [--seed 1] [--min-servers 1] [--max-servers 6]
                                      [--swap REPORTS,BATCH] [--scale-records 10000000]
-    .venv/bin/python bench/whatif.py --smoke    # bench/traces/whatif_smoke.json (8 s), a day of 4,000 records
+    .venv/bin/python bench/whatif.py --smoke    # bench/traces/whatif_smoke.json (5 s), a day of 4,000 records; the jobs
+                                                # in this process on one JVM (bench/_in_process.py)
 
 1. **same_policy.** The trace (bench/_trace.py; bench/traces/whatif.json: ONLINE, REPORTS whose percentile goal is
    borderline, BATCH) runs through the real service as bench/_wlm.py runs it (launcher on, echo servers sleeping each
@@ -37,6 +38,7 @@ times above 0).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -57,6 +59,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # the app and the jobs' pure functions
+import _in_process
 from _lifetimes import server_seconds
 from _service import ROOT, WLM, machine, process_tree
 from _smoke import above_zero, conclude, parse_args
@@ -121,11 +124,21 @@ def resident_mb(root: int) -> float:
 
 
 def run_whatif(
-    data_dir: Path, day: date, candidate: Path, settings: Mapping[str, str], *extra: str, timeout_s: float = math.inf
+    data_dir: Path,
+    day: date,
+    candidate: Path,
+    settings: Mapping[str, str],
+    *extra: str,
+    timeout_s: float = math.inf,
+    in_process: bool = False,
 ) -> tuple[float, dict[str, Any], dict[str, float]]:
-    """`wlm whatif` on the day as a process: its wall time, its JSON result and its stages' times (seconds after the
-    job's start, by the stage's first two words). Past `timeout_s`, or past MEMORY_MB resident (the machine is shared
-    and has no swap), its whole process group (the JVM, Spark's Python workers) is killed and RuntimeError raised."""
+    """`wlm whatif` on the day as a process (`in_process`: in this one, bench/_in_process.py): its wall time, its JSON
+    result and its stages' times (seconds after the job's start, by the stage's first two words). Past `timeout_s`,
+    or past MEMORY_MB resident (the machine is shared and has no swap), the process's whole group (the JVM, Spark's
+    Python workers) is killed and RuntimeError raised."""
+    if in_process:
+        elapsed, result, text = _in_process.whatif(data_dir, day, candidate, settings, *extra)
+        return elapsed, result, stages_of(text)
     output = data_dir / "what-if" / f"bench-{candidate.stem}.json"
     command = [WLM, "whatif", "--date", day.isoformat(), "--policy", str(candidate), "--output", str(output), *extra]
     log = data_dir / f"bench-{candidate.stem}.stderr"
@@ -145,9 +158,13 @@ def run_whatif(
     text = log.read_text()
     if job.returncode != 0:
         raise RuntimeError(f"wlm whatif failed ({job.returncode}):\n{text[-3000:]}")
-    stages = {" ".join(m.group(2).split()[:2]): float(m.group(1)) for m in STAGE.finditer(text)}
+    stages = stages_of(text)
     stages["peak_resident_mb"] = round(peak)
     return elapsed, json.loads(output.read_text()), stages
+
+
+def stages_of(text: str) -> dict[str, float]:
+    return {" ".join(m.group(2).split()[:2]): float(m.group(1)) for m in STAGE.finditer(text)}
 
 
 def environment(result: Mapping[str, Any], name: str = "SIMAPP") -> dict[str, Any]:
@@ -273,8 +290,9 @@ def changed_policy(trace: Trace, run: WlmRun, result: Mapping[str, Any]) -> dict
     }
 
 
-def scale(records: int, settings: Mapping[str, str], scratch: Path, timeout_s: float) -> dict[str, Any]:
-    """The nightly report and the what-if on the same synthetic day, each timed as a process."""
+def scale(records: int, settings: Mapping[str, str], scratch: Path, timeout_s: float, in_process: bool = False) -> dict[str, Any]:
+    """The nightly report and the what-if on the same synthetic day, each timed as a process (`in_process`: as a
+    run in this one)."""
     service = install_policy()
     data_dir = service.dir / "data"
     try:
@@ -282,13 +300,13 @@ def scale(records: int, settings: Mapping[str, str], scratch: Path, timeout_s: f
         rows = generate(data_dir / "records", SCALE_DAY, records)
         print(f"{SCALE_DAY}: {rows:,} records written in {time.perf_counter() - started:.1f} s", flush=True)
         os.sync()
-        report_s, summary, java = run_report(data_dir, SCALE_DAY, dict(settings))
+        report_s, summary, java = (_in_process.report if in_process else run_report)(data_dir, SCALE_DAY, dict(settings))
         print(f"report: {report_s:.1f} s ({summary})", flush=True)
         candidate = scratch / "example.yaml"
         shutil.copy(ROOT / "examples" / "policy.yaml", candidate)
         started = time.perf_counter()
         try:
-            whatif_s, result, stages = run_whatif(data_dir, SCALE_DAY, candidate, settings, timeout_s=timeout_s)
+            whatif_s, result, stages = run_whatif(data_dir, SCALE_DAY, candidate, settings, timeout_s=timeout_s, in_process=in_process)
         except RuntimeError as failure:
             print(f"what-if failed after {time.perf_counter() - started:.1f} s: {failure}", flush=True)
             return {"whatif_s": None, "report_s": round(report_s, 1), "records": rows, "whatif_failed": str(failure)[:2000], "java": java}
@@ -359,15 +377,17 @@ def main() -> None:
         extra = ["--interval", "1", "--seed", str(args.seed), *(f"--start-latency={s}" for s in latencies)]
         candidates = {"same": policy(trace, low, high), "changed": policy(other, low, halved)}
         results = {}
-        for label, definition in candidates.items():
-            (path := scratch / f"{label}.json").write_text(json.dumps(definition))
-            seconds, results[label], _ = run_whatif(first.data_dir, day, path, settings, *extra)
-            print(f"what-if under the {label} policy: {seconds:.1f} s", flush=True)
-        same = same_policy(trace, first, results["same"])
-        print(f"same_policy: {json.dumps(same)}", flush=True)
-        change = changed_policy(trace, second, results["changed"])
-        print(f"changed_policy: {json.dumps(change)}", flush=True)
-        sized = scale(args.scale_records, settings, scratch, args.scale_timeout)
+        # A smoke run's jobs share one JVM, in this process (bench/_in_process.py): four JVM starts were most of it.
+        with _in_process.one_jvm() if args.smoke else contextlib.nullcontext():
+            for label, definition in candidates.items():
+                (path := scratch / f"{label}.json").write_text(json.dumps(definition))
+                seconds, results[label], _ = run_whatif(first.data_dir, day, path, settings, *extra, in_process=args.smoke)
+                print(f"what-if under the {label} policy: {seconds:.1f} s", flush=True)
+            same = same_policy(trace, first, results["same"])
+            print(f"same_policy: {json.dumps(same)}", flush=True)
+            change = changed_policy(trace, second, results["changed"])
+            print(f"changed_policy: {json.dumps(change)}", flush=True)
+            sized = scale(args.scale_records, settings, scratch, args.scale_timeout, in_process=args.smoke)
     finally:
         for run in runs:
             if run.data_dir is not None:

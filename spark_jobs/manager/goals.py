@@ -19,7 +19,7 @@ service's goal evaluation (app/servers/performance.py) and the what-if simulatio
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import assert_never
@@ -74,6 +74,18 @@ def distribution(responses_ms: Iterable[float], goal_ms: float) -> tuple[int, ..
     for response_ms in responses_ms:
         counts[bucket_index(response_ms, goal_ms)] += 1
     return tuple(counts)
+
+
+def sorted_distribution(sorted_responses_ms: Sequence[float], goal_ms: float) -> tuple[int, ...]:
+    """`distribution` of responses given in ascending order (checked by the caller), by a search per bucket: a
+    response's share of the goal grows with it, so each bucket's limit splits them once."""
+    _check_goal_ms(goal_ms)
+    within = [
+        bisect_right(sorted_responses_ms, limit, key=lambda response_ms: response_ms * 100 / goal_ms)
+        for limit in TOLERANT_BUCKET_LIMITS_PCT
+    ]
+    within.append(len(sorted_responses_ms))
+    return tuple(count - before for before, count in zip([0, *within[:-1]], within, strict=True))
 
 
 def average_pi(actual_avg_ms: float | None, goal_ms: float) -> float | None:
@@ -140,6 +152,35 @@ def nearest_rank_percentile(sorted_values: Sequence[float], percentile: int) -> 
     return sorted_values[rank - 1]
 
 
+def window_pi(goal: Goal, avg_response_ms: float | None, bucket_counts: Sequence[int] | None, velocity: float | None) -> float | None:
+    """The PI of a window from its figures: its average response time, its 14 buckets of the goal's response time
+    (for a goal that has one) and its velocity. `evaluate` judges by it, and so does a caller that keeps the figures
+    itself (the what-if simulation keeps them as its window moves)."""
+    match goal:
+        case AverageGoal():
+            return average_pi(avg_response_ms, goal.response_time_ms)
+        case PercentileGoal():
+            assert bucket_counts is not None, "a percentile goal is judged by its buckets"
+            return percentile_pi(bucket_counts, goal.percentile)
+        case VelocityGoal():
+            return velocity_pi(velocity, goal.velocity)
+        case DiscretionaryGoal():
+            return DISCRETIONARY_PI
+        case _:
+            assert_never(goal)
+
+
+def _check_samples(window: Sequence[Sample]) -> None:
+    """Every time of every sample a finite duration >= 0: checked a column at a time (a window holds up to 10,000),
+    and sample by sample only to name the first that is not."""
+    if _durations(*zip(*window, strict=True)):
+        return
+    for response_ms, queue_ms, execution_ms in window:
+        _check_duration("response_ms", response_ms)
+        _check_duration("queue_ms", queue_ms)
+        _check_duration("execution_ms", execution_ms)
+
+
 @dataclass(frozen=True, slots=True)
 class ClassPerformance:
     """A service class period over one window of ended requests. Averages are None when nothing ended."""
@@ -168,36 +209,46 @@ class ClassPerformance:
 def evaluate(goal: Goal, samples: Iterable[Sample]) -> ClassPerformance:
     """Summarise the ended requests `samples` of one window against `goal`."""
     window = list(samples)
-    for response_ms, queue_ms, execution_ms in window:
-        _check_duration("response_ms", response_ms)
-        _check_duration("queue_ms", queue_ms)
-        _check_duration("execution_ms", execution_ms)
-    ended = len(window)
-    responses = sorted(sample[0] for sample in window)
-    queue_total = math.fsum(sample[1] for sample in window)
-    execution_total = math.fsum(sample[2] for sample in window)
+    _check_samples(window)
+    return _evaluated(goal, [s[0] for s in window], [s[1] for s in window], [s[2] for s in window])
+
+
+def evaluate_columns(
+    goal: Goal, responses_ms: Sequence[float], queues_ms: Sequence[float], executions_ms: Sequence[float]
+) -> ClassPerformance:
+    """`evaluate` of a window given as its samples' three columns (a what-if's whole day holds millions)."""
+    if not len(responses_ms) == len(queues_ms) == len(executions_ms):
+        raise ValueError("the columns of a window have one value per sample")
+    if not _durations(responses_ms, queues_ms, executions_ms):
+        _check_samples(list(zip(responses_ms, queues_ms, executions_ms, strict=True)))  # names the first that is not
+    return _evaluated(goal, responses_ms, queues_ms, executions_ms)
+
+
+def _durations(*columns: Sequence[float]) -> bool:
+    """Whether every value of `columns` is a finite duration >= 0."""
+    try:
+        return all(not column or (min(column) >= 0 and math.isfinite(math.fsum(column))) for column in columns)
+    except OverflowError:  # finite values whose sum is not
+        return all(math.isfinite(value) and value >= 0 for column in columns for value in column)
+
+
+def _evaluated(goal: Goal, responses_ms: Sequence[float], queues_ms: Sequence[float], executions_ms: Sequence[float]) -> ClassPerformance:
+    ended = len(responses_ms)
+    responses = sorted(responses_ms)
+    queue_total = math.fsum(queues_ms)
+    execution_total = math.fsum(executions_ms)
     avg_response_ms = math.fsum(responses) / ended if ended else None
     velocity = execution_velocity(execution_total, queue_total)
 
     bucket_counts: tuple[int, ...] | None = None
     goal_met_share: float | None = None
-    pi: float | None
     match goal:
-        case AverageGoal():
-            bucket_counts = distribution(responses, goal.response_time_ms)
-            pi = average_pi(avg_response_ms, goal.response_time_ms)
-            goal_met_share = _within_goal_share(bucket_counts)
-        case PercentileGoal():
-            bucket_counts = distribution(responses, goal.response_time_ms)
-            pi = percentile_pi(bucket_counts, goal.percentile)
+        case AverageGoal() | PercentileGoal():
+            bucket_counts = sorted_distribution(responses, goal.response_time_ms)
             goal_met_share = _within_goal_share(bucket_counts)
         case VelocityGoal():
-            pi = velocity_pi(velocity, goal.velocity)
-            goal_met_share = _velocity_met_share(window, goal.velocity)
-        case DiscretionaryGoal():
-            pi = DISCRETIONARY_PI
-        case _:
-            assert_never(goal)
+            goal_met_share = _velocity_met_share(queues_ms, executions_ms, goal.velocity)
+    pi = window_pi(goal, avg_response_ms, bucket_counts, velocity)
 
     return ClassPerformance(
         goal_type=goal.type,
@@ -220,9 +271,13 @@ def _within_goal_share(bucket_counts: tuple[int, ...]) -> float | None:
     return sum(bucket_counts[:WITHIN_GOAL_BUCKETS]) / total if total else None
 
 
-def _velocity_met_share(window: Sequence[Sample], goal_velocity: int) -> float | None:
+def _velocity_met_share(queues_ms: Sequence[float], executions_ms: Sequence[float], goal_velocity: int) -> float | None:
     # A request that took no measurable time has no velocity; it is left out rather than counted either way.
-    velocities = [v for _, queue_ms, execution_ms in window if (v := execution_velocity(execution_ms, queue_ms)) is not None]
+    velocities = [
+        v
+        for queue_ms, execution_ms in zip(queues_ms, executions_ms, strict=True)
+        if (v := execution_velocity(execution_ms, queue_ms)) is not None
+    ]
     if not velocities:
         return None
     return sum(1 for v in velocities if v >= goal_velocity) / len(velocities)

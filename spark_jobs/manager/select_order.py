@@ -19,7 +19,8 @@ The rule, for a server wanting up to `want` requests:
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from spark_jobs.contract.goals import SYSOTHER
 from spark_jobs.manager.servers import DISCRETIONARY_RANK
@@ -78,8 +79,9 @@ def granted_slots(want: int, max_in_flight: int | None, in_flight: int) -> int:
     return want if max_in_flight is None else max(0, min(want, max_in_flight - in_flight))
 
 
-@dataclass(frozen=True, slots=True)
-class Queued:
+# What a select is given, as NamedTuples: the what-if gives a few per request of a day of millions, and a frozen
+# dataclass costs several times as much to make.
+class Queued(NamedTuple):
     """A class's queued work as a select finds it: how many of each kind, and when the oldest at the head of either
     queue was inserted (None: nothing queued)."""
 
@@ -88,8 +90,7 @@ class Queued:
     oldest_ms: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class PromotionBucket:
+class PromotionBucket(NamedTuple):
     """The environment's promotion token bucket (the select script's `{…}:promotion`): full, due at once, at first."""
 
     tokens: float = 1.0
@@ -137,36 +138,50 @@ def select(
     queued work, `want` the most it takes, `group_of` each grouped class's group and `slots` what each group granted
     (`granted_slots`)."""
     group_of = group_of or {}
-    left = dict(slots or {})
-    taken: dict[tuple[str, bool], int] = {}
+    left = dict(slots) if slots else {}
     takes: list[Take] = []
-
-    def take_class(name: str, limit: int, promoted: bool) -> None:
-        got = sum(take.count for take in takes)
-        group = group_of.get(name)
-        if group is not None:
-            limit = min(limit, got + left[group])
-        work = queued.get(name, Queued())
-        for dependent, count in ((True, work.dependent), (False, work.independent)):
-            n = min(limit - got, count - taken.get((name, dependent), 0))
-            if n > 0:
-                takes.append(Take(name, dependent, n, promoted))
-                taken[(name, dependent)] = taken.get((name, dependent), 0) + n
-                got += n
-                if group is not None:
-                    left[group] -= n
-
-    starved, due_ms = _starved(order, queued, group_of, left, bucket, now_ms, promotion.after_ms)
+    got = 0  # requests taken so far
+    promoted: Take | None = None
+    starved, due_ms = (
+        _starved(order, queued, group_of, left, bucket, now_ms, promotion.after_ms) if due(bucket, now_ms) else (None, bucket.due_ms)
+    )
     tokens = bucket.tokens
     if starved is not None:
-        take_class(starved, 1, True)
+        got = _take_class(takes, starved, queued[starved], 1, got, group_of.get(starved), left, None)
+        promoted = takes[-1] = replace(takes[-1], promoted=True)
         tokens -= 1
     for name in order:
-        if sum(take.count for take in takes) >= want:
+        if got >= want:
             break
-        take_class(name, want, False)
-    selected = sum(take.count for take in takes)
-    return Selection(tuple(takes), PromotionBucket(min(1.0, tokens + promotion.share * selected), due_ms))
+        work = queued.get(name)
+        if work is not None:
+            got = _take_class(takes, name, work, want, got, group_of.get(name), left, promoted if name == starved else None)
+    return Selection(tuple(takes), PromotionBucket(min(1.0, tokens + promotion.share * got), due_ms))
+
+
+def _take_class(
+    takes: list[Take], name: str, work: Queued, limit: int, got: int, group: str | None, left: dict[str, int], before: Take | None
+) -> int:
+    """Take up to `limit` in all (`got` so far) of class `name`, dependent work first, within its group's slots left
+    (`left`, spent); `before`: what a promotion took of it already. Returns the count taken in all."""
+    if group is not None:
+        limit = min(limit, got + left[group])
+    for dependent, count in ((True, work.dependent), (False, work.independent)):
+        if before is not None and before.dependent == dependent:
+            count -= before.count
+        n = min(limit - got, count)
+        if n > 0:
+            takes.append(Take(name, dependent, n))
+            got += n
+            if group is not None:
+                left[group] -= n
+    return got
+
+
+def due(bucket: PromotionBucket, now_ms: float) -> bool:
+    """Whether a select at `now_ms` looks for starved work: the bucket holds a token and is due. A select that takes
+    nothing and does not look changes nothing."""
+    return bucket.tokens + TOKEN_SLACK >= 1 and now_ms >= bucket.due_ms
 
 
 def _starved(
@@ -178,9 +193,8 @@ def _starved(
     now_ms: float,
     after_ms: float,
 ) -> tuple[str | None, float]:
-    """The class to promote, if any, and when the bucket is next due (promotion.lua's starved_class)."""
-    if bucket.tokens + TOKEN_SLACK < 1 or now_ms < bucket.due_ms:
-        return None, bucket.due_ms
+    """The class to promote, if any, and when the bucket is next due (promotion.lua's starved_class), of a bucket
+    that is `due`."""
     chosen: str | None = None
     oldest: float | None = None
     first_with_work: str | None = None

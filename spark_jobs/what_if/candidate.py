@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_jobs.contract.goals import SYSOTHER
-from spark_jobs.contract.replay import REPLAY_QUALIFIERS
 from spark_jobs.manager.classification import CompiledGroup, classify, groups_of
 from spark_jobs.manager.policy import AverageGoal, DiscretionaryGoal, Goal, PercentileGoal, ResourceGroup, ServerLimits, VelocityGoal
 from spark_jobs.what_if.model import Environment, Period, ServiceClass
@@ -74,14 +73,11 @@ def defines(definition: Mapping[str, Any], name: str) -> bool:
 @dataclass
 class Classifier:
     """The class of each recorded request under `candidate`, given the definitions of the versions that classified
-    the records (`recorded`, by version). Counts how many kept their recorded class and how many were classified
-    again from the recorded qualifiers alone."""
+    the records (`recorded`, by version)."""
 
     candidate: Mapping[str, CompiledGroup]
     recorded: Mapping[int, Mapping[str, CompiledGroup]]
     candidate_classes: frozenset[str]
-    kept: int = 0
-    classified: int = 0
     _same: dict[tuple[str, int | None], bool] = field(default_factory=dict)
 
     @classmethod
@@ -96,18 +92,15 @@ class Classifier:
             self._same[key] = groups is not None and groups.get(subsystem_type) == self.candidate.get(subsystem_type)
         return self._same[key]
 
-    def classify(self, recorded_class: str, subsystem_type: str, version: int | None, qualifiers: Mapping[str, str | None]) -> str:
+    def class_of(
+        self, recorded_class: str, subsystem_type: str, version: int | None, qualifiers: Mapping[str, str | None]
+    ) -> tuple[str, bool]:
+        """The request's class under the candidate, and whether it kept its recorded class (else it was classified
+        again from the recorded qualifiers)."""
         if recorded_class in self.candidate_classes and self.same_rules(subsystem_type.upper(), version):
-            self.kept += 1
-            return recorded_class
-        self.classified += 1
+            return recorded_class, True
         attributes = {qualifier: value for qualifier, value in qualifiers.items() if value is not None}
-        return classify(self.candidate, subsystem_type, attributes).service_class
-
-
-def recorded_qualifiers(record: Mapping[str, Any]) -> dict[str, str | None]:
-    """The classification qualifiers a record holds, by their WLM abbreviation."""
-    return {qualifier: record.get(column) for qualifier, column in REPLAY_QUALIFIERS.items()}
+        return classify(self.candidate, subsystem_type, attributes).service_class, False
 
 
 def latest_classes(definitions: Iterable[tuple[int, Mapping[str, Any]]]) -> dict[str, ServiceClass]:

@@ -11,31 +11,12 @@ from pyspark.sql import functions as F
 from sqlalchemy import select
 
 from spark_jobs.common.database import as_utc, database, reflected
-from spark_jobs.what_if.replay import REPLAY_COLUMNS
+from spark_jobs.what_if.replay import RECORD_FIELDS, REPLAY_COLUMNS, TIMES
 from spark_jobs.workload_activity.extract import day_files, read_files, read_footers, read_records, record_types
 from spark_jobs.workload_activity.transform import day_bounds
 
 # The records' columns the job reads.
-WHAT_IF_TYPES = record_types(
-    (
-        "token",
-        "life",
-        "application_environment",
-        "service_class",
-        "period",
-        "policy_version",
-        "subsystem_type",
-        "userid",
-        "subsystem_name",
-        "dependent",
-        "outcome",
-        "promoted",
-        "inserted_at",
-        "selected_at",
-        "ended_at",
-        "execution_time_ms",
-    )
-)
+WHAT_IF_TYPES = record_types(("token", "life", "application_environment", *RECORD_FIELDS, *(f"{time}_at" for time in TIMES)))
 
 
 def read_day(spark: SparkSession, records_uri: str, day: date) -> DataFrame:
@@ -52,7 +33,7 @@ def replay_rows(records: DataFrame, day: date, environment: str | None = None) -
     rows = records.where((F.col("ended_at") >= F.lit(start)) & (F.col("ended_at") < F.lit(end)))
     if environment is not None:
         rows = rows.where(F.col("application_environment") == environment)
-    times = {f"{name}_ms": F.expr(f"unix_millis({name}_at)") for name in ("inserted", "selected", "ended")}
+    times = {f"{time}_ms": F.expr(f"unix_millis({time}_at)") for time in TIMES}
     return (
         rows.withColumn("life", F.coalesce(F.col("life"), F.lit(1)))
         .dropDuplicates(["token", "life"])

@@ -7,14 +7,15 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import date
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from spark_jobs.common.driver import DriverSettings
 from spark_jobs.common.job_log import JobLog
@@ -48,19 +49,39 @@ def assumptions(start_latencies_s: tuple[float, ...]) -> list[str]:
     ]
 
 
+def partition_keys(spark: SparkSession, count: int) -> list[int]:
+    """`count` keys, the n-th of which a repartition into `count` partitions by a column of longs puts into partition
+    n (Spark's: the key's Murmur3 hash, modulo `count`): what keeps each environment a partition of its own."""
+    candidates = count * 64
+    while True:
+        hashed = spark.range(candidates).select("id", F.expr(f"pmod(hash(id), {count})").alias("partition"))
+        first: dict[int, int] = {row[0]: row[1] for row in hashed.groupBy("partition").agg(F.min("id")).collect()}
+        if len(first) == count:
+            return [first[n] for n in range(count)]
+        candidates *= 2
+
+
+def by_environment(rows: DataFrame, names: Sequence[str]) -> DataFrame:
+    """`rows` (replay_rows) of the environments `names`, the n-th environment's in partition n, sorted by insert and
+    then by every other column: the same order every run (rows alike in every column are alike to the replay)."""
+    keys = partition_keys(rows.sparkSession, len(names))
+    key_of = F.create_map(*(F.lit(part) for name, key in zip(names, keys, strict=True) for part in (name, key)))
+    return (
+        rows.withColumn("partition_key", key_of[F.col("application_environment")].cast("long"))
+        .repartition(len(names), "partition_key")
+        .sortWithinPartitions("inserted_ms", *(column for column in REPLAY_COLUMNS if column != "inserted_ms"))
+        .drop("partition_key")
+    )
+
+
 def replay_all(rows: DataFrame, inputs: ReplayInputs, worker_tasks: Mapping[str, int]) -> list[dict[str, Any]]:
-    """Every environment of `rows` (replay_rows) replayed in a Spark task of its own, in name order."""
+    """Every environment of `rows` (replay_rows) replayed in a Spark task of its own, in name order: the task reads
+    its environment's rows as they come, in the order of their inserts (replay.replay_partition)."""
     names = sorted(row.application_environment for row in rows.select("application_environment").distinct().collect())
     if not names:
         return []
-    index = {name: number for number, name in enumerate(names)}
-    keyed = rows.rdd.map(lambda row: (row.application_environment, Row(**{column: row[column] for column in REPLAY_COLUMNS})))
-    results = (
-        keyed.partitionBy(len(names), partitionFunc=index.__getitem__)
-        .mapPartitions(partial(replay_partition, inputs=inputs, worker_tasks=worker_tasks))
-        .collect()
-    )
-    return sorted((json.loads(text) for text in results), key=lambda result: result["application_environment"])
+    replayed = by_environment(rows, names).rdd.mapPartitions(partial(replay_partition, inputs=inputs, worker_tasks=worker_tasks))
+    return sorted((json.loads(text) for text in replayed.collect()), key=lambda result: result["application_environment"])
 
 
 def write_result(path: Path, result: Mapping[str, Any]) -> None:

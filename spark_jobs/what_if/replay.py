@@ -10,21 +10,24 @@ from __future__ import annotations
 
 import json
 import zlib
+from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from spark_jobs.contract.replay import REPLAY_QUALIFIERS
 from spark_jobs.manager.select_order import class_order, importance_rank
-from spark_jobs.what_if.candidate import Classifier, defines, environment_of, latest_classes, recorded_qualifiers
+from spark_jobs.what_if.candidate import Classifier, defines, environment_of, latest_classes
 from spark_jobs.what_if.intervals import Timeline, summarise
-from spark_jobs.what_if.model import Arrival, ClassInterval, Environment, EnvironmentInterval, ManagerSettings, Replay, Served
+from spark_jobs.what_if.model import Arrivals, ClassInterval, Environment, EnvironmentInterval, ManagerSettings, Replay, ServedColumns
 from spark_jobs.what_if.simulation import simulate
 
 DAY_S = 86_400.0
 ENDED_BY_A_SERVER = ("completed", "failed")
-# The columns a task reads of each record (docs/work-records.md), the times as milliseconds since the epoch.
-REPLAY_COLUMNS = (
+# The records' columns a replay reads (docs/work-records.md) besides its times, and its times: each `<time>_at` of
+# the records, which a task reads as `<time>_ms`, milliseconds since the epoch (extract.replay_rows).
+RECORD_FIELDS = (
     "service_class",
     "period",
     "policy_version",
@@ -34,11 +37,11 @@ REPLAY_COLUMNS = (
     "dependent",
     "outcome",
     "promoted",
-    "inserted_ms",
-    "selected_ms",
-    "ended_ms",
     "execution_time_ms",
 )
+TIMES = ("inserted", "selected", "ended")
+REPLAY_COLUMNS = (*RECORD_FIELDS, *(f"{time}_ms" for time in TIMES))
+_QUALIFIER_POSITIONS = [REPLAY_COLUMNS.index(column) for column in REPLAY_QUALIFIERS.values()]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,11 +102,10 @@ def attainment(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], float
     return {key: met[key] / count for key, count in worked.items()}
 
 
-def _recorded_figures(environment: Environment, served: Sequence[Served], inputs: ReplayInputs) -> dict[str, Any]:
+def _recorded_figures(environment: Environment, served: ServedColumns, inputs: ReplayInputs) -> dict[str, Any]:
     """The recorded day's figures, as the replay's are computed: no servers (the records hold none)."""
     order = _order(environment)
-    classes, _ = summarise(environment, order, served, Timeline(), DAY_S, inputs.interval_s)
-    whole, _ = summarise(environment, order, served, Timeline(), DAY_S, DAY_S)
+    (classes, _), (whole, _) = summarise(environment, order, served, Timeline(), DAY_S, inputs.interval_s)
     return {"classes": _rows(classes, inputs.day_start, inputs.interval_s / 60, False) + _rows(whole, inputs.day_start, 1440, False)}
 
 
@@ -148,36 +150,86 @@ def summary(predicted: Sequence[Mapping[str, Any]], actual: Sequence[Mapping[str
     return items
 
 
-def replay_environment(name: str, records: Iterable[Mapping[str, Any]], inputs: ReplayInputs, worker_tasks: int = 1) -> dict[str, Any]:
-    """The what-if of environment `name` from its records of the day (REPLAY_COLUMNS)."""
-    day_start_ms = inputs.day_start.timestamp() * 1000
-    classifier = Classifier.of(inputs.candidate, inputs.recorded)
-    actual_classes = {n: replace(c, resource_group=None) for n, c in latest_classes(inputs.recorded.items()).items()}
-    arrivals: list[Arrival] = []
-    recorded: list[Served] = []
-    not_ended = before = unknown = 0
-    for record in records:
-        if record["outcome"] not in ENDED_BY_A_SERVER or record["execution_time_ms"] is None or record["selected_ms"] is None:
-            not_ended += 1
-            continue
-        at_s = (record["inserted_ms"] - day_start_ms) / 1000
-        if at_s < 0:
-            before += 1
-            continue
-        service_class = classifier.classify(
-            record["service_class"], record["subsystem_type"], record["policy_version"], recorded_qualifiers(record)
-        )
-        arrivals.append(Arrival(at_s, service_class, record["execution_time_ms"] / 1000, bool(record["dependent"])))
-        if record["service_class"] not in actual_classes:
-            unknown += 1
-            continue
-        ended_s, selected_s = (record["ended_ms"] - day_start_ms) / 1000, (record["selected_ms"] - day_start_ms) / 1000
-        recorded.append(Served(record["service_class"], at_s, selected_s, ended_s, record["period"], bool(record["promoted"])))
+class _Day:
+    """One environment's records of the day, read one at a time into columns: the arrivals under the candidate and
+    the recorded requests as served (a day of millions: no object kept per record)."""
 
+    def __init__(self, inputs: ReplayInputs) -> None:
+        self.day_start_ms = inputs.day_start.timestamp() * 1000
+        self.classifier = Classifier.of(inputs.candidate, inputs.recorded)
+        self.actual_classes = {n: replace(c, resource_group=None) for n, c in latest_classes(inputs.recorded.items()).items()}
+        self.arrivals = Arrivals()
+        # Each recorded class, subsystem type, version and qualifiers seen (a day of millions holds few): the class
+        # of the arrivals under the candidate, whether it kept the recorded class, and the recorded class's index
+        # (None: no recorded version defines it).
+        self.seen: dict[tuple[Any, ...], tuple[int, bool, int | None]] = {}
+        self.kept = self.classified = 0
+        self.recorded = Arrivals()  # of each recorded request its recorded class and insert, and:
+        self.selected_s, self.ended_s, self.period, self.promoted = array("d"), array("d"), array("b"), bytearray()
+        self.not_ended = self.before = self.unknown = 0
+
+    def _classes(self, key: tuple[Any, ...]) -> tuple[int, bool, int | None]:
+        service_class, subsystem_type, version, *values = key
+        qualifiers = dict(zip(REPLAY_QUALIFIERS, values, strict=True))
+        candidate_class, kept = self.classifier.class_of(service_class, subsystem_type, version, qualifiers)
+        recorded = self.recorded.class_index(service_class) if service_class in self.actual_classes else None
+        return self.arrivals.class_index(candidate_class), kept, recorded
+
+    def add(self, record: Sequence[Any]) -> None:
+        """A record's REPLAY_COLUMNS, in their order."""
+        service_class, period, version, subsystem_type, _, _, dependent, outcome, promoted, execution_ms, *times = record
+        inserted_ms, selected_ms, ended_ms = times
+        if outcome not in ENDED_BY_A_SERVER or execution_ms is None or selected_ms is None:
+            self.not_ended += 1
+            return
+        at_s = (inserted_ms - self.day_start_ms) / 1000
+        if at_s < 0:
+            self.before += 1
+            return
+        key = (service_class, subsystem_type, version, *[record[n] for n in _QUALIFIER_POSITIONS])
+        classes = self.seen.get(key)
+        if classes is None:
+            classes = self.seen[key] = self._classes(key)
+        candidate_class, kept, recorded_class = classes
+        if kept:
+            self.kept += 1
+        else:
+            self.classified += 1
+        arrivals = self.arrivals
+        arrivals.at_s.append(at_s)
+        arrivals.service_class.append(candidate_class)
+        arrivals.execution_s.append(execution_ms / 1000)
+        arrivals.dependent.append(bool(dependent))
+        if recorded_class is None:
+            self.unknown += 1
+            return
+        self.recorded.at_s.append(at_s)
+        self.recorded.service_class.append(recorded_class)
+        self.selected_s.append((selected_ms - self.day_start_ms) / 1000)
+        self.ended_s.append((ended_ms - self.day_start_ms) / 1000)
+        self.period.append(period)
+        self.promoted.append(bool(promoted))
+
+    def served(self) -> ServedColumns:
+        recorded = self.recorded
+        return ServedColumns(
+            recorded.classes, recorded.service_class, recorded.at_s, self.selected_s, self.ended_s, self.period, self.promoted
+        )
+
+
+def replay_environment(name: str, records: Iterable[Mapping[str, Any]], inputs: ReplayInputs, worker_tasks: int = 1) -> dict[str, Any]:
+    """The what-if of environment `name` from its records of the day (REPLAY_COLUMNS by name)."""
+    day = _Day(inputs)
+    for record in records:
+        day.add([record[column] for column in REPLAY_COLUMNS])
+    return _replayed(name, day, inputs, worker_tasks)
+
+
+def _replayed(name: str, day: _Day, inputs: ReplayInputs, worker_tasks: int) -> dict[str, Any]:
     environment = environment_of(inputs.candidate, name, worker_tasks=worker_tasks)
     result = simulate(
         environment,
-        arrivals,
+        day.arrivals,
         inputs.start_latencies_s,
         until_s=DAY_S,
         settings=inputs.settings,
@@ -185,20 +237,21 @@ def replay_environment(name: str, records: Iterable[Mapping[str, Any]], inputs: 
         interval_s=inputs.interval_s,
     )
     predicted = _replay_figures(result, inputs)
-    actual = _recorded_figures(Environment(tuple(actual_classes.values())), recorded, inputs)
+    actual = _recorded_figures(Environment(tuple(day.actual_classes.values())), day.served(), inputs)
+    unended = sum(1 for ended in result.served.ended_s if ended != ended)  # NaN: not ended
     return {
         "application_environment": name,
         "defined_by_candidate": defines(inputs.candidate, name),
         "worker_tasks": worker_tasks,
-        "arrivals": len(arrivals),
-        "left_out": {"not_ended_by_a_server": not_ended, "inserted_before_the_day": before, "recorded_class_unknown": unknown},
-        "kept_recorded_class": classifier.kept,
-        "classified_from_recorded_qualifiers": classifier.classified,
+        "arrivals": len(day.arrivals),
+        "left_out": {"not_ended_by_a_server": day.not_ended, "inserted_before_the_day": day.before, "recorded_class_unknown": day.unknown},
+        "kept_recorded_class": day.kept,
+        "classified_from_recorded_qualifiers": day.classified,
         "replay": {
             "decisions": result.decisions,
             "servers_started": result.servers_started,
             "servers_retired": result.servers_retired,
-            "unended": sum(1 for request in result.served if request.ended_s is None),
+            "unended": unended,
         },
         "predicted": predicted,
         "actual": actual,
@@ -206,12 +259,17 @@ def replay_environment(name: str, records: Iterable[Mapping[str, Any]], inputs: 
     }
 
 
-def replay_partition(rows: Iterable[tuple[str, Any]], inputs: ReplayInputs, worker_tasks: Mapping[str, int]) -> Iterator[str]:
-    """A Spark task (job.replay_all): the replay of the one environment whose rows (name, Row) its partition holds, as
-    JSON text. Its seed is the run's and the environment's name: the same whichever other environments the run
-    replays. (Here, not in job.py: a task imports this module, which needs neither pyarrow nor a database driver.)"""
-    records = [(name, row.asDict()) for name, row in rows]
-    if records:
-        name = records[0][0]
+def replay_partition(rows: Iterable[Sequence[Any]], inputs: ReplayInputs, worker_tasks: Mapping[str, int]) -> Iterator[str]:
+    """A Spark task (job.replay_all): the replay of the one environment whose rows its partition holds, each its
+    environment and REPLAY_COLUMNS in order, in the order of their inserts, as JSON text. The rows are read as they
+    stream in, into columns. Its seed is the run's and the environment's name: the same whichever other environments
+    the run replays. (Here, not in job.py: a task imports this module, which needs neither pyarrow nor a database
+    driver.)"""
+    name: str | None = None
+    day = _Day(inputs)
+    for row in rows:
+        name = row[0]
+        day.add(row[1:])
+    if name is not None:
         seeded = replace(inputs, seed=inputs.seed + zlib.crc32(name.encode()))
-        yield json.dumps(replay_environment(name, (record for _, record in records), seeded, worker_tasks.get(name, 1)))
+        yield json.dumps(_replayed(name, day, seeded, worker_tasks.get(name, 1)))

@@ -20,16 +20,20 @@ from __future__ import annotations
 import heapq
 import math
 import random
+from array import array
 from collections import deque
 from collections.abc import Sequence
 
-from spark_jobs.manager.goals import evaluate, period_number
+from spark_jobs.contract.goals import BUCKET_COUNT
+from spark_jobs.manager.goals import bucket_index, execution_velocity, period_number, window_pi
+from spark_jobs.manager.policy import AverageGoal, PercentileGoal
 from spark_jobs.manager.select_order import (
     Promotion,
     PromotionBucket,
     Queued,
     RankedClass,
     class_order,
+    due,
     granted_slots,
     importance_rank,
     look_order,
@@ -38,7 +42,7 @@ from spark_jobs.manager.select_order import (
 )
 from spark_jobs.manager.servers import ClassFigures, decide, servers_to_start
 from spark_jobs.what_if.intervals import Timeline, summarise
-from spark_jobs.what_if.model import Arrival, Environment, ManagerSettings, Replay, Served
+from spark_jobs.what_if.model import Arrival, Arrivals, Environment, ManagerSettings, Replay, ServedColumns, ServiceClass
 
 # The newest ended requests the end scripts keep for goal evaluation (MAX_SAMPLES in
 # app/queues/lua/includes/end_held.lua): at high rates the window is in effect the last this many.
@@ -46,6 +50,7 @@ MAX_SAMPLES = 10_000
 # The timed events (besides arrivals and decisions). At one instant ends come first, so that what arrives with them
 # is served by the servers they free, then connects, then arrivals, and the decision last, seeing all of them.
 _END, _CONNECT = 0, 1
+_NONE_UNDER: frozenset[str] = frozenset()
 
 
 class _Server:
@@ -60,12 +65,69 @@ class _Server:
         self.since = now  # when its current home began (for the server-seconds per class)
 
 
+class _Window:
+    """The ended requests a decision judges (the newest MAX_SAMPLES, ended from now - window on), with each class's
+    figures of its first period kept as they enter and leave it: a decision reads the figures, not the samples
+    (at a high rate a window holds thousands). The times are summed in whole microseconds, so that what leaves
+    takes away exactly what it added."""
+
+    def __init__(self, classes: Sequence[ServiceClass]) -> None:
+        self.samples: deque[tuple[float, str, int, int, int]] = deque()  # (ended, class, response µs, queue µs, bucket)
+        self.durations = {c.name: [p.duration_ms for p in c.periods] for c in classes}
+        # The goal's response time of a class whose first period is judged by its buckets.
+        self.goal_ms = {c.name: g.response_time_ms for c in classes if isinstance(g := c.periods[0].goal, AverageGoal | PercentileGoal)}
+        self.count = dict.fromkeys(self.durations, 0)
+        self.response_us = dict.fromkeys(self.durations, 0)
+        self.queue_us = dict.fromkeys(self.durations, 0)
+        self.buckets = {name: [0] * BUCKET_COUNT for name in self.durations}
+
+    def add(self, ended: float, name: str, response_ms: float, queue_ms: float) -> None:
+        if period_number(self.durations[name], response_ms) != 1:
+            self.samples.append((ended, name, 0, 0, -2))  # counts towards MAX_SAMPLES, judged in no first period
+        else:
+            goal_ms = self.goal_ms.get(name)
+            bucket = -1 if goal_ms is None else bucket_index(response_ms, goal_ms)
+            response_us, queue_us = round(response_ms * 1000), round(queue_ms * 1000)
+            self.samples.append((ended, name, response_us, queue_us, bucket))
+            self.count[name] += 1
+            self.response_us[name] += response_us
+            self.queue_us[name] += queue_us
+            if bucket >= 0:
+                self.buckets[name][bucket] += 1
+        if len(self.samples) > MAX_SAMPLES:
+            self._drop()
+
+    def _drop(self) -> None:
+        _, name, response_us, queue_us, bucket = self.samples.popleft()
+        if bucket == -2:
+            return
+        self.count[name] -= 1
+        self.response_us[name] -= response_us
+        self.queue_us[name] -= queue_us
+        if bucket >= 0:
+            self.buckets[name][bucket] -= 1
+
+    def since(self, start: float) -> None:
+        """Keep the samples ended from `start` on, as the service reads them."""
+        while self.samples and self.samples[0][0] < start:
+            self._drop()
+
+    def judged(self, name: str, first: ServiceClass) -> tuple[int, float | None, float | None]:
+        """The class's first period over the window: ended, PI and average execution time (ms), as `evaluate`."""
+        ended = self.count[name]
+        if not ended:
+            return 0, window_pi(first.periods[0].goal, None, [0] * BUCKET_COUNT, None), None
+        response_ms, queue_ms = self.response_us[name] / 1000, self.queue_us[name] / 1000
+        execution_ms = response_ms - queue_ms
+        pi = window_pi(first.periods[0].goal, response_ms / ended, self.buckets[name], execution_velocity(execution_ms, queue_ms))
+        return ended, pi, execution_ms / ended
+
+
 class _Replay:
-    def __init__(
-        self, environment: Environment, arrivals: Sequence[Arrival], latencies: Sequence[float], settings: ManagerSettings, seed: int
-    ):
+    def __init__(self, environment: Environment, arrivals: Arrivals, latencies: Sequence[float], settings: ManagerSettings, seed: int):
         self.env = environment
         self.arrivals = arrivals
+        self.at = arrivals.at_s
         self.latencies = list(latencies)
         self.settings = settings
         self.rng = random.Random(seed)
@@ -73,24 +135,30 @@ class _Replay:
         self.order = class_order(ranks)
         self.specs = {c.name: c for c in environment.classes}
         self.ranked = [RankedClass(name, ranks[name], self.specs[name].resource_group) for name in self.order]
-        self.durations = {c.name: [p.duration_ms for p in c.periods] for c in environment.classes}
         self.groups = {g.name: g for g in environment.resource_groups}
         self.group_of = {c.name: c.resource_group for c in environment.classes if c.resource_group is not None}
         self.group_caps: dict[str, tuple[str, int]] = {}
         for name, group in self.group_of.items():
             if (cap := self.groups[group].max_in_flight) is not None:
                 self.group_caps[name] = (group, cap)
+        self.min_groups = {g: group.min_in_flight for g, group in self.groups.items() if group.min_in_flight is not None}
+        self.looks: dict[tuple[frozenset[str], str | None], list[str]] = {}  # the look order by groups under min and home
         self.in_flight = dict.fromkeys(self.groups, 0)
         self.queues: dict[str, tuple[deque[int], deque[int]]] = {name: (deque(), deque()) for name in self.order}
+        unknown = sorted(set(arrivals.classes) - set(self.queues))
+        if unknown:
+            first = next(n for n, index in enumerate(arrivals.service_class) if arrivals.classes[index] in unknown)
+            raise ValueError(f"arrival {first} is of service class {unknown[0]!r}, which the environment does not have")
+        self.names = arrivals.classes  # by the arrivals' class index
+        self.class_queues = [self.queues[name] for name in arrivals.classes]
         self.queued = 0
         self.promotion = Promotion(settings.promotion_s * 1000, settings.promotion_share)
         self.bucket = PromotionBucket()
         n = len(arrivals)
-        self.selected: list[float | None] = [None] * n
-        self.ended: list[float | None] = [None] * n
-        self.promoted = [False] * n
-        # Ended requests' samples, in end order: (ended, class, response ms, queue ms).
-        self.window: deque[tuple[float, str, float, float]] = deque()
+        self.selected = array("d", [math.nan]) * n
+        self.ended = array("d", [math.nan]) * n
+        self.promoted = bytearray(n)
+        self.window = _Window(environment.classes)
         self.events: list[tuple[float, int, int, int, int]] = []  # (time, kind, sequence, server, request)
         self.sequence = 0
         self.servers: dict[int, _Server] = {}
@@ -107,17 +175,21 @@ class _Replay:
         heapq.heappush(self.events, (at, kind, self.sequence, server, request))
 
     def run(self, until_s: float) -> None:
-        by_time = sorted(range(len(self.arrivals)), key=lambda i: self.arrivals[i].at_s)
+        at_s, n = self.at, len(self.at)
+        in_order = all(at_s[i] <= at_s[i + 1] for i in range(n - 1))
+        by_time: Sequence[int] = range(n) if in_order else sorted(range(n), key=at_s.__getitem__)
         next_arrival = 0
         decide_at = 0.0
+        events = self.events
+        inf = math.inf
         while True:
-            at = self.events[0][0] if self.events else float("inf")
-            arrival_at = self.arrivals[by_time[next_arrival]].at_s if next_arrival < len(by_time) else float("inf")
+            at = events[0][0] if events else inf
+            arrival_at = at_s[by_time[next_arrival]] if next_arrival < n else inf
             now = min(at, arrival_at, decide_at)
             if now >= until_s:
                 break
             if at <= now:
-                _, kind, _, server_id, request = heapq.heappop(self.events)
+                _, kind, _, server_id, request = heapq.heappop(events)
                 if kind == _END:
                     self.end(now, server_id, request)
                 else:
@@ -128,15 +200,13 @@ class _Replay:
             else:
                 self.decide(now)
                 decide_at = self.decisions * self.settings.interval_s
-            self.dispatch(now)
+            if self.queued and self.waiting:
+                self.dispatch(now)
         for server in list(self.servers.values()):
             self.timeline.connected(server.since, until_s, server.home)
 
     def arrive(self, request: int) -> None:
-        arrival = self.arrivals[request]
-        if arrival.service_class not in self.queues:
-            raise ValueError(f"arrival {request} is of service class {arrival.service_class!r}, which the environment does not have")
-        self.queues[arrival.service_class][0 if arrival.dependent else 1].append(request)
+        self.class_queues[self.arrivals.service_class[request]][0 if self.arrivals.dependent[request] else 1].append(request)
         self.queued += 1
 
     def connect(self, now: float) -> None:
@@ -148,13 +218,10 @@ class _Replay:
 
     def end(self, now: float, server_id: int, request: int) -> None:
         self.ended[request] = now
-        arrival = self.arrivals[request]
-        selected = self.selected[request]
-        assert selected is not None
-        self.window.append((now, arrival.service_class, (now - arrival.at_s) * 1000, (selected - arrival.at_s) * 1000))
-        if len(self.window) > MAX_SAMPLES:
-            self.window.popleft()
-        group = self.group_of.get(arrival.service_class)
+        inserted = self.at[request]
+        name = self.names[self.arrivals.service_class[request]]
+        self.window.add(now, name, (now - inserted) * 1000, (self.selected[request] - inserted) * 1000)
+        group = self.group_of.get(name)
         if group is not None:
             self.in_flight[group] -= 1
         server = self.servers[server_id]
@@ -163,7 +230,8 @@ class _Replay:
             if server.free == self.env.worker_tasks:
                 self.leave(now, server)
             return
-        self.take(now, server)  # the select that carries the end comes first
+        if self.queued or due(self.bucket, now * 1000):  # the select that carries the end comes first
+            self.take(now, server)
         if server.free:
             heapq.heappush(self.waiting, (server.served_at, server.id))
 
@@ -187,18 +255,29 @@ class _Replay:
             if server.free:
                 heapq.heappush(self.waiting, (server.served_at, server.id))
 
+    def look(self, home: str | None) -> list[str]:
+        """The order in which a server of `home` looks at the classes now (`preferred_order`, `look_order`)."""
+        under = frozenset(g for g, least in self.min_groups.items() if self.in_flight[g] < least) if self.min_groups else _NONE_UNDER
+        order = self.looks.get((under, home))
+        if order is None:
+            order = self.looks[(under, home)] = look_order(preferred_order(self.ranked, under), home)
+        return order
+
     def take(self, now: float, server: _Server) -> int:
         """One select of `server` for its free tasks; returns how many it took."""
-        under = {g for g, group in self.groups.items() if group.min_in_flight is not None and self.in_flight[g] < group.min_in_flight}
-        order = look_order(preferred_order(self.ranked, under), server.home)
+        at_s = self.at
         queued = {}
         for name, (dependent, independent) in self.queues.items():
             if dependent or independent:
-                heads = [self.arrivals[queue[0]].at_s for queue in (dependent, independent) if queue]
-                queued[name] = Queued(len(dependent), len(independent), min(heads) * 1000)
-        slots = {g: granted_slots(server.free, group.max_in_flight, self.in_flight[g]) for g, group in self.groups.items()}
+                oldest = min(at_s[dependent[0]], at_s[independent[0]]) if dependent and independent else at_s[(dependent or independent)[0]]
+                queued[name] = Queued(len(dependent), len(independent), oldest * 1000)
+        slots = (
+            {g: granted_slots(server.free, group.max_in_flight, self.in_flight[g]) for g, group in self.groups.items()}
+            if self.groups
+            else None
+        )
         selection = select(
-            order,
+            self.look(server.home),
             queued,
             want=server.free,
             now_ms=now * 1000,
@@ -210,12 +289,12 @@ class _Replay:
         self.bucket = selection.bucket
         for take in selection.takes:
             queue = self.queues[take.service_class][0 if take.dependent else 1]
-            group = self.group_of.get(take.service_class)
             for _ in range(take.count):
                 request = queue.popleft()
                 self.selected[request] = now
                 self.promoted[request] = take.promoted
-                self.push(now + self.arrivals[request].execution_s, _END, server.id, request)
+                self.push(now + self.arrivals.execution_s[request], _END, server.id, request)
+            group = self.group_of.get(take.service_class)
             if group is not None:
                 self.in_flight[group] += take.count
         taken = selection.count
@@ -232,19 +311,14 @@ class _Replay:
         launcher), retire what the decision says."""
         self.decisions += 1
         window_s = self.settings.window_s
-        while self.window and self.window[0][0] < now - window_s:  # the samples from now - window on, as the service reads them
-            self.window.popleft()
-        first_period: dict[str, list[tuple[float, float, float]]] = {name: [] for name in self.order}
-        for _, service_class, response_ms, queue_ms in self.window:
-            if period_number(self.durations[service_class], response_ms) == 1:
-                first_period[service_class].append((response_ms, queue_ms, response_ms - queue_ms))
+        self.window.since(now - window_s)  # the samples from now - window on, as the service reads them
         classes = []
         for name in self.order:
-            first = self.specs[name].periods[0]
-            judged = evaluate(first.goal, first_period[name])
+            spec = self.specs[name]
+            ended, pi, avg_execution_ms = self.window.judged(name, spec)
             queued = sum(map(len, self.queues[name]))
-            rate = judged.ended / window_s
-            classes.append(ClassFigures(name, first.goal, first.importance, rate, judged.avg_execution_ms, judged.pi, queued))
+            first = spec.periods[0]
+            classes.append(ClassFigures(name, first.goal, first.importance, ended / window_s, avg_execution_ms, pi, queued))
         decision = decide(
             classes,
             self.env.limits,
@@ -273,20 +347,19 @@ class _Replay:
             self.started += 1
             self.push(now + (self.rng.choice(self.latencies) if self.latencies else 0.0), _CONNECT)
 
-    def served(self) -> tuple[Served, ...]:
-        result = []
-        for request, arrival in enumerate(self.arrivals):
-            ended, selected = self.ended[request], self.selected[request]
-            period = None
-            if ended is not None:
-                period = period_number(self.durations[arrival.service_class], (ended - arrival.at_s) * 1000)
-            result.append(Served(arrival.service_class, arrival.at_s, selected, ended, period, self.promoted[request]))
-        return tuple(result)
+    def served(self) -> ServedColumns:
+        durations = [[p.duration_ms for p in self.specs[name].periods] for name in self.names]
+        at_s, ended, classes = self.at, self.ended, self.arrivals.service_class
+        period = array("b", bytes(len(at_s)))
+        for request, end in enumerate(ended):
+            if end == end:  # not NaN: ended
+                period[request] = period_number(durations[classes[request]], (end - at_s[request]) * 1000)
+        return ServedColumns(self.names, classes, at_s, self.selected, ended, period, self.promoted)
 
 
 def simulate(
     environment: Environment,
-    arrivals: Sequence[Arrival],
+    arrivals: Arrivals | Sequence[Arrival],
     start_latencies_s: Sequence[float],
     *,
     until_s: float,
@@ -303,11 +376,11 @@ def simulate(
         raise ValueError(f"until_s and interval_s must be > 0, got {until_s!r}, {interval_s!r}")
     if not all(latency >= 0 for latency in start_latencies_s):
         raise ValueError("start latencies must be >= 0")
-    if not all(arrival.execution_s >= 0 and math.isfinite(arrival.at_s) for arrival in arrivals):
+    columns = arrivals if isinstance(arrivals, Arrivals) else Arrivals.of(arrivals)
+    if not (all(execution >= 0 for execution in columns.execution_s) and math.isfinite(math.fsum(columns.at_s))):
         raise ValueError("arrivals need a finite time and an execution time >= 0")
-    replay = _Replay(environment, arrivals, start_latencies_s, settings or ManagerSettings(), seed)
+    replay = _Replay(environment, columns, start_latencies_s, settings or ManagerSettings(), seed)
     replay.run(until_s)
     served = replay.served()
-    classes, totals = summarise(environment, replay.order, served, replay.timeline, until_s, interval_s)
-    whole_classes, whole_totals = summarise(environment, replay.order, served, replay.timeline, until_s, until_s)
+    (classes, totals), (whole_classes, whole_totals) = summarise(environment, replay.order, served, replay.timeline, until_s, interval_s)
     return Replay(served, classes, totals, replay.decisions, replay.started, replay.retired, whole_classes, whole_totals)

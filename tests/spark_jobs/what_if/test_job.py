@@ -45,14 +45,16 @@ def test_the_day_s_requests_once_each_environment_in_a_task_of_its_own(spark: Sp
     assert json.dumps(payroll) == json.dumps(results[1])
 
 
-def test_each_environment_is_one_partition(spark: SparkSession) -> None:
+def test_each_environment_is_one_partition_in_the_order_of_its_inserts(spark: SparkSession) -> None:
     rows = replay_rows(frame(spark, day_records()), DAY)
+    names = ["OTHER", "PAYROLL", "THIRD", "FOURTH", "FIFTH"]  # more partitions than environments with rows
 
     def environments_of(partition: Any) -> Any:
-        yield sorted({name for name, _ in partition})
+        partition = list(partition)
+        yield sorted({row.application_environment for row in partition}), [row.inserted_ms for row in partition]
 
-    names = ["OTHER", "PAYROLL"]
-    index = {name: n for n, name in enumerate(names)}
-    keyed = rows.rdd.map(lambda row: (row.application_environment, None)).partitionBy(2, partitionFunc=index.__getitem__)
-    seen = keyed.mapPartitions(environments_of).collect()
-    assert sorted(seen) == [["OTHER"], ["PAYROLL"]]
+    seen = job.by_environment(rows, names).rdd.mapPartitions(environments_of).collect()
+    assert [environments for environments, _ in seen] == [["OTHER"], ["PAYROLL"], [], [], []]
+    assert all(inserts == sorted(inserts) for _, inserts in seen)
+    keys = job.partition_keys(spark, 7)
+    assert len(set(keys)) == 7
