@@ -7,7 +7,6 @@ import asyncio
 from datetime import UTC, datetime
 
 import pytest
-from pyspark.sql import Row
 from sqlalchemy import select
 
 from app.db import create_engine, session_factory
@@ -51,9 +50,9 @@ async def test_policy_versions_in_and_report_rows_out(database_url: str) -> None
         assert version.installed_at.utcoffset() is not None
 
         expected = [report_row(slot) for slot in (None, 0, 5)]
-        # As Spark collects them: interval_start in UTC wall time (timestamp_ntz).
+        # As the job collects them (Arrow's rows): interval_start in UTC wall time (timestamp_ntz).
         collected = [
-            Row(**{column: getattr(row, column) for column in REPORT_COLUMNS} | {"interval_start": row.interval_start.replace(tzinfo=None)})
+            {column: getattr(row, column) for column in REPORT_COLUMNS} | {"interval_start": row.interval_start.replace(tzinfo=None)}
             for row in expected
         ]
         for _rerun in range(2):

@@ -1,30 +1,56 @@
-"""The job's one decision on its own: a report whose groups the files' footers did not all declare is computed
-again with the groups found in the records, so no row goes out without its names."""
+"""The job's decisions on their own: a report whose groups the files' footers did not all declare is computed
+again with the groups found in the records, so no row goes out without its names; the collected report is written
+to Parquet as Spark computed it."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 from pyspark.sql import SparkSession
 
 from spark_jobs.workload_activity.extract import RECORDS_SCHEMA
 from spark_jobs.workload_activity.job import collect_report
+from spark_jobs.workload_activity.load import write_parquet
 from spark_jobs.workload_activity.policy_goals import activation_steps, goal_rows
-from spark_jobs.workload_activity.transform import day_bounds
+from spark_jobs.workload_activity.transform import REPORT_COLUMNS, day_bounds, workload_activity
 from tests.spark_jobs.workload_activity.test_transform import DAY, V1, group_keys, record
+
+RECORDS = [record("FAST", 100), record("PCT", 80), record("PCT", 120)]
+
+
+def _in_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(rows, key=lambda row: (row["interval_minutes"], row["interval_start"], row["service_class"] or ""))
 
 
 def test_a_group_no_file_declared_is_named_from_the_records(spark: SparkSession) -> None:
-    records = [record("FAST", 100), record("PCT", 80), record("PCT", 120)]
-    frame = spark.createDataFrame(records, RECORDS_SCHEMA)
+    frame = spark.createDataFrame(RECORDS, RECORDS_SCHEMA)
     goals, steps = goal_rows([V1]), activation_steps([V1], *day_bounds(DAY))
     messages: list[str] = []
 
-    def report_of(declared: list) -> list:
-        report, rows = collect_report(frame, goals, steps, DAY, 15, declared, None, messages.append)
-        assert report.is_cached
-        return sorted(rows)
+    def report_of(declared: list) -> list[dict[str, Any]]:
+        schema, table = collect_report(frame, goals, steps, DAY, 15, declared, None, messages.append)
+        assert schema.fieldNames() == table.column_names == list(REPORT_COLUMNS)
+        return _in_order(table.to_pylist())
 
-    complete = report_of(group_keys(records))
+    complete = report_of(group_keys(RECORDS))
     assert messages == []
-    assert report_of(group_keys(records[:1])) == complete
+    assert report_of(group_keys(RECORDS[:1])) == complete
     assert messages == ["a group no file declared: reading the records again to name the groups"]
-    assert {(row.service_class, row.ended_count) for row in complete if row.interval_minutes == 1440} == {("FAST", 1), ("PCT", 2)}
+    assert {(row["service_class"], row["ended_count"]) for row in complete if row["interval_minutes"] == 1440} == {("FAST", 1), ("PCT", 2)}
+
+
+def test_the_collected_report_is_written_with_the_reports_schema_and_rows(spark: SparkSession, tmp_path: Path) -> None:
+    frame = spark.createDataFrame(RECORDS, RECORDS_SCHEMA)
+    goals, steps = goal_rows([V1]), activation_steps([V1], *day_bounds(DAY))
+    schema, table = collect_report(frame, goals, steps, DAY, 15, group_keys(RECORDS), None, lambda _: None)
+
+    path = write_parquet(spark, table, schema, str(tmp_path), DAY)
+
+    assert path == f"{tmp_path}/date={DAY.isoformat()}"
+    written = spark.read.parquet(path)
+    computed = workload_activity(frame, goals, steps, DAY, 15, group_keys(RECORDS))
+    # (Spark reads every Parquet column as nullable.)
+    assert [(field.name, field.dataType) for field in written.schema] == [(field.name, field.dataType) for field in computed.schema]
+    assert sorted(map(tuple, written.collect()), key=repr) == sorted(map(tuple, computed.collect()), key=repr)
+    assert len(list(Path(path).glob("*.parquet"))) == 1
