@@ -64,12 +64,17 @@ QM = {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BENCH"
 SERVER = {"role": "server", "subsystem_type": "CB", "subsystem_name": "BENCH", "application_environment": "PAYROLL"}
 
 
+COMPLETION_TIME_MS = 600_000
+# Tombstones must outlive the longest completion time, the heartbeat timeout (30 s) and the margin (60 s).
+TOMBSTONE_SECONDS = COMPLETION_TIME_MS // 1000 + 120
+
+
 def policy(backlog: int) -> str:
     document = yaml.safe_load((ROOT / "examples" / "policy.yaml").read_text())
     for ae in document["application_environments"]:
         ae.pop("start_command", None)
         ae["backlog_limit"] = backlog
-        ae["completion_time_ms"] = 600_000  # nothing is given back during the run
+        ae["completion_time_ms"] = COMPLETION_TIME_MS  # nothing is given back during the run
     return json.dumps(document)
 
 
@@ -247,7 +252,11 @@ def metric(url: str, name: str) -> float:
 
 
 def run(with_sweeper: bool, args: argparse.Namespace) -> dict[str, object]:
-    settings = {"sweeper_enabled": "true" if with_sweeper else "false", "sweeper_interval_seconds": str(args.interval)}
+    settings = {
+        "sweeper_enabled": "true" if with_sweeper else "false",
+        "sweeper_interval_seconds": str(args.interval),
+        "tombstone_seconds": str(TOMBSTONE_SECONDS),
+    }
     service = Service(**settings)
     try:
         qm_key, server_key, qm_token = asyncio.run(setup(service.url, args.requests + 1))
