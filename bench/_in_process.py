@@ -54,7 +54,7 @@ def whatif(data_dir: Path, day: date, candidate: Path, settings: Mapping[str, st
     log = log_path(data_dir.resolve(), day)
     before = log.stat().st_size if log.exists() else 0
     started = time.perf_counter()
-    run = run_from_arguments(args, job_settings(service), read_candidate(candidate, service.max_policy_bytes), manager_settings(service))
+    run = run_from_arguments(args, job_settings(service), read_candidate(candidate, service), manager_settings(service))
     elapsed = time.perf_counter() - started
     return elapsed, run.result, log.read_bytes()[before:].decode()
 

@@ -36,7 +36,7 @@ def manager_settings(settings: Settings) -> ManagerSettings:
     )
 
 
-def read_candidate(path: Path, max_bytes: int) -> dict[str, Any]:
+def read_candidate(path: Path, settings: Settings) -> dict[str, Any]:
     """The candidate at `path`, checked as `wlm policy install` would have the service check it."""
     # Imported here: the policy's checks import the service's web and database modules, which every other `wlm`
     # command (the nightly report's among them) would import at its start for nothing (0.3 s of CPU time).
@@ -49,7 +49,7 @@ def read_candidate(path: Path, max_bytes: int) -> dict[str, Any]:
         raise CliError(f"cannot read {path}: {exc.strerror}", INPUT_ERROR) from None
     content_type = "application/json" if path.suffix.lower() == ".json" else "application/yaml"
     try:
-        return checked_candidate(body, content_type, max_bytes)
+        return checked_candidate(body, content_type, settings.max_policy_bytes, settings.longest_completion_ms)
     except ValidationFailed as exc:
         problems = "\n".join(f"  {error['path']}: {error['message']}" for error in exc.details["errors"])
         raise CliError(f"{path}: the candidate is not a valid service definition ({exc.code}):\n{problems}", INPUT_ERROR) from None
@@ -82,7 +82,7 @@ def table(result: Mapping[str, Any]) -> list[str]:
 
 def cmd_whatif(args: argparse.Namespace) -> None:
     settings = get_settings()
-    candidate = read_candidate(args.policy, settings.max_policy_bytes)
+    candidate = read_candidate(args.policy, settings)
     if importlib.util.find_spec("pyspark") is None:
         raise CliError("wlm whatif needs PySpark, the service's `report` extra, which is not installed here: `pip install -e '.[report]'`")
     try:

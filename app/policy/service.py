@@ -48,12 +48,14 @@ def parse_definition(data: dict[str, Any], longest_completion_ms: int | None = N
     return definition
 
 
-def checked_candidate(body: bytes, content_type: str | None, max_bytes: int) -> dict[str, Any]:
-    """A candidate definition (a what-if's) checked as an install checks it, within the install's size limit: its
-    plain data as an install stores it, or the install's errors."""
+def checked_candidate(body: bytes, content_type: str | None, max_bytes: int, longest_completion_ms: int) -> dict[str, Any]:
+    """A candidate definition (a what-if's) checked as an install checks it, within the install's size limit and the
+    tombstones' bound (a candidate this service would refuse to install is not one to plan with): its plain data as
+    an install stores it, or the install's errors."""
     if len(body) > max_bytes:
         raise PayloadTooLarge(f"the service definition has {len(body)} bytes; at most {max_bytes}", limit=max_bytes)
-    return parse_definition(parse_document(body, content_type)).model_dump(mode="json", exclude_none=True)
+    definition = parse_definition(parse_document(body, content_type), longest_completion_ms)
+    return definition.model_dump(mode="json", exclude_none=True)
 
 
 def digest_of(definition: ServiceDefinition) -> str:

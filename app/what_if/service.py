@@ -46,7 +46,7 @@ def _document(policy: str | dict[str, object]) -> tuple[bytes, str]:
 
 
 async def submit(session: AsyncSession, settings: Settings, runner: WhatIfRunner, requested_by: str, body: WhatIfIn) -> WhatIfRun:
-    candidate = checked_candidate(*_document(body.policy), settings.max_policy_bytes)
+    candidate = checked_candidate(*_document(body.policy), settings.max_policy_bytes, settings.longest_completion_ms)
     if not await asyncio.to_thread(day_has_records, str(settings.records_dir.resolve()), body.date):
         raise NotFound(f"no work records of {body.date.isoformat()}", code="no_records", date=body.date.isoformat())
     if (reason := await asyncio.to_thread(spark_unavailable, settings)) is not None:

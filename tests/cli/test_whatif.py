@@ -5,6 +5,7 @@ writes its JSON result."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -62,6 +63,13 @@ def test_a_candidate_the_install_refuses_exits_2_with_its_field_errors(recorded_
 
     missing = whatif(recorded_day, "--date", DAY.isoformat(), "--policy", str(recorded_day / "nowhere.yaml"))
     assert missing.returncode == 2 and "cannot read" in missing.stderr
+
+    # Longer than this service's tombstones cover (WLM_TOMBSTONE_SECONDS, 300 by default): an install would refuse it.
+    too_long = copy.deepcopy(RECORDED)
+    too_long["application_environments"][0]["completion_time_ms"] = 3_600_000
+    done = whatif(recorded_day, "--date", DAY.isoformat(), "--policy", str(write_candidate(recorded_day, too_long, "long.json")))
+    assert done.returncode == 2, done.stderr
+    assert "application_environments[0].completion_time_ms" in done.stderr and "WLM_TOMBSTONE_SECONDS" in done.stderr
 
 
 def test_a_day_without_records_exits_3(recorded_day: Path) -> None:

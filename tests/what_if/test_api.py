@@ -68,6 +68,11 @@ async def test_refusals_before_any_spark_work(client: httpx.AsyncClient, setting
     assert refused.json()["error"]["errors"] == [
         {"path": "application_environments[0].server_limits.min", "message": "min (3) exceeds max (2)"}
     ]
+    too_long = with_limits(RECORDED, min=1, max=1)
+    too_long["application_environments"][0]["completion_time_ms"] = settings.longest_completion_ms + 1
+    refused = await client.post(URL, headers=operator, json=body(policy=too_long))
+    assert refused.status_code == 422, refused.text
+    assert [e["path"] for e in refused.json()["error"]["errors"]] == ["application_environments[0].completion_time_ms"]
     malformed = await client.post(URL, headers=operator, json=body(policy="name: [unclosed"))
     assert malformed.status_code == 400 and malformed.json()["error"]["code"] == "malformed_document"
     too_large = await client.post(URL, headers=operator, json=body(policy="#" * (settings.max_policy_bytes + 1)))
