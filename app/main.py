@@ -110,7 +110,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         events_redis = await open_redis(
             redis_url, cluster, max_connections=settings.events_max_subscribers + 1, socket_timeout=2 * KEEPALIVE_SECONDS
         )
-        dispatcher = Dispatcher(redis, settings.redis_prefix)
+        dispatcher = Dispatcher(redis, settings.redis_prefix, timed=settings.timing_header)
         shutdown.on_notice(dispatcher.drain)
         durability = await durability_at_start(
             redis, settings.durability, durability_probe_key(settings.redis_prefix), settings.replica_wait_ms
@@ -227,7 +227,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # paths, authentication, FastAPI's parsing); only the metrics, which read none, see the request first and so
     # count the refusals too.
     app.add_middleware(DeprecationMiddleware)  # next to the router: it reads the route the router matched
-    app.add_middleware(HotPathsMiddleware, paths=HOT_PATHS)
+    app.add_middleware(HotPathsMiddleware, paths=HOT_PATHS, timed=settings.timing_header)
     app.add_middleware(RejectNulMiddleware)
     app.add_middleware(BodyLimitMiddleware, limits=_body_limits(settings), default=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware)
