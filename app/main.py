@@ -69,6 +69,13 @@ from app.work.router import router as work_router
 from app.work.schemas import WIRE_PAYLOAD_FACTOR, WORK_FIELDS_BYTES
 
 log = logging.getLogger("wlm")
+# The collector's thresholds once start-up's objects are frozen. CPython's (700, 10, 10) had a worker at 800
+# long-polled requests a second run 30-50 young collections a second (what is live mid-request crosses 700 new
+# objects that often), every tenth an older one and every hundredth a full one: 20-40 ms of CPU that stops the
+# event loop, two to four times in ten seconds, and the insert-to-select p99 with it (docs/benchmarks.md, issue 41).
+# A request's objects die with it (refcounts); the cycles it leaves are few (a few objects a request), so a young
+# collection every 10,000 is enough, an older one after 20 of those, a full one after 50 older ones.
+GC_THRESHOLDS = (10_000, 20, 50)
 
 
 def _announce_bootstrap_key(key: str, settings: Settings) -> None:
@@ -174,6 +181,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # app started again in the same process (tests) would otherwise pin its predecessors' garbage.
         if gc.get_freeze_count() == 0:
             gc.freeze()
+            gc.set_threshold(*GC_THRESHOLDS)
         state.what_if.kick()  # runs queued before a restart; one left running is failed
         async with state.key_cache.listening():
             with given_on_stop_signals(shutdown):
