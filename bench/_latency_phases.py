@@ -13,6 +13,7 @@ beside these, and are shown apart.
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 
 # Consecutive phases: each is (name, from mark, to mark); "insert." and "select." name the answer a mark is from,
@@ -80,7 +81,22 @@ class Breakdown:
         figures: dict[str, object] = {"requests": len(requests), "woken_requests": len(woken), "tail_from_ms": round(tail_from * 1000, 2)}
         for label, group, phases in (("woken", woken, WOKEN), ("came_after", came_after, CAME_AFTER), ("beside", requests, BESIDE)):
             figures[label] = {name: _figures(group, start, end, tail_from) for name, start, end in phases}
+        figures["woken_in_inserting_process"] = sum(m.get("insert.pid") == m.get("select.pid") for m in woken)
+        figures["processes"] = _processes(requests, tail_from)
         return figures
+
+
+def _processes(requests: list[dict[str, float]], tail_from: float) -> dict[str, dict[str, int]]:
+    """By the service's process (its pid): how many of the requests it inserted and selected, and how many of the
+    slowest 1% it selected (how the workers share the load, and the tail)."""
+    counts: dict[str, Counter[str]] = {what: Counter() for what in ("inserts", "selects", "slowest_selects")}
+    for m in requests:
+        counts["inserts"][str(int(m.get("insert.pid", 0)))] += 1
+        counts["selects"][str(int(m.get("select.pid", 0)))] += 1
+        if m["received"] - m["sent"] >= tail_from:
+            counts["slowest_selects"][str(int(m.get("select.pid", 0)))] += 1
+    pids = sorted(set(counts["inserts"]) | set(counts["selects"]))
+    return {pid: {what: counts[what][pid] for what in counts} for pid in pids}
 
 
 def _figures(requests: list[dict[str, float]], start: str, end: str, tail_from: float) -> dict[str, float]:
@@ -115,3 +131,8 @@ def show(figures: dict[str, object]) -> None:
         for name, f in figures[label].items():  # type: ignore[attr-defined]
             if f:
                 print(f"    {f['p50']:8.3f} {f['p99']:8.3f} {f['tail_median']:8.3f} ({f['tail_n']:3d})  {name}", flush=True)
+    shares = "; ".join(
+        f"{pid}: {n['inserts']} inserted, {n['selects']} selected ({n['slowest_selects']} of the slowest 1%)"
+        for pid, n in figures["processes"].items()  # type: ignore[attr-defined]
+    )
+    print(f"  by process: {shares}; {figures['woken_in_inserting_process']} woken in the process that inserted", flush=True)

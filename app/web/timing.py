@@ -1,6 +1,6 @@
 """Where a hot-path request's time goes, for the benchmarks (bench/lifecycle.py's latency phase): with
 WLM_TIMING_HEADER on, each answer of the hot paths carries the wall-clock times (epoch seconds) of its phases in
-an `X-WLM-Timing` header, `name=seconds` pairs in the order they happened:
+an `X-WLM-Timing` header, after `pid=` the answering process's id, `name=seconds` pairs in the order they happened:
 
     recv          the hot path has the request (its head parsed by uvicorn)
     script_call   the lifecycle script's call is sent to Redis (an insert's, a select's: each attempt of a long
@@ -16,6 +16,7 @@ processes. Off by default: then no request has a list of marks, and `mark` is on
 
 from __future__ import annotations
 
+import os
 import time
 from contextvars import ContextVar
 
@@ -39,6 +40,7 @@ def mark(name: str, at: float | None = None) -> None:
 
 
 def header(marks: list[tuple[str, float]]) -> tuple[bytes, bytes]:
-    """The marks as a response header, with `respond` (now) last."""
+    """The marks as a response header, after the process's id (how the workers share the load) and with `respond`
+    (now) last."""
     marks.append(("respond", time.time()))
-    return HEADER.encode(), ",".join(f"{name}={at:.6f}" for name, at in marks).encode()
+    return HEADER.encode(), ",".join([f"pid={os.getpid()}", *(f"{name}={at:.6f}" for name, at in marks)]).encode()

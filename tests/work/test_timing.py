@@ -4,6 +4,7 @@ WLM_TIMING_HEADER on; nothing without it."""
 from __future__ import annotations
 
 import asyncio
+import os
 
 import httpx
 import pytest
@@ -22,7 +23,9 @@ def settings(settings: Settings, request: pytest.FixtureRequest) -> Settings:
 
 
 def marks(response: httpx.Response) -> list[tuple[str, float]]:
-    pairs = [pair.partition("=") for pair in response.headers[HEADER].split(",")]
+    """The header's marks after the process's id (this process: the app runs in the tests' own)."""
+    pid, *pairs = [pair.partition("=") for pair in response.headers[HEADER].split(",")]
+    assert pid == ("pid", "=", str(os.getpid()))
     return [(name, float(value)) for name, _, value in pairs]
 
 
