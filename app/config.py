@@ -82,6 +82,9 @@ class Settings(BaseSettings):
     max_policy_bytes: int = Field(default=1_048_576, ge=1024)
     max_batch_bytes: int = Field(default=8_388_608, ge=1024)
     max_body_bytes: int = Field(default=65_536, ge=1024)
+    # The hot paths' answers (insert, select) carry the times of their phases (app/web/timing.py), for the
+    # benchmarks' latency breakdown (bench/lifecycle.py). Off: nothing is timed.
+    timing_header: bool = False
 
     # Servers and queue managers are told to heartbeat this often. A server that neither selects nor heartbeats
     # for the timeout is taken for dead: its connection is closed and its work given back.

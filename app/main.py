@@ -69,6 +69,13 @@ from app.work.router import router as work_router
 from app.work.schemas import WIRE_PAYLOAD_FACTOR, WORK_FIELDS_BYTES
 
 log = logging.getLogger("wlm")
+# The collector's thresholds once start-up's objects are frozen. CPython's (700, 10, 10) had a worker at 800
+# long-polled requests a second run 30-50 young collections a second (what is live mid-request crosses 700 new
+# objects that often), every tenth an older one and every hundredth a full one: 20-40 ms of CPU that stops the
+# event loop, two to four times in ten seconds, and the insert-to-select p99 with it (docs/benchmarks.md, issue 41).
+# A request's objects die with it (refcounts); the cycles it leaves are few (a few objects a request), so a young
+# collection every 10,000 is enough, an older one after 20 of those, a full one after 50 older ones.
+GC_THRESHOLDS = (10_000, 20, 50)
 
 
 def _announce_bootstrap_key(key: str, settings: Settings) -> None:
@@ -110,7 +117,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         events_redis = await open_redis(
             redis_url, cluster, max_connections=settings.events_max_subscribers + 1, socket_timeout=2 * KEEPALIVE_SECONDS
         )
-        dispatcher = Dispatcher(redis, settings.redis_prefix)
+        dispatcher = Dispatcher(redis, settings.redis_prefix, timed=settings.timing_header)
         shutdown.on_notice(dispatcher.drain)
         durability = await durability_at_start(
             redis, settings.durability, durability_probe_key(settings.redis_prefix), settings.replica_wait_ms
@@ -174,6 +181,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # app started again in the same process (tests) would otherwise pin its predecessors' garbage.
         if gc.get_freeze_count() == 0:
             gc.freeze()
+            gc.set_threshold(*GC_THRESHOLDS)
         state.what_if.kick()  # runs queued before a restart; one left running is failed
         async with state.key_cache.listening():
             with given_on_stop_signals(shutdown):
@@ -227,7 +235,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # paths, authentication, FastAPI's parsing); only the metrics, which read none, see the request first and so
     # count the refusals too.
     app.add_middleware(DeprecationMiddleware)  # next to the router: it reads the route the router matched
-    app.add_middleware(HotPathsMiddleware, paths=HOT_PATHS)
+    app.add_middleware(HotPathsMiddleware, paths=HOT_PATHS, timed=settings.timing_header)
     app.add_middleware(RejectNulMiddleware)
     app.add_middleware(BodyLimitMiddleware, limits=_body_limits(settings), default=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware)

@@ -20,6 +20,7 @@ class HttpError(Exception):
 # The service (uvicorn) closes a connection idle for 5 s; one idle longer than this is not reused, so a request is
 # never sent on a connection the server is closing (and never needs a retry that could insert twice).
 MAX_IDLE_SECONDS = 3.0
+TIMING_HEADER = b"x-wlm-timing"  # app/web/timing.py
 
 
 class _Connection:
@@ -27,18 +28,22 @@ class _Connection:
         self.reader, self.writer = reader, writer
         self.idle_since = time.monotonic()
 
-    async def exchange(self, head: bytes, body: bytes) -> tuple[int, bytes]:
+    async def exchange(self, head: bytes, body: bytes) -> tuple[int, bytes, str | None]:
+        """The status, the body and the service's timing header (WLM_TIMING_HEADER), if it sent one."""
         self.writer.write(head + body)
         status_line = await self.reader.readuntil(b"\r\n")
         status = int(status_line.split(b" ", 2)[1])
-        length = 0
+        length, timing = 0, None
         while (line := await self.reader.readuntil(b"\r\n")) != b"\r\n":
             name, _, value = line.partition(b":")
-            if name.lower() == b"content-length":
+            name = name.lower()
+            if name == b"content-length":
                 length = int(value)
-            elif name.lower() == b"transfer-encoding":
+            elif name == TIMING_HEADER:
+                timing = value.strip().decode()
+            elif name == b"transfer-encoding":
                 raise HttpError("chunked responses are not supported")
-        return status, await self.reader.readexactly(length) if length else b""
+        return status, await self.reader.readexactly(length) if length else b"", timing
 
 
 class HttpClient:
@@ -52,6 +57,13 @@ class HttpClient:
         self._idle: list[_Connection] = []
 
     async def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> tuple[int, Any]:
+        status, answer, _ = await self.timed_request(method, path, body, content_type)
+        return status, answer
+
+    async def timed_request(
+        self, method: str, path: str, body: Any = None, content_type: str = "application/json"
+    ) -> tuple[int, Any, str | None]:
+        """`request`, and the service's timing header (app/web/timing.py) if it sent one."""
         payload = b"" if body is None else body.encode() if isinstance(body, str) else orjson.dumps(body)
         head = (
             f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: {content_type}\r\nContent-Length: {len(payload)}\r\n".encode()
@@ -60,13 +72,13 @@ class HttpClient:
         )
         connection = await self._connection()
         try:
-            status, raw = await connection.exchange(head, payload)
+            status, raw, timing = await connection.exchange(head, payload)
         except BaseException:
             connection.writer.close()
             raise
         connection.idle_since = time.monotonic()
         self._idle.append(connection)
-        return status, orjson.loads(raw) if raw else None
+        return status, orjson.loads(raw) if raw else None, timing
 
     async def _connection(self) -> _Connection:
         while self._idle:

@@ -37,12 +37,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import itertools
 import json
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import redis
 import uvloop
@@ -51,6 +53,7 @@ from rq import Queue
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _http import HttpClient  # noqa: E402
+from _latency_phases import Breakdown, show  # noqa: E402
 from _service import ADMIN_KEY, ROOT, RQ_SERIALIZER, CpuSeconds, Service, machine, rq_workers  # noqa: E402
 from _smoke import above_zero, conclude, parse_args  # noqa: E402
 
@@ -65,6 +68,7 @@ HEADLINE = (
     "single_vs_rq",
     "batch_vs_rq",
 )
+LATENCY_HEADLINE = ("insert_to_select_p50_ms", "insert_to_select_p99_ms")
 SMOKE = {"seconds": 0.5, "warm_up": 0.25, "rq_jobs": 20, "workers": 1}
 POLICY = (
     (ROOT / "examples" / "policy.yaml")
@@ -224,11 +228,20 @@ async def drain(server: HttpClient, batch: int) -> int:
 
 
 async def latency_phase(
-    qm: HttpClient, server: HttpClient, qm_token: str, tally: Tally, rate: float, seconds: float, warm_up: float, service: Service
+    qm: HttpClient,
+    server: HttpClient,
+    qm_token: str,
+    tally: Tally,
+    rate: float,
+    seconds: float,
+    warm_up: float,
+    service: Service,
+    breakdown: Breakdown | None = None,
 ) -> tuple[list[float], CpuSeconds]:
     """Insert -> select latencies (ms) of an open-loop producer at `rate` per second, and the CPU the `service` used
-    per request (ms) from the first insert to the last select."""
+    per request (ms) from the first insert to the last select; each measured request's phases in `breakdown`."""
     samples: list[float] = []
+    numbers = itertools.count()
     selected = inserted = ended = 0
     stop = asyncio.Event()
     tokens = [await connect_server(server, 1) for _ in range(8)]
@@ -237,8 +250,8 @@ async def latency_phase(
         nonlocal selected, ended
         held: list[str] = []
         while not stop.is_set():
-            status, result = await server.post(
-                "/v1/work/select", {"connect_token": token, "wait_seconds": 1, "begin": True, "end": [{"token": t} for t in held]}
+            status, result, timing = await server.timed_request(
+                "POST", "/v1/work/select", {"connect_token": token, "wait_seconds": 1, "begin": True, "end": [{"token": t} for t in held]}
             )
             assert status in (200, 204), result
             held = []
@@ -248,18 +261,26 @@ async def latency_phase(
                 selected += len(result["items"])
                 # Requests of the warm-up carry no timestamp: taken, not measured.
                 samples.extend((now - item["payload"]["t"]) * 1000 for item in result["items"] if "t" in item["payload"])
+                if breakdown is not None:
+                    for item in result["items"]:
+                        if "n" in item["payload"]:
+                            breakdown.selected(item["payload"]["n"], now, timing)
                 held = [item["token"] for item in result["items"]]
         last = await let_go(server, token, held)
         ended += last
 
     async def insert(measured: bool) -> None:
         nonlocal inserted
-        payload = {"t": time.time()} if measured else {"warm-up": True}
-        status, body = await qm.post(
-            "/v1/work", {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": payload}
+        payload = {"t": time.time(), "n": next(numbers)} if measured else {"warm-up": True}
+        status, body, timing = await qm.timed_request(
+            "POST",
+            "/v1/work",
+            {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": payload},
         )
         assert status == 201, body
         inserted += 1
+        if breakdown is not None and measured:
+            breakdown.inserted(payload["n"], payload["t"], time.time(), timing)  # type: ignore[arg-type]
 
     servers = [asyncio.create_task(serve(t)) for t in tokens]
     inserts = []
@@ -307,13 +328,50 @@ def percentile(samples: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
-async def main_async(service: Service, args: argparse.Namespace, tally: Tally, policy: str = POLICY) -> dict[str, float]:
+async def main_async(service: Service, args: argparse.Namespace, tally: Tally, policy: str = POLICY) -> dict[str, Any]:
     qm, server = await setup(service.url, policy)
     status, body = await qm.post("/v1/connections", QM)
     assert status == 201, body
     qm_token = body["token"]
     # The load generator's own collector pauses would show up as the service's latency.
     gc.freeze()
+    figures: dict[str, Any] = {}
+    if not args.latency_only:
+        figures = await throughput_phases(qm, server, qm_token, tally, args, service)
+    rate = args.latency_rate or figures["lifecycles_per_s_single"] / 2
+    breakdown = Breakdown() if args.breakdown else None
+    # Nor any collection of this process while it times requests (a full one took 250 ms on a busy machine, on every
+    # request in flight): what the phase leaves is collected after it.
+    gc.collect()
+    gc.disable()
+    try:
+        samples, latency_cpu = await latency_phase(qm, server, qm_token, tally, rate, args.seconds, args.warm_up, service, breakdown)
+    finally:
+        gc.enable()
+    assert samples, "the latency phase measured no request"
+    p50, p99 = percentile(samples, 50), percentile(samples, 99)
+    print(
+        f"latency at {rate:,.0f}/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms over {len(samples)} requests; CPU per request {latency_cpu}",
+        flush=True,
+    )
+    if breakdown is not None:
+        figures["latency_breakdown"] = breakdown.report()
+        show(figures["latency_breakdown"])
+    await qm.close()
+    await server.close()
+    return figures | {
+        "insert_to_select_p50_ms": round(p50, 2),
+        "insert_to_select_p99_ms": round(p99, 2),
+        "latency_rate_per_s": round(rate),
+        "service_cpu_ms_latency": round(latency_cpu.service, 4),
+        "redis_cpu_ms_latency": round(latency_cpu.redis, 4),
+    }
+
+
+async def throughput_phases(
+    qm: HttpClient, server: HttpClient, qm_token: str, tally: Tally, args: argparse.Namespace, service: Service
+) -> dict[str, Any]:
+    """The single and batch phases' figures."""
     single, single_cpu = await run_phase(
         qm, server, qm_token, tally, producers=8, servers=16, batch=1, seconds=args.seconds, warm_up=args.warm_up, service=service
     )
@@ -324,28 +382,13 @@ async def main_async(service: Service, args: argparse.Namespace, tally: Tally, p
     )
     assert batch_cpu is not None
     print(f"batch:  {batch:,.0f} lifecycles/s; CPU per lifecycle {batch_cpu}", flush=True)
-    rate = args.latency_rate or single / 2
-    samples, latency_cpu = await latency_phase(qm, server, qm_token, tally, rate, args.seconds, args.warm_up, service)
-    assert samples, "the latency phase measured no request"
-    p50, p99 = percentile(samples, 50), percentile(samples, 99)
-    print(
-        f"latency at {rate:,.0f}/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms over {len(samples)} requests; CPU per request {latency_cpu}",
-        flush=True,
-    )
-    await qm.close()
-    await server.close()
     return {
         "lifecycles_per_s_single": round(single),
         "lifecycles_per_s_batch": round(batch),
-        "insert_to_select_p50_ms": round(p50, 2),
-        "insert_to_select_p99_ms": round(p99, 2),
-        "latency_rate_per_s": round(rate),
         "service_cpu_ms_single": round(single_cpu.service, 4),
         "redis_cpu_ms_single": round(single_cpu.redis, 4),
         "service_cpu_ms_batch": round(batch_cpu.service, 4),
         "redis_cpu_ms_batch": round(batch_cpu.redis, 4),
-        "service_cpu_ms_latency": round(latency_cpu.service, 4),
-        "redis_cpu_ms_latency": round(latency_cpu.redis, 4),
     }
 
 
@@ -374,23 +417,36 @@ def main() -> None:
     )
     parser.add_argument("--redis-replica", action="store_true", help="run the phases again on a Redis with a replica, started here")
     parser.add_argument("--resource-groups", action="store_true", help="run the phases again with every class in a resource group")
+    parser.add_argument("--latency-only", action="store_true", help="run the latency phase alone (at --latency-rate)")
+    parser.add_argument(
+        "--breakdown", action="store_true", help="the latency phase's requests phase by phase (the service's WLM_TIMING_HEADER on)"
+    )
     args = parse_args(parser, SMOKE)
+    if args.latency_only and (args.latency_rate is None or args.redis_cluster or args.redis_replica or args.resource_groups):
+        parser.error("--latency-only needs --latency-rate, and runs on one service")
     print(f"machine: {machine()}; service ({args.workers} workers), Redis and load generator share it", flush=True)
-    durability = dict(setting.split("=", 1) for setting in args.setting) | ({"durability": args.durability} if args.durability else {})
+    durability = (
+        dict(setting.split("=", 1) for setting in args.setting)
+        | ({"durability": args.durability} if args.durability else {})
+        | ({"timing_header": "true"} if args.breakdown else {})
+    )
     tally = Tally()
     service = Service(workers=args.workers, **durability)
+    rq_finished = args.rq_jobs
     try:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:  # the event loop the service runs on too
             figures = runner.run(main_async(service, args, tally))
-        rq_rate, rq_finished = rq_phase(service.redis_url, args.rq_jobs, workers=2)
-        print(f"rq:     {rq_rate:,.0f} lifecycles/s (2 SimpleWorkers)", flush=True)
+        if not args.latency_only:
+            rq_rate, rq_finished = rq_phase(service.redis_url, args.rq_jobs, workers=2)
+            print(f"rq:     {rq_rate:,.0f} lifecycles/s (2 SimpleWorkers)", flush=True)
     finally:
         service.stop()
-    figures |= {
-        "rq_lifecycles_per_s": round(rq_rate),
-        "single_vs_rq": round(figures["lifecycles_per_s_single"] / rq_rate, 2),
-        "batch_vs_rq": round(figures["lifecycles_per_s_batch"] / rq_rate, 2),
-    }
+    if not args.latency_only:
+        figures |= {
+            "rq_lifecycles_per_s": round(rq_rate),
+            "single_vs_rq": round(figures["lifecycles_per_s_single"] / rq_rate, 2),
+            "batch_vs_rq": round(figures["lifecycles_per_s_batch"] / rq_rate, 2),
+        }
     if args.redis_cluster:
         on_cluster = cluster_phases(args.redis_cluster, args, durability, tally)
         figures |= {f"cluster_{name}": value for name, value in on_cluster.items()}
@@ -413,7 +469,13 @@ def main() -> None:
     checks = {
         f"every accepted request ended ({tally.ended} of {tally.accepted})": tally.ended == tally.accepted,
         f"every RQ job finished ({rq_finished} of {args.rq_jobs})": rq_finished == args.rq_jobs,
-        **above_zero(figures, [*HEADLINE, *(name for name, value in figures.items() if isinstance(value, int | float))]),
+        **above_zero(
+            figures,
+            [
+                *(LATENCY_HEADLINE if args.latency_only else HEADLINE),
+                *(name for name, value in figures.items() if isinstance(value, int | float)),
+            ],
+        ),
     }
     conclude({**figures, "durability": args.durability or "default", "settings": args.setting}, checks, args.smoke)
 

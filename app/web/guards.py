@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import BadRequest, PayloadTooLarge, error_response
+from app.web import timing
 
 
 class RejectNulMiddleware:
@@ -127,9 +128,12 @@ class HotPath:
 
 
 class HotPathsMiddleware:
-    def __init__(self, app: ASGIApp, paths: Sequence[HotPath]) -> None:
+    """`timed`: each answer carries its phases' times (app/web/timing.py; the benchmarks' WLM_TIMING_HEADER)."""
+
+    def __init__(self, app: ASGIApp, paths: Sequence[HotPath], timed: bool = False) -> None:
         self.app = app
         self.paths = {(p.method, p.path): p for p in paths}
+        self.timed = timed
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         hot = self.paths.get((scope["method"], scope["path"])) if scope["type"] == "http" else None
@@ -137,6 +141,7 @@ class HotPathsMiddleware:
             await self.app(scope, receive, send)
             return
         scope["route"] = hot
+        marks = timing.start() if self.timed else None
         request = Request(scope, receive, send)
         try:
             # The dependency (the caller and its role) first, as FastAPI orders them: a caller without a key
@@ -152,6 +157,8 @@ class HotPathsMiddleware:
             response = await hot.endpoint(body, dependency)
         except Exception as exc:  # noqa: BLE001 - answered by the application's own handler, as on any other route
             response = await _handled(request, exc)
+        if marks is not None:
+            response.raw_headers.append(timing.header(marks))
         await response(scope, receive, send)
 
 

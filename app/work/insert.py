@@ -18,6 +18,7 @@ from app.queues.request_meta import RequestMeta
 from app.queues.store import QueueStore
 from app.queues.transitions import NewRequest
 from app.routing.service import Router, count_routed
+from app.web import timing
 from app.work.call_context import CallerConnections, json_bytes
 from app.work.enclaves import Enclaves
 from app.work.idempotency_routes import IdempotencyRoutes
@@ -102,7 +103,9 @@ class Insertion:
             requests.append(request)
             classes.append((request.service_class, request.meta.report_class))
         try:
+            timing.mark("script_call")
             ids = await self.store.insert(keys, qm.id, requests, ae.backlog_limit)
+            timing.mark("script_reply")
         except TooManyRequests as exc:
             await _advise_backlog_limit(self.store, ae.name, node, exc.details)
             raise

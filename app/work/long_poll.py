@@ -25,6 +25,7 @@ import asyncio
 import itertools
 import logging
 import secrets
+import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +56,8 @@ class Waiter:
     # A wake-up meant for this waiter alone (an insert took it off the list) that no select has used yet: one that
     # leaves unused, passes it on (Dispatcher.pass_on), or the work would wait for another's once-a-second retry.
     owes_wake: bool = False
+    # When the last wake-up came (epoch seconds), kept only where the process times requests (app/web/timing.py).
+    woken_at: float = 0.0
 
 
 def wake_order(waiters: list[Waiter], last_served: dict[int, int]) -> list[Waiter]:
@@ -69,8 +72,10 @@ def parse_wake(data: str) -> tuple[list[str], str]:
 
 
 class Dispatcher:
-    def __init__(self, redis: Redis, prefix: str) -> None:
+    def __init__(self, redis: Redis, prefix: str, *, timed: bool = False) -> None:
+        """`timed`: waiters keep when they were woken, for the requests' timing (app/web/timing.py)."""
         self.process = secrets.token_hex(6)
+        self._timed = timed
         self.prefix = prefix
         self._wake_channel = wake_prefix(prefix) + self.process
         self._redis = redis
@@ -112,7 +117,12 @@ class Dispatcher:
     def _wake_all(self) -> None:
         for waiters in self._waiters.values():
             for waiter in waiters:
-                waiter.event.set()
+                self._wake(waiter)
+
+    def _wake(self, waiter: Waiter) -> None:
+        if self._timed:
+            waiter.woken_at = time.time()
+        waiter.event.set()
 
     def register(self, waiter: Waiter) -> None:
         waiter.name = str(next(self._names))
@@ -142,7 +152,7 @@ class Dispatcher:
         woken = wake_order(waiting, self._last_served)[:count]
         for waiter in woken:
             waiter.owes_wake = waiter.owes_wake or owed
-            waiter.event.set()
+            self._wake(waiter)
         return len(woken)
 
     def pass_on(self, waiter: Waiter) -> None:
@@ -186,7 +196,7 @@ class Dispatcher:
                 missed += 1
             else:
                 waiter.owes_wake = True
-                waiter.event.set()
+                self._wake(waiter)
         if missed:
             node, ae = notify_channel_place(self.prefix, channel)
             missed -= self.notify(node, ae, missed, owed=True)

@@ -22,6 +22,7 @@ from app.queues.keys import AeKeys
 from app.queues.request_meta import RequestState
 from app.queues.store import QueueStore
 from app.queues.transitions import EndArgs, EndResult, Selected
+from app.web import timing
 from app.work.begin_end_delete import Ending, EndRequestArgs, settle, split_outcomes
 from app.work.call_context import CallerConnections
 from app.work.long_poll import POLL_FALLBACK_SECONDS, Dispatcher, Waiter
@@ -93,7 +94,9 @@ class Selection:
         """What was ended, what was selected, and whether the server is surplus (to end: 0C14). A `waiter` is listed
         for inserts to wake when nothing was selected."""
         member = waiter.member if waiter is not None else ""
+        timing.mark("script_call")
         result = await self.store.select(keys, config, server.id, body.max_items, begin=body.begin, ends=ends, waiter=member)
+        timing.mark("script_reply")
         if result.refusal is not None:
             if result.status is ReturnCode.SERVER_SURPLUS:
                 return result.ended, [], True
@@ -131,6 +134,10 @@ class Selection:
                 except TimeoutError:
                     pass
                 waiter.event.clear()
+                if waiter.woken_at:  # timed (app/web/timing.py), and woken rather than timed out
+                    timing.mark("woken", waiter.woken_at)
+                    timing.mark("resumed")
+                    waiter.woken_at = 0.0
                 # The wake-up this select answers, if one was meant for this waiter alone: used once the select
                 # looked (finding nothing means another took the work); still owed if it was refused or cut short.
                 answering, waiter.owes_wake = waiter.owes_wake, False
