@@ -21,11 +21,12 @@ import heapq
 import math
 import random
 from array import array
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Sequence
 
-from spark_jobs.contract.goals import BUCKET_COUNT
-from spark_jobs.manager.goals import bucket_index, execution_velocity, period_number, window_pi
+from spark_jobs.contract.goals import BUCKET_COUNT, TOLERANT_BUCKET_LIMITS_PCT
+from spark_jobs.manager.goals import execution_velocity, period_number, window_pi
 from spark_jobs.manager.policy import AverageGoal, PercentileGoal
 from spark_jobs.manager.select_order import (
     Promotion,
@@ -74,6 +75,11 @@ class _Window:
     def __init__(self, classes: Sequence[ServiceClass]) -> None:
         self.samples: deque[tuple[float, str, int, int, int]] = deque()  # (ended, class, response µs, queue µs, bucket)
         self.durations = {c.name: [p.duration_ms for p in c.periods] for c in classes}
+        # The response time from which a request is past its class's first period (`period_number`): none for a
+        # class of one period, or whose first is open-ended.
+        self.first_ends_ms = {
+            name: math.inf if len(durations) < 2 or durations[0] is None else durations[0] for name, durations in self.durations.items()
+        }
         # The goal's response time of a class whose first period is judged by its buckets.
         self.goal_ms = {c.name: g.response_time_ms for c in classes if isinstance(g := c.periods[0].goal, AverageGoal | PercentileGoal)}
         self.count = dict.fromkeys(self.durations, 0)
@@ -82,11 +88,12 @@ class _Window:
         self.buckets = {name: [0] * BUCKET_COUNT for name in self.durations}
 
     def add(self, ended: float, name: str, response_ms: float, queue_ms: float) -> None:
-        if period_number(self.durations[name], response_ms) != 1:
+        if response_ms >= self.first_ends_ms[name]:
             self.samples.append((ended, name, 0, 0, -2))  # counts towards MAX_SAMPLES, judged in no first period
         else:
             goal_ms = self.goal_ms.get(name)
-            bucket = -1 if goal_ms is None else bucket_index(response_ms, goal_ms)
+            # bucket_index's search, without its checks: a replayed response is a finite duration >= 0.
+            bucket = -1 if goal_ms is None else bisect_left(TOLERANT_BUCKET_LIMITS_PCT, response_ms * 100 / goal_ms)
             response_us, queue_us = round(response_ms * 1000), round(queue_ms * 1000)
             self.samples.append((ended, name, response_us, queue_us, bucket))
             self.count[name] += 1
@@ -184,8 +191,21 @@ class _Replay:
         inf = math.inf
         while True:
             at = events[0][0] if events else inf
+            # The arrivals before the next event, up to the next decision (most of a day's steps), one by one.
+            while next_arrival < n:
+                request = by_time[next_arrival]
+                now = at_s[request]
+                if now >= at or now > decide_at or now >= until_s:
+                    break
+                self.arrive(request)
+                next_arrival += 1
+                if self.waiting:
+                    self.dispatch(now)
+                    at = events[0][0] if events else inf
             arrival_at = at_s[by_time[next_arrival]] if next_arrival < n else inf
-            now = min(at, arrival_at, decide_at)
+            now = at if at < arrival_at else arrival_at
+            if decide_at < now:
+                now = decide_at
             if now >= until_s:
                 break
             if at <= now:
@@ -265,12 +285,14 @@ class _Replay:
 
     def take(self, now: float, server: _Server) -> int:
         """One select of `server` for its free tasks; returns how many it took."""
+        with_work = [(name, queues) for name, queues in self.queues.items() if queues[0] or queues[1]]
+        if len(with_work) < 2 and not self.groups:
+            return self.take_alone(now, server, with_work[0][1] if with_work else None)
         at_s = self.at
         queued = {}
-        for name, (dependent, independent) in self.queues.items():
-            if dependent or independent:
-                oldest = min(at_s[dependent[0]], at_s[independent[0]]) if dependent and independent else at_s[(dependent or independent)[0]]
-                queued[name] = Queued(len(dependent), len(independent), oldest * 1000)
+        for name, (dependent, independent) in with_work:
+            oldest = min(at_s[dependent[0]], at_s[independent[0]]) if dependent and independent else at_s[(dependent or independent)[0]]
+            queued[name] = Queued(len(dependent), len(independent), oldest * 1000)
         slots = (
             {g: granted_slots(server.free, group.max_in_flight, self.in_flight[g]) for g, group in self.groups.items()}
             if self.groups
@@ -298,6 +320,29 @@ class _Replay:
             if group is not None:
                 self.in_flight[group] += take.count
         taken = selection.count
+        if taken:
+            self.queued -= taken
+            server.free -= taken
+            server.served_at = now
+        return taken
+
+    def take_alone(self, now: float, server: _Server, queues: tuple[deque[int], deque[int]] | None) -> int:
+        """`take` where at most one class has work and no class has a group (most selects of a day): `select`'s
+        outcome without its inputs. Nothing is starved with one class waiting, so a look that is due promotes
+        nothing and is next due a promotion time on; the requests are the class's, dependent first."""
+        now_ms = now * 1000
+        bucket = self.bucket
+        due_ms = now_ms + self.promotion.after_ms if due(bucket, now_ms) else bucket.due_ms
+        taken = 0
+        if queues is not None:
+            execution_s, selected, push = self.arrivals.execution_s, self.selected, self.push
+            for queue in queues:
+                for _ in range(min(server.free - taken, len(queue))):
+                    request = queue.popleft()
+                    selected[request] = now
+                    push(now + execution_s[request], _END, server.id, request)
+                    taken += 1
+        self.bucket = PromotionBucket(min(1.0, bucket.tokens + self.promotion.share * taken), due_ms)
         if taken:
             self.queued -= taken
             server.free -= taken
