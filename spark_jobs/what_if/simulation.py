@@ -285,19 +285,15 @@ class _Replay:
 
     def take(self, now: float, server: _Server) -> int:
         """One select of `server` for its free tasks; returns how many it took."""
-        with_work = [(name, queues) for name, queues in self.queues.items() if queues[0] or queues[1]]
-        if len(with_work) < 2 and not self.groups:
-            return self.take_alone(now, server, with_work[0][1] if with_work else None)
+        if not self.groups:
+            return self.take_ungrouped(now, server)
         at_s = self.at
         queued = {}
-        for name, (dependent, independent) in with_work:
-            oldest = min(at_s[dependent[0]], at_s[independent[0]]) if dependent and independent else at_s[(dependent or independent)[0]]
-            queued[name] = Queued(len(dependent), len(independent), oldest * 1000)
-        slots = (
-            {g: granted_slots(server.free, group.max_in_flight, self.in_flight[g]) for g, group in self.groups.items()}
-            if self.groups
-            else None
-        )
+        for name, (dependent, independent) in self.queues.items():
+            if dependent or independent:
+                oldest = min(at_s[dependent[0]], at_s[independent[0]]) if dependent and independent else at_s[(dependent or independent)[0]]
+                queued[name] = Queued(len(dependent), len(independent), oldest * 1000)
+        slots = {g: granted_slots(server.free, group.max_in_flight, self.in_flight[g]) for g, group in self.groups.items()}
         selection = select(
             self.look(server.home),
             queued,
@@ -312,37 +308,59 @@ class _Replay:
         for take in selection.takes:
             queue = self.queues[take.service_class][0 if take.dependent else 1]
             for _ in range(take.count):
-                request = queue.popleft()
-                self.selected[request] = now
-                self.promoted[request] = take.promoted
-                self.push(now + self.arrivals.execution_s[request], _END, server.id, request)
+                self.start(now, server, queue.popleft(), take.promoted)
             group = self.group_of.get(take.service_class)
             if group is not None:
                 self.in_flight[group] += take.count
-        taken = selection.count
-        if taken:
-            self.queued -= taken
-            server.free -= taken
-            server.served_at = now
-        return taken
+        return self.took(now, server, selection.count)
 
-    def take_alone(self, now: float, server: _Server, queues: tuple[deque[int], deque[int]] | None) -> int:
-        """`take` where at most one class has work and no class has a group (most selects of a day): `select`'s
-        outcome without its inputs. Nothing is starved with one class waiting, so a look that is due promotes
-        nothing and is next due a promotion time on; the requests are the class's, dependent first."""
+    def take_ungrouped(self, now: float, server: _Server) -> int:
+        """`take` where no class has a resource group (most environments): `select`'s choices made on the queues
+        themselves, without building its inputs: the starved class first when the bucket is due (`_starved`: the
+        oldest head, past the promotion time, of the classes after the first with work), then the classes in the
+        server's look order, each dependent work first."""
         now_ms = now * 1000
-        bucket = self.bucket
-        due_ms = now_ms + self.promotion.after_ms if due(bucket, now_ms) else bucket.due_ms
-        taken = 0
-        if queues is not None:
-            execution_s, selected, push = self.arrivals.execution_s, self.selected, self.push
-            for queue in queues:
-                for _ in range(min(server.free - taken, len(queue))):
-                    request = queue.popleft()
-                    selected[request] = now
-                    push(now + execution_s[request], _END, server.id, request)
-                    taken += 1
-        self.bucket = PromotionBucket(min(1.0, bucket.tokens + self.promotion.share * taken), due_ms)
+        bucket, queues, after_ms = self.bucket, self.queues, self.promotion.after_ms
+        due_ms, starved, want, taken = bucket.due_ms, None, server.free, 0
+        if due(bucket, now_ms):
+            due_ms, oldest, first = now_ms + after_ms, math.inf, True
+            at_s = self.at
+            for name in self.look(server.home):
+                dependent, independent = queues[name]
+                if not (dependent or independent):
+                    continue
+                if first:
+                    first = False
+                    continue
+                head = min(at_s[dependent[0]], at_s[independent[0]]) if dependent and independent else at_s[(dependent or independent)[0]]
+                inserted = head * 1000
+                if inserted + after_ms > now_ms:
+                    due_ms = min(due_ms, inserted + after_ms)
+                elif inserted < oldest:
+                    starved, oldest = name, inserted
+        tokens = bucket.tokens
+        if starved is not None:
+            dependent, independent = queues[starved]
+            self.start(now, server, (dependent or independent).popleft(), True)
+            tokens -= 1
+            due_ms, taken = now_ms, 1  # it may hold more such requests: look again as soon as a token is back
+        if taken < want:
+            for name in self.look(server.home):
+                for queue in queues[name]:
+                    for _ in range(min(want - taken, len(queue))):
+                        self.start(now, server, queue.popleft(), False)
+                        taken += 1
+                if taken >= want:
+                    break
+        self.bucket = PromotionBucket(min(1.0, tokens + self.promotion.share * taken), due_ms)
+        return self.took(now, server, taken)
+
+    def start(self, now: float, server: _Server, request: int, promoted: bool) -> None:
+        self.selected[request] = now
+        self.promoted[request] = promoted
+        self.push(now + self.arrivals.execution_s[request], _END, server.id, request)
+
+    def took(self, now: float, server: _Server, taken: int) -> int:
         if taken:
             self.queued -= taken
             server.free -= taken
