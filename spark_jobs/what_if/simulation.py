@@ -322,10 +322,11 @@ class _Replay:
         now_ms = now * 1000
         bucket, queues, after_ms = self.bucket, self.queues, self.promotion.after_ms
         due_ms, starved, want, taken = bucket.due_ms, None, server.free, 0
+        order = self.look(server.home)
         if due(bucket, now_ms):
             due_ms, oldest, first = now_ms + after_ms, math.inf, True
             at_s = self.at
-            for name in self.look(server.home):
+            for name in order:
                 dependent, independent = queues[name]
                 if not (dependent or independent):
                     continue
@@ -345,8 +346,11 @@ class _Replay:
             tokens -= 1
             due_ms, taken = now_ms, 1  # it may hold more such requests: look again as soon as a token is back
         if taken < want:
-            for name in self.look(server.home):
-                for queue in queues[name]:
+            for name in order:
+                dependent, independent = queues[name]
+                if not (dependent or independent):
+                    continue
+                for queue in (dependent, independent):
                     for _ in range(min(want - taken, len(queue))):
                         self.start(now, server, queue.popleft(), False)
                         taken += 1
