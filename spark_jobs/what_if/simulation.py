@@ -197,8 +197,11 @@ class _Replay:
                 now = at_s[request]
                 if now >= at or now > decide_at or now >= until_s:
                     break
-                self.arrive(request)
                 next_arrival += 1
+                if not self.queued and self.waiting and self.served_at_once(now, request):
+                    at = events[0][0]
+                    continue
+                self.arrive(request)
                 if self.waiting:
                     self.dispatch(now)
                     at = events[0][0] if events else inf
@@ -228,6 +231,29 @@ class _Replay:
     def arrive(self, request: int) -> None:
         self.class_queues[self.arrivals.service_class[request]][0 if self.arrivals.dependent[request] else 1].append(request)
         self.queued += 1
+
+    def served_at_once(self, now: float, request: int) -> bool:
+        """An arrival with nothing queued, taken by the server `dispatch` would wake first if that one is free and
+        no class has a group: what `arrive`, `dispatch` and `take_ungrouped` do then (the lone request taken,
+        nothing starved, the bucket's due time a promotion time on if it was due), without the queue. False: not
+        so, nothing done."""
+        if self.groups:
+            return False
+        served_at, server_id = self.waiting[0]
+        server = self.servers.get(server_id)
+        if server is None or server.retiring or not server.free or server.served_at != served_at:
+            return False
+        now_ms, bucket = now * 1000, self.bucket
+        due_ms = now_ms + self.promotion.after_ms if due(bucket, now_ms) else bucket.due_ms
+        self.bucket = PromotionBucket(min(1.0, bucket.tokens + self.promotion.share), due_ms)
+        self.start(now, server, request, False)
+        server.free -= 1
+        server.served_at = now
+        if server.free:
+            heapq.heapreplace(self.waiting, (now, server_id))
+        else:
+            heapq.heappop(self.waiting)
+        return True
 
     def connect(self, now: float) -> None:
         self.starting -= 1
