@@ -10,6 +10,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from spark_jobs.contract.goals import BUCKET_COUNT
 from spark_jobs.manager.goals import evaluate_columns, sorted_distribution
 from spark_jobs.what_if.model import ClassInterval, Environment, EnvironmentInterval, ServedColumns, ServiceClass
@@ -60,71 +62,90 @@ def _buckets(of_goal: tuple[int, ...] | None, responses_ms: Sequence[float], ave
     return sorted_distribution(sorted(responses_ms), average_ms)
 
 
-def _worked(start: float, end: float, length: float, count: int) -> range:
-    """The intervals in which work present from `start` to `end` was: the one it began in, and those [start, end)
-    overlaps."""
-    first = min(count - 1, int(start // length))
-    if end <= start:
-        return range(first, first + 1)
-    return range(first, max(first, min(count - 1, math.ceil(end / length) - 1)) + 1)
-
-
 class _Samples:
     """The ended requests of a class period in an interval, as columns (ms)."""
 
     __slots__ = ("queue", "response")
 
-    def __init__(self) -> None:
-        self.response, self.queue = array("d"), array("d")
-
-    def add(self, response_ms: float, queue_ms: float) -> None:
-        self.response.append(response_ms)
-        self.queue.append(queue_ms)
+    def __init__(self, response: np.ndarray | None = None, queue: np.ndarray | None = None) -> None:
+        self.response, self.queue = _column(response), _column(queue)
 
     def extend(self, other: _Samples) -> None:
         self.response.extend(other.response)
         self.queue.extend(other.queue)
 
 
+def _column(values: np.ndarray | None) -> array[float]:
+    column = array("d")
+    if values is not None:
+        column.frombytes(np.ascontiguousarray(values, dtype=np.float64).tobytes())
+    return column
+
+
+def _floats(column: Sequence[float]) -> np.ndarray:
+    return np.asarray(column, dtype=np.float64)
+
+
 Key = tuple[int, str, int]  # (interval, service class, period)
+
+
+def _intervals(times: np.ndarray, length: float) -> np.ndarray:
+    """The interval of each time (`int(time // length)`, as whole numbers)."""
+    return np.floor_divide(times, length).astype(np.int64)
+
+
+def _worked(start: np.ndarray, end: np.ndarray, length: float, count: int) -> np.ndarray:
+    """Of work present from `start` to `end` (each a request's), which intervals had any: the one each began in,
+    and those its [start, end) overlaps; as a flag per interval."""
+    first = np.minimum(count - 1, _intervals(start, length))
+    spans = end > start
+    last = first.copy()
+    last[spans] = np.maximum(first[spans], np.minimum(count - 1, np.ceil(end[spans] / length).astype(np.int64) - 1))
+    # Each span adds one from its first interval on and takes it away after its last.
+    return np.cumsum(np.bincount(first, minlength=count + 1) - np.bincount(last + 1, minlength=count + 1))[:count] > 0
 
 
 def _collect(
     specs: Mapping[str, ServiceClass], served: ServedColumns, until_s: float, length: float, count: int
 ) -> tuple[dict[Key, _Samples], set[Key]]:
     """Per interval and class period, the requests that ended in it, and whether it had work of the period (queued
-    or in flight)."""
-    samples: dict[Key, _Samples] = defaultdict(_Samples)
-    had_work: set[Key] = set()
+    or in flight). By class and period over the columns: a day holds millions of requests, of a few classes."""
     names = served.classes
-    bounds_of = [_boundaries([p.duration_ms for p in specs[name].periods]) for name in names]
-    inserted_s, selected_s, ended_s, period_of = served.inserted_s, served.selected_s, served.ended_s, served.period
-    last_interval = count - 1
-    for request, class_index in enumerate(served.service_class):
-        name, bounds = names[class_index], bounds_of[class_index]
-        inserted, ended = inserted_s[request], ended_s[request]
-        gone = ended if ended < until_s else until_s  # NaN (not ended) compares False
-        if not bounds:  # one period, as most classes have
-            if inserted <= gone and inserted < until_s:
-                first = min(last_interval, int(inserted // length))
-                last = min(last_interval, math.ceil(gone / length) - 1) if gone > inserted else first
-                had_work.add((first, name, 1))
-                for index in range(first + 1, last + 1):
-                    had_work.add((index, name, 1))
-        else:
-            # Its work in each period it reached: from entering the period until it ended or moved on.
-            start, number = inserted, 1
-            while start <= gone and start < until_s:
-                end = min(gone, inserted + bounds[number - 1]) if number <= len(bounds) else gone
-                for index in _worked(start, end, length, count):
-                    had_work.add((index, name, number))
-                if number > len(bounds):
-                    break
-                start, number = inserted + bounds[number - 1], number + 1
-        if ended < until_s and period_of[request]:
-            samples[(int(ended // length), name, period_of[request])].add(
-                (ended - inserted) * 1000, (selected_s[request] - inserted) * 1000
-            )
+    inserted, ended = _floats(served.inserted_s), _floats(served.ended_s)
+    class_of = np.asarray(served.service_class, dtype=np.int64)
+    period_of = np.asarray(served.period, dtype=np.int64)
+    gone = np.where(ended < until_s, ended, until_s)  # NaN (not ended) compares False
+    had_work: set[Key] = set()
+    for class_index, name in enumerate(names):
+        of_class = class_of == class_index
+        if not of_class.any():
+            continue
+        bounds = _boundaries([p.duration_ms for p in specs[name].periods])
+        inserted_c, gone_c = inserted[of_class], gone[of_class]
+        # Its work in each period it reached: from entering the period until it ended or moved on.
+        reached = np.ones(len(inserted_c), dtype=bool)
+        for number in range(1, len(bounds) + 2):
+            start = inserted_c if number == 1 else inserted_c + bounds[number - 2]
+            reached &= (start <= gone_c) & (start < until_s)
+            if not reached.any():
+                break
+            end = np.minimum(gone_c, inserted_c + bounds[number - 1]) if number <= len(bounds) else gone_c
+            worked = _worked(start[reached], end[reached], length, count)
+            had_work.update((int(index), name, number) for index in np.flatnonzero(worked))
+    samples: dict[Key, _Samples] = {}
+    done = (ended < until_s) & (period_of != 0)
+    if done.any():
+        ended_d, inserted_d = ended[done], inserted[done]
+        response = (ended_d - inserted_d) * 1000
+        queue = (_floats(served.selected_s)[done] - inserted_d) * 1000
+        keys = np.stack((_intervals(ended_d, length), class_of[done], period_of[done]))
+        order = np.lexsort(keys[::-1])
+        keys = keys[:, order]
+        starts = np.flatnonzero(np.concatenate(([True], (keys[:, 1:] != keys[:, :-1]).any(axis=0))))
+        for first, last in zip(starts, [*starts[1:], len(order)], strict=True):
+            index, class_index, number = keys[:, first]
+            rows = order[first:last]
+            samples[(int(index), names[class_index], int(number))] = _Samples(response[rows], queue[rows])
     return samples, had_work
 
 
@@ -178,7 +199,7 @@ def _figures(
                 worked = (index, name, number) in had_work
                 if number > 1 and not window.response and not worked:
                     continue  # a later period appears once work reaches it
-                executions = array("d", (response - queue for response, queue in zip(window.response, window.queue, strict=True)))
+                executions = _column(_floats(window.response) - _floats(window.queue))
                 judged = evaluate_columns(period.goal, window.response, window.queue, executions)
                 first = number == 1
                 seconds = connected.get((index, name), 0.0)

@@ -167,6 +167,17 @@ class _Day:
         self.recorded = Arrivals()  # of each recorded request its recorded class and insert, and:
         self.selected_s, self.ended_s, self.period, self.promoted = array("d"), array("d"), array("b"), bytearray()
         self.not_ended = self.before = self.unknown = 0
+        # The columns' appends, bound once: `add` runs for each of millions of records.
+        arrivals, recorded = self.arrivals, self.recorded
+        self._arrival = (arrivals.at_s.append, arrivals.service_class.append, arrivals.execution_s.append, arrivals.dependent.append)
+        self._recorded = (
+            recorded.at_s.append,
+            recorded.service_class.append,
+            self.selected_s.append,
+            self.ended_s.append,
+            self.period.append,
+            self.promoted.append,
+        )
 
     def _classes(self, key: tuple[Any, ...]) -> tuple[int, bool, int | None]:
         service_class, subsystem_type, version, *values = key
@@ -177,8 +188,21 @@ class _Day:
 
     def add(self, record: Sequence[Any]) -> None:
         """A record's REPLAY_COLUMNS, in their order."""
-        service_class, period, version, subsystem_type, _, _, dependent, outcome, promoted, execution_ms, *times = record
-        inserted_ms, selected_ms, ended_ms = times
+        (
+            service_class,
+            period,
+            version,
+            subsystem_type,
+            _,
+            _,
+            dependent,
+            outcome,
+            promoted,
+            execution_ms,
+            inserted_ms,
+            selected_ms,
+            ended_ms,
+        ) = record
         if outcome not in ENDED_BY_A_SERVER or execution_ms is None or selected_ms is None:
             self.not_ended += 1
             return
@@ -195,20 +219,21 @@ class _Day:
             self.kept += 1
         else:
             self.classified += 1
-        arrivals = self.arrivals
-        arrivals.at_s.append(at_s)
-        arrivals.service_class.append(candidate_class)
-        arrivals.execution_s.append(execution_ms / 1000)
-        arrivals.dependent.append(bool(dependent))
+        at, of_class, execution, is_dependent = self._arrival
+        at(at_s)
+        of_class(candidate_class)
+        execution(execution_ms / 1000)
+        is_dependent(bool(dependent))
         if recorded_class is None:
             self.unknown += 1
             return
-        self.recorded.at_s.append(at_s)
-        self.recorded.service_class.append(recorded_class)
-        self.selected_s.append((selected_ms - self.day_start_ms) / 1000)
-        self.ended_s.append((ended_ms - self.day_start_ms) / 1000)
-        self.period.append(period)
-        self.promoted.append(bool(promoted))
+        at, of_class, selected, ended, of_period, is_promoted = self._recorded
+        at(at_s)
+        of_class(recorded_class)
+        selected((selected_ms - self.day_start_ms) / 1000)
+        ended((ended_ms - self.day_start_ms) / 1000)
+        of_period(period)
+        is_promoted(bool(promoted))
 
     def served(self) -> ServedColumns:
         recorded = self.recorded

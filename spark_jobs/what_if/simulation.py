@@ -21,11 +21,12 @@ import heapq
 import math
 import random
 from array import array
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Sequence
 
-from spark_jobs.contract.goals import BUCKET_COUNT
-from spark_jobs.manager.goals import bucket_index, execution_velocity, period_number, window_pi
+from spark_jobs.contract.goals import BUCKET_COUNT, TOLERANT_BUCKET_LIMITS_PCT
+from spark_jobs.manager.goals import execution_velocity, period_number, window_pi
 from spark_jobs.manager.policy import AverageGoal, PercentileGoal
 from spark_jobs.manager.select_order import (
     Promotion,
@@ -74,6 +75,11 @@ class _Window:
     def __init__(self, classes: Sequence[ServiceClass]) -> None:
         self.samples: deque[tuple[float, str, int, int, int]] = deque()  # (ended, class, response µs, queue µs, bucket)
         self.durations = {c.name: [p.duration_ms for p in c.periods] for c in classes}
+        # The response time from which a request is past its class's first period (`period_number`): none for a
+        # class of one period, or whose first is open-ended.
+        self.first_ends_ms = {
+            name: math.inf if len(durations) < 2 or durations[0] is None else durations[0] for name, durations in self.durations.items()
+        }
         # The goal's response time of a class whose first period is judged by its buckets.
         self.goal_ms = {c.name: g.response_time_ms for c in classes if isinstance(g := c.periods[0].goal, AverageGoal | PercentileGoal)}
         self.count = dict.fromkeys(self.durations, 0)
@@ -82,11 +88,12 @@ class _Window:
         self.buckets = {name: [0] * BUCKET_COUNT for name in self.durations}
 
     def add(self, ended: float, name: str, response_ms: float, queue_ms: float) -> None:
-        if period_number(self.durations[name], response_ms) != 1:
+        if response_ms >= self.first_ends_ms[name]:
             self.samples.append((ended, name, 0, 0, -2))  # counts towards MAX_SAMPLES, judged in no first period
         else:
             goal_ms = self.goal_ms.get(name)
-            bucket = -1 if goal_ms is None else bucket_index(response_ms, goal_ms)
+            # bucket_index's search, without its checks: a replayed response is a finite duration >= 0.
+            bucket = -1 if goal_ms is None else bisect_left(TOLERANT_BUCKET_LIMITS_PCT, response_ms * 100 / goal_ms)
             response_us, queue_us = round(response_ms * 1000), round(queue_ms * 1000)
             self.samples.append((ended, name, response_us, queue_us, bucket))
             self.count[name] += 1
@@ -184,8 +191,24 @@ class _Replay:
         inf = math.inf
         while True:
             at = events[0][0] if events else inf
+            # The arrivals before the next event, up to the next decision (most of a day's steps), one by one.
+            while next_arrival < n:
+                request = by_time[next_arrival]
+                now = at_s[request]
+                if now >= at or now > decide_at or now >= until_s:
+                    break
+                next_arrival += 1
+                if not self.queued and self.waiting and self.served_at_once(now, request):
+                    at = events[0][0]
+                    continue
+                self.arrive(request)
+                if self.waiting:
+                    self.dispatch(now)
+                    at = events[0][0] if events else inf
             arrival_at = at_s[by_time[next_arrival]] if next_arrival < n else inf
-            now = min(at, arrival_at, decide_at)
+            now = at if at < arrival_at else arrival_at
+            if decide_at < now:
+                now = decide_at
             if now >= until_s:
                 break
             if at <= now:
@@ -208,6 +231,29 @@ class _Replay:
     def arrive(self, request: int) -> None:
         self.class_queues[self.arrivals.service_class[request]][0 if self.arrivals.dependent[request] else 1].append(request)
         self.queued += 1
+
+    def served_at_once(self, now: float, request: int) -> bool:
+        """An arrival with nothing queued, taken by the server `dispatch` would wake first if that one is free and
+        no class has a group: what `arrive`, `dispatch` and `take_ungrouped` do then (the lone request taken,
+        nothing starved, the bucket's due time a promotion time on if it was due), without the queue. False: not
+        so, nothing done."""
+        if self.groups:
+            return False
+        served_at, server_id = self.waiting[0]
+        server = self.servers.get(server_id)
+        if server is None or server.retiring or not server.free or server.served_at != served_at:
+            return False
+        now_ms, bucket = now * 1000, self.bucket
+        due_ms = now_ms + self.promotion.after_ms if due(bucket, now_ms) else bucket.due_ms
+        self.bucket = PromotionBucket(min(1.0, bucket.tokens + self.promotion.share), due_ms)
+        self.start(now, server, request, False)
+        server.free -= 1
+        server.served_at = now
+        if server.free:
+            heapq.heapreplace(self.waiting, (now, server_id))
+        else:
+            heapq.heappop(self.waiting)
+        return True
 
     def connect(self, now: float) -> None:
         self.starting -= 1
@@ -265,17 +311,15 @@ class _Replay:
 
     def take(self, now: float, server: _Server) -> int:
         """One select of `server` for its free tasks; returns how many it took."""
+        if not self.groups:
+            return self.take_ungrouped(now, server)
         at_s = self.at
         queued = {}
         for name, (dependent, independent) in self.queues.items():
             if dependent or independent:
                 oldest = min(at_s[dependent[0]], at_s[independent[0]]) if dependent and independent else at_s[(dependent or independent)[0]]
                 queued[name] = Queued(len(dependent), len(independent), oldest * 1000)
-        slots = (
-            {g: granted_slots(server.free, group.max_in_flight, self.in_flight[g]) for g, group in self.groups.items()}
-            if self.groups
-            else None
-        )
+        slots = {g: granted_slots(server.free, group.max_in_flight, self.in_flight[g]) for g, group in self.groups.items()}
         selection = select(
             self.look(server.home),
             queued,
@@ -290,14 +334,63 @@ class _Replay:
         for take in selection.takes:
             queue = self.queues[take.service_class][0 if take.dependent else 1]
             for _ in range(take.count):
-                request = queue.popleft()
-                self.selected[request] = now
-                self.promoted[request] = take.promoted
-                self.push(now + self.arrivals.execution_s[request], _END, server.id, request)
+                self.start(now, server, queue.popleft(), take.promoted)
             group = self.group_of.get(take.service_class)
             if group is not None:
                 self.in_flight[group] += take.count
-        taken = selection.count
+        return self.took(now, server, selection.count)
+
+    def take_ungrouped(self, now: float, server: _Server) -> int:
+        """`take` where no class has a resource group (most environments): `select`'s choices made on the queues
+        themselves, without building its inputs: the starved class first when the bucket is due (`_starved`: the
+        oldest head, past the promotion time, of the classes after the first with work), then the classes in the
+        server's look order, each dependent work first."""
+        now_ms = now * 1000
+        bucket, queues, after_ms = self.bucket, self.queues, self.promotion.after_ms
+        due_ms, starved, want, taken = bucket.due_ms, None, server.free, 0
+        order = self.look(server.home)
+        if due(bucket, now_ms):
+            due_ms, oldest, first = now_ms + after_ms, math.inf, True
+            at_s = self.at
+            for name in order:
+                dependent, independent = queues[name]
+                if not (dependent or independent):
+                    continue
+                if first:
+                    first = False
+                    continue
+                head = min(at_s[dependent[0]], at_s[independent[0]]) if dependent and independent else at_s[(dependent or independent)[0]]
+                inserted = head * 1000
+                if inserted + after_ms > now_ms:
+                    due_ms = min(due_ms, inserted + after_ms)
+                elif inserted < oldest:
+                    starved, oldest = name, inserted
+        tokens = bucket.tokens
+        if starved is not None:
+            dependent, independent = queues[starved]
+            self.start(now, server, (dependent or independent).popleft(), True)
+            tokens -= 1
+            due_ms, taken = now_ms, 1  # it may hold more such requests: look again as soon as a token is back
+        if taken < want:
+            for name in order:
+                dependent, independent = queues[name]
+                if not (dependent or independent):
+                    continue
+                for queue in (dependent, independent):
+                    for _ in range(min(want - taken, len(queue))):
+                        self.start(now, server, queue.popleft(), False)
+                        taken += 1
+                if taken >= want:
+                    break
+        self.bucket = PromotionBucket(min(1.0, tokens + self.promotion.share * taken), due_ms)
+        return self.took(now, server, taken)
+
+    def start(self, now: float, server: _Server, request: int, promoted: bool) -> None:
+        self.selected[request] = now
+        self.promoted[request] = promoted
+        self.push(now + self.arrivals.execution_s[request], _END, server.id, request)
+
+    def took(self, now: float, server: _Server, taken: int) -> int:
         if taken:
             self.queued -= taken
             server.free -= taken
