@@ -96,7 +96,7 @@ def test_parameters_are_declared_as_checked_never_null_and_without_nul(spec):
                     assert "pattern" in schema, where
     events = spec["paths"]["/v1/events"]["get"]["parameters"]
     last_event_id = next(p["schema"] for p in events if p["name"] == "last-event-id")
-    assert last_event_id["type"] == "string" and last_event_id["pattern"] == r"^\d{1,19}-\d{1,19}$"
+    assert last_event_id["type"] == "string" and last_event_id["pattern"] == r"^(0|[0-9]{1,19}-[0-9]{1,19})$"
     token = next(p["schema"] for p in spec["paths"]["/v1/enclaves/{token}"]["delete"]["parameters"] if p["name"] == "token")
     assert re.search(token["pattern"], "enc-1") and not re.search(token["pattern"], "enc\x00-1")
 
@@ -140,3 +140,14 @@ def test_report_and_dead_letter_parameters_declare_what_they_take(spec):
     assert not any(re.search(interval, v) for v in ("0", "1441", "x", ""))
     cursor = parameter("/v1/dead-letters", "cursor")["pattern"]
     assert re.search(cursor, "1795737600000_N1~PAYROLL~42") and not re.search(cursor, "")
+
+
+def test_a_mapping_declares_the_keys_the_service_takes(spec):
+    instances = spec["components"]["schemas"]["DynamicApplicationEnvironmentIn"]["properties"]["instances"]
+    assert "patternProperties" not in instances
+    assert instances["propertyNames"] == {"minLength": 1, "maxLength": 32, "pattern": "^[A-Za-z0-9$#@_][A-Za-z0-9$#@_.-]*$"}
+    assert instances["additionalProperties"] == {"$ref": "#/components/schemas/InstanceRouting"}
+    declared = instances | {"components": spec["components"]}
+    jsonschema.validate({"ROME": {}}, declared)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"ROME!": {}}, declared)
