@@ -13,6 +13,8 @@ import pytest
 from app.config import Settings
 from app.main import create_app
 from app.openapi import DOMAIN_ERRORS
+from app.policy.schemas import ServiceDefinition
+from app.policy.validation import validate_definition
 
 ERROR_BODY = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
 
@@ -151,3 +153,29 @@ def test_a_mapping_declares_the_keys_the_service_takes(spec):
     jsonschema.validate({"ROME": {}}, declared)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"ROME!": {}}, declared)
+
+
+ONLINE_GOAL = {"type": "average", "response_time_ms": 100}
+
+
+@pytest.mark.parametrize(
+    ("service_class", "valid"),
+    [
+        ({"name": "A", "importance": 1, "goal": ONLINE_GOAL}, True),
+        ({"name": "A", "goal": {"type": "discretionary"}, "periods": None}, True),
+        ({"name": "A", "periods": [{"importance": 1, "goal": ONLINE_GOAL}], "goal": None}, True),
+        ({"name": "A"}, False),
+        ({"name": "A", "importance": 1}, False),
+        ({"name": "A", "goal": None, "periods": None}, False),
+        ({"name": "A", "goal": ONLINE_GOAL, "periods": [{"importance": 1, "goal": ONLINE_GOAL}]}, False),
+        ({"name": "A", "importance": 1, "periods": [{"importance": 1, "goal": ONLINE_GOAL}]}, False),
+        ({"name": "A", "periods": []}, False),
+        ({"name": "A", "periods": [{"importance": 1, "duration_ms": 1, "goal": ONLINE_GOAL}] * 8 + [{"goal": ONLINE_GOAL}]}, False),
+    ],
+)
+def test_a_service_class_declares_a_goal_or_periods(spec, service_class, valid):
+    """The schema says what app.policy.validation checks of a class's periods: either one goal or 1 to 8 periods."""
+    assert _validator(spec, "ServiceClass").is_valid(service_class) == valid
+    definition = ServiceDefinition.model_validate({"name": "P", "service_classes": [service_class]})
+    # ... and the service refuses what the schema refuses (it checks more: see the description of PUT /v1/policy).
+    assert (not [p for p in validate_definition(definition) if p["path"].startswith("service_classes[0]")]) == valid

@@ -49,8 +49,8 @@ def _policy_response(request: Request, row: PolicyVersion) -> PolicyOut | Respon
     summary="Install and activate a service definition",
     description=(
         "Checked as the schema says, then as a whole: names unique, each name referred to defined, no minimum above "
-        "its maximum, a goal or periods for each service class and the periods' order, completion times within the "
-        "tombstones' bound. Each problem is an entry of a 422 "
+        "its maximum, the order of a service class's periods (a duration for each but the last, a discretionary goal "
+        "only last), completion times within the tombstones' bound. Each problem is an entry of a 422 "
         "`validation_failed` with its path; a body that is not one YAML or JSON document is 400 `malformed_document`."
     ),
 )
