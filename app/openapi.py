@@ -153,6 +153,24 @@ def parameter_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+def closed_key_patterns(node: Any) -> Any:
+    """A mapping whose keys follow a pattern (pydantic's `dict[Name, X]`) as the service checks it. Pydantic writes
+    `patternProperties`, under which a key that does not match is merely unconstrained; the service refuses it, so
+    the pattern goes into `propertyNames` and the value's schema into `additionalProperties`."""
+    if isinstance(node, list):
+        return [closed_key_patterns(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: closed_key_patterns(value) for key, value in node.items()}
+    patterns = node.get("patternProperties", {})
+    if len(patterns) == 1 and "additionalProperties" not in node:
+        [(pattern, value)] = patterns.items()
+        del node["patternProperties"]
+        node["propertyNames"] = node.get("propertyNames", {}) | {"pattern": pattern}
+        node["additionalProperties"] = value
+    return node
+
+
 def openapi_document(app: FastAPI) -> dict[str, Any]:
     """The generated document, completed once per app: error responses, the service definition (the policy route
     reads its body itself, as YAML or JSON) and the bearer scheme."""
@@ -177,5 +195,6 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
                 parameter["schema"] = parameter_schema(parameter["schema"])
     for unused in ("HTTPValidationError", "ValidationError"):
         components.pop(unused, None)
+    schema = closed_key_patterns(schema)
     app.openapi_schema = schema
     return schema

@@ -13,6 +13,8 @@ import pytest
 from app.config import Settings
 from app.main import create_app
 from app.openapi import DOMAIN_ERRORS
+from app.policy.schemas import ServiceDefinition
+from app.policy.validation import validate_definition
 
 ERROR_BODY = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
 
@@ -96,7 +98,7 @@ def test_parameters_are_declared_as_checked_never_null_and_without_nul(spec):
                     assert "pattern" in schema, where
     events = spec["paths"]["/v1/events"]["get"]["parameters"]
     last_event_id = next(p["schema"] for p in events if p["name"] == "last-event-id")
-    assert last_event_id["type"] == "string" and last_event_id["pattern"] == r"^\d{1,19}-\d{1,19}$"
+    assert last_event_id["type"] == "string" and last_event_id["pattern"] == r"^(0|[0-9]{1,19}-[0-9]{1,19})$"
     token = next(p["schema"] for p in spec["paths"]["/v1/enclaves/{token}"]["delete"]["parameters"] if p["name"] == "token")
     assert re.search(token["pattern"], "enc-1") and not re.search(token["pattern"], "enc\x00-1")
 
@@ -140,3 +142,40 @@ def test_report_and_dead_letter_parameters_declare_what_they_take(spec):
     assert not any(re.search(interval, v) for v in ("0", "1441", "x", ""))
     cursor = parameter("/v1/dead-letters", "cursor")["pattern"]
     assert re.search(cursor, "1795737600000_N1~PAYROLL~42") and not re.search(cursor, "")
+
+
+def test_a_mapping_declares_the_keys_the_service_takes(spec):
+    instances = spec["components"]["schemas"]["DynamicApplicationEnvironmentIn"]["properties"]["instances"]
+    assert "patternProperties" not in instances
+    assert instances["propertyNames"] == {"minLength": 1, "maxLength": 32, "pattern": "^[A-Za-z0-9$#@_][A-Za-z0-9$#@_.-]*$"}
+    assert instances["additionalProperties"] == {"$ref": "#/components/schemas/InstanceRouting"}
+    declared = instances | {"components": spec["components"]}
+    jsonschema.validate({"ROME": {}}, declared)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"ROME!": {}}, declared)
+
+
+ONLINE_GOAL = {"type": "average", "response_time_ms": 100}
+
+
+@pytest.mark.parametrize(
+    ("service_class", "valid"),
+    [
+        ({"name": "A", "importance": 1, "goal": ONLINE_GOAL}, True),
+        ({"name": "A", "goal": {"type": "discretionary"}, "periods": None}, True),
+        ({"name": "A", "periods": [{"importance": 1, "goal": ONLINE_GOAL}], "goal": None}, True),
+        ({"name": "A"}, False),
+        ({"name": "A", "importance": 1}, False),
+        ({"name": "A", "goal": None, "periods": None}, False),
+        ({"name": "A", "goal": ONLINE_GOAL, "periods": [{"importance": 1, "goal": ONLINE_GOAL}]}, False),
+        ({"name": "A", "importance": 1, "periods": [{"importance": 1, "goal": ONLINE_GOAL}]}, False),
+        ({"name": "A", "periods": []}, False),
+        ({"name": "A", "periods": [{"importance": 1, "duration_ms": 1, "goal": ONLINE_GOAL}] * 8 + [{"goal": ONLINE_GOAL}]}, False),
+    ],
+)
+def test_a_service_class_declares_a_goal_or_periods(spec, service_class, valid):
+    """The schema says what app.policy.validation checks of a class's periods: either one goal or 1 to 8 periods."""
+    assert _validator(spec, "ServiceClass").is_valid(service_class) == valid
+    definition = ServiceDefinition.model_validate({"name": "P", "service_classes": [service_class]})
+    # ... and the service refuses what the schema refuses (it checks more: see the description of PUT /v1/policy).
+    assert (not [p for p in validate_definition(definition) if p["path"].startswith("service_classes[0]")]) == valid

@@ -69,7 +69,13 @@ async def update_principal(name: str, body: PrincipalUpdate, session: SessionDep
     return _principal_out(await service.update_principal(session, admin.name, name, body, state.key_cache))
 
 
-@router.post("/api-keys", status_code=201, response_model=ApiKeyCreated, summary="Create an API key (shown once)")
+@router.post(
+    "/api-keys",
+    status_code=201,
+    response_model=ApiKeyCreated,
+    summary="Create an API key (shown once)",
+    description="`expires_at`, when given, must be in the future: 422 `validation_failed` at `expires_at` (a rule of the clock).",
+)
 async def create_api_key(body: ApiKeyIn, session: SessionDep, admin: Admin) -> ApiKeyCreated:
     api_key, key = await service.create_api_key(session, admin.name, body)
     return ApiKeyCreated(**_key_out(api_key).model_dump(), key=key)

@@ -19,7 +19,21 @@ from app.deps import Connector, Offset, Participant, SessionDep, StateDep, Viewe
 router = APIRouter(prefix="/v1/connections", tags=["connections"])
 
 
-@router.post("", status_code=201, response_model=ConnectionCreated, summary="IWM4CON: connect a queue manager or a server")
+@router.post(
+    "",
+    status_code=201,
+    response_model=ConnectionCreated,
+    summary="IWM4CON: connect a queue manager or a server",
+    # What the schema cannot state: it depends on the active policy, the connected queue managers and the allowlist.
+    description=(
+        "A server's application environment and node must be the active policy's: an unknown one is 404 "
+        "(`unknown_application_environment`, `unknown_node`); one that does not fit the policy is 409 "
+        "(`wrong_subsystem_type`, `not_hosted`, `node_required` when the policy has several nodes and none is named), "
+        "as is a server whose queue manager is not connected (`queue_manager_not_connected`). A queue manager's "
+        "`exit_url` outside the administrator's allowlist is 403 `exit_url_not_allowed`, as a server resource without a "
+        "permit is 403 `not_permitted`."
+    ),
+)
 async def connect(body: Annotated[ConnectIn, Body()], session: SessionDep, state: StateDep, principal: Connector) -> ConnectionCreated:
     # A server may connect for a dynamic environment its queue manager has just defined on another replica.
     policy = await (state.policies.knowing(body.application_environment) if isinstance(body, ServerConnect) else state.policies.active())

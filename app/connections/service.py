@@ -17,7 +17,7 @@ from app.connections.models import Connection
 from app.connections.records import ConnectionRecords
 from app.connections.schemas import QueueManagerConnect, ServerConnect
 from app.db import utcnow
-from app.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from app.errors import Conflict, Forbidden, NotFound
 from app.policy.active import ActivePolicy
 from app.queues.store import QueueStore
 from app.shared.ttl_cache import TtlCache
@@ -106,12 +106,12 @@ def resolve_node(policy: ActivePolicy, node: str | None, *, required: bool) -> s
     """The node a connection belongs to: as given, or the only node; a server must have one."""
     if node is not None:
         if node not in policy.nodes:
-            raise ValidationFailed([{"path": "node", "message": f"unknown node {node!r}; nodes: {', '.join(policy.nodes)}"}])
+            raise NotFound(f"unknown node {node!r}; nodes: {', '.join(policy.nodes)}", code="unknown_node", node=node)
         return node
     if len(policy.nodes) == 1:
         return policy.nodes[0]
     if required:
-        raise ValidationFailed([{"path": "node", "message": f"the policy has several nodes ({', '.join(policy.nodes)}); name one"}])
+        raise Conflict(f"the policy has several nodes ({', '.join(policy.nodes)}); name one", code="node_required")
     return None
 
 
@@ -143,8 +143,9 @@ async def connect(
 def _queue_manager_connection(policy: ActivePolicy, request: QueueManagerConnect, exit_url_allowlist: Sequence[str]) -> Connection:
     exit_url = str(request.exit_url) if request.exit_url is not None else None
     if exit_url is not None and not exit_urls.allowed(exit_url, exit_url_allowlist):
-        raise ValidationFailed(
-            [{"path": "exit_url", "message": "not in the exit URL allowlist the administrator configured (WLM_EXIT_URL_ALLOWLIST)"}]
+        # The administrator's permission for a resource, as a server's permit is: refused with 403, like a permit.
+        raise Forbidden(
+            "exit_url is not in the exit URL allowlist the administrator configured (WLM_EXIT_URL_ALLOWLIST)", code="exit_url_not_allowed"
         )
     return Connection(
         role="queue_manager",
@@ -160,22 +161,17 @@ async def _server_connection(session: AsyncSession, principal: PrincipalInfo, po
     ae = policy.application_environments.get(request.application_environment)
     if ae is None:
         known = ", ".join(policy.application_environments) or "none"
-        raise ValidationFailed(
-            [
-                {
-                    "path": "application_environment",
-                    "message": f"unknown application environment {request.application_environment!r}; defined: {known}",
-                }
-            ]
+        raise NotFound(
+            f"unknown application environment {request.application_environment!r}; defined: {known}",
+            code="unknown_application_environment",
+            application_environment=request.application_environment,
         )
     if ae.subsystem_type != request.subsystem_type:
-        raise ValidationFailed(
-            [{"path": "subsystem_type", "message": f"{ae.name} serves subsystem type {ae.subsystem_type}, not {request.subsystem_type}"}]
-        )
+        raise Conflict(f"{ae.name} serves subsystem type {ae.subsystem_type}, not {request.subsystem_type}", code="wrong_subsystem_type")
     node = resolve_node(policy, request.node, required=True)
     assert node is not None
     if not policy.hosts(ae.name, node):
-        raise ValidationFailed([{"path": "node", "message": f"node {node} does not host {ae.name}"}])
+        raise Conflict(f"node {node} does not host {ae.name}", code="not_hosted", node=node, application_environment=ae.name)
 
     # z/OS WLM's SAF check on a server's connect: a permit on sstype.subsys.applenv[.node]. The node qualifier is only part of the
     # resource when the server named it, as NODENM is optional on IWM4CON.

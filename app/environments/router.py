@@ -93,6 +93,7 @@ async def display_application_environment(name: str, state: StateDep, _: Viewer)
     "/application-environments/{name}/server-limits",
     response_model=ServerLimitsOut,
     summary="IWM4SLI: set an environment's server limits (a connected server of it, with its connect token, or an operator)",
+    description="`min` may not exceed `max`: 422 `validation_failed` (a comparison of two fields, which a schema cannot state).",
     operation_id=SET_LIMITS_ID,
 )
 async def set_server_limits(

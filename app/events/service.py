@@ -29,7 +29,11 @@ from app.web.shutdown import ShutdownNotice
 
 log = logging.getLogger(__name__)
 
-SUBJECT_ELEMENT = re.compile(r"^[A-Za-z0-9_\-]+$")
+_ELEMENT = r"[A-Za-z0-9_-]+"
+SUBJECT_ELEMENT = re.compile(_ELEMENT)
+# subject_matcher's grammar as one expression, for the OpenAPI document (it refuses the same texts, saying which
+# element is wrong): elements or `*` joined by dots, the last of which may be `>`.
+SUBJECT_PATTERN = rf"^(({_ELEMENT}|\*)\.)*({_ELEMENT}|\*|>)$"
 # An idle stream sends a comment this often, so proxies and clients know it is alive.
 KEEPALIVE_SECONDS = 15.0
 READ_BATCH = 500
@@ -48,7 +52,7 @@ def subject_matcher(pattern: str) -> re.Pattern[str]:
             parts.append(r"[^.]+(\.[^.]+)*")
         elif element == "*":
             parts.append(r"[^.]+")
-        elif SUBJECT_ELEMENT.match(element):
+        elif SUBJECT_ELEMENT.fullmatch(element):  # not match with `$`, which would take a trailing newline
             parts.append(re.escape(element))
         else:
             raise ValueError(f"element {index + 1} of {pattern!r}: use letters, digits, _ or -, or * for one element and > at the end")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, get_args
 
-from pydantic import BeforeValidator, Discriminator, StrictBool, StringConstraints, Tag, TypeAdapter, ValidationError
+from pydantic import BeforeValidator, Discriminator, Field, StrictBool, StringConstraints, Tag, TypeAdapter, ValidationError
 
 from app.errors import ValidationFailed, pydantic_errors
 from app.shared.schemas import Name, StrictModel
@@ -116,8 +116,12 @@ _KEYWORD_IS_DYNAMIC = {"APPLENV": False, "DYNAPPL": True}
 _ACTIONS = {"QUIESCE": Action.QUIESCE, "Q": Action.QUIESCE, "RESUME": Action.RESUME, "REFRESH": Action.REFRESH}
 _ACTION_CHOICES = "QUIESCE (or Q), RESUME or REFRESH"
 
+# A blank is what Python's `\s` and str.strip (Name's strip_whitespace) take for one, spelled out: the OpenAPI
+# document's (ECMA-262) `\s` differs from Python's, and COMMAND_PATTERN must accept exactly what the reader does.
+_BLANKS = r"\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_BLANK = f"[{_BLANKS}]"
 # A word is anything up to a blank or a separator, so a bad character lands inside a word and is reported as such.
-_TOKEN = re.compile(r"[^\s,=]+|[,=]")
+_TOKEN = re.compile(f"[^{_BLANKS},=]+|[,=]")
 _SEPARATORS = (",", "=")
 
 # The one definition of a valid name is app.schemas.Name; its constraints are read from there.
@@ -148,11 +152,11 @@ class _Reader:
         token = self._take()
         if token is None:
             raise _refusal(Refusal.EMPTY, "the command is empty", "", 1)
-        verb = _VERBS.get(token.text.upper())
+        verb = _VERBS.get(_keyword_of(token))
         if verb is None or verb not in accepted:
             raise self._expected(Refusal.UNKNOWN_VERB, " or ".join(_VERB_SPELLINGS[each] for each in accepted), token)
         wlm = self._take()
-        if wlm is None or wlm.text.upper() != "WLM":
+        if wlm is None or _keyword_of(wlm) != "WLM":
             raise self._expected(Refusal.MISSING_WLM, f"WLM after {token.text.upper()}", wlm)
         return verb
 
@@ -164,7 +168,7 @@ class _Reader:
         if comma.text != ",":
             raise self._expected(Refusal.MISSING_COMMA, "','", comma)
         keyword = self._take()
-        dynamic = _KEYWORD_IS_DYNAMIC.get(keyword.text.upper()) if keyword else None
+        dynamic = _KEYWORD_IS_DYNAMIC.get(_keyword_of(keyword)) if keyword else None
         if keyword is None or dynamic is None:
             raise self._expected(Refusal.MISSING_APPLICATION_ENVIRONMENT, "APPLENV= or DYNAPPL=", keyword)
         equals = self._take()
@@ -186,7 +190,7 @@ class _Reader:
         word = self._take()
         if word is None or word.text in _SEPARATORS:
             raise self._expected(Refusal.MISSING_ACTION, _ACTION_CHOICES, word)
-        action = _ACTIONS.get(word.text.upper())
+        action = _ACTIONS.get(_keyword_of(word))
         if action is None:
             raise self._expected(Refusal.UNKNOWN_ACTION, _ACTION_CHOICES, word)
         return action
@@ -215,6 +219,12 @@ class _Reader:
         return _refusal(reason, f"expected {expected} at column {found.column}, found {found.text!r}", found.text, found.column)
 
 
+def _keyword_of(token: _Token) -> str:
+    """The token as a keyword, in upper case. ASCII only: Python upper-cases `ı` to `I` and `ſ` to `S`, which would
+    accept `DıSPLAY` where COMMAND_PATTERN (and an operator's eye) does not."""
+    return token.text.upper() if token.text.isascii() else token.text
+
+
 def _check_name(name: _Token, *, patterns: bool) -> None:
     """Refuses a name (or, with `patterns`, a name with `*`s) that app.schemas.Name would refuse, pointing at the culprit."""
     text = name.text
@@ -237,6 +247,40 @@ def _check_name(name: _Token, *, patterns: bool) -> None:
     raise _refusal(Refusal.BAD_NAME, message, culprit, column)
 
 
+def _any_case(word: str) -> str:
+    return "".join(f"[{letter}{letter.lower()}]" for letter in word)
+
+
+def _one_of(*words: str) -> str:
+    return "(" + "|".join(_any_case(word) for word in words) + ")"
+
+
+def _name_pattern(*, wildcard: bool) -> str:
+    """Name's pattern (`^[first][rest]*$`, at most _NAME_MAX_LENGTH long) as part of a larger one; with `wildcard`,
+    `*` may stand anywhere, as _check_name lets it."""
+    parts = re.fullmatch(r"\^\[(.+?)\]\[(.+)\]\*\$", str(_NAME_RULES.pattern))
+    assert parts is not None, _NAME_RULES.pattern
+    first, rest = (f"[{'*' if wildcard else ''}{part}]" for part in parts.groups())  # first: a trailing `-` stays literal
+    return f"{first}{rest}{{0,{_NAME_MAX_LENGTH - 1}}}"
+
+
+def _command_pattern() -> str:
+    """The grammar above as one regular expression, for the OpenAPI document: what the reader accepts, so a client
+    or a fuzzer knows it (tests/operator/test_commands.py holds the two to each other)."""
+    blanks, separated = f"{_BLANK}*", f"{_BLANK}+"
+
+    def separator(text: str) -> str:
+        return f"{blanks}{text}{blanks}"
+
+    head = f"{separator(',')}{_one_of(*_KEYWORD_IS_DYNAMIC)}{separator('=')}"
+    vary = f"{_one_of('VARY', 'V')}{separated}{_any_case('WLM')}{head}{_name_pattern(wildcard=False)}{separator(',')}{_one_of(*_ACTIONS)}"
+    display = f"{_one_of('DISPLAY', 'D')}{separated}{_any_case('WLM')}{head}{_name_pattern(wildcard=True)}"
+    return f"^{blanks}({vary}|{display}){blanks}$"
+
+
+COMMAND_PATTERN = _command_pattern()
+
+
 def _refusal(reason: Refusal, message: str, token: str, column: int) -> ValidationFailed:
     return ValidationFailed([{"path": "command", "message": message, "reason": reason.value, "token": token, "column": column}])
 
@@ -257,7 +301,8 @@ def _upper_if_text(value: Any) -> Any:
 class VaryCommandText(StrictModel):
     """The text form: `{"command": "VARY WLM,APPLENV=PAYROLL,QUIESCE"}`."""
 
-    command: Annotated[str, StringConstraints(max_length=COMMAND_MAX_LENGTH)]
+    # The pattern is declared rather than enforced: the reader refuses the same texts, saying where and why.
+    command: Annotated[str, StringConstraints(max_length=COMMAND_MAX_LENGTH), Field(json_schema_extra={"pattern": COMMAND_PATTERN})]
 
     def to_command(self) -> VaryCommand:
         return parse_vary(self.command)

@@ -42,7 +42,18 @@ def _policy_response(request: Request, row: PolicyVersion) -> PolicyOut | Respon
     return PolicyOut(**_version_out(row).model_dump(), definition=row.definition)
 
 
-@router.put("", response_model=PolicyInstallOut, openapi_extra=_DEFINITION_BODY, summary="Install and activate a service definition")
+@router.put(
+    "",
+    response_model=PolicyInstallOut,
+    openapi_extra=_DEFINITION_BODY,
+    summary="Install and activate a service definition",
+    description=(
+        "Checked as the schema says, then as a whole: names unique, each name referred to defined, no minimum above "
+        "its maximum, the order of a service class's periods (a duration for each but the last, a discretionary goal "
+        "only last), completion times within the tombstones' bound. Each problem is an entry of a 422 "
+        "`validation_failed` with its path; a body that is not one YAML or JSON document is 400 `malformed_document`."
+    ),
+)
 async def install_policy(
     request: Request,
     session: SessionDep,

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     BaseModel,
     BeforeValidator,
+    ConfigDict,
     Field,
     GetJsonSchemaHandler,
     StrictBool,
@@ -78,14 +79,30 @@ class Period(StrictModel):
     goal: Goal
 
 
+def _given(field: str) -> dict[str, Any]:
+    """JSON Schema for "the field is there and not null"."""
+    return {"required": [field], "properties": {field: {"not": {"type": "null"}}}}
+
+
 class ServiceClass(StrictModel):
     """Either one period given directly (`importance`, `goal`) or a list of `periods`."""
+
+    # Declared for clients and form builders; app.policy.validation checks it, with a message for each case.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                _given("periods") | {"not": {"anyOf": [_given("goal"), _given("importance")]}},
+                _given("goal") | {"not": _given("periods")},
+            ]
+        }
+    )
 
     name: Name
     description: Description = ""
     importance: Importance | None = None
     goal: Goal | None = None
-    periods: list[Period] | None = None
+    # Its length is declared rather than enforced, for the same reason.
+    periods: Annotated[list[Period] | None, Field(json_schema_extra={"minItems": 1, "maxItems": MAX_PERIODS})] = None
     # The resource group whose caps its work counts against (with every other class of the group, everywhere).
     resource_group: Name | None = None
 

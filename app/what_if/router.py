@@ -21,6 +21,11 @@ RUN = "/{run_id:int}"
     status_code=202,
     response_model=WhatIfAccepted,
     summary="Replay a recorded day under a candidate policy: queued, run one at a time (PySpark)",
+    description=(
+        "`policy` is a service definition, as YAML or JSON text or as an object, read and checked as PUT /v1/policy "
+        "reads and checks it: 400 `malformed_document` when the text is not one document, 422 `validation_failed` with "
+        "the path of each problem."
+    ),
 )
 async def submit_what_if(body: WhatIfIn, session: SessionDep, state: StateDep, operator: Operator) -> WhatIfAccepted:
     run = await service.submit(session, state.settings, state.what_if, operator.name, body)

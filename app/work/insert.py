@@ -10,7 +10,7 @@ from typing import Any
 from app.auth.roles import PrincipalInfo
 from app.config import Settings
 from app.connections.service import ConnInfo
-from app.errors import Conflict, Forbidden, PayloadTooLarge, TooManyRequests, ValidationFailed
+from app.errors import Conflict, Forbidden, NotFound, PayloadTooLarge, TooManyRequests, ValidationFailed
 from app.events.service import publish, subject
 from app.policy.active import ActivePolicy
 from app.policy.service import PolicyStore, qualifier_attributes
@@ -69,22 +69,15 @@ class Insertion:
         ae = policy.application_environments.get(body.application_environment)
         if ae is None:
             known = ", ".join(policy.application_environments) or "none"
-            raise ValidationFailed(
-                [
-                    {
-                        "path": "application_environment",
-                        "message": f"unknown application environment {body.application_environment!r}; defined: {known}",
-                    }
-                ]
+            raise NotFound(
+                f"unknown application environment {body.application_environment!r}; defined: {known}",
+                code="unknown_application_environment",
+                application_environment=body.application_environment,
             )
         if ae.subsystem_type != qm.subsystem_type:
-            raise ValidationFailed(
-                [
-                    {
-                        "path": "application_environment",
-                        "message": f"{ae.name} serves subsystem type {ae.subsystem_type}; this queue manager is {qm.subsystem_type}",
-                    }
-                ]
+            raise Conflict(
+                f"{ae.name} serves subsystem type {ae.subsystem_type}; this queue manager is {qm.subsystem_type}",
+                code="wrong_subsystem_type",
             )
         owner = policy.dynamic.get(ae.name)
         if owner is not None and owner.queue_manager_id != qm.id:
@@ -125,7 +118,7 @@ class Insertion:
         idempotency key goes to the node the first try went to, where the key replays it."""
         if requested is not None:
             if not policy.hosts(ae, requested):
-                raise ValidationFailed([{"path": "node", "message": f"node {requested} does not host {ae}"}])
+                raise Conflict(f"node {requested} does not host {ae}", code="not_hosted", node=requested, application_environment=ae)
             return requested, "named"
         claims = [item.idempotency_key for item in items if item.idempotency_key]
         earlier = await self._claimed_node(policy, qm, ae, claims)

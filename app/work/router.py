@@ -49,14 +49,27 @@ async def delete_enclave(token: str, connect_token: ConnectTokenQuery, call: Que
     return Response(status_code=204)
 
 
-@router.post("/v1/work", status_code=201, response_model=WorkQueued, summary="IWM4QIN: queue a work request")
+# What the schema cannot state, since it depends on the active policy (docs/architecture.md, "What the schema cannot
+# state"): declared here so a client knows the answer.
+_INSERT_RULES = (
+    "An application environment the active policy does not define is 404 `unknown_application_environment`; one of "
+    "another subsystem type than the queue manager's, or a `node` that does not host it, is 409 (`wrong_subsystem_type`, "
+    "`not_hosted`). Repeated `idempotency_key`s within one call are 422 `validation_failed`."
+)
+
+
+@router.post("/v1/work", status_code=201, response_model=WorkQueued, summary="IWM4QIN: queue a work request", description=_INSERT_RULES)
 async def insert(body: WorkIn, call: QueueManagerWork) -> Response:
     queued, replayed = await call.work.insertion.insert(call.principal, body)
     return _json(queued, 201, {REPLAYED_HEADER: "true"} if replayed else None)
 
 
 @router.post(
-    "/v1/work:batch", status_code=201, response_model=WorkBatchQueued, summary="IWM4QIN for many requests of one environment, all or none"
+    "/v1/work:batch",
+    status_code=201,
+    response_model=WorkBatchQueued,
+    summary="IWM4QIN for many requests of one environment, all or none",
+    description=_INSERT_RULES,
 )
 async def insert_batch(body: WorkBatchIn, call: QueueManagerWork) -> Response:
     queued, _replayed = await call.work.insertion.insert_batch(call.principal, body)

@@ -60,9 +60,9 @@ async def test_names_are_case_insensitive(client, ready):
 @pytest.mark.parametrize(
     ("change", "status", "code", "path"),
     [
-        ({"application_environment": "NOPE"}, 422, "validation_failed", "application_environment"),
-        ({"subsystem_type": "IMS"}, 422, "validation_failed", "subsystem_type"),
-        ({"node": "MARS"}, 422, "validation_failed", "node"),
+        ({"application_environment": "NOPE"}, 404, "unknown_application_environment", None),
+        ({"subsystem_type": "IMS"}, 409, "wrong_subsystem_type", None),
+        ({"node": "MARS"}, 404, "unknown_node", None),
         ({"worker_tasks": 0}, 422, "validation_failed", "worker_tasks"),
         ({"worker_weight": "heavy"}, 422, "validation_failed", "worker_weight"),
         ({"exit_url": "https://qm.example.com/x"}, 422, "validation_failed", "exit_url"),
@@ -127,9 +127,9 @@ async def test_node_in_the_resource_when_named(client):
     assert (await client.post("/v1/connections", headers=qm, json=QM)).json()["node"] is None  # several nodes: none implied
     east_only = await make_key(client, "srv-east", ["server"], ["CB.BANK1.PAYROLL.EAST"])
     missing_node = await client.post("/v1/connections", headers=east_only, json=SERVER)
-    assert missing_node.status_code == 422 and missing_node.json()["error"]["errors"][0]["path"] == "node"
+    assert missing_node.status_code == 409 and missing_node.json()["error"]["code"] == "node_required"
     west = await client.post("/v1/connections", headers=east_only, json={**SERVER, "node": "WEST"})
-    assert west.status_code == 422 and "does not host" in west.json()["error"]["message"]
+    assert west.status_code == 409 and "does not host" in west.json()["error"]["message"]
     east = await client.post("/v1/connections", headers=east_only, json={**SERVER, "node": "east"})
     assert east.status_code == 201 and east.json()["node"] == "EAST"
 
@@ -139,7 +139,7 @@ async def test_exit_url_must_match_the_allowlist(client, ready):
     assert allowed.status_code == 201 and allowed.json()["exit_url"] == "https://qm.example.com/wlm-exit"
     for url in ("http://169.254.169.254/latest", "https://qm.example.com.evil.net/x", "http://localhost:6379/"):
         refused = await client.post("/v1/connections", headers=ready["qm"], json={**QM, "exit_url": url})
-        assert refused.status_code == 422 and refused.json()["error"]["errors"][0]["path"] == "exit_url", url
+        assert refused.status_code == 403 and refused.json()["error"]["code"] == "exit_url_not_allowed", url
     malformed = await client.post("/v1/connections", headers=ready["qm"], json={**QM, "exit_url": "not a url"})
     assert malformed.status_code == 422
 

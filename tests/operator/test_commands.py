@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import re
+import sys
 from typing import Any
 
 import pytest
@@ -10,7 +12,9 @@ from pydantic import TypeAdapter, ValidationError
 
 from app.errors import ValidationFailed
 from app.operator.commands import (
+    _BLANK,
     COMMAND_MAX_LENGTH,
+    COMMAND_PATTERN,
     Action,
     DisplayCommand,
     Refusal,
@@ -565,3 +569,45 @@ def test_vary_body_schema_offers_both_forms() -> None:
     assert schema["oneOf"] == [{"$ref": "#/$defs/VaryCommandText"}, {"$ref": "#/$defs/VaryRequest"}]
     assert schema["$defs"]["VaryRequest"]["required"] == ["action", "application_environment"]
     assert schema["$defs"]["VaryCommandText"]["required"] == ["command"]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# COMMAND_PATTERN: the grammar as the OpenAPI document declares it
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _parses(command: str) -> bool:
+    try:
+        parse_command(command)
+    except ValidationFailed:
+        return False
+    return True
+
+
+EVERY_COMMAND_ABOVE = [
+    *(f"{verb} WLM,{keyword}=PAYROLL,{action}" for verb, (keyword, _), (action, _) in itertools.product(VERBS, KEYWORDS, ACTIONS)),
+    *(f"VARY WLM,APPLENV={name},Q" for name in ("A", "$sys#@_x.y-z", NAME_32, NAME_33, ".A", "-A", "A!", "A*", "é", "A\u00a0")),
+    *(f"D WLM,APPLENV={pattern}" for pattern in ("*", "**", "*.X", "P*R*L", "*" * 32, "*" * 33, ".*", "A\u00a0")),
+    *(command for command, *_ in VARY_REFUSALS + DISPLAY_REFUSALS),
+    "V\tWLM,\tDYNAPPL\t=\tPAYROLL,\tREFRESH\n",
+    "  D  WLM , APPLENV = *  ",
+    "DıSPLAY WLM,APPLENV=*",  # Python upper-cases ı to I
+    "VARY WLM,APPLENV=X,QUIEſCE",  # ... and ſ to S
+    "D\u3000WLM,APPLENV=X\ufeff",  # a blank to Python, and one to ECMA-262 only
+]
+
+
+@pytest.mark.parametrize("command", EVERY_COMMAND_ABOVE)
+def test_the_declared_pattern_accepts_what_the_parser_accepts(command: str) -> None:
+    """OpenAPI's pattern and the reader agree, so a generated client or a fuzzer knows which texts parse."""
+    assert (re.fullmatch(COMMAND_PATTERN, command) is not None) == _parses(command)
+
+
+def test_a_blank_is_what_python_strips() -> None:
+    blanks = {chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()}
+    assert {chr(c) for c in range(sys.maxunicode + 1) if re.fullmatch(_BLANK, chr(c))} == blanks
+
+
+def test_the_text_form_declares_the_pattern() -> None:
+    schema = TypeAdapter(VaryCommandText).json_schema()["properties"]["command"]
+    assert schema == {"maxLength": COMMAND_MAX_LENGTH, "pattern": COMMAND_PATTERN, "title": "Command", "type": "string"}

@@ -263,7 +263,7 @@ async def test_refusals(world, app):
     unknown_ae = await world.client.post(
         "/v1/work", headers=world.qm, json={"connect_token": world.qm_token, "application_environment": "NOPE", "classification": ONLINE}
     )
-    assert unknown_ae.status_code == 422
+    assert unknown_ae.status_code == 404 and unknown_ae.json()["error"]["code"] == "unknown_application_environment"
     big_result = await world.end(server, item["token"], expect=413, result="y" * 10_000)
     assert big_result.json()["error"]["code"] == "payload_too_large"
 
