@@ -51,10 +51,9 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import _delay_data  # noqa: E402
+from bench._duckdb_report import delay_query, report_query  # noqa: E402
 from bench._report_data import MissingValueRule, check_value_rules, generate  # noqa: E402
 from bench._service import ADMIN_KEY, ROOT, WLM, Service, machine  # noqa: E402
-from spark_jobs.contract.delay_samples import DEDUP_KEY, STATE_COLUMNS  # noqa: E402
-from spark_jobs.contract.goals import RESPONSE_BUCKET_LIMITS_PCT  # noqa: E402
 from spark_jobs.workload_activity.delays import DELAY_COLUMNS, QUEUE  # noqa: E402
 from spark_jobs.workload_activity.policy_goals import PolicyVersionInfo, goal_rows  # noqa: E402
 
@@ -64,6 +63,8 @@ HEADLINE = (
     "spark_large_s",
     "duckdb_small_s",
     "spark_over_duckdb",
+    "duckdb_job_s",
+    "spark_over_duckdb_job",
     "growth_large_over_small",
     "first_run_s",
     "delay_rows_compared",
@@ -122,22 +123,6 @@ def run_reports(data_dir: Path, days: list[date], settings: dict[str, str], *, o
     return {date.fromisoformat(line["date"]): (line["seconds"], line["summary"], line["java"]) for line in lines}
 
 
-# The delay columns in DuckDB: the day's samples, copies dropped by the contract's key, summed per class queue and 15
-# minutes and for the day, each state a percentage of the states counted (null where none were).
-# (Quoted: `using` is a keyword.)
-_STATES = " + ".join(f'sum("{state}")' for state in STATE_COLUMNS)
-DELAY_QUERY = f"""
-    WITH samples AS (SELECT DISTINCT ON ({", ".join(DEDUP_KEY)}) * FROM read_parquet('{{samples}}/*.parquet'))
-    SELECT {", ".join(QUEUE)},
-           CASE WHEN GROUPING(interval_start) = 0 THEN 15 ELSE 1440 END AS interval_minutes,
-           coalesce(interval_start, min(day_start)) AS interval_start,
-           sum(samples) AS delay_samples,
-           {", ".join(f'100.0 * sum("{state}") / nullif({_STATES}, 0)' for state in STATE_COLUMNS)}
-    FROM (SELECT *, time_bucket(INTERVAL 15 MINUTE, timezone('UTC', minute)) AS interval_start,
-                 date_trunc('day', timezone('UTC', minute)) AS day_start
-          FROM samples)
-    GROUP BY GROUPING SETS (({", ".join(QUEUE)}, interval_start), ({", ".join(QUEUE)}))
-"""
 # The figures agree to this relative difference (sums of the same integers, divided in double precision).
 DELAY_TOLERANCE = 1e-9
 
@@ -146,49 +131,40 @@ def duckdb_report(records: Path, samples: Path) -> tuple[float, int, dict[tuple[
     """The same report in DuckDB, on every core; returns its wall time, the whole day's ended count and the delay
     columns (DELAY_COLUMNS) by class queue and level (QUEUE, interval minutes, interval start)."""
     policy = PolicyVersionInfo(1, datetime.now(UTC), yaml.safe_load((ROOT / "examples" / "policy.yaml").read_text()))
-    goals = ", ".join(f"('{g.service_class}', {g.period}, '{g.goal_type}', {g.goal_ms or 'NULL'})" for g in goal_rows([policy]))
-    limits = RESPONSE_BUCKET_LIMITS_PCT
-    bucket = (
-        "CASE "
-        + " ".join(f"WHEN response_time_ms * 100.0 <= goal_ms * {limit} THEN {i}" for i, limit in enumerate(limits))
-        + f" ELSE {len(limits)} END"
-    )
-    bucket_counts = ", ".join(f"count(*) FILTER (WHERE ended AND bucket = {i}) AS bucket_{i}" for i in range(len(limits) + 1))
-    query = f"""
-        WITH goals(service_class, period, goal_type, goal_ms) AS (VALUES {goals}),
-        records AS (
-            SELECT DISTINCT ON (token, coalesce(life, 1)) * FROM read_parquet('{records}/*.parquet')
-        ),
-        rows AS (
-            SELECT r.application_environment, r.node, r.service_class, r.period, coalesce(r.report_class, '') AS report_class,
-                   time_bucket(INTERVAL 15 MINUTE, timezone('UTC', r.ended_at)) AS interval_start,
-                   r.outcome IN ('completed', 'failed') AS ended,
-                   r.outcome, r.response_time_ms, r.queue_time_ms, r.execution_time_ms, g.goal_type, g.goal_ms,
-                   CASE WHEN g.goal_ms IS NOT NULL THEN {bucket} END AS bucket
-            FROM records r JOIN goals g USING (service_class, period)
-        )
-        SELECT application_environment, node, service_class, period, report_class, interval_start,
-               count(*) FILTER (WHERE ended) AS ended_count, count(*) FILTER (WHERE outcome = 'failed') AS failed_count,
-               count(*) FILTER (WHERE outcome IN ('deleted', 'purged')) AS deleted_count,
-               count(*) FILTER (WHERE outcome = 'abandoned') AS abandoned_count,
-               avg(response_time_ms) FILTER (WHERE ended), stddev_pop(response_time_ms) FILTER (WHERE ended),
-               avg(queue_time_ms) FILTER (WHERE ended), stddev_pop(queue_time_ms) FILTER (WHERE ended),
-               avg(execution_time_ms) FILTER (WHERE ended), stddev_pop(execution_time_ms) FILTER (WHERE ended),
-               quantile_disc(response_time_ms, [0.5, 0.9, 0.99]) FILTER (WHERE ended),
-               100.0 * sum(execution_time_ms) FILTER (WHERE ended) / sum(response_time_ms) FILTER (WHERE ended) AS velocity,
-               {bucket_counts}
-        FROM rows
-        GROUP BY GROUPING SETS ((application_environment, node, service_class, period, report_class, interval_start),
-                                (application_environment, node, service_class, period, report_class))
-    """
+    query = report_query(goal_rows([policy]), records)
     connection = duckdb.connect()
     started = time.perf_counter()
     rows = connection.execute(query).fetchall()
-    delays = connection.execute(DELAY_QUERY.format(samples=samples)).fetchall()
+    delays = connection.execute(delay_query(samples)).fetchall()
     elapsed = time.perf_counter() - started
     connection.close()
     key_length = len(QUEUE) + 2
     return elapsed, sum(row[6] for row in rows if row[5] is None), {row[:key_length]: row[key_length:] for row in delays}
+
+
+def duckdb_job(data_dir: Path, day: date) -> tuple[float, int]:
+    """The same day's report as a DuckDB job of its own (bench/_duckdb_job.py: the policy read, the same queries, the
+    report's Parquet written and its rows replaced in a scratch copy of the service's database), timed as the job
+    is: wall time from its process's start to its exit. Returns that and the whole day's ended count."""
+    scratch = data_dir / "duckdb-job.db"
+    if not scratch.exists():
+        shutil.copyfile(data_dir / "wlm.db", scratch)
+    partition = f"date={day.isoformat()}"
+    command = [
+        sys.executable,
+        str(ROOT / "bench" / "_duckdb_job.py"),
+        f"--date={day.isoformat()}",
+        f"--records={data_dir / 'records' / partition}",
+        f"--samples={data_dir / 'delay_samples' / partition}",
+        f"--database-url=sqlite:///{scratch}",
+        f"--output={data_dir / 'reports' / 'duckdb_job'}",
+    ]
+    started = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if result.returncode != 0:
+        raise RuntimeError(f"the DuckDB job failed:\n{result.stderr[-3000:]}")
+    return elapsed, json.loads(result.stdout.strip().splitlines()[-1])["ended"]
 
 
 def delays_agree(report: Path, duck: dict[tuple[object, ...], tuple[object, ...]]) -> tuple[int, list[str]]:
@@ -280,7 +256,7 @@ def measure(data_dir: Path, requests: dict[str, int], runs: int, settings: dict[
             f"first run, on a day of {WARM_UP_REQUESTS:,} requests (writes the class-data archive): {first_run:.1f} s wall ({summary})",
             flush=True,
         )
-    seconds: dict[str, list[float]] = {"small": [], "large": [], "duckdb": []}
+    seconds: dict[str, list[float]] = {"small": [], "large": [], "duckdb": [], "duckdb_job": []}
     spark_ended: dict[str, set[int]] = {"small": set(), "large": set()}
     duck_ended: set[int] = set()
     duck_delays: dict[tuple[object, ...], tuple[object, ...]] = {}
@@ -297,8 +273,12 @@ def measure(data_dir: Path, requests: dict[str, int], runs: int, settings: dict[
         print(f"run {run}: duckdb small day: {elapsed:.1f} s ({ended:,} ended requests)", flush=True)
         seconds["duckdb"].append(elapsed)
         duck_ended.add(ended)
+        elapsed, ended = duckdb_job(data_dir, SMALL_DAY)
+        print(f"run {run}: duckdb job, small day: {elapsed:.1f} s ({ended:,} ended requests)", flush=True)
+        seconds["duckdb_job"].append(elapsed)
+        duck_ended.add(ended)
     print(f"the job's driver runs on Java {java}", flush=True)
-    small, large, duck = (statistics.median(seconds[name]) for name in ("small", "large", "duckdb"))
+    small, large, duck, duck_job = (statistics.median(seconds[name]) for name in ("small", "large", "duckdb", "duckdb_job"))
     # The small day's report as the job wrote it last (its Parquet), against DuckDB's delay columns.
     delay_rows, delay_problems = delays_agree(data_dir / "reports" / "workload_activity" / f"date={SMALL_DAY.isoformat()}", duck_delays)
     print(f"delays_agree: {delay_rows:,} report rows compared, {len(delay_problems)} disagreeing shown", flush=True)
@@ -307,6 +287,9 @@ def measure(data_dir: Path, requests: dict[str, int], runs: int, settings: dict[
         "spark_large_s": round(large, 1),
         "duckdb_small_s": round(duck, 3),  # milliseconds on a smoke run's day
         "spark_over_duckdb": round(small / duck, 2),
+        # Like for like: DuckDB as a job of its own, process start, policy read and writes included, as the job's are.
+        "duckdb_job_s": round(duck_job, 3),
+        "spark_over_duckdb_job": round(small / duck_job, 2),
         "growth_large_over_small": round(large / small, 2),
         "first_run_s": round(first_run if first_run is not None else seconds["small"][0], 1),
         "delay_rows_compared": delay_rows,
@@ -314,7 +297,9 @@ def measure(data_dir: Path, requests: dict[str, int], runs: int, settings: dict[
     problems = check(figures, spark_ended, duck_ended, delay_problems)
     if problems:
         sys.exit("bench/report.py: " + "; ".join(problems))
-    runs_of = {f"{name}_runs_s": [round(value, 3 if name == "duckdb" else 1) for value in values] for name, values in seconds.items()}
+    runs_of = {
+        f"{name}_runs_s": [round(value, 3 if name.startswith("duckdb") else 1) for value in values] for name, values in seconds.items()
+    }
     return figures | runs_of | {"small_requests": requests["small"], "large_requests": requests["large"], "runs": runs, "java": java}
 
 

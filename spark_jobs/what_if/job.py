@@ -25,7 +25,8 @@ from spark_jobs.what_if.arguments import NoRecords
 from spark_jobs.what_if.extract import read_day, read_worker_tasks, replay_rows
 from spark_jobs.what_if.model import ManagerSettings
 from spark_jobs.what_if.replay import REPLAY_COLUMNS, ReplayInputs, replay_partition
-from spark_jobs.workload_activity.extract import day_has_files, read_policy_versions
+from spark_jobs.workload_activity.database_rows import read_policy_versions
+from spark_jobs.workload_activity.extract import day_has_files
 from spark_jobs.workload_activity.transform import day_bounds
 
 

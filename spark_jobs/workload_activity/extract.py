@@ -18,13 +18,10 @@ import pyarrow.parquet as pq
 from pyarrow.fs import FileSystem, FileType
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
-from sqlalchemy import select
 
-from spark_jobs.common.database import as_utc, database, reflected
 from spark_jobs.contract.delay_samples import SCHEMA as DELAY_SAMPLES_SCHEMA
 from spark_jobs.contract.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER, SCHEMA, day_path
 from spark_jobs.workload_activity.delays import SAMPLE_COLUMNS
-from spark_jobs.workload_activity.policy_goals import PolicyVersionInfo
 from spark_jobs.workload_activity.tables import empty_table
 from spark_jobs.workload_activity.transform import RECORD_COLUMNS
 
@@ -108,13 +105,6 @@ def _escaped(uri: str) -> str:
     """`uri` as pyarrow wants it: Spark leaves characters outside ASCII unescaped in its URIs."""
     parsed = urlparse(uri if urlparse(uri).scheme else Path(uri).resolve().as_uri())
     return urlunparse(parsed._replace(path=quote(unquote(parsed.path))))
-
-
-def read_policy_versions(database_url: str) -> list[PolicyVersionInfo]:
-    with database(database_url) as engine, engine.connect() as connection:
-        versions = reflected(connection, "policy_versions")
-        rows = connection.execute(select(versions.c.version, versions.c.installed_at, versions.c.definition)).all()
-    return [PolicyVersionInfo(version, as_utc(installed_at), definition) for version, installed_at, definition in rows]
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from spark_jobs.common.driver import DriverSettings
 from spark_jobs.common.job_log import JobLog
 from spark_jobs.common.session import job_session
 from spark_jobs.contract.report import WHOLE_DAY_MINUTES
+from spark_jobs.workload_activity.database_rows import read_policy_versions, replace_date
 from spark_jobs.workload_activity.delays import delay_sums
 from spark_jobs.workload_activity.extract import (
     day_files,
@@ -26,10 +27,9 @@ from spark_jobs.workload_activity.extract import (
     read_delay_samples,
     read_files,
     read_footers,
-    read_policy_versions,
     read_records,
 )
-from spark_jobs.workload_activity.load import replace_date, write_parquet
+from spark_jobs.workload_activity.load import write_parquet
 from spark_jobs.workload_activity.policy_goals import ActivationStep, GoalRow, activation_steps, goal_rows
 from spark_jobs.workload_activity.transform import day_bounds, workload_activity
 

@@ -13,8 +13,7 @@ from app.db import create_engine, session_factory
 from app.policy.models import PolicyVersion
 from app.reports.models import WorkloadReportRow
 from spark_jobs.common.database import sync_database_url
-from spark_jobs.workload_activity.extract import read_policy_versions
-from spark_jobs.workload_activity.load import replace_date
+from spark_jobs.workload_activity.database_rows import read_policy_versions, replace_date
 from spark_jobs.workload_activity.policy_goals import PolicyVersionInfo
 from spark_jobs.workload_activity.transform import REPORT_COLUMNS
 from tests.reports.conftest import DAY, report_row
