@@ -3,9 +3,9 @@ against what the service did; and the replay of a day of 10 M records timed besi
 
     .venv/bin/python bench/whatif.py [--trace bench/traces/whatif.json] [--seed 1] [--min-servers 1] [--max-servers 6]
                                      [--swap REPORTS,BATCH] [--scale-records 10000000] [--side-by-side]
-    .venv/bin/python bench/whatif.py --smoke    # bench/traces/whatif_smoke.json (3 s, half the work of each request),
-                                                # a day of 4,000 records; the two runs side by side; the jobs in this
-                                                # process on one JVM (bench/_in_process.py)
+    .venv/bin/python bench/whatif.py --smoke    # bench/traces/whatif_smoke.json (3 s, 2.5 s of work), a day of 4,000
+                                                # records; the two runs side by side; the jobs in this process on one
+                                                # JVM (bench/_in_process.py)
 
 1. **same_policy.** The trace (bench/_trace.py; bench/traces/whatif.json: ONLINE, REPORTS whose percentile goal is
    borderline, BATCH) runs through the real service as bench/_wlm.py runs it (launcher on, echo servers sleeping each
