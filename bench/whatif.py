@@ -393,11 +393,12 @@ def main() -> None:
                 print(f"changed_policy: {json.dumps(change)}", flush=True)
                 sized = scale(args.scale_records, settings, installing.result(), scratch, args.scale_timeout, in_process=args.smoke)
         finally:
-            pool.shutdown()  # every run over, its service stopped: their directories are done with
+            # What has not started (a run failed) never will; what has is over, its service stopped.
+            pool.shutdown(cancel_futures=True)
             for future in started:
-                if future.exception() is None and (data_dir := future.result().data_dir) is not None:
+                if not future.cancelled() and future.exception() is None and (data_dir := future.result().data_dir) is not None:
                     shutil.rmtree(data_dir.parent, ignore_errors=True)
-            if installing.exception() is None:
+            if not installing.cancelled() and installing.exception() is None:
                 shutil.rmtree(installing.result().dir, ignore_errors=True)
             shutil.rmtree(scratch, ignore_errors=True)
     runs = [first, second]
