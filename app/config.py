@@ -119,6 +119,9 @@ class Settings(BaseSettings):
     # Background duties: lease expiry, work record flushing, exit delivery.
     lease_check_seconds: float = Field(default=0.5, gt=0)
     records_flush_seconds: float = Field(default=1.0, gt=0)
+    # How long one process's hold on an environment's records lasts (taken again at each flush): the records a dead
+    # scheduler left wait this long for the next. None: ten flush intervals, at least 10 s.
+    records_lease_seconds: float | None = Field(default=None, gt=0)
     records_batch: int = Field(default=10_000, ge=1)
     exit_max_attempts: int = Field(default=8, ge=1)
     # The nightly report: the Spark master URL, and the driver's memory where the driver runs the work (local).
@@ -176,6 +179,18 @@ class Settings(BaseSettings):
     def metrics_max_age(self) -> float:
         """How old the scheduler's rendering of the queues' figures may be when /metrics serves it (0: never served)."""
         return self.goal_interval_seconds if self.metrics_max_age_seconds is None else self.metrics_max_age_seconds
+
+    @model_validator(mode="after")
+    def _records_lease_outlasts_a_flush_interval(self) -> Self:
+        if self.records_lease_seconds is not None and self.records_lease_seconds <= self.records_flush_seconds:
+            raise ValueError("records_lease_seconds must be longer than records_flush_seconds")
+        return self
+
+    @property
+    def records_lease_ms(self) -> int:
+        """The records writer's lease (records_lease_seconds), in milliseconds."""
+        seconds = self.records_lease_seconds
+        return int((max(10 * self.records_flush_seconds, 10) if seconds is None else seconds) * 1000)
 
     @property
     def records_dir(self) -> Path:

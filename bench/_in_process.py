@@ -18,6 +18,10 @@ from app.cli.report import job_settings
 from app.cli.whatif import manager_settings, read_candidate
 from app.config import Settings
 
+# The client compiler only: a smoke run's jobs are seconds on tiny data, where the optimizing compiler's work never
+# pays back (whatif's jobs: 40 CPU seconds with it, 25 without, at load 12-20; the same code runs either way).
+SMOKE_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1",)
+
 
 @contextmanager
 def one_jvm() -> Iterator[None]:
@@ -25,7 +29,7 @@ def one_jvm() -> Iterator[None]:
     from spark_jobs.common.driver import DriverSettings
     from spark_jobs.common.session import build_session
 
-    spark = build_session("wlm-bench", DriverSettings(master="local[*]"))
+    spark = build_session("wlm-bench", DriverSettings(master="local[*]"), driver_java_options=SMOKE_JAVA_OPTIONS)
     try:
         yield
     finally:

@@ -8,7 +8,7 @@ server limits given. The load goes in through one queue manager connection from 
 are connected; the manager's decision (desired and connected servers) is read every 10 s. After the trace, every
 accepted request is waited for until it has its work record (up to the drain time); each request's insert,
 selection and end are its record's. The servers' lifetimes are watched as bench/_lifetimes.py watches any
-server's.
+server's, under the service's process (a benchmark may run two services at once).
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def run_wlm(trace: Trace, load: list[Arrival], low: int, high: int, drain_s: flo
     """The arrivals through a service of its own, servers within [low, high]; the service stopped at the end."""
     service = Service(workers=1, launcher="true")
     try:
-        with Lifetimes(SERVER_MARKER) as lifetimes, asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        with Lifetimes(SERVER_MARKER, root=service.process.pid) as lifetimes, asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             run = runner.run(_drive(service, trace, load, low, high, drain_s))
             run.requests = timed(service.dir / "data", "SIMAPP")
             run.data_dir = service.dir / "data"

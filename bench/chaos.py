@@ -37,7 +37,8 @@ shim was built) no request accepted, one lost in strict mode, a replica that too
 scenario 3 a phase without inserts. Smoke runs cut sizes and waits, not steps: fast mode's losses, the cost of
 strict and the revocation's reach are figures there, not checks, as in a full run. A smoke run also runs scenario 2's
 two modes and scenario 3 at once, after scenario 1 (--side-by-side: each on its own Redis and replicas, so scenario
-3's rates share the cores with scenario 2's inserts).
+3's rates share the cores with scenario 2's inserts), and its replicas of scenario 1 hold the records lease 3 s
+(--records-lease-seconds; the service's default is at least 10 s), the wait for the killed scheduler's records.
 Headline figures (scenario 1 unless named otherwise):
   accepted                   inserts answered 201
   lost                       accepted requests no server ended (neither an `ended` answer nor `already_ended` when
@@ -216,7 +217,7 @@ HEADLINE = (
 )  # fmt: skip
 SMOKE = {
     "seconds": 0.5, "requests": 60, "pairs": 1, "servers": 3, "drain_seconds": 20.0, "records_seconds": 15.0, "revocations": 2,
-    "side_by_side": True,
+    "side_by_side": True, "records_lease_seconds": 3.0,
 }  # fmt: skip
 PREFIX = "wlm"
 AE = "PAYROLL"
@@ -828,6 +829,8 @@ async def cluster_scenario(args: argparse.Namespace, scratch: Path, cleanup: Cle
     cleanup.push("redis-server", redis_server.stop)
     await redis_server.start()
     settings = {"redis_url": redis_server.url, "database_url": database.url, "durability": mode}
+    if args.records_lease_seconds is not None:
+        settings["records_lease_seconds"] = str(args.records_lease_seconds)
     replicas: list[Service] = []
     for name in ("replica-a", "replica-b"):  # one after the other: the first migrates the database
         replica = await asyncio.to_thread(Service, directory=scratch / name, **settings)
@@ -1307,6 +1310,11 @@ def main() -> None:
     parser.add_argument("--drain-seconds", type=float, default=90.0, help="scenario 1: how long to wait for every accepted request to end")
     parser.add_argument("--revocations", type=int, default=20, help="scenario 1: keys revoked to time the revocation's reach")
     parser.add_argument("--records-seconds", type=float, default=30.0, help="scenario 1: how long to wait for their work records")
+    parser.add_argument(
+        "--records-lease-seconds", type=float,
+        help="scenario 1: WLM_RECORDS_LEASE_SECONDS, after which a survivor writes the records the killed scheduler left "
+        "(default: the service's, at least 10 s)",
+    )  # fmt: skip
     parser.add_argument(
         "--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres",
         help="scenario 1's database server (a fresh database is created, and dropped at the end)",

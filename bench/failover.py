@@ -2,7 +2,8 @@
 replaced, `--pause`); another takes over.
 
     .venv/bin/python bench/failover.py [--load-seconds 6] [--rate 150] [--pause]
-    .venv/bin/python bench/failover.py --smoke      # --load-seconds 1.5 --rate 50: the same steps and checks
+    .venv/bin/python bench/failover.py --smoke      # --load-seconds 1.5 --rate 50 --records-lease-seconds 3: the
+                                                    # same steps and checks
 
 Starts one redis-server (the project's embedded one) and three `wlm serve` replicas sharing it and one SQLite
 database, the first with the highest scheduler weight. A producer inserts `--rate` requests a second through the
@@ -16,8 +17,8 @@ record, which at-least-once flushing may leave, are not two completions), none i
 advisories stream) shows one holder per epoch with epochs rising (an epoch may be missing: a member that took the
 role but lost it before its duties started never announced it, by design of app/scheduler/service.py); no duty of a
 deposed scheduler was let through (fenced refusals counted from the logs). The records are waited for (up to
-RECORDS_SECONDS): the killed scheduler's flush lease, at least 10 s, must run out before a survivor writes what it
-left in the outbox.
+RECORDS_SECONDS): the killed scheduler's flush lease (WLM_RECORDS_LEASE_SECONDS, by default at least 10 s; 3 s in a
+smoke run) must run out before a survivor writes what it left in the outbox.
 
 The last line is one JSON object of the figures, the HEADLINE ones among them, and `failed_checks`: a failed check
 (a request not ended, missing or completed twice, epochs not one holder each, no takeover, a woken scheduler that
@@ -50,7 +51,10 @@ from bench._service import ADMIN_KEY, Service, admin_setup, example_policy, mach
 from bench._smoke import conclude, parse_args  # noqa: E402
 
 HEADLINE = ("failover_s", "accepted", "missing", "completed_twice", "one_holder_per_epoch")
-SMOKE = {"load_seconds": 1.5, "rate": 50.0}
+# The smoke run's records lease is shorter than the service's default (10 s), so that the records the killed scheduler
+# left come sooner: the same steps. (A 0.5 s heartbeat and 2 s activation interval as well took members for dead
+# under load 8, and their epochs' advisories came out of order: the smoke keeps the service's.)
+SMOKE = {"load_seconds": 1.5, "rate": 50.0, "records_lease_seconds": 3.0}
 
 PREFIX = "wlm"
 WORK_SECONDS = 0.02
@@ -68,16 +72,17 @@ def policy() -> dict:
 
 
 class Cluster:
-    def __init__(self, scratch: Path) -> None:
+    def __init__(self, scratch: Path, settings: dict[str, str]) -> None:
+        """`settings`: the replicas' (WLM_*, lower case, without the prefix) besides their Redis, database and weight."""
         self.redis = EmbeddedRedis(scratch)
         self.redis_url = self.redis.start()
         self.replicas: list[Service] = []
-        database = f"sqlite+aiosqlite:///{scratch / 'wlm.db'}"
+        shared = settings | {"redis_url": self.redis_url, "database_url": f"sqlite+aiosqlite:///{scratch / 'wlm.db'}"}
         try:
             # The first migrates the database (and, the heaviest, becomes the scheduler); the others start together.
-            self.replicas.append(Service(scheduler_weight="90", redis_url=self.redis_url, database_url=database))
+            self.replicas.append(Service(scheduler_weight="90", **shared))
             with ThreadPoolExecutor() as pool:
-                starting = [pool.submit(Service, scheduler_weight="50", redis_url=self.redis_url, database_url=database) for _ in range(2)]
+                starting = [pool.submit(Service, scheduler_weight="50", **shared) for _ in range(2)]
             self.replicas += [future.result() for future in starting if future.exception() is None]
             for future in starting:
                 future.result()  # raises what a start raised, once the others are in self.replicas to be stopped
@@ -278,9 +283,18 @@ def main() -> None:
     parser.add_argument(
         "--pause", action="store_true", help="freeze the scheduler (SIGSTOP) and wake it once replaced, instead of killing it"
     )
+    parser.add_argument("--heartbeat-seconds", type=float, help="WLM_SCHEDULER_HEARTBEAT_SECONDS (default: the service's)")
+    parser.add_argument("--activation-seconds", type=float, help="WLM_SCHEDULER_ACTIVATION_SECONDS (default: the service's)")
+    parser.add_argument("--records-lease-seconds", type=float, help="WLM_RECORDS_LEASE_SECONDS (default: the service's)")
     args = parse_args(parser, SMOKE)
     print(f"machine: {machine()}; three replicas, Redis and this load generator share the cores", flush=True)
-    cluster = Cluster(Path(tempfile.mkdtemp(prefix="wlm-failover-")))
+    given = {
+        "scheduler_heartbeat_seconds": args.heartbeat_seconds,
+        "scheduler_activation_seconds": args.activation_seconds,
+        "records_lease_seconds": args.records_lease_seconds,
+    }
+    settings = {name: str(value) for name, value in given.items() if value is not None}
+    cluster = Cluster(Path(tempfile.mkdtemp(prefix="wlm-failover-")), settings)
     try:
         result = asyncio.run(run(cluster, args.load_seconds, args.rate, args.pause))
         load: Load = result["load"]
@@ -313,6 +327,7 @@ def main() -> None:
         "one_holder_per_epoch": one_holder_per_epoch,
         "fenced_refusals": fenced_refusals(cluster),
         "mode": "pause" if args.pause else "kill",
+        "service_settings": settings,
     }
     if args.pause:
         # The woken one found itself replaced and said so before acting again; no duty of its old epoch got through.

@@ -2,9 +2,10 @@
 against what the service did; and the replay of a day of 10 M records timed beside the nightly report.
 
     .venv/bin/python bench/whatif.py [--trace bench/traces/whatif.json] [--seed 1] [--min-servers 1] [--max-servers 6]
-                                     [--swap REPORTS,BATCH] [--scale-records 10000000]
-    .venv/bin/python bench/whatif.py --smoke    # bench/traces/whatif_smoke.json (5 s), a day of 4,000 records; the jobs
-                                                # in this process on one JVM (bench/_in_process.py)
+                                     [--swap REPORTS,BATCH] [--scale-records 10000000] [--side-by-side]
+    .venv/bin/python bench/whatif.py --smoke    # bench/traces/whatif_smoke.json (3 s, 2.5 s of work), a day of 4,000
+                                                # records; the two runs side by side; the jobs in this process on one
+                                                # JVM (bench/_in_process.py)
 
 1. **same_policy.** The trace (bench/_trace.py; bench/traces/whatif.json: ONLINE, REPORTS whose percentile goal is
    borderline, BATCH) runs through the real service as bench/_wlm.py runs it (launcher on, echo servers sleeping each
@@ -53,6 +54,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -61,7 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # the app and the jobs' pure functions
 import _in_process
 from _lifetimes import server_seconds
-from _service import ROOT, WLM, machine, process_tree
+from _service import ROOT, WLM, Service, machine, process_tree
 from _smoke import above_zero, conclude, parse_args
 from _trace import Trace, TraceError, arrivals, load
 from _wlm import MANAGER, WlmRun, policy, run_wlm
@@ -75,7 +77,7 @@ from spark_jobs.what_if.replay import attainment
 
 HEADLINE = ("same_policy", "changed_policy", "whatif_10m_s", "report_10m_s")
 TRACES = Path(__file__).resolve().parent / "traces"
-SMOKE = {"trace": TRACES / "whatif_smoke.json", "scale_records": 4_000, "drain_seconds": 60.0}
+SMOKE = {"trace": TRACES / "whatif_smoke.json", "scale_records": 4_000, "drain_seconds": 60.0, "side_by_side": True}
 MISS_BELOW = 0.9  # a class whose attainment is below this misses its goal
 MATCH_DELTA = 0.2  # a minute where both PIs are <= 1 and this close is a match (error 0)
 SCALE_DAY = date(2026, 11, 3)
@@ -290,29 +292,28 @@ def changed_policy(trace: Trace, run: WlmRun, result: Mapping[str, Any]) -> dict
     }
 
 
-def scale(records: int, settings: Mapping[str, str], scratch: Path, timeout_s: float, in_process: bool = False) -> dict[str, Any]:
-    """The nightly report and the what-if on the same synthetic day, each timed as a process (`in_process`: as a
-    run in this one)."""
-    service = install_policy()
+def scale(
+    records: int, settings: Mapping[str, str], service: Service, scratch: Path, timeout_s: float, in_process: bool = False
+) -> dict[str, Any]:
+    """The nightly report and the what-if on the same synthetic day, in the data directory of `service` (stopped, the
+    example policy installed: bench/report.py `install_policy`), each timed as a process (`in_process`: as a run in
+    this one)."""
     data_dir = service.dir / "data"
+    started = time.perf_counter()
+    rows = generate(data_dir / "records", SCALE_DAY, records)
+    print(f"{SCALE_DAY}: {rows:,} records written in {time.perf_counter() - started:.1f} s", flush=True)
+    os.sync()
+    report_s, summary, java = (_in_process.report if in_process else run_report)(data_dir, SCALE_DAY, dict(settings))
+    print(f"report: {report_s:.1f} s ({summary})", flush=True)
+    candidate = scratch / "example.yaml"
+    shutil.copy(ROOT / "examples" / "policy.yaml", candidate)
+    started = time.perf_counter()
     try:
-        started = time.perf_counter()
-        rows = generate(data_dir / "records", SCALE_DAY, records)
-        print(f"{SCALE_DAY}: {rows:,} records written in {time.perf_counter() - started:.1f} s", flush=True)
-        os.sync()
-        report_s, summary, java = (_in_process.report if in_process else run_report)(data_dir, SCALE_DAY, dict(settings))
-        print(f"report: {report_s:.1f} s ({summary})", flush=True)
-        candidate = scratch / "example.yaml"
-        shutil.copy(ROOT / "examples" / "policy.yaml", candidate)
-        started = time.perf_counter()
-        try:
-            whatif_s, result, stages = run_whatif(data_dir, SCALE_DAY, candidate, settings, timeout_s=timeout_s, in_process=in_process)
-        except RuntimeError as failure:
-            print(f"what-if failed after {time.perf_counter() - started:.1f} s: {failure}", flush=True)
-            return {"whatif_s": None, "report_s": round(report_s, 1), "records": rows, "whatif_failed": str(failure)[:2000], "java": java}
-        print(f"what-if: {whatif_s:.1f} s, stages {stages}", flush=True)
-    finally:
-        shutil.rmtree(service.dir, ignore_errors=True)
+        whatif_s, result, stages = run_whatif(data_dir, SCALE_DAY, candidate, settings, timeout_s=timeout_s, in_process=in_process)
+    except RuntimeError as failure:
+        print(f"what-if failed after {time.perf_counter() - started:.1f} s: {failure}", flush=True)
+        return {"whatif_s": None, "report_s": round(report_s, 1), "records": rows, "whatif_failed": str(failure)[:2000], "java": java}
+    print(f"what-if: {whatif_s:.1f} s, stages {stages}", flush=True)
     replay_at, written_at = stages.get("replaying each"), stages.get("writing the")
     return {
         "whatif_s": round(whatif_s, 1),
@@ -340,6 +341,7 @@ def arguments() -> tuple[argparse.Namespace, Trace, tuple[str, str]]:
     parser.add_argument("--scale-records", type=int, default=10_000_000, help="the synthetic day's requests")
     parser.add_argument("--scale-timeout", type=float, default=1800.0, help="seconds the synthetic day's what-if may take")
     parser.add_argument("--drain-seconds", type=float, default=180.0, help="how long the service may take to record its backlog")
+    parser.add_argument("--side-by-side", action="store_true", help="the two real runs at once, each its own service (a smoke run's way)")
     args = parse_args(parser, SMOKE)
     try:
         trace = load(args.trace)
@@ -361,38 +363,45 @@ def main() -> None:
     load_ = arrivals(trace, args.seed)
     settings = {"WLM_SPARK_CLASS_ARCHIVE": "false"} if args.smoke else {}
     scratch = Path(tempfile.mkdtemp(prefix="wlm-bench-whatif-"))
-    runs: list[WlmRun] = []
-    try:
-        print(f"machine: {machine()}; the service, its servers, the jobs and this load generator share it", flush=True)
-        print(f"trace {args.trace} (seed {args.seed}): {trace.length_s:g} s, {len(load_)} arrivals", flush=True)
-        first = run_wlm(trace, load_, low, high, args.drain_seconds)
-        runs.append(first)
-        print(f"run 1 (servers {low}-{high}): {first.accepted} accepted, decisions {first.decisions}", flush=True)
-        second = run_wlm(other, load_, low, halved, args.drain_seconds)
-        runs.append(second)
-        print(f"run 2 (servers {low}-{halved}, {swap} swapped): {second.accepted} accepted, decisions {second.decisions}", flush=True)
-        assert first.data_dir is not None
-        day = datetime.fromtimestamp(first.start, UTC).date()
-        latencies = start_latencies(first)
-        extra = ["--interval", "1", "--seed", str(args.seed), *(f"--start-latency={s}" for s in latencies)]
-        candidates = {"same": policy(trace, low, high), "changed": policy(other, low, halved)}
-        results = {}
-        # A smoke run's jobs share one JVM, in this process (bench/_in_process.py): four JVM starts were most of it.
-        with _in_process.one_jvm() if args.smoke else contextlib.nullcontext():
-            for label, definition in candidates.items():
-                (path := scratch / f"{label}.json").write_text(json.dumps(definition))
-                seconds, results[label], _ = run_whatif(first.data_dir, day, path, settings, *extra, in_process=args.smoke)
-                print(f"what-if under the {label} policy: {seconds:.1f} s", flush=True)
-            same = same_policy(trace, first, results["same"])
-            print(f"same_policy: {json.dumps(same)}", flush=True)
-            change = changed_policy(trace, second, results["changed"])
-            print(f"changed_policy: {json.dumps(change)}", flush=True)
-            sized = scale(args.scale_records, settings, scratch, args.scale_timeout, in_process=args.smoke)
-    finally:
-        for run in runs:
-            if run.data_dir is not None:
-                shutil.rmtree(run.data_dir.parent, ignore_errors=True)
-        shutil.rmtree(scratch, ignore_errors=True)
+    print(f"machine: {machine()}; the service, its servers, the jobs and this load generator share it", flush=True)
+    print(f"trace {args.trace} (seed {args.seed}): {trace.length_s:g} s, {len(load_)} arrivals", flush=True)
+    plans = {f"run 1 (servers {low}-{high})": (trace, high), f"run 2 (servers {low}-{halved}, {swap} swapped)": (other, halved)}
+    # Side by side: the two runs, and the scale day's policy installed, at once; one after the other otherwise.
+    with ThreadPoolExecutor(len(plans) + 1 if args.side_by_side else 1) as pool:
+        started = [pool.submit(run_wlm, plan, load_, low, most, args.drain_seconds) for plan, most in plans.values()]
+        installing = pool.submit(install_policy)
+        try:
+            first, second = (future.result() for future in started)
+            for label, run in zip(plans, (first, second), strict=True):
+                print(f"{label}: {run.accepted} accepted, decisions {run.decisions}", flush=True)
+            # A smoke run's jobs share one JVM, in this process (bench/_in_process.py): four JVM starts were most of it.
+            # (Not started while the runs go: the services and the JVM then took twice as long to start.)
+            with _in_process.one_jvm() if args.smoke else contextlib.nullcontext():
+                assert first.data_dir is not None
+                day = datetime.fromtimestamp(first.start, UTC).date()
+                latencies = start_latencies(first)
+                extra = ["--interval", "1", "--seed", str(args.seed), *(f"--start-latency={s}" for s in latencies)]
+                candidates = {"same": policy(trace, low, high), "changed": policy(other, low, halved)}
+                results = {}
+                for label, definition in candidates.items():
+                    (path := scratch / f"{label}.json").write_text(json.dumps(definition))
+                    seconds, results[label], _ = run_whatif(first.data_dir, day, path, settings, *extra, in_process=args.smoke)
+                    print(f"what-if under the {label} policy: {seconds:.1f} s", flush=True)
+                same = same_policy(trace, first, results["same"])
+                print(f"same_policy: {json.dumps(same)}", flush=True)
+                change = changed_policy(trace, second, results["changed"])
+                print(f"changed_policy: {json.dumps(change)}", flush=True)
+                sized = scale(args.scale_records, settings, installing.result(), scratch, args.scale_timeout, in_process=args.smoke)
+        finally:
+            # What has not started (a run failed) never will; what has is over, its service stopped.
+            pool.shutdown(cancel_futures=True)
+            for future in started:
+                if not future.cancelled() and future.exception() is None and (data_dir := future.result().data_dir) is not None:
+                    shutil.rmtree(data_dir.parent, ignore_errors=True)
+            if not installing.cancelled() and installing.exception() is None:
+                shutil.rmtree(installing.result().dir, ignore_errors=True)
+            shutil.rmtree(scratch, ignore_errors=True)
+    runs = [first, second]
     figures = {
         "same_policy": same,
         "changed_policy": change,

@@ -91,9 +91,11 @@ def redis_cluster(
         for port in ports:
             node_dir = directory / f"node-{port}"
             node_dir.mkdir(parents=True)
+            # No repl-diskless-sync-delay: by default a master waits 5 s for more replicas before it sends the first its copy.
             args = [server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(node_dir), "--cluster-enabled", "yes",
                     "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", str(node_timeout_ms), "--save", "",
-                    "--appendonly", "yes", "--appendfsync", appendfsync, "--logfile", "redis.log"]  # fmt: skip
+                    "--repl-diskless-sync-delay", "0", "--appendonly", "yes", "--appendfsync", appendfsync,
+                    "--logfile", "redis.log"]  # fmt: skip
             processes[port] = subprocess.Popen(args, cwd=node_dir, stdin=subprocess.DEVNULL)
         eventually_sync(lambda: all(_answers(client) for client in clients), 20, what="every cluster node answers")
         share = SLOTS // masters

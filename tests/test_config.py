@@ -78,3 +78,16 @@ def test_a_tombstone_bound_that_covers_no_completion_time_is_refused(monkeypatch
 def test_the_default_tombstone_bound_covers_the_default_completion_time():
     settings = Settings(_env_file=None)
     assert settings.longest_completion_ms == (300 - 30 - 60) * 1000 >= 60_000
+
+
+def test_the_records_lease_is_ten_flush_intervals_at_least_10_s_unless_given():
+    assert Settings(_env_file=None).records_lease_ms == 10_000
+    assert Settings(_env_file=None, records_flush_seconds=3).records_lease_ms == 30_000
+    assert Settings(_env_file=None, records_flush_seconds=0.2, records_lease_seconds=2.5).records_lease_ms == 2_500
+
+
+def test_a_records_lease_within_one_flush_interval_is_refused(monkeypatch):
+    monkeypatch.setenv("WLM_RECORDS_LEASE_SECONDS", "1")  # the default flush interval: the lease would lapse between flushes
+    with pytest.raises(ValidationError) as refused:
+        Settings(_env_file=None)
+    assert "records_lease_seconds must be longer than records_flush_seconds" in str(refused.value)

@@ -28,9 +28,8 @@ class RecordFlushing:
         """Returns how many records were written."""
         state = self.context.state
         written, settings = 0, state.settings
-        lease_ms = int(max(10 * settings.records_flush_seconds, 10) * 1000)
         for keys, _ in await self.context.environments(retired=True):
-            if not await state.leases.hold(keys.records_writer, self.context.owner, lease_ms):
+            if not await state.leases.hold(keys.records_writer, self.context.owner, settings.records_lease_ms):
                 continue
             while True:
                 incarnation, first_position, entries = await state.queues.outbox.pending_records(keys, settings.records_batch)
