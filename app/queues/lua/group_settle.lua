@@ -22,11 +22,12 @@ for g = 1, groups do
     for i = 1, slots do names[i] = reservation .. ':' .. i end
     in_chunks('ZREM', reserved, names)
   end
-  local members, released = {}, 0
+  local members, gone = {}, {}
   for i = member, member + holding - 1 do append_pair(members, now, ARGV[i]) end
   in_chunks('ZADD', held, members)
   member = member + holding
-  for i = member, member + releasing - 1 do released = released + redis.call('ZREM', held, ARGV[i]) end
+  for i = member, member + releasing - 1 do gone[#gone + 1] = ARGV[i] end
+  local released = in_chunks('ZREM', held, gone)
   member = member + releasing
   local count = redis.call('ZCARD', held) + redis.call('ZCARD', reserved)
   local freed = released + slots - holding
