@@ -294,7 +294,8 @@ class GroupKeys:
 
     @cached_property
     def reserved(self) -> str:
-        """Slots taken for a select under way: zset `<reservation>:<n>` -> until when (ms), when they lapse."""
+        """Slots taken for a select under way: zset `<reservation>:<slots>` (one member per select) -> until when
+        (ms), when they lapse."""
         return f"{self.tag}:reserved"
 
     @cached_property

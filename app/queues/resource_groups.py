@@ -239,12 +239,13 @@ class ResourceGroups(StorePart):
             for group in groups:
                 keys = self.group_keys(group.name)
                 pipe.zcard(keys.held)
-                pipe.zcount(keys.reserved, now_ms, "+inf")
+                pipe.zrangebyscore(keys.reserved, now_ms, "+inf")
                 pipe.hmget(keys.capped, ["since", "total_ms"])
             replies = await pipe.execute() if groups else []
         figures = []
         for i in range(len(groups)):
             held, reserved, (since, total) = replies[3 * i : 3 * i + 3]
             waiting = now_ms - int(since) if since is not None else 0
-            figures.append(GroupFigures(int(held) + int(reserved), int(total or 0) + max(0, waiting)))
+            slots = sum(int(member.rsplit(":", 1)[1]) for member in reserved)  # one member per reservation (group_take.lua)
+            figures.append(GroupFigures(int(held) + slots, int(total or 0) + max(0, waiting)))
         return figures

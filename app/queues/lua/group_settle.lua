@@ -17,11 +17,7 @@ for g = 1, groups do
   local at = 5 * g - 4
   local reservation, slots, max = ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
   local holding, releasing = tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4])
-  if slots > 0 then
-    local names = {}
-    for i = 1, slots do names[i] = reservation .. ':' .. i end
-    in_chunks('ZREM', reserved, names)
-  end
+  if slots > 0 then redis.call('ZREM', reserved, reservation .. ':' .. slots) end
   local members, gone = {}, {}
   for i = member, member + holding - 1 do append_pair(members, now, ARGV[i]) end
   in_chunks('ZADD', held, members)
@@ -29,7 +25,7 @@ for g = 1, groups do
   for i = member, member + releasing - 1 do gone[#gone + 1] = ARGV[i] end
   local released = in_chunks('ZREM', held, gone)
   member = member + releasing
-  local count = redis.call('ZCARD', held) + redis.call('ZCARD', reserved)
+  local count = redis.call('ZCARD', held) + reserved_slots(reserved, now)
   local freed = released + slots - holding
   if freed > 0 and (max == 0 or count < max) then
     uncapped(capped, now)
