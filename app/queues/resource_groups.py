@@ -239,13 +239,14 @@ class ResourceGroups(StorePart):
             for group in groups:
                 keys = self.group_keys(group.name)
                 pipe.zcard(keys.held)
-                pipe.zrangebyscore(keys.reserved, now_ms, "+inf")
-                pipe.hmget(keys.capped, ["since", "total_ms"])
+                pipe.zrangebyscore(keys.reserved, "-inf", now_ms)  # lapsed, still in the sum until a take drops them
+                pipe.hmget(keys.capped, ["since", "total_ms", "reserved"])
             replies = await pipe.execute() if groups else []
         figures = []
         for i in range(len(groups)):
-            held, reserved, (since, total) = replies[3 * i : 3 * i + 3]
+            held, lapsed, (since, total, reserved) = replies[3 * i : 3 * i + 3]
             waiting = now_ms - int(since) if since is not None else 0
-            slots = sum(int(member.rsplit(":", 1)[1]) for member in reserved)  # one member per reservation (group_take.lua)
+            # One member per reservation, their sum in `reserved` (reserved_slots in lua/includes/groups.lua).
+            slots = int(reserved or 0) - sum(int(member.rsplit(":", 1)[1]) for member in lapsed)
             figures.append(GroupFigures(int(held) + slots, int(total or 0) + max(0, waiting)))
         return figures

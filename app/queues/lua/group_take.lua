@@ -17,11 +17,13 @@ local result = {OK}
 for g = 1, #KEYS / 4 do
   local held, reserved, blocked, capped = KEYS[4 * g - 3], KEYS[4 * g - 2], KEYS[4 * g - 1], KEYS[4 * g]
   local max = tonumber(ARGV[4 + g])
-  redis.call('ZREMRANGEBYSCORE', reserved, '-inf', now)
-  local count = redis.call('ZCARD', held) + reserved_slots(reserved, now)
+  local count = redis.call('ZCARD', held) + reserved_slots(reserved, capped, now)
   local granted = want
   if max > 0 then granted = math.max(0, math.min(want, max - count)) end
-  if granted > 0 then redis.call('ZADD', reserved, now + hold_ms, reservation .. ':' .. granted) end
+  if granted > 0 then
+    redis.call('ZADD', reserved, now + hold_ms, reservation .. ':' .. granted)
+    redis.call('HINCRBY', capped, 'reserved', granted)
+  end
   if granted < want then
     redis.call('SADD', blocked, channel)
     redis.call('HSETNX', capped, 'since', now)
