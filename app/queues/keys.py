@@ -294,13 +294,15 @@ class GroupKeys:
 
     @cached_property
     def reserved(self) -> str:
-        """Slots taken for a select under way: zset `<reservation>:<n>` -> until when (ms), when they lapse."""
+        """Slots taken for a select under way: zset `<reservation>:<slots>` (one member per select) -> until when
+        (ms), when they lapse."""
         return f"{self.tag}:reserved"
 
     @cached_property
     def blocked(self) -> str:
         """Notify channels of the places whose selects the cap refused (woken when a slot is freed); `capped`: how
-        long work waited on the cap, hash `since` (ms, while capped) and `total_ms`."""
+        long work waited on the cap, hash `since` (ms, while capped) and `total_ms`, and `reserved`: the slots of the
+        `reserved` members."""
         return f"{self.tag}:blocked"
 
     @cached_property

@@ -11,9 +11,9 @@ Cluster, the take and the settle a call per group) when every group grants all t
 carrying ends whose group comes short ends them first, so that the slots they free count for it. An end on its
 own frees its request's slot after it. The scheduler's pass reconciles the rest: a held member no longer selected
 or begun (`stale_members`: given back when its lease expired or its server died, or ended where the release was
-lost) is freed, and a request in flight that no group holds (`unheld_members`: its select's settle was lost) is
-held before the select's reservation lapses. Held slots never lapse on their own, since a request's lease is
-renewed while it runs.
+lost) is freed, once held a few passes (shorter work never costs the pass a read); and a request in flight that no
+group holds (`unheld_members`: its select's settle was lost) is held before the select's reservation lapses. Held
+slots never lapse on their own, since a request's lease is renewed while it runs.
 """
 
 from __future__ import annotations
@@ -92,11 +92,10 @@ def member_of(k: AeKeys, request_id: str, meta: RequestMeta) -> str:
     return f"{k.token(request_id)}|{int(meta.life)}|{int(meta.deliveries)}"
 
 
-def ended_members(k: AeKeys, groups: Mapping[str, GroupCap], records: Iterable[str]) -> dict[GroupCap, list[str]]:
-    """The members of ended requests (their work records, JSON) by their groups (class -> group)."""
+def ended_members(k: AeKeys, groups: Mapping[str, GroupCap], records: Iterable[RequestMeta]) -> dict[GroupCap, list[str]]:
+    """The members of ended requests (their work records) by their groups (class -> group)."""
     freed: dict[GroupCap, list[str]] = {}
-    for raw in records:
-        record = RequestMeta.from_json(raw)
+    for record in records:
         group = groups.get(record.service_class)
         if group is not None:
             freed.setdefault(group, []).append(member_of(k, record.id, record))
@@ -168,12 +167,23 @@ class ResourceGroups(StorePart):
         reservation and frees the members of its requests the select ended (`freed`)."""
         await self.settle([Settlement(g.group, g.reservation, g.granted, taken.get(g.group, ()), freed.get(g.group, ())) for g in grants])
 
-    async def release_ended(self, k: AeKeys, groups: Mapping[str, GroupCap], records: Iterable[str]) -> None:
-        """The slots of ended requests (their work records, JSON) freed, in their groups."""
+    async def release_ended(self, k: AeKeys, groups: Mapping[str, GroupCap], records: Iterable[RequestMeta]) -> None:
+        """The slots of ended requests (their work records) freed, in their groups."""
         await self.settle([Settlement(group, release=members) for group, members in ended_members(k, groups, records).items()])
 
-    async def held_members(self, name: str) -> list[str]:
-        return cast(list[str], await self.redis.zrange(self.group_keys(name).held, 0, -1))
+    async def held_members(self, name: str, before_ms: int | None = None) -> list[str]:
+        """A group's held members; with `before_ms`, those held (or last found in flight) before then, by Redis's
+        clock (a held member's score)."""
+        held = self.group_keys(name).held
+        if before_ms is None:
+            return cast(list[str], await self.redis.zrange(held, 0, -1))
+        return cast(list[str], await self.redis.zrangebyscore(held, "-inf", before_ms))
+
+    async def found_in_flight(self, name: str, members: Sequence[str], now_ms: int) -> None:
+        """Held members found still in flight, stamped `now_ms`, so that the pass reads them again only once they
+        are as old again (XX: one freed meanwhile stays freed)."""
+        if members:
+            await self.redis.zadd(self.group_keys(name).held, dict.fromkeys(members, now_ms), xx=True)
 
     async def stale_members(self, members: Sequence[str]) -> list[str]:
         """Of a group's held members, those no longer selected or begun in that delivery of that life: ended (an
@@ -229,12 +239,14 @@ class ResourceGroups(StorePart):
             for group in groups:
                 keys = self.group_keys(group.name)
                 pipe.zcard(keys.held)
-                pipe.zcount(keys.reserved, now_ms, "+inf")
-                pipe.hmget(keys.capped, ["since", "total_ms"])
+                pipe.zrangebyscore(keys.reserved, "-inf", now_ms)  # lapsed, still in the sum until a take drops them
+                pipe.hmget(keys.capped, ["since", "total_ms", "reserved"])
             replies = await pipe.execute() if groups else []
         figures = []
         for i in range(len(groups)):
-            held, reserved, (since, total) = replies[3 * i : 3 * i + 3]
+            held, lapsed, (since, total, reserved) = replies[3 * i : 3 * i + 3]
             waiting = now_ms - int(since) if since is not None else 0
-            figures.append(GroupFigures(int(held) + int(reserved), int(total or 0) + max(0, waiting)))
+            # One member per reservation, their sum in `reserved` (reserved_slots in lua/includes/groups.lua).
+            slots = int(reserved or 0) - sum(int(member.rsplit(":", 1)[1]) for member in lapsed)
+            figures.append(GroupFigures(int(held) + slots, int(total or 0) + max(0, waiting)))
         return figures

@@ -39,13 +39,14 @@ class Selected:
     payload: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class EndResult:
     code: ReturnCode  # OK: ended; otherwise why not (app.errors maps it)
     value: str  # the work record (JSON) when ended, else the code's detail
 
-    @property
+    @cached_property
     def record(self) -> RequestMeta:
+        """Parsed once: a grouped select reads it for the slot to free, and the router for its answer."""
         return RequestMeta.from_json(self.value)
 
 
@@ -168,7 +169,7 @@ class RequestQueues(StoreBase):
             # A group short of what the select asks: the ends go first after all, in a call of their own, and the
             # slots they free (with the reservation, given back) are taken again, so that they count for this select.
             ended = await self.end(k, server_id, ends)
-            freed = ended_members(k, group_of, [result.value for result in ended if result.code is ReturnCode.OK])
+            freed = ended_members(k, group_of, [result.record for result in ended if result.code is ReturnCode.OK])
             await self.groups.settle_all(grants, {}, freed)
             grants = await self.groups.take_slots(groups, max_items, config.completion_time_ms, k.notify_channel)
             ends = ()
@@ -184,7 +185,7 @@ class RequestQueues(StoreBase):
             for item in result.items:
                 if (group := group_of.get(item.meta.service_class)) is not None:
                     taken.setdefault(group, []).append(member_of(k, item.id, item.meta))
-            released = ended_members(k, group_of, [end.value for end in result.ended if end.code is ReturnCode.OK])
+            released = ended_members(k, group_of, [end.record for end in result.ended if end.code is ReturnCode.OK])
         finally:
             # The slots used hold what was taken, the rest go back, and the ends' slots are freed: one call per group.
             await self.groups.settle_all(grants, taken, released)
@@ -266,7 +267,7 @@ class RequestQueues(StoreBase):
         args = [server_id, self.tombstone_ms, self.samples_ms, self.dead_letter_ms]
         results = _end_results(await self.scripts.run(specs.END(keys, args, arg_groups=[_end_args(ends)])))
         if groups:
-            await self.groups.release_ended(k, groups, [result.value for result in results if result.code is ReturnCode.OK])
+            await self.groups.release_ended(k, groups, [result.record for result in results if result.code is ReturnCode.OK])
         return results
 
     async def delete(self, k: AeKeys, request_id: str, queue_manager: int) -> RequestMeta:

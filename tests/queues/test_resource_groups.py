@@ -247,3 +247,21 @@ async def test_a_crash_between_take_and_settle_counts_no_slot_twice_once_reconci
 
 async def _in_flight_is(store: QueueStore, count: int) -> bool:
     return await _in_flight(store) == count
+
+
+async def test_the_pass_reads_a_held_member_once_it_is_old_and_again_only_as_old_again(store, k):
+    """The scheduler's pass asks for the members held before a time (app/scheduler/duties/groups.py): work held
+    since then is not read; one found still in flight is stamped, and one freed meanwhile stays freed."""
+    await _queued(store, k, "ONLINE", 2)
+    await store.register_server(k, SERVER, worker_tasks=2, worker_weight=1, overflow=False)
+    before_select = await store.clock_ms()
+    taken = (await store.select(k, GROUPED, SERVER, 2, begin=True)).items
+    members = sorted(f"{k.token(item.id)}|1|1" for item in taken)
+    assert await store.groups.held_members(CAPPED.name, before_select - 1) == []
+    now_ms = await store.clock_ms()
+    assert sorted(await store.groups.held_members(CAPPED.name, now_ms)) == members
+    await store.end(k, SERVER, [EndArgs(taken[0].id, "completed")], {"ONLINE": CAPPED})
+    await store.groups.found_in_flight(CAPPED.name, members, now_ms + 5_000)
+    assert await store.groups.held_members(CAPPED.name, now_ms + 4_999) == []
+    assert await store.groups.held_members(CAPPED.name, now_ms + 5_000) == [f"{k.token(taken[1].id)}|1|1"]
+    assert await _in_flight(store) == 1

@@ -17,18 +17,20 @@ for g = 1, groups do
   local at = 5 * g - 4
   local reservation, slots, max = ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
   local holding, releasing = tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4])
-  if slots > 0 then
-    local names = {}
-    for i = 1, slots do names[i] = reservation .. ':' .. i end
-    in_chunks('ZREM', reserved, names)
+  local reserving
+  if slots > 0 and redis.call('ZREM', reserved, reservation .. ':' .. slots) == 1 then
+    reserving = redis.call('HINCRBY', capped, 'reserved', -slots)
   end
-  local members, released = {}, 0
+  local members, gone = {}, {}
   for i = member, member + holding - 1 do append_pair(members, now, ARGV[i]) end
   in_chunks('ZADD', held, members)
   member = member + holding
-  for i = member, member + releasing - 1 do released = released + redis.call('ZREM', held, ARGV[i]) end
+  for i = member, member + releasing - 1 do gone[#gone + 1] = ARGV[i] end
+  local released = in_chunks('ZREM', held, gone)
   member = member + releasing
-  local count = redis.call('ZCARD', held) + redis.call('ZCARD', reserved)
+  -- Lapsed reservations still count here (over the truth, not under) until the next take drops them.
+  reserving = reserving or tonumber(redis.call('HGET', capped, 'reserved') or 0)
+  local count = redis.call('ZCARD', held) + reserving
   local freed = released + slots - holding
   if freed > 0 and (max == 0 or count < max) then
     uncapped(capped, now)

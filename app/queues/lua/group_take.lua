@@ -1,9 +1,10 @@
 -- Slots of resource groups taken for one select (app/queues/resource_groups.py), before the select runs in its
--- environment's slot (another slot on a cluster): per group, up to `want`, within the group's max in flight. Each is
--- reserved until `hold ms` from now, which group_settle.lua turns into held requests or gives back; a process that
--- dies between the two leaves its reservations to lapse (a completion time), and the scheduler's pass holds the work
--- it selected meanwhile before they do (unheld_members in app/queues/resource_groups.py). On a Redis Cluster each
--- call takes one group's (its keys share a slot); on one Redis, every group of the select in one call.
+-- environment's slot (another slot on a cluster): per group, up to `want`, within the group's max in flight. They are
+-- reserved (one member: reserved_slots in includes/groups.lua) until `hold ms` from now, which group_settle.lua turns
+-- into held requests or gives back; a process that dies between the two leaves its reservations to lapse (a
+-- completion time), and the scheduler's pass holds the work it selected meanwhile before they do (unheld_members in
+-- app/queues/resource_groups.py). On a Redis Cluster each call takes one group's (its keys share a slot); on one
+-- Redis, every group of the select in one call.
 -- KEYS: per group: held, reserved, blocked, capped
 -- ARGV: want, reservation, hold_ms, channel; per group: max_in_flight
 -- INCLUDES: groups
@@ -16,14 +17,12 @@ local result = {OK}
 for g = 1, #KEYS / 4 do
   local held, reserved, blocked, capped = KEYS[4 * g - 3], KEYS[4 * g - 2], KEYS[4 * g - 1], KEYS[4 * g]
   local max = tonumber(ARGV[4 + g])
-  redis.call('ZREMRANGEBYSCORE', reserved, '-inf', now)
-  local count = redis.call('ZCARD', held) + redis.call('ZCARD', reserved)
+  local count = redis.call('ZCARD', held) + reserved_slots(reserved, capped, now)
   local granted = want
   if max > 0 then granted = math.max(0, math.min(want, max - count)) end
   if granted > 0 then
-    local slots = {}
-    for i = 1, granted do append_pair(slots, now + hold_ms, reservation .. ':' .. i) end
-    in_chunks('ZADD', reserved, slots)
+    redis.call('ZADD', reserved, now + hold_ms, reservation .. ':' .. granted)
+    redis.call('HINCRBY', capped, 'reserved', granted)
   end
   if granted < want then
     redis.call('SADD', blocked, channel)

@@ -15,12 +15,14 @@ local function now_ms()
 end
 
 -- A variadic command (HSET, RPUSH, ZADD ...) on `key` with `values`, in chunks that Lua's stack takes (an even
--- size, so that field-value pairs stay together).
+-- size, so that field-value pairs stay together). Returns the sum of the replies (what ZREM or HDEL removed).
 local CHUNK = 1000
 local function in_chunks(command, key, values)
+  local total = 0
   for first = 1, #values, CHUNK do
-    redis.call(command, key, unpack(values, first, math.min(first + CHUNK - 1, #values)))
+    total = total + redis.call(command, key, unpack(values, first, math.min(first + CHUNK - 1, #values)))
   end
+  return total
 end
 
 local function append_pair(list, a, b)
