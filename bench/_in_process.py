@@ -14,13 +14,11 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from _smoke import SMOKE_JAVA_OPTIONS
+
 from app.cli.report import job_settings
 from app.cli.whatif import manager_settings, read_candidate
 from app.config import Settings
-
-# The client compiler only: a smoke run's jobs are seconds on tiny data, where the optimizing compiler's work never
-# pays back (whatif's jobs: 40 CPU seconds with it, 25 without, at load 12-20; the same code runs either way).
-SMOKE_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1",)
 
 
 @contextmanager

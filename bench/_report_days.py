@@ -7,7 +7,7 @@ started without a class-data archive took 10 s of a 25 s smoke run quiet, and 25
 The JVM is started here, as the job would start it, and kept for every day's run (a run stops only a JVM it started);
 its output goes to <data dir>/logs/bench-report-days-jvm.log. One JSON line per day on stdout: `date`, `seconds` (the
 first day's include the JVM's start), `summary` (the job's summary line), `java`. The driver maps no class-data
-archive here: set WLM_SPARK_CLASS_ARCHIVE=false."""
+archive here: set WLM_SPARK_CLASS_ARCHIVE=false. Its JIT is the client compiler only, as bench/_in_process.py's."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _smoke import SMOKE_JAVA_OPTIONS  # noqa: E402
 
 from app.cli import build_parser  # noqa: E402
 from app.cli.report import cmd_report, job_settings  # noqa: E402
@@ -41,7 +43,9 @@ def main(days: list[str]) -> None:
     try:
         with log.open("a", buffering=1, encoding="utf-8") as jvm_output:
             started = time.perf_counter()
-            build_session("wlm-workload-activity", settings.driver, java_home=java_home, jvm_output=jvm_output)
+            build_session(
+                "wlm-workload-activity", settings.driver, java_home=java_home, jvm_output=jvm_output, driver_java_options=SMOKE_JAVA_OPTIONS
+            )
             for day in days:
                 printed = io.StringIO()
                 with contextlib.redirect_stdout(printed):

@@ -10,6 +10,10 @@ import sys
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
+# The client compiler only: a smoke run's jobs are seconds on tiny data, where the optimizing compiler's work never
+# pays back (whatif's jobs: 40 CPU seconds with it, 25 without, at load 12-20; the same code runs either way).
+SMOKE_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1",)
+
 
 def parse_args(parser: argparse.ArgumentParser, smoke: dict[str, Any]) -> argparse.Namespace:
     """The arguments, `--smoke` among them: it makes `smoke` (option destinations and values) the defaults, so an
