@@ -154,7 +154,7 @@ async def test_it_goes_with_its_queue_manager_and_leaves_nothing_unfinished(worl
     answer = (await world.select(server, end=[{"token": tokens[0]}])).json()
     assert answer["ended"][0]["token"] == tokens[0] and answer["terminate"] and answer["reason_code"] == "0C14"
     newcomer = await second_queue_manager(client, "BANK1")
-    assert (await insert(newcomer, {"n": 4}, expect=422))["error"]["code"] == "validation_failed"
+    assert (await insert(newcomer, {"n": 4}, expect=404))["error"]["code"] == "unknown_application_environment"
     # Each of the three requests has its one record, written although the environment left the policy.
     root = app.state.wlm.settings.records_dir
     table = await eventually(lambda: (t := records.read(root)).num_rows == 3 and t)

@@ -240,8 +240,8 @@ async def test_errors_carry_status_and_code(setup):
         with pytest.raises(WlmError) as unknown_ae:
             await qm.insert("NOSUCHAPP", {}, classification=ONLINE)
         error = unknown_ae.value
-        assert (error.status, error.code) == (422, "validation_failed")
-        assert "NOSUCHAPP" in error.message and error.body["error"]["errors"][0]["path"] == "application_environment"
+        assert (error.status, error.code) == (404, "unknown_application_environment")
+        assert "NOSUCHAPP" in error.message and error.body["error"]["application_environment"] == "NOSUCHAPP"
     with pytest.raises(WlmError) as refused:
         await QueueManager.connect(URL, "wlm_not-a-key", "CB", "BANK1", transport=httpx.ASGITransport(app=setup.app))
     assert refused.value.status == 401
