@@ -53,7 +53,7 @@ from bench._smoke import conclude, parse_args  # noqa: E402
 HEADLINE = ("failover_s", "accepted", "missing", "completed_twice", "one_holder_per_epoch")
 # The smoke run's records lease is shorter than the service's default (10 s), so that the records the killed scheduler
 # left come sooner: the same steps. (A 0.5 s heartbeat and 2 s activation interval as well took members for dead
-# under load 8, and their epochs' advisories came out of order: the smoke keeps the service's.)
+# under load 8: the smoke keeps the service's.)
 SMOKE = {"load_seconds": 1.5, "rate": 50.0, "records_lease_seconds": 3.0}
 
 PREFIX = "wlm"

@@ -65,8 +65,7 @@ class SchedulerMember:
         """One heartbeat: renew, take or give up the role, and start or stop the duties to match."""
         started = time.monotonic()
         try:
-            activation_ms = int(self.settings.scheduler_activation_seconds * 1000)
-            election = await self.election.elect(self.name, self.settings.scheduler_weight, activation_ms, self._info)
+            election = await self._elect()
         except RedisError as exc:
             log.warning("scheduler election: Redis unreachable (%s)", exc)
             if self.active and not self.may_act():
@@ -80,6 +79,10 @@ class SchedulerMember:
             await self._deactivate(election.outcome)
         return election
 
+    async def _elect(self) -> Election:
+        activation_ms = int(self.settings.scheduler_activation_seconds * 1000)
+        return await self.election.elect(self.name, self.settings.scheduler_weight, activation_ms, self._info)
+
     async def _activate(self, epoch: int) -> None:
         """Start the duties under `epoch`. Only once they started is the epoch this member's: a start that failed is
         tried again at the next heartbeat (which finds the role still held, and the epoch not yet taken up)."""
@@ -91,6 +94,22 @@ class SchedulerMember:
             log.exception("the scheduler's duties did not start (epoch %d); trying again at the next heartbeat", epoch)
             await self.on_inactive()
             return
+        # Starting the duties can outlast the activation interval on a loaded host, and another member may have
+        # taken a later epoch and announced it meanwhile. Renewed first, the announcement comes within an
+        # activation interval of the renewal, before any later epoch can be taken: ACTIVE advisories come in epoch
+        # order (unless this process stalls between the check below and the publish, as any lease allows).
+        renewing = time.monotonic()
+        try:
+            election = await self._elect()
+        except RedisError as exc:
+            log.warning("scheduler election: Redis unreachable while taking up epoch %d (%s)", epoch, exc)
+            election = None
+        renewed = election is not None and election.active and election.epoch == epoch
+        if not renewed or time.monotonic() - renewing >= self.settings.scheduler_activation_seconds:
+            log.warning("the scheduler's role (epoch %d) was lost while its duties started; stopping them", epoch)
+            await self.on_inactive()
+            return
+        self._renewed_at = renewing
         self.epoch = epoch
         log.info("this process (%s) is the scheduler, epoch %d", self.name, epoch)
         await publish(

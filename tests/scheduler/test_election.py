@@ -103,7 +103,7 @@ async def test_a_silent_scheduler_is_replaced_within_the_activation_interval_and
     assert first.member._task is not None
     first.member._task.cancel()
     silent_since = time.monotonic()
-    await until(lambda: second.log != [])
+    await until(lambda: second.member.active)
     takeover = time.monotonic() - silent_since
     assert takeover <= ACTIVATION + 2 * HEARTBEAT + 0.5, takeover
     assert second.member.epoch == 2 and second.log == [("active", 2)]
@@ -122,12 +122,12 @@ async def test_the_highest_weight_wins_and_a_heavier_member_takes_over(redis: Re
     await light.member.start()
     assert light.member.active
     await heavy.member.start()
-    await until(lambda: heavy.log != [] and len(light.log) == 2)
+    await until(lambda: heavy.member.active and len(light.log) == 2)
     assert heavy.member.epoch == 2
     assert light.log == [("active", 1), ("inactive", None)]
     await heavy.member.stop()
     # A holder that stops resigns: the other takes over at its next heartbeat, not after the activation interval.
-    assert await until(lambda: len(light.log) == 3) < ACTIVATION
+    assert await until(lambda: light.member.active) < ACTIVATION
     assert light.member.epoch == 3
     await light.member.stop()
 
@@ -204,3 +204,33 @@ async def test_duties_that_failed_to_start_are_started_at_the_next_heartbeat(red
     await until(lambda: replica.member.active)
     assert replica.log == [("inactive", None), ("active", 1)] and replica.member.may_act()
     await replica.member.stop()
+
+
+async def test_a_member_replaced_while_its_duties_start_does_not_announce_its_older_epoch(
+    redis: Redis, prefix: str, tmp_path: Path
+) -> None:
+    slow, other = Replica(redis, settings_of(prefix, tmp_path)), Replica(redis, settings_of(prefix, tmp_path))
+    started = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow_start(epoch: int) -> None:
+        # The duties take longer to start than the activation interval, as on a loaded host.
+        slow.log.append(("active", epoch))
+        started.set()
+        await release.wait()
+
+    slow.member.on_active = slow_start
+    taking_up = asyncio.create_task(slow.member.start())
+    await asyncio.wait_for(started.wait(), 5)
+    await other.member.start()
+    # The other takes the next epoch once the slow one has been silent for the activation interval.
+    await until(lambda: other.member.epoch == 2)
+    release.set()
+    await taking_up
+    assert not slow.member.active and slow.log == [("active", 1), ("inactive", None)]
+    await slow.member.stop()
+    await other.member.stop()
+    advisories = [fields for _, fields in await redis.xrange(events_key(prefix))]
+    announced = [fields["subject"] for fields in advisories if ".ACTIVE." in fields["subject"]]
+    # Only the epoch that was taken up is announced: no ACTIVE of epoch 1 after epoch 2's.
+    assert announced == [f"WLM.INFO.SCHEDULER.ACTIVE.{other.member.name}"]
