@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis, RedisCluster
 
-from app.queues.keys import AeKeys
+from app.queues.keys import AeKeys, ae_keys
 from app.queues.scripts import queue_sources
 from app.queues.swept_blobs import SweptBlobStore
 from app.redis.context import RedisContext
@@ -82,7 +82,7 @@ class StoreBase:
         self._standalone_seen = False  # a single server's kind is asked until it has answered once (`ping`)
 
     def keys(self, node: str, ae: str) -> AeKeys:
-        return AeKeys(self.prefix, node, ae)
+        return ae_keys(self.prefix, node, ae)
 
     async def clock_ms(self, near: str | None = None) -> int:
         """Now by Redis's clock (RedisContext.clock_ms)."""

@@ -9,7 +9,7 @@ Each service-class queue is a pair of lists (dependent work ahead of independent
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 TOKEN_SEPARATOR = "~"  # never part of a WLM name, so a work token splits back into node, AE and id
 TOMBSTONE_BUCKETS = 4  # as lua/includes/tombstones.lua takes them
@@ -353,3 +353,10 @@ def notify_channel_pattern(prefix: str) -> str:
 def wake_prefix(prefix: str) -> str:
     """A process's own wake channel is this followed by its id (AeKeys.wake_prefix)."""
     return f"{prefix}:wake:"
+
+
+@lru_cache(maxsize=4096)
+def ae_keys(prefix: str, node: str, ae: str) -> AeKeys:
+    """The keys of one environment, shared by every request to it: each name is built once, where a new AeKeys per
+    request built the twenty-odd names a select passes every time (2-3 % of the service's CPU per lifecycle)."""
+    return AeKeys(prefix, node, ae)
