@@ -28,7 +28,8 @@ against what the service did; and the replay of a day of 10 M records timed besi
    itself (`wlm whatif`), each timed as a process (wall time, the JVM's start included), one after the other in this
    run; the report timed is its second run of the day, as every night's after the first (the first writes the JVM's
    class-data archive: `report_first_run_s`). The what-if's time is split by its stage lines: before the replay
-   (JVM, reading the records) and the replay (rows to the Python tasks, the simulation, the figures).
+   (JVM, reading and caching the records) and the replay (the shuffle and sort, rows to the Python tasks, the
+   simulation, the figures).
 
 Last line: {"same_policy": {"pi_error_p90", "pi_error_max", "server_seconds_error", ...}, "changed_policy":
 {"missing_classes_same", "attainment_error_max_pts", ...}, "whatif_10m_s", "report_10m_s", "bounds" (issue 40's,
