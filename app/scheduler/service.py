@@ -1,6 +1,6 @@
 """This process as a member of the scheduler election (after TIBCO Rendezvous distributed queues: docs/sources.md).
 
-Every member heartbeats the election script (app/queues/lua/elect.lua) every `scheduler_heartbeat_seconds`. The
+Every member heartbeats the election script (lua/elect.lua) every `scheduler_heartbeat_seconds`. The
 live member of the highest weight holds the role; when the holder is silent for `scheduler_activation_seconds`, the
 highest-weight live member takes over with the next epoch (the fencing token). The holder runs the background duties;
 it stops them when it loses the role, when a heavier member joins, and by itself when it could not renew the role
