@@ -308,6 +308,20 @@ async def test_batch_limits(world):
     await world.select(server, expect=204)  # nothing of the refused batches was queued
 
 
+async def test_a_batch_of_mixed_classifications_classifies_each_item_as_its_own(world):
+    # Items classified once per distinct classification within a batch: each still gets its own class, in order,
+    # and the same attributes named in another order classify alike.
+    reordered = {"userid": "ATM01", "transaction_name": "CASH"}
+    items = [ONLINE, BATCH, ONLINE, dict(reversed(list(reordered.items()))), BATCH, reordered]
+    body = {"connect_token": world.qm_token, "application_environment": "PAYROLL", "items": [{"classification": c} for c in items]}
+    response = await world.client.post("/v1/work:batch", headers=world.qm, json=body)
+    assert response.status_code == 201, response.text
+    singly = [(await world.insert({"n": i}, classification=c))["service_class"] for i, c in enumerate(items)]
+    assert (
+        [item["service_class"] for item in response.json()["items"]] == singly == ["ONLINE", "BATCH", "ONLINE", "ONLINE", "BATCH", "ONLINE"]
+    )
+
+
 async def test_idempotent_insert_returns_the_first_result(world):
     body = {
         "connect_token": world.qm_token,
