@@ -158,14 +158,7 @@ def _queue_manager_connection(policy: ActivePolicy, request: QueueManagerConnect
 
 
 async def _server_connection(session: AsyncSession, principal: PrincipalInfo, policy: ActivePolicy, request: ServerConnect) -> Connection:
-    ae = policy.application_environments.get(request.application_environment)
-    if ae is None:
-        known = ", ".join(policy.application_environments) or "none"
-        raise NotFound(
-            f"unknown application environment {request.application_environment!r}; defined: {known}",
-            code="unknown_application_environment",
-            application_environment=request.application_environment,
-        )
+    ae = policy.environment(request.application_environment)
     if ae.subsystem_type != request.subsystem_type:
         raise Conflict(f"{ae.name} serves subsystem type {ae.subsystem_type}, not {request.subsystem_type}", code="wrong_subsystem_type")
     node = resolve_node(policy, request.node, required=True)

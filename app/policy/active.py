@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from app.errors import NotFound
 from app.policy.schemas import (
     ApplicationEnvironment,
     AverageGoal,
@@ -83,6 +84,18 @@ class ActivePolicy:
         if ae is None:
             return None
         return AeConfig(self.class_order, ae.completion_time_ms, ae.backlog_limit, ae.max_deliveries, self.class_ranks, self.class_groups)
+
+    def environment(self, name: str) -> ApplicationEnvironment:
+        """The environment `name` (404 `unknown_application_environment` when the policy has none of that name)."""
+        ae = self.application_environments.get(name)
+        if ae is None:
+            known = ", ".join(self.application_environments) or "none"
+            raise NotFound(
+                f"unknown application environment {name!r}; defined: {known}",
+                code="unknown_application_environment",
+                application_environment=name,
+            )
+        return ae
 
     def hosts(self, application_environment: str, node: str) -> bool:
         ae = self.application_environments.get(application_environment)

@@ -6,7 +6,6 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from app.deps import Operator, SessionDep, StateDep, Viewer
-from app.errors import NotFound
 from app.routing import service
 from app.routing.models import NODE_ITSELF
 from app.routing.schemas import (
@@ -52,8 +51,7 @@ async def explain(
     ] = None,
 ) -> ExplainOut:
     policy = await state.policies.knowing(application_environment)
-    if application_environment not in policy.application_environments:
-        raise NotFound(f"unknown application environment {application_environment}", code="unknown_application_environment")
+    policy.environment(application_environment)  # 404 for an environment the policy does not define
     decision, candidates = await state.router.decide(policy, application_environment, queue_manager_node)
     return ExplainOut(
         application_environment=application_environment,

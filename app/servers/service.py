@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.audit.service import record
 from app.auth.roles import PrincipalInfo
 from app.connections.service import ConnectionCache, ConnInfo, active_connection
-from app.errors import Forbidden, NotFound
+from app.errors import Forbidden
 from app.policy.active import ActivePolicy
 from app.policy.schemas import ServerLimits
 from app.queues.keys import AeKeys
@@ -129,12 +129,7 @@ def limits_out(policy: ActivePolicy, ae: str, stored: str | None) -> ServerLimit
 
 
 def _known(policy: ActivePolicy, name: str) -> str:
-    ae = name.upper()
-    if ae not in policy.application_environments:
-        raise NotFound(
-            f"no application environment {name!r} in the active policy", code="unknown_application_environment", application_environment=ae
-        )
-    return ae
+    return policy.environment(name.upper()).name
 
 
 async def server_limits(store: QueueStore, policy: ActivePolicy, name: str) -> ServerLimitsOut:

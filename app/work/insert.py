@@ -10,7 +10,7 @@ from typing import Any
 from app.auth.roles import PrincipalInfo
 from app.config import Settings
 from app.connections.service import ConnInfo
-from app.errors import Conflict, Forbidden, NotFound, PayloadTooLarge, TooManyRequests, ValidationFailed
+from app.errors import Conflict, Forbidden, PayloadTooLarge, TooManyRequests, ValidationFailed
 from app.events.service import publish, subject
 from app.policy.active import ActivePolicy
 from app.policy.service import PolicyStore, qualifier_attributes
@@ -67,14 +67,7 @@ class Insertion:
             raise ValidationFailed([{"path": "items", "message": f"at most {self.settings.max_batch_items} items"}])
         qm = await self.connections.of(principal, body.connect_token, "queue_manager")
         policy = await self.policies.knowing(body.application_environment)
-        ae = policy.application_environments.get(body.application_environment)
-        if ae is None:
-            known = ", ".join(policy.application_environments) or "none"
-            raise NotFound(
-                f"unknown application environment {body.application_environment!r}; defined: {known}",
-                code="unknown_application_environment",
-                application_environment=body.application_environment,
-            )
+        ae = policy.environment(body.application_environment)
         if ae.subsystem_type != qm.subsystem_type:
             raise Conflict(
                 f"{ae.name} serves subsystem type {ae.subsystem_type}; this queue manager is {qm.subsystem_type}",
