@@ -83,6 +83,8 @@ QM = {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BENCH"
 # The latency phase's last selects come within a long poll of the last insert; more means requests went missing.
 LATENCY_SETTLE_SECONDS = 30.0
 RQ_DEADLINE_SECONDS = 300.0
+# How long a phase's window may outlast its seconds while no lifecycle has ended in it (run_phase).
+FIRST_LIFECYCLE_DEADLINE_S = 60.0
 
 
 @dataclass
@@ -200,6 +202,11 @@ async def run_phase(
     start_count, started = ended, time.perf_counter()
     cpu_before = service.cpu_seconds() if service else None
     await asyncio.sleep(seconds)
+    # A smoke run's half second can pass under a heavy load before the first lifecycle ends (seen at load 17): the
+    # window then lasts until one has, within a deadline, so that its figures measure something.
+    deadline = time.monotonic() + FIRST_LIFECYCLE_DEADLINE_S
+    while ended == start_count and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
     lifecycles = ended - start_count
     rate = lifecycles / (time.perf_counter() - started)
     cpu_ms = (service.cpu_seconds() - cpu_before).per(lifecycles) if service and cpu_before else None

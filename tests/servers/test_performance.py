@@ -8,6 +8,7 @@ import logging
 
 from app.servers.performance import evaluate_environment
 from app.work import records
+from spark_jobs.manager.goals import distribution, percentile_pi
 from tests.conftest import ADMIN
 from tests.waiting import eventually
 from tests.work.conftest import BATCH, ONLINE, make_world
@@ -45,9 +46,11 @@ async def test_average_and_percentile_goals_are_judged_from_what_ended(client, a
     assert batch.avg_response_ms == sum(by_class["BATCH"]) / 4
     assert batch.performance_index == batch.avg_response_ms / 2000
     assert batch.avg_execution_ms >= 50  # held for 50 ms between select and end
-    assert sum(online.distribution) == 6
-    # All six ended within 250 ms here, so the 90th percentile falls in a bucket at or below 100% of the goal.
-    assert max(by_class["ONLINE"]) <= 250 and online.performance_index <= 1.0 and online.goal_met
+    # The percentile goal is judged from the records' own response times (how long they took depends on the host's
+    # load, so the test does not assume they met the goal): their buckets against 250 ms, and the 90th's bucket.
+    assert tuple(online.distribution) == distribution(by_class["ONLINE"], 250)
+    assert online.performance_index == percentile_pi(online.distribution, 90)
+    assert online.goal_met == (online.performance_index <= 1.0)
     reports = judged[("REPORTS", 1)]
     assert reports.ended == 0 and reports.performance_index is None  # nothing ended: unknown
 
