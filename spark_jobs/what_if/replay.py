@@ -14,7 +14,11 @@ from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
+from itertools import compress, islice
+from operator import itemgetter
 from typing import Any
+
+import numpy as np
 
 from spark_jobs.contract.replay import REPLAY_QUALIFIERS
 from spark_jobs.manager.select_order import class_order, importance_rank
@@ -41,7 +45,11 @@ RECORD_FIELDS = (
 )
 TIMES = ("inserted", "selected", "ended")
 REPLAY_COLUMNS = (*RECORD_FIELDS, *(f"{time}_ms" for time in TIMES))
-_QUALIFIER_POSITIONS = [REPLAY_COLUMNS.index(column) for column in REPLAY_QUALIFIERS.values()]
+# The columns that classify a record: its recorded class, subsystem type, version and qualifiers.
+_KEY_POSITIONS = [
+    REPLAY_COLUMNS.index(column) for column in ("service_class", "subsystem_type", "policy_version", *REPLAY_QUALIFIERS.values())
+]
+CHUNK = 65_536  # records read into columns at a time
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,48 +159,43 @@ def summary(predicted: Sequence[Mapping[str, Any]], actual: Sequence[Mapping[str
 
 
 class _Day:
-    """One environment's records of the day, read one at a time into columns: the arrivals under the candidate and
-    the recorded requests as served (a day of millions: no object kept per record)."""
+    """One environment's records of the day, read a chunk at a time into columns: the arrivals under the candidate
+    and the recorded requests as served (a day of millions: no object kept per record, numpy over each chunk)."""
 
     def __init__(self, inputs: ReplayInputs) -> None:
         self.day_start_ms = inputs.day_start.timestamp() * 1000
         self.classifier = Classifier.of(inputs.candidate, inputs.recorded)
         self.actual_classes = {n: replace(c, resource_group=None) for n, c in latest_classes(inputs.recorded.items()).items()}
         self.arrivals = Arrivals()
-        # Each recorded class, subsystem type, version and qualifiers seen (a day of millions holds few): the class
-        # of the arrivals under the candidate, whether it kept the recorded class, and the recorded class's index
-        # (None: no recorded version defines it).
-        self.seen: dict[tuple[Any, ...], tuple[int, bool, int | None]] = {}
+        # Each recorded class, subsystem type, version and qualifiers seen (a day of millions holds few), by a number
+        # in the order first seen; by that number the class of its arrivals under the candidate, whether it kept
+        # the recorded class, and the recorded class's index (-1: no recorded version defines it).
+        self.seen: dict[tuple[Any, ...], int] = {}
+        self.candidate_class: list[int] = []
+        self.kept_class: list[bool] = []
+        self.recorded_class: list[int] = []
         self.kept = self.classified = 0
         self.recorded = Arrivals()  # of each recorded request its recorded class and insert, and:
         self.selected_s, self.ended_s, self.period, self.promoted = array("d"), array("d"), array("b"), bytearray()
         self.not_ended = self.before = self.unknown = 0
-        # The columns' appends, bound once: `add` runs for each of millions of records.
-        arrivals, recorded = self.arrivals, self.recorded
-        self._arrival = (arrivals.at_s.append, arrivals.service_class.append, arrivals.execution_s.append, arrivals.dependent.append)
-        self._recorded = (
-            recorded.at_s.append,
-            recorded.service_class.append,
-            self.selected_s.append,
-            self.ended_s.append,
-            self.period.append,
-            self.promoted.append,
-        )
 
-    def _classes(self, key: tuple[Any, ...]) -> tuple[int, bool, int | None]:
+    def _classes(self, key: tuple[Any, ...]) -> None:
         service_class, subsystem_type, version, *values = key
         qualifiers = dict(zip(REPLAY_QUALIFIERS, values, strict=True))
         candidate_class, kept = self.classifier.class_of(service_class, subsystem_type, version, qualifiers)
-        recorded = self.recorded.class_index(service_class) if service_class in self.actual_classes else None
-        return self.arrivals.class_index(candidate_class), kept, recorded
+        recorded = self.recorded.class_index(service_class) if service_class in self.actual_classes else -1
+        self.seen[key] = len(self.seen)
+        self.candidate_class.append(self.arrivals.class_index(candidate_class))
+        self.kept_class.append(kept)
+        self.recorded_class.append(recorded)
 
-    def add(self, record: Sequence[Any]) -> None:
-        """A record's REPLAY_COLUMNS, in their order."""
+    def add(self, columns: Sequence[Sequence[Any]]) -> None:
+        """Records as REPLAY_COLUMNS, in their order, each a column of the same records (a chunk of a day's)."""
         (
-            service_class,
+            _,  # the recorded class, subsystem type, version and qualifiers: the key (_KEY_POSITIONS)
             period,
-            version,
-            subsystem_type,
+            _,
+            _,
             _,
             _,
             dependent,
@@ -202,38 +205,42 @@ class _Day:
             inserted_ms,
             selected_ms,
             ended_ms,
-        ) = record
-        if outcome not in ENDED_BY_A_SERVER or execution_ms is None or selected_ms is None:
-            self.not_ended += 1
+        ) = columns
+        outcomes = np.array(outcome, dtype=object)
+        execution, selected = np.array(execution_ms, dtype=np.float64), np.array(selected_ms, dtype=np.float64)  # None: NaN
+        ended = np.isin(outcomes, ENDED_BY_A_SERVER) & ~np.isnan(execution) & ~np.isnan(selected)
+        at_s = (np.array(inserted_ms, dtype=np.float64) - self.day_start_ms) / 1000
+        keep = ended & (at_s >= 0)
+        self.not_ended += len(outcomes) - int(ended.sum())
+        self.before += int(ended.sum() - keep.sum())
+        if not keep.any():
             return
-        at_s = (inserted_ms - self.day_start_ms) / 1000
-        if at_s < 0:
-            self.before += 1
-            return
-        key = (service_class, subsystem_type, version, *[record[n] for n in _QUALIFIER_POSITIONS])
-        classes = self.seen.get(key)
-        if classes is None:
-            classes = self.seen[key] = self._classes(key)
-        candidate_class, kept, recorded_class = classes
-        if kept:
-            self.kept += 1
-        else:
-            self.classified += 1
-        at, of_class, execution, is_dependent = self._arrival
-        at(at_s)
-        of_class(candidate_class)
-        execution(execution_ms / 1000)
-        is_dependent(bool(dependent))
-        if recorded_class is None:
-            self.unknown += 1
-            return
-        at, of_class, selected, ended, of_period, is_promoted = self._recorded
-        at(at_s)
-        of_class(recorded_class)
-        selected((selected_ms - self.day_start_ms) / 1000)
-        ended((ended_ms - self.day_start_ms) / 1000)
-        of_period(period)
-        is_promoted(bool(promoted))
+        kept = keep.tolist()
+        keys = list(zip(*(compress(columns[n], kept) for n in _KEY_POSITIONS), strict=True))
+        for key in dict.fromkeys(keys):  # classified in the order first seen, as the classes are numbered
+            if key not in self.seen:
+                self._classes(key)
+        codes = np.fromiter(map(self.seen.__getitem__, keys), dtype=np.intp, count=len(keys))
+        kept_class = np.array(self.kept_class, dtype=bool)[codes]
+        self.kept += int(kept_class.sum())
+        self.classified += len(codes) - int(kept_class.sum())
+        at_s = at_s[keep]
+        arrivals = self.arrivals
+        arrivals.at_s.frombytes(at_s.tobytes())
+        arrivals.service_class.frombytes(np.array(self.candidate_class, dtype=np.uint16)[codes].tobytes())
+        arrivals.execution_s.frombytes((execution[keep] / 1000).tobytes())
+        arrivals.dependent.extend(np.array(list(compress(dependent, kept)), dtype=bool).tobytes())
+        recorded_class = np.array(self.recorded_class, dtype=np.int64)[codes]
+        known = recorded_class >= 0
+        self.unknown += len(codes) - int(known.sum())
+        known_list = known.tolist()
+        self.recorded.at_s.frombytes(at_s[known].tobytes())
+        self.recorded.service_class.frombytes(recorded_class[known].astype(np.uint16).tobytes())
+        self.selected_s.frombytes(((selected[keep][known] - self.day_start_ms) / 1000).tobytes())
+        ended_at = np.array(list(compress(ended_ms, kept)), dtype=np.float64)[known]
+        self.ended_s.frombytes(((ended_at - self.day_start_ms) / 1000).tobytes())
+        self.period.frombytes(np.array(list(compress(compress(period, kept), known_list)), dtype=np.int8).tobytes())
+        self.promoted.extend(np.array(list(compress(compress(promoted, kept), known_list)), dtype=bool).tobytes())
 
     def served(self) -> ServedColumns:
         recorded = self.recorded
@@ -242,11 +249,18 @@ class _Day:
         )
 
 
+def _chunks(rows: Iterable[Sequence[Any]]) -> Iterator[list[list[Any]]]:
+    """`rows` as columns, CHUNK rows at a time."""
+    rows = iter(rows)
+    while chunk := list(islice(rows, CHUNK)):
+        yield [list(map(itemgetter(n), chunk)) for n in range(len(chunk[0]))]
+
+
 def replay_environment(name: str, records: Iterable[Mapping[str, Any]], inputs: ReplayInputs, worker_tasks: int = 1) -> dict[str, Any]:
     """The what-if of environment `name` from its records of the day (REPLAY_COLUMNS by name)."""
     day = _Day(inputs)
-    for record in records:
-        day.add([record[column] for column in REPLAY_COLUMNS])
+    for columns in _chunks([record[column] for column in REPLAY_COLUMNS] for record in records):
+        day.add(columns)
     return _replayed(name, day, inputs, worker_tasks)
 
 
@@ -292,9 +306,9 @@ def replay_partition(rows: Iterable[Sequence[Any]], inputs: ReplayInputs, worker
     driver.)"""
     name: str | None = None
     day = _Day(inputs)
-    for row in rows:
-        name = row[0]
-        day.add(row[1:])
+    for columns in _chunks(rows):
+        name = columns[0][-1]
+        day.add(columns[1:])
     if name is not None:
         seeded = replace(inputs, seed=inputs.seed + zlib.crc32(name.encode()))
         yield json.dumps(_replayed(name, day, seeded, worker_tasks.get(name, 1)))
