@@ -45,10 +45,11 @@ RECORD_FIELDS = (
 )
 TIMES = ("inserted", "selected", "ended")
 REPLAY_COLUMNS = (*RECORD_FIELDS, *(f"{time}_ms" for time in TIMES))
-# The columns that classify a record: its recorded class, subsystem type, version and qualifiers.
-_KEY_POSITIONS = [
-    REPLAY_COLUMNS.index(column) for column in ("service_class", "subsystem_type", "policy_version", *REPLAY_QUALIFIERS.values())
-]
+# What classifies a record: its recorded class, subsystem type, version and qualifiers (a day of millions holds few).
+KEY_COLUMNS = ("service_class", "subsystem_type", "policy_version", *REPLAY_QUALIFIERS.values())
+# A record as a task reads it (job.replay_all): its key as a number (of the run's keys), whether a server ended it,
+# and the rest of what the replay reads; no text, few columns (the rows reach the task pickled).
+TASK_COLUMNS = ("key", "period", "dependent", "ended_by_a_server", "promoted", "execution_time_ms", *(f"{time}_ms" for time in TIMES))
 CHUNK = 65_536  # records read into columns at a time
 
 
@@ -162,15 +163,16 @@ class _Day:
     """One environment's records of the day, read a chunk at a time into columns: the arrivals under the candidate
     and the recorded requests as served (a day of millions: no object kept per record, numpy over each chunk)."""
 
-    def __init__(self, inputs: ReplayInputs) -> None:
+    def __init__(self, inputs: ReplayInputs, keys: Sequence[tuple[Any, ...]]) -> None:
         self.day_start_ms = inputs.day_start.timestamp() * 1000
+        self.keys = keys  # KEY_COLUMNS's values, by the number a record gives
         self.classifier = Classifier.of(inputs.candidate, inputs.recorded)
         self.actual_classes = {n: replace(c, resource_group=None) for n, c in latest_classes(inputs.recorded.items()).items()}
         self.arrivals = Arrivals()
-        # Each recorded class, subsystem type, version and qualifiers seen (a day of millions holds few), by a number
-        # in the order first seen; by that number the class of its arrivals under the candidate, whether it kept
-        # the recorded class, and the recorded class's index (-1: no recorded version defines it).
-        self.seen: dict[tuple[Any, ...], int] = {}
+        # Each key seen, by a number in the order first seen; by that number the class of its arrivals under the
+        # candidate, whether it kept the recorded class, and the recorded class's index (-1: no recorded version
+        # defines it).
+        self.seen: dict[int, int] = {}
         self.candidate_class: list[int] = []
         self.kept_class: list[bool] = []
         self.recorded_class: list[int] = []
@@ -179,8 +181,8 @@ class _Day:
         self.selected_s, self.ended_s, self.period, self.promoted = array("d"), array("d"), array("b"), bytearray()
         self.not_ended = self.before = self.unknown = 0
 
-    def _classes(self, key: tuple[Any, ...]) -> None:
-        service_class, subsystem_type, version, *values = key
+    def _classes(self, key: int) -> None:
+        service_class, subsystem_type, version, *values = self.keys[key]
         qualifiers = dict(zip(REPLAY_QUALIFIERS, values, strict=True))
         candidate_class, kept = self.classifier.class_of(service_class, subsystem_type, version, qualifiers)
         recorded = self.recorded.class_index(service_class) if service_class in self.actual_classes else -1
@@ -190,36 +192,21 @@ class _Day:
         self.recorded_class.append(recorded)
 
     def add(self, columns: Sequence[Sequence[Any]]) -> None:
-        """Records as REPLAY_COLUMNS, in their order, each a column of the same records (a chunk of a day's)."""
-        (
-            _,  # the recorded class, subsystem type, version and qualifiers: the key (_KEY_POSITIONS)
-            period,
-            _,
-            _,
-            _,
-            _,
-            dependent,
-            outcome,
-            promoted,
-            execution_ms,
-            inserted_ms,
-            selected_ms,
-            ended_ms,
-        ) = columns
-        outcomes = np.array(outcome, dtype=object)
+        """Records as TASK_COLUMNS, in their order, each a column of the same records (a chunk of a day's)."""
+        key, period, dependent, by_a_server, promoted, execution_ms, inserted_ms, selected_ms, ended_ms = columns
         execution, selected = np.array(execution_ms, dtype=np.float64), np.array(selected_ms, dtype=np.float64)  # None: NaN
-        ended = np.isin(outcomes, ENDED_BY_A_SERVER) & ~np.isnan(execution) & ~np.isnan(selected)
+        ended = np.array(by_a_server, dtype=bool) & ~np.isnan(execution) & ~np.isnan(selected)
         at_s = (np.array(inserted_ms, dtype=np.float64) - self.day_start_ms) / 1000
         keep = ended & (at_s >= 0)
-        self.not_ended += len(outcomes) - int(ended.sum())
+        self.not_ended += len(ended) - int(ended.sum())
         self.before += int(ended.sum() - keep.sum())
         if not keep.any():
             return
         kept = keep.tolist()
-        keys = list(zip(*(compress(columns[n], kept) for n in _KEY_POSITIONS), strict=True))
-        for key in dict.fromkeys(keys):  # classified in the order first seen, as the classes are numbered
-            if key not in self.seen:
-                self._classes(key)
+        keys = list(compress(key, kept))
+        for number in dict.fromkeys(keys):  # classified in the order first seen, as the classes are numbered
+            if number not in self.seen:
+                self._classes(number)
         codes = np.fromiter(map(self.seen.__getitem__, keys), dtype=np.intp, count=len(keys))
         kept_class = np.array(self.kept_class, dtype=bool)[codes]
         self.kept += int(kept_class.sum())
@@ -256,10 +243,29 @@ def _chunks(rows: Iterable[Sequence[Any]]) -> Iterator[list[list[Any]]]:
         yield [list(map(itemgetter(n), chunk)) for n in range(len(chunk[0]))]
 
 
+def task_rows(records: Iterable[Mapping[str, Any]]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """Records (REPLAY_COLUMNS by name) as a task reads them (job.replay_all): the keys, and the rows (TASK_COLUMNS)."""
+    numbers: dict[tuple[Any, ...], int] = {}
+    rows = [
+        (
+            numbers.setdefault(tuple(record[column] for column in KEY_COLUMNS), len(numbers)),
+            record["period"],
+            record["dependent"],
+            record["outcome"] in ENDED_BY_A_SERVER,
+            record["promoted"],
+            record["execution_time_ms"],
+            *(record[f"{time}_ms"] for time in TIMES),
+        )
+        for record in records
+    ]
+    return list(numbers), rows
+
+
 def replay_environment(name: str, records: Iterable[Mapping[str, Any]], inputs: ReplayInputs, worker_tasks: int = 1) -> dict[str, Any]:
     """The what-if of environment `name` from its records of the day (REPLAY_COLUMNS by name)."""
-    day = _Day(inputs)
-    for columns in _chunks([record[column] for column in REPLAY_COLUMNS] for record in records):
+    keys, rows = task_rows(records)
+    day = _Day(inputs, keys)
+    for columns in _chunks(rows):
         day.add(columns)
     return _replayed(name, day, inputs, worker_tasks)
 
@@ -298,17 +304,25 @@ def _replayed(name: str, day: _Day, inputs: ReplayInputs, worker_tasks: int) -> 
     }
 
 
-def replay_partition(rows: Iterable[Sequence[Any]], inputs: ReplayInputs, worker_tasks: Mapping[str, int]) -> Iterator[str]:
-    """A Spark task (job.replay_all): the replay of the one environment whose rows its partition holds, each its
-    environment and REPLAY_COLUMNS in order, in the order of their inserts, as JSON text. The rows are read as they
-    stream in, into columns. Its seed is the run's and the environment's name: the same whichever other environments
-    the run replays. (Here, not in job.py: a task imports this module, which needs neither pyarrow nor a database
-    driver.)"""
-    name: str | None = None
-    day = _Day(inputs)
+def replay_partition(
+    index: int,
+    rows: Iterable[Sequence[Any]],
+    names: Sequence[str],
+    keys: Sequence[tuple[Any, ...]],
+    inputs: ReplayInputs,
+    worker_tasks: Mapping[str, int],
+) -> Iterator[str]:
+    """A Spark task (job.replay_all): the replay of environment `names[index]`, whose rows its partition holds, each
+    TASK_COLUMNS in order (its key a number of `keys`), in the order of their inserts, as JSON text; nothing when
+    the partition has none. The rows are read as they stream in, into columns. Its seed is the run's and the
+    environment's name: the same whichever other environments the run replays. (Here, not in job.py: a task
+    imports this module, which needs neither pyarrow nor a database driver.)"""
+    name = names[index]
+    day = _Day(inputs, keys)
+    replayed = False
     for columns in _chunks(rows):
-        name = columns[0][-1]
-        day.add(columns[1:])
-    if name is not None:
+        day.add(columns)
+        replayed = True
+    if replayed:
         seeded = replace(inputs, seed=inputs.seed + zlib.crc32(name.encode()))
         yield json.dumps(_replayed(name, day, seeded, worker_tasks.get(name, 1)))
