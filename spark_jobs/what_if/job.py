@@ -16,6 +16,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
 
 from spark_jobs.common.driver import DriverSettings
 from spark_jobs.common.job_log import JobLog
@@ -24,7 +25,7 @@ from spark_jobs.contract.replay import REPLAY_QUALIFIERS
 from spark_jobs.what_if.arguments import NoRecords
 from spark_jobs.what_if.extract import read_day, read_worker_tasks, replay_rows
 from spark_jobs.what_if.model import ManagerSettings
-from spark_jobs.what_if.replay import REPLAY_COLUMNS, ReplayInputs, replay_partition
+from spark_jobs.what_if.replay import ENDED_BY_A_SERVER, KEY_COLUMNS, REPLAY_COLUMNS, TASK_COLUMNS, ReplayInputs, replay_partition
 from spark_jobs.workload_activity.database_rows import read_policy_versions
 from spark_jobs.workload_activity.extract import day_has_files
 from spark_jobs.workload_activity.transform import day_bounds
@@ -81,13 +82,27 @@ def environment_names(rows: DataFrame) -> list[str]:
     return sorted(row.application_environment for row in rows.select("application_environment").distinct().collect())
 
 
+def with_keys(rows: DataFrame) -> tuple[DataFrame, list[tuple[Any, ...]]]:
+    """`rows` (replay_rows) with each one's KEY_COLUMNS as a number, `key`, and the keys by that number (a day of
+    millions holds few): what a task reads instead of text (replay.TASK_COLUMNS)."""
+    keys = [tuple(row) for row in rows.select(*KEY_COLUMNS).distinct().collect()]
+    fields = [StructField("key", LongType(), False), *(rows.schema[column] for column in KEY_COLUMNS)]
+    numbers = rows.sparkSession.createDataFrame([(n, *key) for n, key in enumerate(keys)], StructType(fields)).alias("k")
+    same = [F.col(f"r.{column}").eqNullSafe(F.col(f"k.{column}")) for column in KEY_COLUMNS]
+    return rows.alias("r").join(F.broadcast(numbers), same).select("r.*", "k.key"), keys
+
+
 def replay_all(rows: DataFrame, names: Sequence[str], inputs: ReplayInputs, worker_tasks: Mapping[str, int]) -> list[dict[str, Any]]:
     """Every environment of `rows` (replay_rows), `names` (environment_names), replayed in a Spark task of its own, in
-    name order: the task reads its environment's rows as they come, in the order of their inserts
+    name order: the task reads its environment's rows (TASK_COLUMNS) as they come, in the order of their inserts
     (replay.replay_partition)."""
     if not names:
         return []
-    replayed = by_environment(rows, names).rdd.mapPartitions(partial(replay_partition, inputs=inputs, worker_tasks=worker_tasks))
+    keyed, keys = with_keys(rows)
+    ended = F.coalesce(F.col("outcome").isin(*ENDED_BY_A_SERVER), F.lit(False))
+    tasks = by_environment(keyed, names).withColumn("ended_by_a_server", ended).select(*TASK_COLUMNS)
+    replay = partial(replay_partition, names=names, keys=keys, inputs=inputs, worker_tasks=worker_tasks)
+    replayed = tasks.rdd.mapPartitionsWithIndex(replay)
     return sorted((json.loads(text) for text in replayed.collect()), key=lambda result: result["application_environment"])
 
 

@@ -14,7 +14,11 @@ from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
+from itertools import compress, islice
+from operator import itemgetter
 from typing import Any
+
+import numpy as np
 
 from spark_jobs.contract.replay import REPLAY_QUALIFIERS
 from spark_jobs.manager.select_order import class_order, importance_rank
@@ -41,7 +45,12 @@ RECORD_FIELDS = (
 )
 TIMES = ("inserted", "selected", "ended")
 REPLAY_COLUMNS = (*RECORD_FIELDS, *(f"{time}_ms" for time in TIMES))
-_QUALIFIER_POSITIONS = [REPLAY_COLUMNS.index(column) for column in REPLAY_QUALIFIERS.values()]
+# What classifies a record: its recorded class, subsystem type, version and qualifiers (a day of millions holds few).
+KEY_COLUMNS = ("service_class", "subsystem_type", "policy_version", *REPLAY_QUALIFIERS.values())
+# A record as a task reads it (job.replay_all): its key as a number (of the run's keys), whether a server ended it,
+# and the rest of what the replay reads; no text, few columns (the rows reach the task pickled).
+TASK_COLUMNS = ("key", "period", "dependent", "ended_by_a_server", "promoted", "execution_time_ms", *(f"{time}_ms" for time in TIMES))
+CHUNK = 65_536  # records read into columns at a time
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,89 +160,74 @@ def summary(predicted: Sequence[Mapping[str, Any]], actual: Sequence[Mapping[str
 
 
 class _Day:
-    """One environment's records of the day, read one at a time into columns: the arrivals under the candidate and
-    the recorded requests as served (a day of millions: no object kept per record)."""
+    """One environment's records of the day, read a chunk at a time into columns: the arrivals under the candidate
+    and the recorded requests as served (a day of millions: no object kept per record, numpy over each chunk)."""
 
-    def __init__(self, inputs: ReplayInputs) -> None:
+    def __init__(self, inputs: ReplayInputs, keys: Sequence[tuple[Any, ...]]) -> None:
         self.day_start_ms = inputs.day_start.timestamp() * 1000
+        self.keys = keys  # KEY_COLUMNS's values, by the number a record gives
         self.classifier = Classifier.of(inputs.candidate, inputs.recorded)
         self.actual_classes = {n: replace(c, resource_group=None) for n, c in latest_classes(inputs.recorded.items()).items()}
         self.arrivals = Arrivals()
-        # Each recorded class, subsystem type, version and qualifiers seen (a day of millions holds few): the class
-        # of the arrivals under the candidate, whether it kept the recorded class, and the recorded class's index
-        # (None: no recorded version defines it).
-        self.seen: dict[tuple[Any, ...], tuple[int, bool, int | None]] = {}
+        # Each key seen, by a number in the order first seen; by that number the class of its arrivals under the
+        # candidate, whether it kept the recorded class, and the recorded class's index (-1: no recorded version
+        # defines it).
+        self.seen: dict[int, int] = {}
+        self.candidate_class: list[int] = []
+        self.kept_class: list[bool] = []
+        self.recorded_class: list[int] = []
         self.kept = self.classified = 0
         self.recorded = Arrivals()  # of each recorded request its recorded class and insert, and:
         self.selected_s, self.ended_s, self.period, self.promoted = array("d"), array("d"), array("b"), bytearray()
         self.not_ended = self.before = self.unknown = 0
-        # The columns' appends, bound once: `add` runs for each of millions of records.
-        arrivals, recorded = self.arrivals, self.recorded
-        self._arrival = (arrivals.at_s.append, arrivals.service_class.append, arrivals.execution_s.append, arrivals.dependent.append)
-        self._recorded = (
-            recorded.at_s.append,
-            recorded.service_class.append,
-            self.selected_s.append,
-            self.ended_s.append,
-            self.period.append,
-            self.promoted.append,
-        )
 
-    def _classes(self, key: tuple[Any, ...]) -> tuple[int, bool, int | None]:
-        service_class, subsystem_type, version, *values = key
+    def _classes(self, key: int) -> None:
+        service_class, subsystem_type, version, *values = self.keys[key]
         qualifiers = dict(zip(REPLAY_QUALIFIERS, values, strict=True))
         candidate_class, kept = self.classifier.class_of(service_class, subsystem_type, version, qualifiers)
-        recorded = self.recorded.class_index(service_class) if service_class in self.actual_classes else None
-        return self.arrivals.class_index(candidate_class), kept, recorded
+        recorded = self.recorded.class_index(service_class) if service_class in self.actual_classes else -1
+        self.seen[key] = len(self.seen)
+        self.candidate_class.append(self.arrivals.class_index(candidate_class))
+        self.kept_class.append(kept)
+        self.recorded_class.append(recorded)
 
-    def add(self, record: Sequence[Any]) -> None:
-        """A record's REPLAY_COLUMNS, in their order."""
-        (
-            service_class,
-            period,
-            version,
-            subsystem_type,
-            _,
-            _,
-            dependent,
-            outcome,
-            promoted,
-            execution_ms,
-            inserted_ms,
-            selected_ms,
-            ended_ms,
-        ) = record
-        if outcome not in ENDED_BY_A_SERVER or execution_ms is None or selected_ms is None:
-            self.not_ended += 1
+    def add(self, columns: Sequence[Sequence[Any]]) -> None:
+        """Records as TASK_COLUMNS, in their order, each a column of the same records (a chunk of a day's)."""
+        key, period, dependent, by_a_server, promoted, execution_ms, inserted_ms, selected_ms, ended_ms = columns
+        execution, selected = np.array(execution_ms, dtype=np.float64), np.array(selected_ms, dtype=np.float64)  # None: NaN
+        ended = np.array(by_a_server, dtype=bool) & ~np.isnan(execution) & ~np.isnan(selected)
+        at_s = (np.array(inserted_ms, dtype=np.float64) - self.day_start_ms) / 1000
+        keep = ended & (at_s >= 0)
+        self.not_ended += len(ended) - int(ended.sum())
+        self.before += int(ended.sum() - keep.sum())
+        if not keep.any():
             return
-        at_s = (inserted_ms - self.day_start_ms) / 1000
-        if at_s < 0:
-            self.before += 1
-            return
-        key = (service_class, subsystem_type, version, *[record[n] for n in _QUALIFIER_POSITIONS])
-        classes = self.seen.get(key)
-        if classes is None:
-            classes = self.seen[key] = self._classes(key)
-        candidate_class, kept, recorded_class = classes
-        if kept:
-            self.kept += 1
-        else:
-            self.classified += 1
-        at, of_class, execution, is_dependent = self._arrival
-        at(at_s)
-        of_class(candidate_class)
-        execution(execution_ms / 1000)
-        is_dependent(bool(dependent))
-        if recorded_class is None:
-            self.unknown += 1
-            return
-        at, of_class, selected, ended, of_period, is_promoted = self._recorded
-        at(at_s)
-        of_class(recorded_class)
-        selected((selected_ms - self.day_start_ms) / 1000)
-        ended((ended_ms - self.day_start_ms) / 1000)
-        of_period(period)
-        is_promoted(bool(promoted))
+        kept = keep.tolist()
+        keys = list(compress(key, kept))
+        for number in dict.fromkeys(keys):  # classified in the order first seen, as the classes are numbered
+            if number not in self.seen:
+                self._classes(number)
+        codes = np.fromiter(map(self.seen.__getitem__, keys), dtype=np.intp, count=len(keys))
+        kept_class = np.array(self.kept_class, dtype=bool)[codes]
+        self.kept += int(kept_class.sum())
+        self.classified += len(codes) - int(kept_class.sum())
+        at_s = at_s[keep]
+        arrivals = self.arrivals
+        arrivals.at_s.frombytes(at_s.tobytes())
+        arrivals.service_class.frombytes(np.array(self.candidate_class, dtype=np.uint16)[codes].tobytes())
+        arrivals.execution_s.frombytes((execution[keep] / 1000).tobytes())
+        arrivals.dependent.extend(np.array(list(compress(dependent, kept)), dtype=bool).tobytes())
+        recorded_class = np.array(self.recorded_class, dtype=np.int64)[codes]
+        known = recorded_class >= 0
+        self.unknown += len(codes) - int(known.sum())
+        known_list = known.tolist()
+        self.recorded.at_s.frombytes(at_s[known].tobytes())
+        self.recorded.service_class.frombytes(recorded_class[known].astype(np.uint16).tobytes())
+        self.selected_s.frombytes(((selected[keep][known] - self.day_start_ms) / 1000).tobytes())
+        ended_at = np.array(list(compress(ended_ms, kept)), dtype=np.float64)[known]
+        self.ended_s.frombytes(((ended_at - self.day_start_ms) / 1000).tobytes())
+        self.period.frombytes(np.array(list(compress(compress(period, kept), known_list)), dtype=np.int8).tobytes())
+        self.promoted.extend(np.array(list(compress(compress(promoted, kept), known_list)), dtype=bool).tobytes())
 
     def served(self) -> ServedColumns:
         recorded = self.recorded
@@ -242,11 +236,37 @@ class _Day:
         )
 
 
+def _chunks(rows: Iterable[Sequence[Any]]) -> Iterator[list[list[Any]]]:
+    """`rows` as columns, CHUNK rows at a time."""
+    rows = iter(rows)
+    while chunk := list(islice(rows, CHUNK)):
+        yield [list(map(itemgetter(n), chunk)) for n in range(len(chunk[0]))]
+
+
+def task_rows(records: Iterable[Mapping[str, Any]]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """Records (REPLAY_COLUMNS by name) as a task reads them (job.replay_all): the keys, and the rows (TASK_COLUMNS)."""
+    numbers: dict[tuple[Any, ...], int] = {}
+    rows = [
+        (
+            numbers.setdefault(tuple(record[column] for column in KEY_COLUMNS), len(numbers)),
+            record["period"],
+            record["dependent"],
+            record["outcome"] in ENDED_BY_A_SERVER,
+            record["promoted"],
+            record["execution_time_ms"],
+            *(record[f"{time}_ms"] for time in TIMES),
+        )
+        for record in records
+    ]
+    return list(numbers), rows
+
+
 def replay_environment(name: str, records: Iterable[Mapping[str, Any]], inputs: ReplayInputs, worker_tasks: int = 1) -> dict[str, Any]:
     """The what-if of environment `name` from its records of the day (REPLAY_COLUMNS by name)."""
-    day = _Day(inputs)
-    for record in records:
-        day.add([record[column] for column in REPLAY_COLUMNS])
+    keys, rows = task_rows(records)
+    day = _Day(inputs, keys)
+    for columns in _chunks(rows):
+        day.add(columns)
     return _replayed(name, day, inputs, worker_tasks)
 
 
@@ -284,17 +304,25 @@ def _replayed(name: str, day: _Day, inputs: ReplayInputs, worker_tasks: int) -> 
     }
 
 
-def replay_partition(rows: Iterable[Sequence[Any]], inputs: ReplayInputs, worker_tasks: Mapping[str, int]) -> Iterator[str]:
-    """A Spark task (job.replay_all): the replay of the one environment whose rows its partition holds, each its
-    environment and REPLAY_COLUMNS in order, in the order of their inserts, as JSON text. The rows are read as they
-    stream in, into columns. Its seed is the run's and the environment's name: the same whichever other environments
-    the run replays. (Here, not in job.py: a task imports this module, which needs neither pyarrow nor a database
-    driver.)"""
-    name: str | None = None
-    day = _Day(inputs)
-    for row in rows:
-        name = row[0]
-        day.add(row[1:])
-    if name is not None:
+def replay_partition(
+    index: int,
+    rows: Iterable[Sequence[Any]],
+    names: Sequence[str],
+    keys: Sequence[tuple[Any, ...]],
+    inputs: ReplayInputs,
+    worker_tasks: Mapping[str, int],
+) -> Iterator[str]:
+    """A Spark task (job.replay_all): the replay of environment `names[index]`, whose rows its partition holds, each
+    TASK_COLUMNS in order (its key a number of `keys`), in the order of their inserts, as JSON text; nothing when
+    the partition has none. The rows are read as they stream in, into columns. Its seed is the run's and the
+    environment's name: the same whichever other environments the run replays. (Here, not in job.py: a task
+    imports this module, which needs neither pyarrow nor a database driver.)"""
+    name = names[index]
+    day = _Day(inputs, keys)
+    replayed = False
+    for columns in _chunks(rows):
+        day.add(columns)
+        replayed = True
+    if replayed:
         seeded = replace(inputs, seed=inputs.seed + zlib.crc32(name.encode()))
         yield json.dumps(_replayed(name, day, seeded, worker_tasks.get(name, 1)))

@@ -21,12 +21,13 @@ import heapq
 import math
 import random
 from array import array
-from bisect import bisect_left
 from collections import deque
 from collections.abc import Sequence
 
+import numpy as np
+
 from spark_jobs.contract.goals import BUCKET_COUNT, TOLERANT_BUCKET_LIMITS_PCT
-from spark_jobs.manager.goals import execution_velocity, period_number, window_pi
+from spark_jobs.manager.goals import execution_velocity, window_pi
 from spark_jobs.manager.policy import AverageGoal, PercentileGoal
 from spark_jobs.manager.select_order import (
     Promotion,
@@ -68,65 +69,78 @@ class _Server:
 
 class _Window:
     """The ended requests a decision judges (the newest MAX_SAMPLES, ended from now - window on), with each class's
-    figures of its first period kept as they enter and leave it: a decision reads the figures, not the samples
-    (at a high rate a window holds thousands). The times are summed in whole microseconds, so that what leaves
-    takes away exactly what it added."""
+    figures of its first period. An end only notes its request, in the order they end; a decision brings the
+    figures up to date over the columns (numpy: what ended since the last added, what left the window taken away),
+    so that its cost is per decision, not per request. The times are summed in whole microseconds, so that what
+    leaves takes away exactly what it added."""
 
-    def __init__(self, classes: Sequence[ServiceClass]) -> None:
-        self.samples: deque[tuple[float, str, int, int, int]] = deque()  # (ended, class, response µs, queue µs, bucket)
-        self.durations = {c.name: [p.duration_ms for p in c.periods] for c in classes}
+    def __init__(self, classes: Sequence[ServiceClass], arrivals: Arrivals, selected: array[float], ended: array[float]) -> None:
+        names = arrivals.classes
+        self.index = {name: n for n, name in enumerate(names)}  # the arrivals' class index of each name
+        # The columns the samples are read from, as numpy views: none of them grows in a replay.
+        self.at, self.selected, self.ended = (np.frombuffer(column, dtype=np.float64) for column in (arrivals.at_s, selected, ended))
+        self.class_of = np.frombuffer(arrivals.service_class, dtype=np.uint16)
+        self.requests = array("q")  # each ended request, in the order they ended
+        self.first = 0  # of `requests`, the oldest still in the window
+        self.counted = 0  # of `requests`, how many the figures have added
+        specs = {c.name: c for c in classes}
         # The response time from which a request is past its class's first period (`period_number`): none for a
         # class of one period, or whose first is open-ended.
-        self.first_ends_ms = {
-            name: math.inf if len(durations) < 2 or durations[0] is None else durations[0] for name, durations in self.durations.items()
-        }
-        # The goal's response time of a class whose first period is judged by its buckets.
-        self.goal_ms = {c.name: g.response_time_ms for c in classes if isinstance(g := c.periods[0].goal, AverageGoal | PercentileGoal)}
-        self.count = dict.fromkeys(self.durations, 0)
-        self.response_us = dict.fromkeys(self.durations, 0)
-        self.queue_us = dict.fromkeys(self.durations, 0)
-        self.buckets = {name: [0] * BUCKET_COUNT for name in self.durations}
-
-    def add(self, ended: float, name: str, response_ms: float, queue_ms: float) -> None:
-        if response_ms >= self.first_ends_ms[name]:
-            self.samples.append((ended, name, 0, 0, -2))  # counts towards MAX_SAMPLES, judged in no first period
-        else:
-            goal_ms = self.goal_ms.get(name)
-            # bucket_index's search, without its checks: a replayed response is a finite duration >= 0.
-            bucket = -1 if goal_ms is None else bisect_left(TOLERANT_BUCKET_LIMITS_PCT, response_ms * 100 / goal_ms)
-            response_us, queue_us = round(response_ms * 1000), round(queue_ms * 1000)
-            self.samples.append((ended, name, response_us, queue_us, bucket))
-            self.count[name] += 1
-            self.response_us[name] += response_us
-            self.queue_us[name] += queue_us
-            if bucket >= 0:
-                self.buckets[name][bucket] += 1
-        if len(self.samples) > MAX_SAMPLES:
-            self._drop()
-
-    def _drop(self) -> None:
-        _, name, response_us, queue_us, bucket = self.samples.popleft()
-        if bucket == -2:
-            return
-        self.count[name] -= 1
-        self.response_us[name] -= response_us
-        self.queue_us[name] -= queue_us
-        if bucket >= 0:
-            self.buckets[name][bucket] -= 1
+        durations = [[p.duration_ms for p in specs[name].periods] for name in names]
+        self.first_ends_ms = np.array([math.inf if len(d) < 2 or d[0] is None else d[0] for d in durations], dtype=np.float64)
+        # The goal's response time of a class whose first period is judged by its buckets (NaN: none).
+        goals = [specs[name].periods[0].goal for name in names]
+        self.goal_ms = np.array([g.response_time_ms if isinstance(g, AverageGoal | PercentileGoal) else math.nan for g in goals])
+        self.limits = np.array(TOLERANT_BUCKET_LIMITS_PCT, dtype=np.float64)
+        self.count = np.zeros(len(names), dtype=np.int64)
+        self.response_us = np.zeros(len(names), dtype=np.int64)
+        self.queue_us = np.zeros(len(names), dtype=np.int64)
+        self.buckets = np.zeros((len(names), BUCKET_COUNT), dtype=np.int64)
 
     def since(self, start: float) -> None:
-        """Keep the samples ended from `start` on, as the service reads them."""
-        while self.samples and self.samples[0][0] < start:
-            self._drop()
+        """Keep the samples ended from `start` on (and the newest MAX_SAMPLES), as the service reads them."""
+        last = len(self.requests)
+        requests = np.frombuffer(self.requests, dtype=np.int64)  # a local view: `requests` grows again after
+        first = max(self.first, last - MAX_SAMPLES)
+        if first < last:
+            first += int(np.searchsorted(self.ended[requests[first:last]], start, side="left"))  # ends in time order
+        # What entered and stays is added, what was added and left taken away (what did both changes nothing).
+        entered, left = requests[max(self.counted, first) : last], requests[self.first : min(first, self.counted)]
+        self.first, self.counted = first, last
+        if len(entered) or len(left):
+            self._apply(np.concatenate((entered, left)), len(entered))
+
+    def _apply(self, requests: np.ndarray, entered: int) -> None:
+        """Add the samples of the first `entered` of `requests` to the figures and take the rest away, as the
+        service judges each: past the first period it counts towards MAX_SAMPLES only; the bucket by bucket_index's
+        search. The sums are exact: whole numbers far below 2**53, in float64 (numpy's weighted count)."""
+        sign = np.ones(len(requests))
+        sign[entered:] = -1
+        inserted, classes = self.at[requests], self.class_of[requests].astype(np.intp)
+        response_ms = (self.ended[requests] - inserted) * 1000
+        queue_ms = (self.selected[requests] - inserted) * 1000
+        judged = response_ms < self.first_ends_ms[classes]
+        response_ms, queue_ms, classes, sign = response_ms[judged], queue_ms[judged], classes[judged], sign[judged]
+        count = len(self.count)
+        self.count += np.bincount(classes, weights=sign, minlength=count).astype(np.int64)
+        self.response_us += np.bincount(classes, weights=sign * np.rint(response_ms * 1000), minlength=count).astype(np.int64)
+        self.queue_us += np.bincount(classes, weights=sign * np.rint(queue_ms * 1000), minlength=count).astype(np.int64)
+        goal_ms = self.goal_ms[classes]
+        bucketed = ~np.isnan(goal_ms)
+        if bucketed.any():
+            buckets = np.searchsorted(self.limits, response_ms[bucketed] * 100 / goal_ms[bucketed], side="left")
+            flat = np.bincount(classes[bucketed] * BUCKET_COUNT + buckets, weights=sign[bucketed], minlength=count * BUCKET_COUNT)
+            self.buckets += flat.astype(np.int64).reshape(count, BUCKET_COUNT)
 
     def judged(self, name: str, first: ServiceClass) -> tuple[int, float | None, float | None]:
         """The class's first period over the window: ended, PI and average execution time (ms), as `evaluate`."""
-        ended = self.count[name]
+        index = self.index.get(name)
+        ended = 0 if index is None else int(self.count[index])
         if not ended:
             return 0, window_pi(first.periods[0].goal, None, [0] * BUCKET_COUNT, None), None
-        response_ms, queue_ms = self.response_us[name] / 1000, self.queue_us[name] / 1000
+        response_ms, queue_ms = int(self.response_us[index]) / 1000, int(self.queue_us[index]) / 1000
         execution_ms = response_ms - queue_ms
-        pi = window_pi(first.periods[0].goal, response_ms / ended, self.buckets[name], execution_velocity(execution_ms, queue_ms))
+        pi = window_pi(first.periods[0].goal, response_ms / ended, self.buckets[index].tolist(), execution_velocity(execution_ms, queue_ms))
         return ended, pi, execution_ms / ended
 
 
@@ -157,6 +171,7 @@ class _Replay:
             first = next(n for n, index in enumerate(arrivals.service_class) if arrivals.classes[index] in unknown)
             raise ValueError(f"arrival {first} is of service class {unknown[0]!r}, which the environment does not have")
         self.names = arrivals.classes  # by the arrivals' class index
+        self.execution = arrivals.execution_s
         self.class_queues = [self.queues[name] for name in arrivals.classes]
         self.queued = 0
         self.promotion = Promotion(settings.promotion_s * 1000, settings.promotion_share)
@@ -165,7 +180,8 @@ class _Replay:
         self.selected = array("d", [math.nan]) * n
         self.ended = array("d", [math.nan]) * n
         self.promoted = bytearray(n)
-        self.window = _Window(environment.classes)
+        self.window = _Window(environment.classes, arrivals, self.selected, self.ended)
+        self.ended_requests = self.window.requests.append
         self.events: list[tuple[float, int, int, int, int]] = []  # (time, kind, sequence, server, request)
         self.sequence = 0
         self.servers: dict[int, _Server] = {}
@@ -245,8 +261,12 @@ class _Replay:
             return False
         now_ms, bucket = now * 1000, self.bucket
         due_ms = now_ms + self.promotion.after_ms if due(bucket, now_ms) else bucket.due_ms
-        self.bucket = PromotionBucket(min(1.0, bucket.tokens + self.promotion.share), due_ms)
-        self.start(now, server, request, False)
+        tokens = min(1.0, bucket.tokens + self.promotion.share)
+        if tokens != bucket.tokens or due_ms != bucket.due_ms:  # mostly full and not due: the same bucket
+            self.bucket = PromotionBucket(tokens, due_ms)
+        self.selected[request] = now  # `start`, inline: most requests are served so
+        self.sequence += 1
+        heapq.heappush(self.events, (now + self.execution[request], _END, self.sequence, server_id, request))
         server.free -= 1
         server.served_at = now
         if server.free:
@@ -264,12 +284,11 @@ class _Replay:
 
     def end(self, now: float, server_id: int, request: int) -> None:
         self.ended[request] = now
-        inserted = self.at[request]
-        name = self.names[self.arrivals.service_class[request]]
-        self.window.add(now, name, (now - inserted) * 1000, (self.selected[request] - inserted) * 1000)
-        group = self.group_of.get(name)
-        if group is not None:
-            self.in_flight[group] -= 1
+        self.ended_requests(request)  # the window's sample, judged at the next decision
+        if self.group_of:
+            group = self.group_of.get(self.names[self.arrivals.service_class[request]])
+            if group is not None:
+                self.in_flight[group] -= 1
         server = self.servers[server_id]
         server.free += 1
         if server.retiring:
@@ -388,7 +407,8 @@ class _Replay:
     def start(self, now: float, server: _Server, request: int, promoted: bool) -> None:
         self.selected[request] = now
         self.promoted[request] = promoted
-        self.push(now + self.arrivals.execution_s[request], _END, server.id, request)
+        self.sequence += 1  # `push`, inline: once per request
+        heapq.heappush(self.events, (now + self.execution[request], _END, self.sequence, server.id, request))
 
     def took(self, now: float, server: _Server, taken: int) -> int:
         if taken:
@@ -441,12 +461,24 @@ class _Replay:
             self.push(now + (self.rng.choice(self.latencies) if self.latencies else 0.0), _CONNECT)
 
     def served(self) -> ServedColumns:
-        durations = [[p.duration_ms for p in self.specs[name].periods] for name in self.names]
+        """Each request as served, the period its response time reached (`period_number`, over the columns)."""
         at_s, ended, classes = self.at, self.ended, self.arrivals.service_class
-        period = array("b", bytes(len(at_s)))
-        for request, end in enumerate(ended):
-            if end == end:  # not NaN: ended
-                period[request] = period_number(durations[classes[request]], (end - at_s[request]) * 1000)
+        response_ms = (np.frombuffer(ended, dtype=np.float64) - np.frombuffer(at_s, dtype=np.float64)) * 1000
+        class_of = np.frombuffer(classes, dtype=np.uint16)
+        periods = np.zeros(len(at_s), dtype=np.int8)
+        for index, name in enumerate(self.names):
+            durations = [p.duration_ms for p in self.specs[name].periods]
+            # The response times at which a request moves on: the periods' running totals, up to an open-ended one.
+            bounds: list[int] = []
+            for duration_ms in durations[:-1]:
+                if duration_ms is None:
+                    break
+                bounds.append((bounds[-1] if bounds else 0) + duration_ms)
+            done = (class_of == index) & ~np.isnan(response_ms)
+            moved_on = np.searchsorted(np.array(bounds, dtype=np.float64), response_ms[done], side="right")
+            periods[done] = 1 + moved_on
+        period = array("b")
+        period.frombytes(periods.tobytes())
         return ServedColumns(self.names, classes, at_s, self.selected, ended, period, self.promoted)
 
 
