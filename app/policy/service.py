@@ -89,7 +89,8 @@ class PolicyStore:
     """The active policy, compiled, cached per process until the settings' counter moves (Generations): another
     replica's install is seen within the counter's time; an install on this process is seen at once. It reads the
     database with short sessions of its own, so a request (a long-polling select above all) never holds a database
-    connection for it, and in steady state no request waits for a read."""
+    connection for it, and in steady state no request waits for a read (after a change, callers wait for one read
+    shared by them all)."""
 
     def __init__(self, generations: Generations, queue_managers: QueueManagers) -> None:
         self.sessions = generations.sessions
