@@ -73,7 +73,8 @@ class Settings(BaseSettings):
     # and Redis together (docs/benchmarks.md).
     sample_interval_ms: int = Field(default=250, ge=10)
     sample_places_per_tick: int = Field(default=48, ge=1)
-    # How long a process trusts its cached copy of the active policy before checking the database again.
+    # How long a process trusts its cached copies of the policy, operator states and routing overrides before it
+    # checks the settings' counter in the database again (app/shared/generation.py).
     policy_cache_seconds: float = Field(default=1.0, ge=0)
 
     # Request bodies are refused with 413 from Content-Length, or as soon as the streamed bytes pass the route's

@@ -53,6 +53,7 @@ from app.scheduler.duty_leases import DutyLeases
 from app.scheduler.router import router as scheduler_router
 from app.scheduler.service import SchedulerMember
 from app.servers.router import router as servers_router
+from app.shared.generation import Generations
 from app.state import AppState
 from app.sweeper.blobs import SweptBlobs
 from app.sweeper.router import router as sweeper_router
@@ -142,10 +143,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             durability=durability,
         )
         connection_cache = ConnectionCache(settings.connection_cache_seconds)
-        policies = PolicyStore(sessions, settings.policy_cache_seconds, ConnectedQueueManagers())
+        generations = Generations(sessions, settings.policy_cache_seconds)
+        policies = PolicyStore(generations, ConnectedQueueManagers())
         await refuse_short_tombstones(policies, settings.longest_completion_ms)
-        operator = OperatorStore(sessions, settings.policy_cache_seconds)
-        router = Router(RoutingStore(sessions, queues, settings.policy_cache_seconds))
+        operator = OperatorStore(generations)
+        router = Router(RoutingStore(generations, queues))
         app.state.wlm = state = AppState(
             settings=settings,
             engine=engine,

@@ -9,5 +9,6 @@ def import_all_models() -> None:
     from app.policy import models as _policy  # noqa: F401
     from app.reports import models as _reports  # noqa: F401
     from app.routing import models as _routing  # noqa: F401
+    from app.shared import generation as _generation  # noqa: F401
     from app.sweeper import models as _sweeper  # noqa: F401
     from app.what_if import models as _what_if  # noqa: F401

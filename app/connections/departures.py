@@ -25,6 +25,7 @@ from app.policy.schemas import EnvironmentSettings
 from app.queues.base import AeConfig
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
+from app.shared.generation import count_change
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +100,7 @@ async def _remove_dynamic_environments(
         await states.forget(session, names)
         for row in rows:
             await session.delete(row)
+        await count_change(session)  # the last statement before the caller's commit
     return [EnvironmentSettings.model_validate(row.definition) for row in rows]
 
 

@@ -32,7 +32,7 @@ from app.operator.states import UNEXPECTED_TERMINATION_WINDOW_S, AEState, Intern
 from app.policy.active import ActivePolicy
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
-from app.shared.ttl_cache import TtlCache
+from app.shared.generation import GatedValue, Generations, count_change
 
 log = logging.getLogger(__name__)
 
@@ -69,30 +69,27 @@ def state_in(states: Mapping[str, AEStateRecord], name: str, policy: ActivePolic
 
 
 class OperatorStore:
-    """The stored states, cached per process for `ttl_seconds` (a change on this process is seen at once, another
-    replica's within the time), read with short sessions of its own like PolicyStore."""
+    """The stored states, cached per process until the settings' counter moves, like PolicyStore (a change on this
+    process is seen at once, another replica's within the counter's time)."""
 
-    STATES = "states"
-
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], ttl_seconds: float) -> None:
-        self.sessions = sessions
-        self._states: TtlCache[Mapping[str, AEStateRecord]] = TtlCache(ttl_seconds)
+    def __init__(self, generations: Generations) -> None:
+        self._states: GatedValue[Mapping[str, AEStateRecord]] = GatedValue(generations, self._load)
 
     async def states(self) -> Mapping[str, AEStateRecord]:
         """Every application environment that has a row; the others are AVAILABLE."""
-        return await self._states.get_or_load(self.STATES, self._load)
+        return await self._states.get()
 
-    async def _load(self) -> Mapping[str, AEStateRecord]:
-        async with self.sessions() as session:
-            rows = await session.scalars(select(ApplicationEnvironmentState))
-            return MappingProxyType({row.name: _record_of(row) for row in rows})
+    @staticmethod
+    async def _load(session: AsyncSession) -> Mapping[str, AEStateRecord]:
+        rows = await session.scalars(select(ApplicationEnvironmentState))
+        return MappingProxyType({row.name: _record_of(row) for row in rows})
 
     async def state_of(self, name: str, policy: ActivePolicy | None) -> AEState:
         return state_in(await self.states(), name, policy)
 
     async def forget(self, session: AsyncSession, names: Sequence[str]) -> None:
         """Delete the states of environments that are gone for good (a departed queue manager's dynamic ones), in the
-        caller's transaction."""
+        caller's transaction (which counts the change: app.shared.generation.count_change)."""
         await session.execute(delete(ApplicationEnvironmentState).where(ApplicationEnvironmentState.name.in_(names)))
 
     def invalidate(self) -> None:
@@ -237,6 +234,7 @@ async def _change(
             row.refreshed_at = now
         record(session, actor, audit_action, name, **audited, result="accepted", previous_state=previous.value, state=state.value)
         try:
+            await count_change(session)
             await session.commit()
         except (IntegrityError, StaleDataError):
             # Another process inserted or changed the row since it was read (SQLite; PostgreSQL only for a first

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.audit.service import record
 from app.auth.roles import PrincipalInfo
@@ -28,7 +28,7 @@ from app.policy.schemas import (
 )
 from app.policy.validation import completion_time_refusal, environment_problems, validate_definition
 from app.queues.store import QueueStore
-from app.shared.ttl_cache import TtlCache
+from app.shared.generation import GatedValue, Generations, count_change
 from spark_jobs.contract.goals import SYSOTHER
 
 INSTALL_ATTEMPTS = 3
@@ -86,22 +86,21 @@ class QueueManagers(Protocol):
 
 
 class PolicyStore:
-    """The active policy, compiled, cached per process. Another replica's install is seen within
-    `ttl_seconds`; an install on this process is seen at once. It reads the database with short sessions of
-    its own, so a request (a long-polling select above all) never holds a database connection for it, and in
-    steady state no request waits for that read (see TtlCache.get_or_load)."""
+    """The active policy, compiled, cached per process until the settings' counter moves (Generations): another
+    replica's install is seen within the counter's time; an install on this process is seen at once. It reads the
+    database with short sessions of its own, so a request (a long-polling select above all) never holds a database
+    connection for it, and in steady state no request waits for a read (after a change, callers wait for one read
+    shared by them all)."""
 
-    ACTIVE = "active"
-
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], ttl_seconds: float, queue_managers: QueueManagers) -> None:
-        self.sessions = sessions
+    def __init__(self, generations: Generations, queue_managers: QueueManagers) -> None:
+        self.sessions = generations.sessions
         self.queue_managers = queue_managers
-        self._active: TtlCache[ActivePolicy] = TtlCache(ttl_seconds)
+        self._active: GatedValue[ActivePolicy] = GatedValue(generations, self._load_latest)
         self._latest: ActivePolicy | None = None
         self._versions: dict[int, ActivePolicy] = {}
 
     async def active(self) -> ActivePolicy:
-        return await self._active.get_or_load(self.ACTIVE, self._load_latest)
+        return await self._active.get()
 
     async def current(self) -> ActivePolicy | None:
         """The active policy, or None before the first install."""
@@ -119,22 +118,21 @@ class PolicyStore:
             policy = await self.active()
         return policy
 
-    async def _load_latest(self) -> ActivePolicy:
-        async with self.sessions() as session:
-            latest = await session.scalar(select(func.max(PolicyVersion.version)))
-            if latest is None:
-                raise NotFound(NO_POLICY_MESSAGE, code="no_policy")
-            if self._latest is None or self._latest.version != latest:
-                row = await session.get(PolicyVersion, latest)
-                assert row is not None
-                self._latest = compile_policy(row.version, ServiceDefinition.model_validate(row.definition))
-            environments = [
-                (
-                    ApplicationEnvironment.model_validate(row.definition | {"subsystem_type": owner.subsystem_type}),
-                    DynamicOwner(owner.id, owner.subsystem_name),
-                )
-                for row, owner in await self.queue_managers.dynamic_environments(session)
-            ]
+    async def _load_latest(self, session: AsyncSession) -> ActivePolicy:
+        latest = await session.scalar(select(func.max(PolicyVersion.version)))
+        if latest is None:
+            raise NotFound(NO_POLICY_MESSAGE, code="no_policy")
+        if self._latest is None or self._latest.version != latest:
+            row = await session.get(PolicyVersion, latest)
+            assert row is not None
+            self._latest = compile_policy(row.version, ServiceDefinition.model_validate(row.definition))
+        environments = [
+            (
+                ApplicationEnvironment.model_validate(row.definition | {"subsystem_type": owner.subsystem_type}),
+                DynamicOwner(owner.id, owner.subsystem_name),
+            )
+            for row, owner in await self.queue_managers.dynamic_environments(session)
+        ]
         return with_dynamic(self._latest, environments)
 
     async def version(self, version: int) -> ActivePolicy | None:
@@ -215,6 +213,7 @@ async def install(
         session.add(candidate)
         record(session, actor, "policy.install", definition.name, version=candidate.version, digest=digest)
         try:
+            await count_change(session)
             await session.commit()
         except IntegrityError:
             # Another replica installed the same version number first; read the new latest and try again.
@@ -306,6 +305,7 @@ async def define_dynamic(
     session.add(row)
     record(session, principal.name, "application_environment.define", body.name, queue_manager=qm.id)
     try:
+        await count_change(session)
         await session.commit()
     except IntegrityError:  # another queue manager took the name at the same moment
         await session.rollback()

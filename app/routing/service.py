@@ -22,7 +22,7 @@ from typing import Any
 from prometheus_client import Counter
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.audit.service import record
 from app.db import utcnow
@@ -46,6 +46,7 @@ from app.routing.algorithm import (
     with_sequence,
 )
 from app.routing.models import NODE_ITSELF, RoutingOverride
+from app.shared.generation import GatedValue, Generations, count_change
 from app.shared.ttl_cache import TtlCache
 
 ROUTED = Counter("wlm_routed_requests_total", "Work requests routed to a node", ["application_environment", "node", "how"])
@@ -81,20 +82,18 @@ class NodeActivity:
 class RoutingStore:
     """Operators' overrides (database, cached like the AE states) and the links' states (Redis, cached briefly)."""
 
-    OVERRIDES = "overrides"
-
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], queues: QueueStore, ttl_seconds: float) -> None:
-        self.sessions, self.queues = sessions, queues
-        self._overrides: TtlCache[Overrides] = TtlCache(ttl_seconds)
+    def __init__(self, generations: Generations, queues: QueueStore) -> None:
+        self.queues = queues
+        self._overrides: GatedValue[Overrides] = GatedValue(generations, self._load_overrides)
         self._links: TtlCache[Mapping[str, NodeActivity]] = TtlCache(LINK_STATE_SECONDS)
 
     async def overrides(self) -> Overrides:
-        return await self._overrides.get_or_load(self.OVERRIDES, self._load_overrides)
+        return await self._overrides.get()
 
-    async def _load_overrides(self) -> Overrides:
-        async with self.sessions() as session:
-            rows = await session.scalars(select(RoutingOverride))
-            return MappingProxyType({(row.node, row.application_environment): MappingProxyType(row.attributes) for row in rows})
+    @staticmethod
+    async def _load_overrides(session: AsyncSession) -> Overrides:
+        rows = await session.scalars(select(RoutingOverride))
+        return MappingProxyType({(row.node, row.application_environment): MappingProxyType(row.attributes) for row in rows})
 
     async def node_activity(self, policy: ActivePolicy) -> Mapping[str, NodeActivity]:
         """Per node: servers connected, and unexpected server terminations within the STOPPED rule's window."""
@@ -333,6 +332,7 @@ async def alter(
     target = f"{node}/{ae}" if ae else f"{node} link {link}" if link else node
     record(session, actor, ALTER_ACTION, target, changes=changes, attributes=attributes)
     try:
+        await count_change(session)
         await session.commit()
     except IntegrityError as exc:  # another operator's first change of the same node won the insert
         await session.rollback()

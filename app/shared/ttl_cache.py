@@ -66,7 +66,7 @@ class TtlCache(Generic[V]):
     def _start(self, key: str, load: Callable[[], Awaitable[V]]) -> asyncio.Task[V]:
         task = asyncio.create_task(self._load(key, load, self._generation))
         # Its callers await it through a shield: if they all went away, its failure would be logged as never retrieved.
-        task.add_done_callback(_retrieve)
+        task.add_done_callback(retrieve)
         self._loading[key] = task
         return task
 
@@ -91,6 +91,7 @@ class TtlCache(Generic[V]):
             log.warning("background reload failed: %s", exc)
 
 
-def _retrieve(task: asyncio.Task[V]) -> None:
+def retrieve(task: asyncio.Task[V]) -> None:
+    """A done callback: the task's failure counts as retrieved (its callers await it through a shield)."""
     if not task.cancelled():
         task.exception()
