@@ -331,12 +331,15 @@ def _writer_pool() -> ProcessPoolExecutor:
     if _writer is None:
         # spawn, not fork: this process has threads (database driver, Redis), which a fork would copy mid-state.
         # The writer dies with this process, however it ends (a worker killed by its supervisor left it behind).
-        _writer = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_init_writer)
+        _writer = ProcessPoolExecutor(
+            max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_init_writer, initargs=(os.getpid(),)
+        )
     return _writer
 
 
-def _init_writer() -> None:
-    die_with_parent()
+def _init_writer(parent: int) -> None:
+    # Seen at load 13: a service whose worker died during the writer's imports left the writer running for good.
+    die_with_parent(parent)
     # A terminal's Ctrl-C reaches the whole process group: the service stops, then shuts its writer down.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Records are safe in the outbox until written, so the writer can wait: at a lower priority its bursts of
