@@ -93,6 +93,16 @@ class JsonRecord(dict[str, Any]):
         return itemgetter(*(cls._keys[name] for name in fields))
 
     @classmethod
+    def json_key(cls, field: str) -> str:
+        """The JSON key of `field`, for a reader that parses the JSON itself (the records writer's Arrow reader)."""
+        return cls._keys[field]
+
+    @classmethod
+    def default_of(cls, field: str) -> Any:
+        """The default of `field` where its key is absent (KeyError for a required one)."""
+        return cls._defaults[cls._keys[field]]
+
+    @classmethod
     def of(cls, **fields: Any) -> Self:
         """A new record of these fields (their JSON keys in this order)."""
         return cls({cls._keys[name]: value for name, value in fields.items()})

@@ -3,18 +3,21 @@ second read of the records; files written before a column was added read beside 
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from app.queues.request_meta import RequestMeta
 from app.work import records
-from app.work.records import OutboxOrigin, outbox_table, write, write_file
+from app.work.records import OutboxOrigin, entries_table, entry_columns, outbox_table, write, write_file, write_outbox
 from spark_jobs.contract.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER, SCHEMA
 
 
@@ -97,6 +100,71 @@ def test_outbox_entries_become_records_column_by_column() -> None:
          "response_time_ms": 900, "queue_time_ms": 900, "execution_time_ms": None, "result": None, "life": 1, "promoted": False},
     ]  # fmt: skip
     assert outbox_table([], periods).num_rows == 0
+
+
+# Per policy version, its classes' periods: ONLINE moves on at 300 ms of response, then 500 more; REPORT has three
+# periods and no open-ended last; BATCH is not listed; in version 2 ONLINE lists none.
+PERIODS = {1: {"ONLINE": [300, 500, None], "REPORT": [100, 200, 400]}, 2: {"ONLINE": []}}
+
+
+def outbox_entries() -> list[str]:
+    """Outbox entries as the end scripts write them (JSON of a request's metadata at its end), keys present, null
+    and absent in turn, responses on and around the periods' boundaries."""
+    entries = []
+    shapes = itertools.product(
+        [(1, "ONLINE"), (1, "REPORT"), (1, "BATCH"), (2, "ONLINE")], [0, 99, 100, 299, 300, 799, 800, 5000], [False, True]
+    )
+    for n, ((policy, service_class), response, delivered) in enumerate(shapes):
+        inserted = 1_764_000_000_000 + n
+        entry: dict[str, object] = {"sc": service_class, "rc": "ATMA" if n % 3 else None, "dep": n % 2 == 0, "qm": 7,
+            "subsystem_type": "CB", "subsystem_name": "CICSA", "userid": None if n % 4 else "ATM01", "enclave": None,
+            "policy": policy, "node": "EAST", "ae": "PAYROLL", "state": "b", "deliveries": 0, "exit": "", "place": n,
+            "inserted": inserted, "outcome": "completed" if delivered else "deleted", "ended": inserted + response,
+            "id": f"r{n}"}  # fmt: skip
+        if delivered:
+            entry |= {"server": ["12", "", "3"][n % 3], "deliveries": 1 + n % 2, "selected": inserted + response // 2}
+            entry |= {"begun": inserted + response // 2 + 1} if n % 5 else {}
+            entry |= {"result": '{"ok":true}', "life": 2, "promoted": True} if n % 3 == 0 else {}
+        if n % 7 == 0:
+            entry = {key: value for key, value in entry.items() if value is not None and key != "deliveries"}
+        entries.append(orjson.dumps(entry).decode())
+    return entries
+
+
+def test_outbox_entries_read_by_arrow_are_the_records_read_one_by_one() -> None:
+    entries = outbox_entries()
+    columns = entry_columns(entries)
+    assert columns is not None
+    by_arrow = entries_table(columns, PERIODS)
+    one_by_one = outbox_table([RequestMeta.from_json(entry) for entry in entries], PERIODS)
+    assert by_arrow.schema == SCHEMA
+    assert by_arrow.to_pylist() == one_by_one.to_pylist()
+    assert sorted(set(by_arrow.column("period").to_pylist())) == [1, 2, 3]  # every period reached, and no further
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [{"dep": 0}, {"server": 12}, {"server": " 12"}, {"inserted": 1_764_000_000_000.0}, {"sc": None}],
+    ids=["dep as a number", "server as a number", "server int() reads", "time as a float", "null class"],
+)
+def test_a_batch_arrow_cannot_read_exactly_is_written_record_by_record(tmp_path: Path, odd: dict[str, object]) -> None:
+    """Entries of another shape than the scripts write (an older version's, a hand-made one) still become records,
+    as RequestMeta reads them."""
+    entries = outbox_entries()
+    entries[5] = orjson.dumps(orjson.loads(entries[5]) | odd).decode()
+    assert entry_columns(entries) is None
+    origin = OutboxOrigin("{wlm:EAST:PAYROLL}", "5f1c", first_position=0)
+    assert write_outbox(str(tmp_path), entries, PERIODS, origin) == (len(entries), [])
+    expected = outbox_table([RequestMeta.from_json(entry) for entry in entries], PERIODS)
+    assert records.read(tmp_path).sort_by("token").to_pylist() == expected.sort_by("token").to_pylist()
+
+
+def test_outbox_entries_of_an_unknown_policy_version_are_not_written(tmp_path: Path) -> None:
+    origin = OutboxOrigin("{wlm:EAST:PAYROLL}", "5f1c", first_position=0)
+    by_number = [orjson.dumps(orjson.loads(entry) | {"dep": 0}).decode() for entry in outbox_entries()]
+    for entries in (outbox_entries(), by_number):  # the Arrow path, and the one record by record
+        assert write_outbox(str(tmp_path), entries, {1: PERIODS[1]}, origin) == (0, [2])
+    assert not any(tmp_path.iterdir())
 
 
 def test_a_file_written_before_the_newer_columns_reads_them_as_null(tmp_path: Path) -> None:
