@@ -25,10 +25,9 @@ import redis
 import rq
 from _keda import Stabiliser, replicas_for
 from _lifetimes import Lifetime, Lifetimes
-from _service import RQ_SERIALIZER, RQ_START_SECONDS
+from _service import RQ_SERIALIZER, RQ_START_SECONDS, await_rq_jobs
 from _trace import Arrival
 from rq.job import Job
-from rq.registry import StartedJobRegistry
 
 from app.processes import die_with_parent
 
@@ -162,9 +161,7 @@ def run_rq(
                 job = by_class[arrival.service_class].enqueue("time.sleep", arrival.service_ms / 1000, result_ttl=3600)
                 jobs.append((arrival.service_class, job.id))
             time.sleep(max(0.0, start + length_s - time.time()))
-            deadline, started = time.monotonic() + drain_s, [StartedJobRegistry(queue=queue) for queue in queues]
-            while (unended := sum(q.count for q in queues) + sum(s.count for s in started)) and time.monotonic() < deadline:
-                time.sleep(0.2)
+            unended = await_rq_jobs(connection, [job_id for _, job_id in jobs], drain_s)
         finally:
             stop.set()
             if scaler is not None:
@@ -188,7 +185,4 @@ def run_rq(
     for queue in queues:
         queue.empty()
     connection.close()
-    # Counted from the jobs themselves: one that failed or was abandoned (its worker gone) leaves the lists and the
-    # started registry without ending, and the drain's count above would miss it.
-    never_ended = sum(1 for *_, ended in requests if ended == float("inf"))
-    return RqRun(start, requests, lifetimes.lifetimes, polls, max(unended, never_ended))
+    return RqRun(start, requests, lifetimes.lifetimes, polls, unended)

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +20,7 @@ import httpx
 import redis
 import rq
 import yaml
+from rq.job import Job
 
 ROOT = Path(__file__).resolve().parent.parent
 # bench/ab.py points this at another commit's `wlm` where that commit needs a venv of its own.
@@ -214,6 +215,22 @@ def machine() -> str:
 
 RQ_SERIALIZER = "rq.serializers.JSONSerializer"
 RQ_START_SECONDS = 60.0
+
+
+def await_rq_jobs(connection: redis.Redis, job_ids: Sequence[str], deadline_s: float) -> int:
+    """Wait until every job of `job_ids` has ended (RQ sets its `ended_at` as it finishes or fails), up to
+    `deadline_s`; return how many had not. Counted from the jobs, not from the queue and the started registry: between
+    a worker's dequeue and its start a job is in neither, and a count of those two ends the wait early."""
+    pending, deadline = list(job_ids), time.monotonic() + deadline_s
+    while True:
+        with connection.pipeline(transaction=False) as pipeline:
+            for job_id in pending:
+                pipeline.hget(Job.key_for(job_id), "ended_at")
+            ended = pipeline.execute()
+        pending = [job_id for job_id, at in zip(pending, ended, strict=True) if not at]
+        if not pending or time.monotonic() > deadline:
+            return len(pending)
+        time.sleep(0.2)
 
 
 @contextmanager

@@ -80,14 +80,14 @@ import redis
 import uvloop
 from rq import Queue
 from rq.job import Job
-from rq.registry import FailedJobRegistry, StartedJobRegistry
+from rq.registry import FailedJobRegistry
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # the app, for bench/_records.py
 from _attainment import ClassAttainment, attainment
 from _http import HttpClient
 from _records import ends, without_record
-from _service import ADMIN_KEY, RQ_SERIALIZER, Service, machine, rq_workers
+from _service import ADMIN_KEY, RQ_SERIALIZER, Service, await_rq_jobs, machine, rq_workers
 from _smoke import conclude, parse_args
 
 from app.processes import die_with_parent
@@ -338,9 +338,7 @@ def rq_fifo_phase(redis_url: str, workers: int, seconds: float, rate_factor: flo
             ]
             result[name] = round(sum(responses) / len(responses) / GOALS_MS[name], 3) if responses else None
             result[f"{name}_queued_at_end"] = len(ids) - len(ended)
-        deadline, started = time.monotonic() + DRAIN_SECONDS, StartedJobRegistry(queue=queue)
-        while (unended := queue.count + started.count) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        unended = await_rq_jobs(connection, [job_id for ids in jobs.values() for job_id in ids], DRAIN_SECONDS)
         result |= {"unended": unended, "failed": FailedJobRegistry(queue=queue).count}
     queue.empty()
     return result
