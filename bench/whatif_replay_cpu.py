@@ -1,9 +1,9 @@
 """The what-if replay's CPU per request without Spark: the synthetic day of `bench/whatif.py`'s scale step
 (bench/_report_data.py, the example policy as candidate and as the recorded version), each environment's records
 selected as the job selects them (ended that day, copies dropped by token and life, sorted as `job.by_environment`
-sorts them) and fed as the job feeds them (`replay.task_rows`: TASK_COLUMNS, keys as numbers) to the task's own
-function (`replay.replay_partition`), its CPU time measured in this process. What it leaves out is Spark's side:
-reading, the shuffle, and the rows' transfer into the Python task.
+sorts them) and fed as the job feeds them (`replay.task_table`: TASK_SCHEMA, keys as numbers, in Arrow batches of
+`replay.CHUNK`) to the task's own function (`replay.replay_batches`), its CPU time measured in this process. What it
+leaves out is Spark's side: reading, the shuffle, and the batches' transfer into the Python task.
 
     .venv/bin/python bench/whatif_replay_cpu.py [--records 1000000] [--limit N] [--output DIR]
     .venv/bin/python bench/whatif_replay_cpu.py --smoke     # a day of 4,000 records
@@ -34,7 +34,7 @@ from whatif import SCALE_DAY
 
 from app.policy.service import checked_candidate
 from spark_jobs.what_if.model import ManagerSettings
-from spark_jobs.what_if.replay import REPLAY_COLUMNS, TIMES, ReplayInputs, replay_partition, task_rows
+from spark_jobs.what_if.replay import CHUNK, REPLAY_COLUMNS, TIMES, ReplayInputs, replay_batches, task_table
 
 HEADLINE = ("us_per_request",)
 
@@ -79,9 +79,9 @@ def main() -> None:
         of = of.sort_by([(column, "ascending") for column in ("inserted_ms", *(c for c in REPLAY_COLUMNS if c != "inserted_ms"))])
         if args.limit:
             of = of.slice(0, args.limit)
-        keys, records = task_rows(of.to_pylist())
+        keys, records = task_table(of.to_pylist())
         started = time.process_time()
-        result = next(replay_partition(0, iter(records), [name], keys, inputs, {}), "{}")
+        result = next(replay_batches(0, records.to_batches(CHUNK), [name], keys, inputs, {}), "{}")
         cpu_s = time.process_time() - started
         per_request = cpu_s / max(1, len(records)) * 1e6
         figures[name] = {

@@ -25,7 +25,16 @@ from spark_jobs.contract.replay import REPLAY_QUALIFIERS
 from spark_jobs.what_if.arguments import NoRecords
 from spark_jobs.what_if.extract import read_day, read_worker_tasks, replay_rows
 from spark_jobs.what_if.model import ManagerSettings
-from spark_jobs.what_if.replay import ENDED_BY_A_SERVER, KEY_COLUMNS, REPLAY_COLUMNS, TASK_COLUMNS, ReplayInputs, replay_partition
+from spark_jobs.what_if.replay import (
+    CHUNK,
+    ENDED_BY_A_SERVER,
+    KEY_COLUMNS,
+    REPLAY_COLUMNS,
+    RESULT_SCHEMA,
+    TASK_COLUMNS,
+    ReplayInputs,
+    replay_task,
+)
 from spark_jobs.workload_activity.database_rows import read_policy_versions
 from spark_jobs.workload_activity.extract import day_has_files
 from spark_jobs.workload_activity.transform import day_bounds
@@ -95,15 +104,16 @@ def with_keys(rows: DataFrame) -> tuple[DataFrame, list[tuple[Any, ...]]]:
 def replay_all(rows: DataFrame, names: Sequence[str], inputs: ReplayInputs, worker_tasks: Mapping[str, int]) -> list[dict[str, Any]]:
     """Every environment of `rows` (replay_rows), `names` (environment_names), replayed in a Spark task of its own, in
     name order: the task reads its environment's rows (TASK_COLUMNS) as they come, in the order of their inserts
-    (replay.replay_partition)."""
+    (replay.replay_task), in Arrow batches of up to replay.CHUNK rows."""
     if not names:
         return []
     keyed, keys = with_keys(rows)
     ended = F.coalesce(F.col("outcome").isin(*ENDED_BY_A_SERVER), F.lit(False))
     tasks = by_environment(keyed, names).withColumn("ended_by_a_server", ended).select(*TASK_COLUMNS)
-    replay = partial(replay_partition, names=names, keys=keys, inputs=inputs, worker_tasks=worker_tasks)
-    replayed = tasks.rdd.mapPartitionsWithIndex(replay)
-    return sorted((json.loads(text) for text in replayed.collect()), key=lambda result: result["application_environment"])
+    rows.sparkSession.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(CHUNK))
+    replay = partial(replay_task, names=names, keys=keys, inputs=inputs, worker_tasks=worker_tasks)
+    replayed = tasks.mapInArrow(replay, RESULT_SCHEMA).collect()
+    return sorted((json.loads(row.result) for row in replayed), key=lambda result: result["application_environment"])
 
 
 def write_result(path: Path, result: Mapping[str, Any]) -> None:

@@ -14,11 +14,11 @@ from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
-from itertools import compress, islice
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+from pyspark import TaskContext
 
 from spark_jobs.contract.replay import REPLAY_QUALIFIERS
 from spark_jobs.manager.select_order import class_order, importance_rank
@@ -48,9 +48,21 @@ REPLAY_COLUMNS = (*RECORD_FIELDS, *(f"{time}_ms" for time in TIMES))
 # What classifies a record: its recorded class, subsystem type, version and qualifiers (a day of millions holds few).
 KEY_COLUMNS = ("service_class", "subsystem_type", "policy_version", *REPLAY_QUALIFIERS.values())
 # A record as a task reads it (job.replay_all): its key as a number (of the run's keys), whether a server ended it,
-# and the rest of what the replay reads; no text, few columns (the rows reach the task pickled).
-TASK_COLUMNS = ("key", "period", "dependent", "ended_by_a_server", "promoted", "execution_time_ms", *(f"{time}_ms" for time in TIMES))
-CHUNK = 65_536  # records read into columns at a time
+# and the rest of what the replay reads; no text, few columns, in Arrow batches (Spark's types: the records' period
+# an int32, times in ms since the epoch as int64; nulls where the records have them).
+TASK_SCHEMA = pa.schema(
+    [
+        ("key", pa.int64()),
+        ("period", pa.int32()),
+        ("dependent", pa.bool_()),
+        ("ended_by_a_server", pa.bool_()),
+        ("promoted", pa.bool_()),
+        ("execution_time_ms", pa.int64()),
+        *((f"{time}_ms", pa.int64()) for time in TIMES),
+    ]
+)
+TASK_COLUMNS = tuple(TASK_SCHEMA.names)
+CHUNK = 65_536  # records an Arrow batch of a task holds at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,19 +203,17 @@ class _Day:
         self.kept_class.append(kept)
         self.recorded_class.append(recorded)
 
-    def add(self, columns: Sequence[Sequence[Any]]) -> None:
-        """Records as TASK_COLUMNS, in their order, each a column of the same records (a chunk of a day's)."""
-        key, period, dependent, by_a_server, promoted, execution_ms, inserted_ms, selected_ms, ended_ms = columns
-        execution, selected = np.array(execution_ms, dtype=np.float64), np.array(selected_ms, dtype=np.float64)  # None: NaN
-        ended = np.array(by_a_server, dtype=bool) & ~np.isnan(execution) & ~np.isnan(selected)
-        at_s = (np.array(inserted_ms, dtype=np.float64) - self.day_start_ms) / 1000
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Records as TASK_SCHEMA's columns, in their order (a batch of a day's)."""
+        execution, selected = _floats(batch.column("execution_time_ms")), _floats(batch.column("selected_ms"))
+        ended = _flags(batch.column("ended_by_a_server")) & ~np.isnan(execution) & ~np.isnan(selected)
+        at_s = (_floats(batch.column("inserted_ms")) - self.day_start_ms) / 1000
         keep = ended & (at_s >= 0)
         self.not_ended += len(ended) - int(ended.sum())
         self.before += int(ended.sum() - keep.sum())
         if not keep.any():
             return
-        kept = keep.tolist()
-        keys = list(compress(key, kept))
+        keys = batch.column("key").to_numpy()[keep].tolist()
         for number in dict.fromkeys(keys):  # classified in the order first seen, as the classes are numbered
             if number not in self.seen:
                 self._classes(number)
@@ -216,18 +226,16 @@ class _Day:
         arrivals.at_s.frombytes(at_s.tobytes())
         arrivals.service_class.frombytes(np.array(self.candidate_class, dtype=np.uint16)[codes].tobytes())
         arrivals.execution_s.frombytes((execution[keep] / 1000).tobytes())
-        arrivals.dependent.extend(np.array(list(compress(dependent, kept)), dtype=bool).tobytes())
+        arrivals.dependent.extend(_flags(batch.column("dependent"))[keep].tobytes())
         recorded_class = np.array(self.recorded_class, dtype=np.int64)[codes]
         known = recorded_class >= 0
         self.unknown += len(codes) - int(known.sum())
-        known_list = known.tolist()
         self.recorded.at_s.frombytes(at_s[known].tobytes())
         self.recorded.service_class.frombytes(recorded_class[known].astype(np.uint16).tobytes())
         self.selected_s.frombytes(((selected[keep][known] - self.day_start_ms) / 1000).tobytes())
-        ended_at = np.array(list(compress(ended_ms, kept)), dtype=np.float64)[known]
-        self.ended_s.frombytes(((ended_at - self.day_start_ms) / 1000).tobytes())
-        self.period.frombytes(np.array(list(compress(compress(period, kept), known_list)), dtype=np.int8).tobytes())
-        self.promoted.extend(np.array(list(compress(compress(promoted, kept), known_list)), dtype=bool).tobytes())
+        self.ended_s.frombytes(((_floats(batch.column("ended_ms"))[keep][known] - self.day_start_ms) / 1000).tobytes())
+        self.period.frombytes(_periods(batch.column("period"), keep)[known].tobytes())
+        self.promoted.extend(_flags(batch.column("promoted"))[keep][known].tobytes())
 
     def served(self) -> ServedColumns:
         recorded = self.recorded
@@ -236,37 +244,47 @@ class _Day:
         )
 
 
-def _chunks(rows: Iterable[Sequence[Any]]) -> Iterator[list[list[Any]]]:
-    """`rows` as columns, CHUNK rows at a time."""
-    rows = iter(rows)
-    while chunk := list(islice(rows, CHUNK)):
-        yield [list(map(itemgetter(n), chunk)) for n in range(len(chunk[0]))]
+def _floats(column: pa.Array) -> np.ndarray:
+    """A column of numbers as doubles, a null as NaN."""
+    return np.asarray(column.cast(pa.float64()).to_numpy(zero_copy_only=False))
 
 
-def task_rows(records: Iterable[Mapping[str, Any]]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """Records (REPLAY_COLUMNS by name) as a task reads them (job.replay_all): the keys, and the rows (TASK_COLUMNS)."""
+def _flags(column: pa.Array) -> np.ndarray:
+    """A column of flags as booleans, a null as false."""
+    return np.asarray(column.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _periods(column: pa.Array, keep: np.ndarray) -> np.ndarray:
+    """The periods of the records kept, as int8: each such record has one (a server ended it)."""
+    if column.null_count and column.filter(pa.array(keep)).null_count:
+        raise ValueError("a record a server ended has no period")
+    return np.asarray(column.fill_null(0).to_numpy(zero_copy_only=False))[keep].astype(np.int8)
+
+
+def task_table(records: Iterable[Mapping[str, Any]]) -> tuple[list[tuple[Any, ...]], pa.Table]:
+    """Records (REPLAY_COLUMNS by name) as a task reads them (job.replay_all): the keys, and the rows (TASK_SCHEMA)."""
     numbers: dict[tuple[Any, ...], int] = {}
     rows = [
-        (
-            numbers.setdefault(tuple(record[column] for column in KEY_COLUMNS), len(numbers)),
-            record["period"],
-            record["dependent"],
-            record["outcome"] in ENDED_BY_A_SERVER,
-            record["promoted"],
-            record["execution_time_ms"],
-            *(record[f"{time}_ms"] for time in TIMES),
-        )
+        {
+            "key": numbers.setdefault(tuple(record[column] for column in KEY_COLUMNS), len(numbers)),
+            "period": record["period"],
+            "dependent": record["dependent"],
+            "ended_by_a_server": record["outcome"] in ENDED_BY_A_SERVER,
+            "promoted": record["promoted"],
+            "execution_time_ms": record["execution_time_ms"],
+            **{f"{time}_ms": record[f"{time}_ms"] for time in TIMES},
+        }
         for record in records
     ]
-    return list(numbers), rows
+    return list(numbers), pa.Table.from_pylist(rows, TASK_SCHEMA)
 
 
 def replay_environment(name: str, records: Iterable[Mapping[str, Any]], inputs: ReplayInputs, worker_tasks: int = 1) -> dict[str, Any]:
     """The what-if of environment `name` from its records of the day (REPLAY_COLUMNS by name)."""
-    keys, rows = task_rows(records)
+    keys, table = task_table(records)
     day = _Day(inputs, keys)
-    for columns in _chunks(rows):
-        day.add(columns)
+    for batch in table.to_batches(CHUNK):
+        day.add(batch)
     return _replayed(name, day, inputs, worker_tasks)
 
 
@@ -304,25 +322,42 @@ def _replayed(name: str, day: _Day, inputs: ReplayInputs, worker_tasks: int) -> 
     }
 
 
-def replay_partition(
+def replay_batches(
     index: int,
-    rows: Iterable[Sequence[Any]],
+    batches: Iterable[pa.RecordBatch],
     names: Sequence[str],
     keys: Sequence[tuple[Any, ...]],
     inputs: ReplayInputs,
     worker_tasks: Mapping[str, int],
 ) -> Iterator[str]:
-    """A Spark task (job.replay_all): the replay of environment `names[index]`, whose rows its partition holds, each
-    TASK_COLUMNS in order (its key a number of `keys`), in the order of their inserts, as JSON text; nothing when
-    the partition has none. The rows are read as they stream in, into columns. Its seed is the run's and the
-    environment's name: the same whichever other environments the run replays. (Here, not in job.py: a task
-    imports this module, which needs neither pyarrow nor a database driver.)"""
+    """The replay of environment `names[index]` from its rows, in Arrow batches of TASK_SCHEMA (its key a number of
+    `keys`), in the order of their inserts, as JSON text; nothing when there are none. Its seed is the run's and the
+    environment's name: the same whichever other environments the run replays."""
     name = names[index]
     day = _Day(inputs, keys)
     replayed = False
-    for columns in _chunks(rows):
-        day.add(columns)
-        replayed = True
+    for batch in batches:
+        day.add(batch)
+        replayed = replayed or batch.num_rows > 0
     if replayed:
         seeded = replace(inputs, seed=inputs.seed + zlib.crc32(name.encode()))
         yield json.dumps(_replayed(name, day, seeded, worker_tasks.get(name, 1)))
+
+
+RESULT_SCHEMA = "result string"
+
+
+def replay_task(
+    batches: Iterable[pa.RecordBatch],
+    names: Sequence[str],
+    keys: Sequence[tuple[Any, ...]],
+    inputs: ReplayInputs,
+    worker_tasks: Mapping[str, int],
+) -> Iterator[pa.RecordBatch]:
+    """A Spark task (job.replay_all, `mapInArrow`): the replay of the environment whose rows its partition holds (the
+    partition's index into `names`), one row of RESULT_SCHEMA. The rows arrive as Arrow batches: no row is unpickled.
+    (Here, not in job.py: a task imports this module, which needs no database driver.)"""
+    context = TaskContext.get()
+    assert context is not None, "replay_task runs in a Spark task"
+    for text in replay_batches(context.partitionId(), batches, names, keys, inputs, worker_tasks):
+        yield pa.RecordBatch.from_pydict({"result": [text]})
