@@ -4,7 +4,9 @@ token and life), narrowed to what a replay needs, and from the database the serv
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from datetime import date
+from functools import reduce
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -19,27 +21,48 @@ from spark_jobs.workload_activity.transform import day_bounds
 WHAT_IF_TYPES = record_types(("token", "life", "application_environment", *RECORD_FIELDS, *(f"{time}_at" for time in TIMES)))
 
 
-def read_day(spark: SparkSession, records_uri: str, day: date) -> DataFrame:
+@dataclass(frozen=True, slots=True)
+class DayRecords:
+    """A day's records as the nightly report reads them (extract.day_files): `searched`, the files that may hold copies
+    of one another's records, and `copy_free`, those that share no record with another file; None for none."""
+
+    searched: DataFrame | None
+    copy_free: DataFrame | None
+
+
+def read_day(spark: SparkSession, records_uri: str, day: date) -> DayRecords:
     """The day's records, of the files the nightly report reads (none that another file holds whole)."""
     partition = read_records(spark, records_uri, day, WHAT_IF_TYPES)
     files = day_files(read_footers(partition.inputFiles()))
-    return read_files(spark, files.searched + files.copy_free, WHAT_IF_TYPES)
-
-
-def replay_rows(records: DataFrame, day: date, environment: str | None = None) -> DataFrame:
-    """One row per request life that ended on `day` (of `environment`, or of every one): the environment and
-    REPLAY_COLUMNS, times in milliseconds since the epoch."""
-    start, end = day_bounds(day)
-    rows = records.where((F.col("ended_at") >= F.lit(start)) & (F.col("ended_at") < F.lit(end)))
-    if environment is not None:
-        rows = rows.where(F.col("application_environment") == environment)
-    times = {f"{time}_ms": F.expr(f"unix_millis({time}_at)") for time in TIMES}
-    return (
-        rows.withColumn("life", F.coalesce(F.col("life"), F.lit(1)))
-        .dropDuplicates(["token", "life"])
-        .withColumns(times)
-        .select("application_environment", *REPLAY_COLUMNS)
+    # Either may be None, not both: a day without files is an empty table of copy-free records.
+    return DayRecords(
+        read_files(spark, files.searched, WHAT_IF_TYPES) if files.searched else None,
+        read_files(spark, files.copy_free, WHAT_IF_TYPES) if files.copy_free or not files.searched else None,
     )
+
+
+def replay_rows(records: DayRecords, day: date, environment: str | None = None) -> DataFrame:
+    """One row per request life that ended on `day` (of `environment`, or of every one): the environment and
+    REPLAY_COLUMNS, times in milliseconds since the epoch. Copies are dropped by token and life among the files that
+    may hold them; the copy-free files' rows are taken as they are, without the shuffle of every row that dropping
+    copies takes (on a day without copies, none)."""
+    start, end = day_bounds(day)
+
+    def of_the_day(table: DataFrame) -> DataFrame:
+        rows = table.where((F.col("ended_at") >= F.lit(start)) & (F.col("ended_at") < F.lit(end)))
+        if environment is not None:
+            rows = rows.where(F.col("application_environment") == environment)
+        return rows.withColumn("life", F.coalesce(F.col("life"), F.lit(1)))
+
+    parts = []
+    if records.searched is not None:
+        parts.append(of_the_day(records.searched).dropDuplicates(["token", "life"]))
+    if records.copy_free is not None:
+        parts.append(of_the_day(records.copy_free))
+    if not parts:
+        raise ValueError("no records: give searched, copy-free records or both")
+    times = {f"{time}_ms": F.expr(f"unix_millis({time}_at)") for time in TIMES}
+    return reduce(DataFrame.unionByName, parts).withColumns(times).select("application_environment", *REPLAY_COLUMNS)
 
 
 def read_worker_tasks(database_url: str, day: date) -> dict[str, int]:

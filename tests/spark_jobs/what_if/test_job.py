@@ -11,7 +11,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_jobs.what_if import job
-from spark_jobs.what_if.extract import WHAT_IF_TYPES, replay_rows
+from spark_jobs.what_if.extract import WHAT_IF_TYPES, DayRecords, replay_rows
 from spark_jobs.what_if.model import ManagerSettings
 from spark_jobs.what_if.replay import ReplayInputs
 from tests.spark_jobs.what_if.records import DAY, MIDNIGHT, RECORDED, as_stored, record
@@ -32,7 +32,7 @@ def day_records() -> list[dict[str, Any]]:
 
 
 def test_the_day_s_requests_once_each_environment_in_a_task_of_its_own(spark: SparkSession) -> None:
-    rows = replay_rows(frame(spark, day_records()), DAY)
+    rows = replay_rows(DayRecords(frame(spark, day_records()), None), DAY)
     assert rows.count() == 30 + 1 + 4
     inputs = ReplayInputs(RECORDED, {1: RECORDED}, MIDNIGHT, ManagerSettings(), (), 0)
     names = job.environment_names(rows)
@@ -43,13 +43,24 @@ def test_the_day_s_requests_once_each_environment_in_a_task_of_its_own(spark: Sp
     # The same inputs, the same result; one environment asked for gives that environment's alone, alike.
     again = job.replay_all(rows, names, inputs, {"PAYROLL": 2})
     assert json.dumps(again) == json.dumps(results)
-    payroll_rows = replay_rows(frame(spark, day_records()), DAY, "PAYROLL")
+    payroll_rows = replay_rows(DayRecords(frame(spark, day_records()), None), DAY, "PAYROLL")
     [payroll] = job.replay_all(payroll_rows, job.environment_names(payroll_rows), inputs, {"PAYROLL": 2})
     assert json.dumps(payroll) == json.dumps(results[1])
 
 
+def test_copies_are_dropped_among_the_searched_files_and_copy_free_rows_are_kept_as_they_are(spark: SparkSession) -> None:
+    records = day_records()
+    copies, rest = records[:35], records[35:]  # PAYROLL with its copies; the retried life, OTHER and yesterday's
+    rows = replay_rows(DayRecords(frame(spark, copies), frame(spark, rest)), DAY)
+    assert rows.count() == 30 + 1 + 4
+    everything = replay_rows(DayRecords(frame(spark, records), None), DAY)
+    assert sorted(map(tuple, rows.collect())) == sorted(map(tuple, everything.collect()))
+    # Copy-free rows are not searched: a copy among them (none is, as the service writes them) would stay.
+    assert replay_rows(DayRecords(None, frame(spark, records)), DAY).count() == 30 + 5 + 1 + 4
+
+
 def test_each_environment_is_one_partition_in_the_order_of_its_inserts(spark: SparkSession) -> None:
-    rows = replay_rows(frame(spark, day_records()), DAY)
+    rows = replay_rows(DayRecords(frame(spark, day_records()), None), DAY)
     names = ["OTHER", "PAYROLL", "THIRD", "FOURTH", "FIFTH"]  # more partitions than environments with rows
 
     def environments_of(partition: Any) -> Any:
