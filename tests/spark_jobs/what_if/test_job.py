@@ -35,16 +35,16 @@ def test_the_day_s_requests_once_each_environment_in_a_task_of_its_own(spark: Sp
     rows = replay_rows(DayRecords(frame(spark, day_records()), None), DAY)
     assert rows.count() == 30 + 1 + 4
     inputs = ReplayInputs(RECORDED, {1: RECORDED}, MIDNIGHT, ManagerSettings(), (), 0)
-    names = job.environment_names(rows)
+    names, keys = job.day_keys(rows)
     assert names == ["OTHER", "PAYROLL"]
-    results = job.replay_all(rows, names, inputs, {"PAYROLL": 2})
+    results = job.replay_all(rows, names, keys, inputs, {"PAYROLL": 2})
     assert [(r["application_environment"], r["arrivals"], r["worker_tasks"]) for r in results] == [("OTHER", 4, 1), ("PAYROLL", 31, 2)]
     assert not results[0]["defined_by_candidate"] and results[1]["defined_by_candidate"]
     # The same inputs, the same result; one environment asked for gives that environment's alone, alike.
-    again = job.replay_all(rows, names, inputs, {"PAYROLL": 2})
+    again = job.replay_all(rows, names, keys, inputs, {"PAYROLL": 2})
     assert json.dumps(again) == json.dumps(results)
     payroll_rows = replay_rows(DayRecords(frame(spark, day_records()), None), DAY, "PAYROLL")
-    [payroll] = job.replay_all(payroll_rows, job.environment_names(payroll_rows), inputs, {"PAYROLL": 2})
+    [payroll] = job.replay_all(payroll_rows, *job.day_keys(payroll_rows), inputs, {"PAYROLL": 2})
     assert json.dumps(payroll) == json.dumps(results[1])
 
 
