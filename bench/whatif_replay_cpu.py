@@ -1,7 +1,7 @@
 """The what-if replay's CPU per request without Spark: the synthetic day of `bench/whatif.py`'s scale step
 (bench/_report_data.py, the example policy as candidate and as the recorded version), each environment's records
 selected as the job selects them (ended that day, copies dropped by token and life, sorted as `job.by_environment`
-sorts them) and fed as the job feeds them (`replay.task_table`: TASK_SCHEMA, keys as numbers, in Arrow batches of
+sorts them) and fed as the job feeds them (`replay.task_table`: TASK_SCHEMA, in Arrow batches of
 `replay.CHUNK`) to the task's own function (`replay.replay_batches`), its CPU time measured in this process. What it
 leaves out is Spark's side: reading, the shuffle, and the batches' transfer into the Python task.
 
@@ -79,9 +79,9 @@ def main() -> None:
         of = of.sort_by([(column, "ascending") for column in ("inserted_ms", *(c for c in REPLAY_COLUMNS if c != "inserted_ms"))])
         if args.limit:
             of = of.slice(0, args.limit)
-        keys, records = task_table(of.to_pylist())
+        records = task_table(of.to_pylist())
         started = time.process_time()
-        result = next(replay_batches(0, records.to_batches(CHUNK), [name], keys, inputs, {}), "{}")
+        result = next(replay_batches(0, records.to_batches(CHUNK), [name], inputs, {}), "{}")
         cpu_s = time.process_time() - started
         per_request = cpu_s / max(1, len(records)) * 1e6
         figures[name] = {

@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from spark_jobs.common.database import as_utc, database, reflected
 from spark_jobs.what_if.replay import RECORD_FIELDS, REPLAY_COLUMNS, TIMES
-from spark_jobs.workload_activity.extract import day_files, read_files, read_footers, read_records, record_types
+from spark_jobs.workload_activity.extract import day_files, declared_group_keys, read_files, read_footers, read_records, record_types
 from spark_jobs.workload_activity.transform import day_bounds
 
 # The records' columns the job reads.
@@ -28,16 +28,21 @@ class DayRecords:
 
     searched: DataFrame | None
     copy_free: DataFrame | None
+    # The environments the files declare (their footers' group keys), sorted; None where a file declares none.
+    environments: list[str] | None = None
 
 
 def read_day(spark: SparkSession, records_uri: str, day: date) -> DayRecords:
     """The day's records, of the files the nightly report reads (none that another file holds whole)."""
     partition = read_records(spark, records_uri, day, WHAT_IF_TYPES)
-    files = day_files(read_footers(partition.inputFiles()))
+    footers = read_footers(partition.inputFiles())
+    files = day_files(footers)
+    declared = declared_group_keys([footer for footer in footers if footer.uri not in files.not_read])
     # Either may be None, not both: a day without files is an empty table of copy-free records.
     return DayRecords(
         read_files(spark, files.searched, WHAT_IF_TYPES) if files.searched else None,
         read_files(spark, files.copy_free, WHAT_IF_TYPES) if files.copy_free or not files.searched else None,
+        None if declared is None else sorted({key["application_environment"] for key in declared}),
     )
 
 

@@ -16,19 +16,17 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StructField, StructType
 
 from spark_jobs.common.driver import DriverSettings
 from spark_jobs.common.job_log import JobLog
 from spark_jobs.common.session import job_session
 from spark_jobs.contract.replay import REPLAY_QUALIFIERS
 from spark_jobs.what_if.arguments import NoRecords
-from spark_jobs.what_if.extract import read_day, read_worker_tasks, replay_rows
+from spark_jobs.what_if.extract import DayRecords, read_day, read_worker_tasks, replay_rows
 from spark_jobs.what_if.model import ManagerSettings
 from spark_jobs.what_if.replay import (
     CHUNK,
     ENDED_BY_A_SERVER,
-    KEY_COLUMNS,
     REPLAY_COLUMNS,
     RESULT_SCHEMA,
     TASK_COLUMNS,
@@ -85,36 +83,25 @@ def by_environment(rows: DataFrame, names: Sequence[str]) -> DataFrame:
     )
 
 
-def day_keys(rows: DataFrame) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """The environments of `rows` (replay_rows), sorted, and their distinct KEY_COLUMNS (a day of millions holds
-    few), in one pass over the day: the job's first action. The rows are not cached for the replay, which reads the
-    day again: the cache of every row cost more than a second read of the files (10 M records: 13 s before the
-    replay with it)."""
-    found = rows.select("application_environment", *KEY_COLUMNS).distinct().collect()
-    return sorted({row[0] for row in found}), list(dict.fromkeys(tuple(row[1:]) for row in found))
+def environment_names(records: DayRecords, rows: DataFrame, environment: str | None = None) -> list[str]:
+    """The environments of the day's records (`environment` alone, if given), sorted: as the files' footers declare
+    them, else from `rows` (replay_rows of `records`; a distinct over them, a read of the day). An environment
+    declared but without rows of the day is an empty task, which gives no result."""
+    if records.environments is None:
+        return sorted(row.application_environment for row in rows.select("application_environment").distinct().collect())
+    return [name for name in records.environments if environment is None or name == environment]
 
 
-def with_keys(rows: DataFrame, keys: Sequence[tuple[Any, ...]]) -> DataFrame:
-    """`rows` (replay_rows) with each one's KEY_COLUMNS as a number, `key`, its index in `keys` (day_keys): what a
-    task reads instead of text (replay.TASK_COLUMNS)."""
-    fields = [StructField("key", LongType(), False), *(rows.schema[column] for column in KEY_COLUMNS)]
-    numbers = rows.sparkSession.createDataFrame([(n, *key) for n, key in enumerate(keys)], StructType(fields)).alias("k")
-    same = [F.col(f"r.{column}").eqNullSafe(F.col(f"k.{column}")) for column in KEY_COLUMNS]
-    return rows.alias("r").join(F.broadcast(numbers), same).select("r.*", "k.key")
-
-
-def replay_all(
-    rows: DataFrame, names: Sequence[str], keys: Sequence[tuple[Any, ...]], inputs: ReplayInputs, worker_tasks: Mapping[str, int]
-) -> list[dict[str, Any]]:
-    """Every environment of `rows` (replay_rows), `names` (day_keys), replayed in a Spark task of its own, in name
-    order: the task reads its environment's rows (TASK_COLUMNS) as they come, in the order of their inserts
-    (replay.replay_task), in Arrow batches of up to replay.CHUNK rows."""
+def replay_all(rows: DataFrame, names: Sequence[str], inputs: ReplayInputs, worker_tasks: Mapping[str, int]) -> list[dict[str, Any]]:
+    """Every environment of `rows` (replay_rows), `names` (environment_names), replayed in a Spark task of its own, in
+    name order: the task reads its environment's rows (TASK_COLUMNS) as they come, in the order of their inserts
+    (replay.replay_task), in Arrow batches of up to replay.CHUNK rows, and numbers their keys itself (no join)."""
     if not names:
         return []
     ended = F.coalesce(F.col("outcome").isin(*ENDED_BY_A_SERVER), F.lit(False))
-    tasks = by_environment(with_keys(rows, keys), names).withColumn("ended_by_a_server", ended).select(*TASK_COLUMNS)
+    tasks = by_environment(rows, names).withColumn("ended_by_a_server", ended).select(*TASK_COLUMNS)
     rows.sparkSession.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(CHUNK))
-    replay = partial(replay_task, names=names, keys=keys, inputs=inputs, worker_tasks=worker_tasks)
+    replay = partial(replay_task, names=names, inputs=inputs, worker_tasks=worker_tasks)
     replayed = tasks.mapInArrow(replay, RESULT_SCHEMA).collect()
     return sorted((json.loads(row.result) for row in replayed), key=lambda result: result["application_environment"])
 
@@ -162,11 +149,11 @@ def run(
     )
     with job_session("wlm-what-if", log, driver) as spark:
         log.stage(f"reading the work records of {day}")
-        rows = replay_rows(read_day(spark, records_uri, day), day, environment)
-        # Before the next stage's line: the job's stages time the first read apart from the replay.
-        names, keys = day_keys(rows)
+        records = read_day(spark, records_uri, day)
+        rows = replay_rows(records, day, environment)
+        names = environment_names(records, rows, environment)
         log.stage("replaying each application environment under the candidate (one Spark task each)")
-        environments = replay_all(rows, names, keys, inputs, worker_tasks)
+        environments = replay_all(rows, names, inputs, worker_tasks)
     if not environments:
         of = f" of {environment}" if environment else ""
         raise NoRecords(f"no_records: no work records{of} ended by a server on {day.isoformat()}")

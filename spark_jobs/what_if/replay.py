@@ -47,12 +47,15 @@ TIMES = ("inserted", "selected", "ended")
 REPLAY_COLUMNS = (*RECORD_FIELDS, *(f"{time}_ms" for time in TIMES))
 # What classifies a record: its recorded class, subsystem type, version and qualifiers (a day of millions holds few).
 KEY_COLUMNS = ("service_class", "subsystem_type", "policy_version", *REPLAY_QUALIFIERS.values())
-# A record as a task reads it (job.replay_all): its key as a number (of the run's keys), whether a server ended it,
-# and the rest of what the replay reads; no text, few columns, in Arrow batches (Spark's types: the records' period
-# an int32, times in ms since the epoch as int64; nulls where the records have them).
+# A record as a task reads it (job.replay_all): what classifies it (KEY_COLUMNS), whether a server ended it, and the
+# rest of what the replay reads, in Arrow batches (Spark's types: the records' period and version int32, times in ms
+# since the epoch as int64; nulls where the records have them). The task numbers the keys itself, as first seen.
 TASK_SCHEMA = pa.schema(
     [
-        ("key", pa.int64()),
+        ("service_class", pa.string()),
+        ("subsystem_type", pa.string()),
+        ("policy_version", pa.int32()),
+        *((column, pa.string()) for column in REPLAY_QUALIFIERS.values()),
         ("period", pa.int32()),
         ("dependent", pa.bool_()),
         ("ended_by_a_server", pa.bool_()),
@@ -175,16 +178,15 @@ class _Day:
     """One environment's records of the day, read a chunk at a time into columns: the arrivals under the candidate
     and the recorded requests as served (a day of millions: no object kept per record, numpy over each chunk)."""
 
-    def __init__(self, inputs: ReplayInputs, keys: Sequence[tuple[Any, ...]]) -> None:
+    def __init__(self, inputs: ReplayInputs) -> None:
         self.day_start_ms = inputs.day_start.timestamp() * 1000
-        self.keys = keys  # KEY_COLUMNS's values, by the number a record gives
         self.classifier = Classifier.of(inputs.candidate, inputs.recorded)
         self.actual_classes = {n: replace(c, resource_group=None) for n, c in latest_classes(inputs.recorded.items()).items()}
         self.arrivals = Arrivals()
-        # Each key seen, by a number in the order first seen; by that number the class of its arrivals under the
-        # candidate, whether it kept the recorded class, and the recorded class's index (-1: no recorded version
-        # defines it).
-        self.seen: dict[int, int] = {}
+        # Each key (KEY_COLUMNS's values) by a number in the order first seen; by that number the class of its arrivals
+        # under the candidate, whether it kept the recorded class, and the recorded class's index (-1: no recorded
+        # version defines it).
+        self.numbers: dict[tuple[Any, ...], int] = {}
         self.candidate_class: list[int] = []
         self.kept_class: list[bool] = []
         self.recorded_class: list[int] = []
@@ -193,15 +195,40 @@ class _Day:
         self.selected_s, self.ended_s, self.period, self.promoted = array("d"), array("d"), array("b"), bytearray()
         self.not_ended = self.before = self.unknown = 0
 
-    def _classes(self, key: int) -> None:
-        service_class, subsystem_type, version, *values = self.keys[key]
-        qualifiers = dict(zip(REPLAY_QUALIFIERS, values, strict=True))
-        candidate_class, kept = self.classifier.class_of(service_class, subsystem_type, version, qualifiers)
-        recorded = self.recorded.class_index(service_class) if service_class in self.actual_classes else -1
-        self.seen[key] = len(self.seen)
-        self.candidate_class.append(self.arrivals.class_index(candidate_class))
-        self.kept_class.append(kept)
-        self.recorded_class.append(recorded)
+    def _number(self, key: tuple[Any, ...]) -> int:
+        """The key's number, a new key classified (a day of millions holds few)."""
+        number = self.numbers.get(key)
+        if number is None:
+            service_class, subsystem_type, version, *values = key
+            qualifiers = dict(zip(REPLAY_QUALIFIERS, values, strict=True))
+            candidate_class, kept = self.classifier.class_of(service_class, subsystem_type, version, qualifiers)
+            recorded = self.recorded.class_index(service_class) if service_class in self.actual_classes else -1
+            number = self.numbers[key] = len(self.numbers)
+            self.candidate_class.append(self.arrivals.class_index(candidate_class))
+            self.kept_class.append(kept)
+            self.recorded_class.append(recorded)
+        return number
+
+    def _keys(self, batch: pa.RecordBatch, keep: np.ndarray) -> np.ndarray:
+        """The kept records' key numbers: each column dictionary-encoded, the columns' codes combined into one per
+        record, and each distinct combination numbered in the order its records come (Python per key, not per row)."""
+        kept = pa.array(keep)
+        codes = np.zeros(int(keep.sum()), dtype=np.int64)
+        bound, columns = 1, []
+        for name in KEY_COLUMNS:
+            encoded = batch.column(name).filter(kept).dictionary_encode()
+            values = encoded.dictionary.to_pylist() + [None]  # the last: a null's
+            indices = encoded.indices.fill_null(len(values) - 1).to_numpy(zero_copy_only=False).astype(np.int64)
+            if bound * len(values) >= 1 << 62:  # compacted before the product could overflow
+                bound, codes = _compacted(codes)
+            codes, bound = codes * len(values) + indices, bound * len(values)
+            columns.append((values, indices))
+        _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+        numbers = np.empty(len(first), dtype=np.intp)
+        for distinct in np.argsort(first, kind="stable"):
+            row = first[distinct]
+            numbers[distinct] = self._number(tuple(values[indices[row]] for values, indices in columns))
+        return numbers[inverse.reshape(-1)]
 
     def add(self, batch: pa.RecordBatch) -> None:
         """Records as TASK_SCHEMA's columns, in their order (a batch of a day's)."""
@@ -213,11 +240,7 @@ class _Day:
         self.before += int(ended.sum() - keep.sum())
         if not keep.any():
             return
-        keys = batch.column("key").to_numpy()[keep].tolist()
-        for number in dict.fromkeys(keys):  # classified in the order first seen, as the classes are numbered
-            if number not in self.seen:
-                self._classes(number)
-        codes = np.fromiter(map(self.seen.__getitem__, keys), dtype=np.intp, count=len(keys))
+        codes = self._keys(batch, keep)
         kept_class = np.array(self.kept_class, dtype=bool)[codes]
         self.kept += int(kept_class.sum())
         self.classified += len(codes) - int(kept_class.sum())
@@ -261,29 +284,28 @@ def _periods(column: pa.Array, keep: np.ndarray) -> np.ndarray:
     return np.asarray(column.fill_null(0).to_numpy(zero_copy_only=False))[keep].astype(np.int8)
 
 
-def task_table(records: Iterable[Mapping[str, Any]]) -> tuple[list[tuple[Any, ...]], pa.Table]:
-    """Records (REPLAY_COLUMNS by name) as a task reads them (job.replay_all): the keys, and the rows (TASK_SCHEMA)."""
-    numbers: dict[tuple[Any, ...], int] = {}
+def _compacted(codes: np.ndarray) -> tuple[int, np.ndarray]:
+    """`codes` renumbered 0..n-1 in their order, and n."""
+    distinct, inverse = np.unique(codes, return_inverse=True)
+    return len(distinct), inverse.reshape(-1).astype(np.int64)
+
+
+def task_table(records: Iterable[Mapping[str, Any]]) -> pa.Table:
+    """Records (REPLAY_COLUMNS by name) as a task reads them (job.replay_all): TASK_SCHEMA's columns."""
     rows = [
         {
-            "key": numbers.setdefault(tuple(record[column] for column in KEY_COLUMNS), len(numbers)),
-            "period": record["period"],
-            "dependent": record["dependent"],
+            **{column: record[column] for column in TASK_SCHEMA.names if column in record},
             "ended_by_a_server": record["outcome"] in ENDED_BY_A_SERVER,
-            "promoted": record["promoted"],
-            "execution_time_ms": record["execution_time_ms"],
-            **{f"{time}_ms": record[f"{time}_ms"] for time in TIMES},
         }
         for record in records
     ]
-    return list(numbers), pa.Table.from_pylist(rows, TASK_SCHEMA)
+    return pa.Table.from_pylist(rows, TASK_SCHEMA)
 
 
 def replay_environment(name: str, records: Iterable[Mapping[str, Any]], inputs: ReplayInputs, worker_tasks: int = 1) -> dict[str, Any]:
     """The what-if of environment `name` from its records of the day (REPLAY_COLUMNS by name)."""
-    keys, table = task_table(records)
-    day = _Day(inputs, keys)
-    for batch in table.to_batches(CHUNK):
+    day = _Day(inputs)
+    for batch in task_table(records).to_batches(CHUNK):
         day.add(batch)
     return _replayed(name, day, inputs, worker_tasks)
 
@@ -326,15 +348,14 @@ def replay_batches(
     index: int,
     batches: Iterable[pa.RecordBatch],
     names: Sequence[str],
-    keys: Sequence[tuple[Any, ...]],
     inputs: ReplayInputs,
     worker_tasks: Mapping[str, int],
 ) -> Iterator[str]:
-    """The replay of environment `names[index]` from its rows, in Arrow batches of TASK_SCHEMA (its key a number of
-    `keys`), in the order of their inserts, as JSON text; nothing when there are none. Its seed is the run's and the
-    environment's name: the same whichever other environments the run replays."""
+    """The replay of environment `names[index]` from its rows, in Arrow batches of TASK_SCHEMA, in the order of their
+    inserts, as JSON text; nothing when there are none. Its seed is the run's and the environment's name: the same
+    whichever other environments the run replays."""
     name = names[index]
-    day = _Day(inputs, keys)
+    day = _Day(inputs)
     replayed = False
     for batch in batches:
         day.add(batch)
@@ -350,7 +371,6 @@ RESULT_SCHEMA = "result string"
 def replay_task(
     batches: Iterable[pa.RecordBatch],
     names: Sequence[str],
-    keys: Sequence[tuple[Any, ...]],
     inputs: ReplayInputs,
     worker_tasks: Mapping[str, int],
 ) -> Iterator[pa.RecordBatch]:
@@ -359,5 +379,5 @@ def replay_task(
     (Here, not in job.py: a task imports this module, which needs no database driver.)"""
     context = TaskContext.get()
     assert context is not None, "replay_task runs in a Spark task"
-    for text in replay_batches(context.partitionId(), batches, names, keys, inputs, worker_tasks):
+    for text in replay_batches(context.partitionId(), batches, names, inputs, worker_tasks):
         yield pa.RecordBatch.from_pydict({"result": [text]})

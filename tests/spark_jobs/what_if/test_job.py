@@ -35,16 +35,16 @@ def test_the_day_s_requests_once_each_environment_in_a_task_of_its_own(spark: Sp
     rows = replay_rows(DayRecords(frame(spark, day_records()), None), DAY)
     assert rows.count() == 30 + 1 + 4
     inputs = ReplayInputs(RECORDED, {1: RECORDED}, MIDNIGHT, ManagerSettings(), (), 0)
-    names, keys = job.day_keys(rows)
+    names = job.environment_names(DayRecords(None, None), rows)
     assert names == ["OTHER", "PAYROLL"]
-    results = job.replay_all(rows, names, keys, inputs, {"PAYROLL": 2})
+    results = job.replay_all(rows, names, inputs, {"PAYROLL": 2})
     assert [(r["application_environment"], r["arrivals"], r["worker_tasks"]) for r in results] == [("OTHER", 4, 1), ("PAYROLL", 31, 2)]
     assert not results[0]["defined_by_candidate"] and results[1]["defined_by_candidate"]
     # The same inputs, the same result; one environment asked for gives that environment's alone, alike.
-    again = job.replay_all(rows, names, keys, inputs, {"PAYROLL": 2})
+    again = job.replay_all(rows, names, inputs, {"PAYROLL": 2})
     assert json.dumps(again) == json.dumps(results)
     payroll_rows = replay_rows(DayRecords(frame(spark, day_records()), None), DAY, "PAYROLL")
-    [payroll] = job.replay_all(payroll_rows, *job.day_keys(payroll_rows), inputs, {"PAYROLL": 2})
+    [payroll] = job.replay_all(payroll_rows, ["PAYROLL"], inputs, {"PAYROLL": 2})
     assert json.dumps(payroll) == json.dumps(results[1])
 
 
@@ -57,6 +57,17 @@ def test_copies_are_dropped_among_the_searched_files_and_copy_free_rows_are_kept
     assert sorted(map(tuple, rows.collect())) == sorted(map(tuple, everything.collect()))
     # Copy-free rows are not searched: a copy among them (none is, as the service writes them) would stay.
     assert replay_rows(DayRecords(None, frame(spark, records)), DAY).count() == 30 + 5 + 1 + 4
+
+
+def test_the_environments_are_the_ones_the_files_declare_where_they_declare_them(spark: SparkSession) -> None:
+    rows = replay_rows(DayRecords(frame(spark, day_records()), None), DAY)
+    declared = DayRecords(None, None, ["OTHER", "PAYROLL", "QUIET"])
+    assert job.environment_names(declared, rows) == ["OTHER", "PAYROLL", "QUIET"]
+    assert job.environment_names(declared, rows, "PAYROLL") == ["PAYROLL"]
+    # A declared environment without records of the day is a task without rows: no result of its own.
+    inputs = ReplayInputs(RECORDED, {1: RECORDED}, MIDNIGHT, ManagerSettings(), (), 0)
+    results = job.replay_all(rows, ["OTHER", "PAYROLL", "QUIET"], inputs, {})
+    assert [result["application_environment"] for result in results] == ["OTHER", "PAYROLL"]
 
 
 def test_each_environment_is_one_partition_in_the_order_of_its_inserts(spark: SparkSession) -> None:

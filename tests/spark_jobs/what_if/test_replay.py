@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from spark_jobs.what_if.model import ManagerSettings
-from spark_jobs.what_if.replay import ReplayInputs, replay_environment
+from spark_jobs.what_if.replay import KEY_COLUMNS, ReplayInputs, _Day, replay_environment, task_table
 from tests.spark_jobs.what_if.records import MIDNIGHT, RECORDED, candidate, record, with_limits
 
 
@@ -137,3 +137,27 @@ def test_the_same_seed_gives_the_same_result_and_another_may_not() -> None:
         for s in range(8, 14)
     }
     assert len(others | {json.dumps(first)}) > 1
+
+
+def test_a_task_numbers_each_distinct_key_once_in_the_order_first_seen_a_null_apart_from_empty_text() -> None:
+    rows = [
+        record("BATCH", 1.0, userid="CLERK"),
+        record("ONLINE", 2.0),
+        record("ONLINE", 3.0, userid=""),
+        record("ONLINE", 4.0) | {"userid": None},
+        record("BATCH", 5.0, userid="CLERK"),
+        record("ONLINE", 6.0) | {"userid": None, "subsystem_name": None},
+    ]
+    day = _Day(inputs(RECORDED))
+    for batch in task_table(rows).to_batches(3):  # a key first seen in one batch comes again in the next
+        day.add(batch)
+    service_class, subsystem_type, version, userid, subsystem_name = (rows[0][column] for column in KEY_COLUMNS)
+    assert list(day.numbers) == [
+        (service_class, subsystem_type, version, userid, subsystem_name),
+        ("ONLINE", subsystem_type, version, "ATM1", subsystem_name),
+        ("ONLINE", subsystem_type, version, "", subsystem_name),
+        ("ONLINE", subsystem_type, version, None, subsystem_name),
+        ("ONLINE", subsystem_type, version, None, None),
+    ]
+    assert len(day.arrivals) == 6
+    assert day.candidate_class == [day.arrivals.class_index(name) for name in ("BATCH", "ONLINE", "ONLINE", "ONLINE", "ONLINE")]
