@@ -7,11 +7,30 @@
 -- includes/tombstones.lua). With `later` (a table from ending_later), its writes are
 -- gathered there for `written` to make with one command each: the caller then reads nothing they change until
 -- then (end_held read its requests first, and answers an id it ended twice itself).
-local function finish(k, id, meta, outcome, now, tombstone_ms, later)
+-- `raw`, if given, is the metadata as stored (a JSON object cjson wrote, which `meta` decodes), without the end's keys
+-- (outcome, ended, id, result, error) but for the result and error `meta` was given since: the record is then that
+-- text with the end's keys appended, rather than `meta` encoded again, which took a batched lifecycle's end some
+-- 8 % of Redis's CPU, most of it formatting numbers. The same members either way; only their order differs.
+local function finish(k, id, meta, outcome, now, tombstone_ms, later, raw)
+  local spliced = raw and #raw > 2 and string.sub(raw, -1) == '}' and meta.outcome == nil and meta.ended == nil and meta.id == nil
   meta.outcome = outcome
   meta.ended = now
   meta.id = id
-  local record = cjson.encode(meta)
+  local record
+  if spliced then
+    local tail = {string.sub(raw, 1, -2), ',"outcome":', cjson.encode(outcome), ',"ended":', string.format('%d', now), ',"id":',
+      cjson.encode(id)}
+    for _, key in ipairs({'result', 'error'}) do
+      if meta[key] ~= nil then
+        tail[#tail + 1] = ',"' .. key .. '":'
+        tail[#tail + 1] = cjson.encode(meta[key])
+      end
+    end
+    tail[#tail + 1] = '}'
+    record = table.concat(tail)
+  else
+    record = cjson.encode(meta)
+  end
   if outcome == 'deleted' or outcome == 'purged' or outcome == 'abandoned' then
     if meta.exit and meta.exit ~= '' then
       redis.call('ZADD', k.exits, now, cjson.encode({id = id, qm = meta.qm, exit = meta.exit, attempt = 0, record = record}))

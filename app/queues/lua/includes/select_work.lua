@@ -82,6 +82,8 @@ local function select_work(begin_now)
   -- The requests are popped, read, written and given their payloads a command each for all of them.
   local function take(class, queue, front, rear, limit, promoted)
     local blocked, metas, leases, ids, slots = false, {}, {}, {}, {}
+    -- A score as text, formatted once: a number would be formatted (%.17g) for each request.
+    local lease_end = string.format('%d', now + lease_ms)
     while got < limit do
       local popped = redis.call('LPOP', front, limit - got)
       if not popped then
@@ -108,7 +110,7 @@ local function select_work(begin_now)
             end
             local encoded = cjson.encode(meta)
             append_pair(metas, id, encoded)
-            append_pair(leases, now + lease_ms, id)
+            append_pair(leases, lease_end, id)
             ids[#ids + 1] = id
             result[#result + 1] = id
             result[#result + 1] = encoded
