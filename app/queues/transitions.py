@@ -130,14 +130,19 @@ class RequestQueues(StoreBase):
         """All or none; returns the ids in order (an earlier id where an idempotency key repeats)."""
         item_keys: list[str] = []
         item_args: list[Any] = []
+        # A batch's requests mostly share one metadata record (app/work/insert.py): encoded once each.
+        encoded: dict[int, bytes] = {}
         for request in requests:
             queue = queue_name(request.service_class, request.dependent)
             item_keys += [k.front(queue), k.rear(queue)]
             item_keys.append(k.idempotency(queue_manager, request.idempotency_key) if request.idempotency_key else k.no_idempotency)
+            meta = encoded.get(id(request.meta))
+            if meta is None:
+                meta = encoded[id(request.meta)] = request.meta.to_json()
             item_args += [
                 request.id,
                 request.service_class,
-                request.meta.to_json(),
+                meta,
                 request.payload,
                 request.idempotency_key or "",
                 queue,

@@ -164,6 +164,8 @@ def _items_out(keys: AeKeys, config: AeConfig, items: list[Selected]) -> list[Wo
     at the insert). One script selected them all at one instant (its clock's), so their lease ends are one time,
     made once rather than per item (half a microsecond each, timeit)."""
     lease_ends: dict[int, datetime] = {}
+    # Likewise the requests of one insert share its instant.
+    inserted: dict[int, datetime] = {}
     answers = []
     for selected in items:
         meta = selected.meta
@@ -172,6 +174,10 @@ def _items_out(keys: AeKeys, config: AeConfig, items: list[Selected]) -> list[Wo
         lease_end = lease_ends.get(selected_ms)
         if lease_end is None:
             lease_end = lease_ends[selected_ms] = datetime.fromtimestamp((selected_ms + config.completion_time_ms) / 1000, UTC)
+        inserted_ms = meta.inserted
+        inserted_at = inserted.get(inserted_ms)
+        if inserted_at is None:
+            inserted_at = inserted[inserted_ms] = datetime.fromtimestamp(inserted_ms / 1000, UTC)
         answers.append(
             WorkItemOut(
                 token=keys.token(selected.id, meta.life),
@@ -182,7 +188,7 @@ def _items_out(keys: AeKeys, config: AeConfig, items: list[Selected]) -> list[Wo
                 enclave=meta.enclave,
                 state="begun" if meta.state is RequestState.BEGUN else "selected",
                 deliveries=meta.deliveries,
-                inserted_at=datetime.fromtimestamp(meta.inserted / 1000, UTC),
+                inserted_at=inserted_at,
                 lease_expires_at=lease_end,
             )
         )
