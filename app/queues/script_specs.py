@@ -20,8 +20,9 @@ _GROUP_KEYS = "per group: held, reserved, blocked, capped"
 REGISTER = ScriptSpec.of("register", "servers, seen", "server, registration")
 INSERT = ScriptSpec.of(
     "insert",
-    "req, payload, depth, classes, places, swept, sweeping, waiters; per item: front, rear, idempotency",
-    "notify_channel, wake_prefix, idempotency_ttl_s, backlog_limit; per item: id, service_class, meta, payload, idempotency_key, queue",
+    "req, payload, depth, classes, places, swept, sweeping, waiters; per queue: front, rear; per item: idempotency",
+    "notify_channel, wake_prefix, idempotency_ttl_s, backlog_limit, queues, metas; per queue: queue, service_class; per meta: meta; "
+    "per item: id, queue_number, meta_number, payload, idempotency_key",
 )
 SELECT = ScriptSpec.of(
     "select",

@@ -127,31 +127,32 @@ class RequestQueues(StoreBase):
         await self.scripts.run(specs.REGISTER([k.servers, k.seen], [server_id, value]))
 
     async def insert(self, k: AeKeys, queue_manager: int, requests: Sequence[NewRequest], backlog_limit: int) -> list[str]:
-        """All or none; returns the ids in order (an earlier id where an idempotency key repeats)."""
+        """All or none; returns the ids in order (an earlier id where an idempotency key repeats). The queues and the
+        metadata a batch's requests share are given once each, and each request names them by number (insert.lua)."""
+        queues: dict[str, int] = {}
+        queue_keys: list[str] = []
+        queue_args: list[str] = []
+        metas: dict[bytes, int] = {}
+        encoded: dict[int, bytes] = {}  # by record: a batch's requests mostly share one (app/work/insert.py)
         item_keys: list[str] = []
         item_args: list[Any] = []
-        # A batch's requests mostly share one metadata record (app/work/insert.py): encoded once each.
-        encoded: dict[int, bytes] = {}
         for request in requests:
             queue = queue_name(request.service_class, request.dependent)
-            item_keys += [k.front(queue), k.rear(queue)]
-            item_keys.append(k.idempotency(queue_manager, request.idempotency_key) if request.idempotency_key else k.no_idempotency)
+            queue_number = queues.get(queue)
+            if queue_number is None:
+                queue_number = queues[queue] = len(queues) + 1
+                queue_keys += [k.front(queue), k.rear(queue)]
+                queue_args += [queue, request.service_class]
             meta = encoded.get(id(request.meta))
             if meta is None:
                 meta = encoded[id(request.meta)] = request.meta.to_json()
-            item_args += [
-                request.id,
-                request.service_class,
-                meta,
-                request.payload,
-                request.idempotency_key or "",
-                queue,
-            ]
+            item_keys.append(k.idempotency(queue_manager, request.idempotency_key) if request.idempotency_key else k.no_idempotency)
+            item_args += [request.id, queue_number, metas.setdefault(meta, len(metas) + 1), request.payload, request.idempotency_key or ""]
         call = specs.INSERT(
             [k.req, k.payload, k.depth, k.classes, k.places, k.swept, k.sweeping, k.waiters],
-            [k.notify_channel, k.wake_prefix, self.idempotency_ttl_s, backlog_limit],
-            key_groups=[item_keys],
-            arg_groups=[item_args],
+            [k.notify_channel, k.wake_prefix, self.idempotency_ttl_s, backlog_limit, len(queues), len(metas)],
+            key_groups=[queue_keys, item_keys],
+            arg_groups=[queue_args, list(metas), item_args],
         )
         ids = await self.durability.run(self.scripts, self.redis, call)
         return [str(v) for v in ids]

@@ -1,22 +1,33 @@
 -- Queue requests (IWM4QIN), all or none.
--- KEYS: req, payload, depth, classes, places, swept, sweeping, waiters; per item: front, rear, idempotency
--- ARGV: notify_channel, wake_prefix, idempotency_ttl_s, backlog_limit; per item: id, service_class, meta, payload,
---       idempotency_key, queue
+-- KEYS: req, payload, depth, classes, places, swept, sweeping, waiters; per queue: front, rear; per item: idempotency
+-- ARGV: notify_channel, wake_prefix, idempotency_ttl_s, backlog_limit, queues, metas; per queue: queue, service_class;
+--       per meta: meta; per item: id, queue_number, meta_number, payload, idempotency_key
 -- INCLUDES: base, wake
--- Per item: idempotency is a dummy key of the same slot when the item has none (idempotency_key ''); meta is
--- JSON without `place`, `seq` and `inserted`, which are added here; payload is JSON.
+-- The queues the items join and their metadata are given once each (`queues` and `metas` of them), and each item
+-- names its own by number (from 1): a batch's requests mostly share them, and their text, given per item, was most
+-- of a batch's bytes. Per item: idempotency is a dummy key of the same slot when the item has none (idempotency_key
+-- ''); a meta is JSON without `place`, `seq` and `inserted`, which are added here; payload is JSON.
 -- A queue that is swept, being swept, or still has a rear list takes new requests at its rear (app/sweeper).
 -- Returns {OK, id...} in item order (an id of an earlier insert for a repeated idempotency key),
 -- or {BACKLOG_LIMIT, class, depth, limit} when a class queue would pass its backlog limit (nothing written).
 local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], classes = KEYS[4], places = KEYS[5], swept = KEYS[6],
   sweeping = KEYS[7], waiters = KEYS[8]}
-local FIRST_ITEM_KEY = 9
+local FIRST_QUEUE_KEY = 9
+local FIRST_QUEUE_ARG = 7
 local channel, wake_prefix, idem_ttl, limit = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local queue_count, meta_count = tonumber(ARGV[5]), tonumber(ARGV[6])
+local queues = {}
+for q = 1, queue_count do
+  local key, arg = FIRST_QUEUE_KEY + 2 * (q - 1), FIRST_QUEUE_ARG + 2 * (q - 1)
+  queues[q] = {name = ARGV[arg], sc = ARGV[arg + 1], front = KEYS[key], rear = KEYS[key + 1]}
+end
+local first_meta = FIRST_QUEUE_ARG + 2 * queue_count
+local first_item_key = FIRST_QUEUE_KEY + 2 * queue_count
 local items = {}
-for i = 5, #ARGV, 6 do
-  local key = FIRST_ITEM_KEY + 3 * #items
-  items[#items + 1] = {id = ARGV[i], sc = ARGV[i + 1], meta = ARGV[i + 2], payload = ARGV[i + 3], idem = ARGV[i + 4],
-    queue = ARGV[i + 5], front = KEYS[key], rear = KEYS[key + 1], idem_key = KEYS[key + 2]}
+for i = first_meta + meta_count, #ARGV, 5 do
+  local queue = queues[tonumber(ARGV[i + 1])]
+  items[#items + 1] = {id = ARGV[i], sc = queue.sc, meta = ARGV[first_meta + tonumber(ARGV[i + 2]) - 1], payload = ARGV[i + 3],
+    idem = ARGV[i + 4], queue = queue.name, front = queue.front, rear = queue.rear, idem_key = KEYS[first_item_key + #items]}
 end
 
 local result, new_per_class, new_per_queue, depth_of, fresh = {OK}, {}, {}, {}, {}
