@@ -4,6 +4,8 @@ passed is written as one, so no test waits."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from app.errors import AppError, Conflict, Fenced, NotFound, TooManyRequests
@@ -157,6 +159,19 @@ async def test_end_judges_each_request_on_its_own(store, k):
     assert results[3].value == "completed"
     assert await store.redis.hget(k.inflight, str(SERVER)) == "0"
     assert len(await store.outbox.samples(k, 0)) == 1
+
+
+async def test_a_work_record_is_the_stored_metadata_and_the_end_s_keys_each_once(store, k):
+    """The record is the stored metadata's text with the end's keys appended (lua/includes/finish.lua), not encoded
+    again: the same members as before, none twice, in the outbox as answered."""
+    request_id = await held(store, k)
+    stored = json.loads(await store.redis.hget(k.req, request_id))
+    (ended,) = await store.end(k, SERVER, [EndArgs(request_id, "failed", '{"path": "a/b"}', 'it "broke"')])
+    members = json.loads(ended.value, object_pairs_hook=list)
+    assert len({key for key, _ in members}) == len(members)
+    end_keys = {"outcome": "failed", "ended": ended.record["ended"], "id": request_id, "result": '{"path": "a/b"}', "error": 'it "broke"'}
+    assert dict(members) == stored | end_keys
+    assert await store.redis.lindex(k.records, -1) == ended.value
 
 
 # ---- delete, purge ------------------------------------------------------------------------------------------------
