@@ -148,10 +148,33 @@ def _encoded(value: Any) -> bytes:
     raise TypeError(f"not a script argument: {kind.__name__}")
 
 
+# Keys as the protocol writes them, by key. A call names mostly its environment's keys, the same few dozen every
+# time: packed anew, they were most of a select's packing, itself several per cent of the service's CPU on the
+# single-request lifecycle (docs/benchmarks.md, session 36). Keys named once (an idempotency key's) pass through
+# too; the cache starts again when full.
+_PACKED_KEYS: dict[str, bytes] = {}
+MAX_PACKED_KEYS = 4096
+
+
+def _packed_key(key: str) -> bytes:
+    packed = _PACKED_KEYS.get(key)
+    if packed is None:
+        packed = bulk(_encoded(key))
+        if len(_PACKED_KEYS) >= MAX_PACKED_KEYS:
+            _PACKED_KEYS.clear()
+        _PACKED_KEYS[key] = packed
+    return packed
+
+
 def _pack(evalsha: bytes, keys: Sequence[str], args: Sequence[Any]) -> bytes:
-    """EVALSHA sha numkeys key... arg... in the protocol (RESP). Text, most of a batch's thousands of values, is
-    encoded and framed inline: two function calls per value cost a batched lifecycle some 5 % of the service's CPU."""
-    values = [value.encode() if type(value) is str else _encoded(value) for values in (keys, args) for value in values]
-    parts = [b"*%d\r\n" % (3 + len(values)), evalsha, bulk(b"%d" % len(keys))]
+    """EVALSHA sha numkeys key... arg... in the protocol (RESP). The keys come packed from their cache; the arguments,
+    text most of a batch's thousands of values, are encoded and framed inline: two function calls per value cost a
+    batched lifecycle some 5 % of the service's CPU."""
+    try:
+        named = [_PACKED_KEYS[key] for key in keys]
+    except KeyError:
+        named = [_packed_key(key) for key in keys]
+    values = [value.encode() if type(value) is str else _encoded(value) for value in args]
+    parts = [b"*%d\r\n" % (3 + len(keys) + len(values)), evalsha, bulk(b"%d" % len(keys)), *named]
     parts += [b"$%d\r\n%b\r\n" % (len(value), value) for value in values]
     return b"".join(parts)

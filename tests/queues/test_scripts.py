@@ -14,7 +14,7 @@ from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
 from app.queues.transitions import EndArgs
 from app.redis.pipeline import bulk
-from app.redis.scripts import _pack
+from app.redis.scripts import MAX_PACKED_KEYS, _pack
 from tests.queues.conftest import CONFIG, QUEUE_MANAGER, SERVER, request
 
 BATCH = 200
@@ -39,6 +39,18 @@ def test_a_script_call_is_packed_as_redis_py_packs_it(args: list[Any]) -> None:
 def test_what_the_packer_does_not_take_is_refused_for_the_general_way() -> None:
     with pytest.raises(TypeError):
         _pack(b"", [], [True])
+
+
+def test_keys_packed_again_from_the_cache_and_past_its_bound_are_packed_alike() -> None:
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    evalsha = b"$7\r\nEVALSHA\r\n" + bulk(sha.encode())
+    fixed = ["{wlm:LOCAL:PAYROLL}:req", "{wlm:LOCAL:ÄE}:x"]
+    for n in range(MAX_PACKED_KEYS + 10):  # each call names a key of its own beside the same two
+        keys = [*fixed, f"{{wlm:LOCAL:PAYROLL}}:idem:{n}"]
+        expected = b"".join(Connection().pack_command("EVALSHA", sha, len(keys), *keys, n))
+        assert _pack(evalsha, keys, [n]) == expected
+    with pytest.raises(TypeError):
+        _pack(evalsha, [*fixed, True], [])  # type: ignore[list-item]  # a key the packer does not take
 
 
 async def test_a_script_redis_forgot_is_loaded_again(store: QueueStore, k: AeKeys) -> None:
