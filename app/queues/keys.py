@@ -13,6 +13,7 @@ from functools import cached_property, lru_cache
 
 TOKEN_SEPARATOR = "~"  # never part of a WLM name, so a work token splits back into node, AE and id
 TOMBSTONE_BUCKETS = 4  # as lua/includes/tombstones.lua takes them
+MAX_CLASS_ORDERS = 64  # an environment's orders of its classes kept (AeKeys.class_queues)
 
 
 @dataclass(frozen=True)
@@ -211,10 +212,22 @@ class AeKeys:
         """The database blobs of a swept queue, in queue order (blob ids)."""
         return f"{self.tag}:chain:{name}"
 
-    def class_queues(self, service_classes: list[str]) -> list[str]:
-        """Per class, most important first: dependent front and rear, then independent front and rear."""
-        names = [queue_name(sc, dependent) for sc in service_classes for dependent in (True, False)]
-        return [key for name in names for key in (self.front(name), self.rear(name))]
+    def class_queues(self, service_classes: list[str]) -> tuple[str, ...]:
+        """Per class, most important first: dependent front and rear, then independent front and rear. Kept per
+        order of the classes: every select names them, in the few orders its environment's classes come in."""
+        order = tuple(service_classes)
+        queues = self._class_queues.get(order)
+        if queues is None:
+            names = [queue_name(sc, dependent) for sc in order for dependent in (True, False)]
+            queues = tuple(key for name in names for key in (self.front(name), self.rear(name)))
+            if len(self._class_queues) >= MAX_CLASS_ORDERS:
+                self._class_queues.clear()
+            self._class_queues[order] = queues
+        return queues
+
+    @cached_property
+    def _class_queues(self) -> dict[tuple[str, ...], tuple[str, ...]]:
+        return {}
 
     @cached_property
     def swept(self) -> str:
