@@ -21,6 +21,10 @@ class MetricsMiddleware:
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        # Each label set's counter and histogram, as `labels()` gives them: looked up by labels anew, they cost a
+        # request three times what counting it does (docs/benchmarks.md, session 36). As many as prometheus_client
+        # keeps itself: one per method, route template and status seen.
+        self._children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -40,5 +44,12 @@ class MetricsMiddleware:
         finally:
             route = scope.get("route")
             template = getattr(route, "path", "unmatched")
-            HTTP_REQUESTS.labels(scope["method"], template, str(status)).inc()
-            HTTP_SECONDS.labels(scope["method"], template).observe(time.perf_counter() - started)
+            labels = (scope["method"], template, status)
+            children = self._children.get(labels)
+            if children is None:
+                children = self._children[labels] = (
+                    HTTP_REQUESTS.labels(labels[0], template, str(status)),
+                    HTTP_SECONDS.labels(labels[0], template),
+                )
+            children[0].inc()
+            children[1].observe(time.perf_counter() - started)
