@@ -47,7 +47,7 @@ def everysec_redis(tmp_path):
 
 PROBE = "wlmtest:durability:probe"
 # An insert of nothing, which the scripts stand-in answers without Redis.
-INSERT = INSERT_SPEC(["key"] * 8, ["channel", "wake", 60, 10], key_groups=[[]], arg_groups=[[]])
+INSERT = INSERT_SPEC(["key"] * 8, ["channel", "wake", 60, 10, 0, 0], key_groups=[[], []], arg_groups=[[], [], []])
 STRICT_CONFIG = {"appendonly": "yes", "appendfsync": "always", "no-appendfsync-on-rewrite": "no"}
 
 
