@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from spark_jobs.common.database import as_utc, database, reflected
 from spark_jobs.what_if.replay import RECORD_FIELDS, REPLAY_COLUMNS, TIMES
-from spark_jobs.workload_activity.extract import day_files, declared_group_keys, read_files, read_footers, read_records, record_types
+from spark_jobs.workload_activity.extract import day_files, declared_group_keys, read_day_files, read_footers, read_records, record_types
 from spark_jobs.workload_activity.transform import day_bounds
 
 # The records' columns the job reads.
@@ -38,12 +38,8 @@ def read_day(spark: SparkSession, records_uri: str, day: date) -> DayRecords:
     footers = read_footers(partition.inputFiles())
     files = day_files(footers)
     declared = declared_group_keys([footer for footer in footers if footer.uri not in files.not_read])
-    # Either may be None, not both: a day without files is an empty table of copy-free records.
-    return DayRecords(
-        read_files(spark, files.searched, WHAT_IF_TYPES) if files.searched else None,
-        read_files(spark, files.copy_free, WHAT_IF_TYPES) if files.copy_free or not files.searched else None,
-        None if declared is None else sorted({key["application_environment"] for key in declared}),
-    )
+    searched, copy_free = read_day_files(spark, files, WHAT_IF_TYPES)
+    return DayRecords(searched, copy_free, None if declared is None else sorted({key["application_environment"] for key in declared}))
 
 
 def replay_rows(records: DayRecords, day: date, environment: str | None = None) -> DataFrame:

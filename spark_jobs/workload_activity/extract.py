@@ -82,6 +82,14 @@ def read_files(spark: SparkSession, uris: Sequence[str], types: dict[str, str] =
     return spark.read.schema(_schema(types)).parquet(*paths)
 
 
+def read_day_files(spark: SparkSession, files: DayFiles, types: dict[str, str] = RECORD_TYPES) -> tuple[DataFrame | None, DataFrame | None]:
+    """The day's records (`day_files`) to search for copies, and those known to share none with another file: None
+    where there are no such files, never both (a day without files is an empty table of copy-free records)."""
+    searched = read_files(spark, files.searched, types) if files.searched else None
+    copy_free = read_files(spark, files.copy_free, types) if files.copy_free or not files.searched else None
+    return searched, copy_free
+
+
 def read_delay_samples(samples_uri: str, report_date: date) -> pa.Table | None:
     """Blocking: the delay samples of `report_date` (its partition, read on the driver: see delays.py), their
     SAMPLE_COLUMNS; None when the day has none, or pyarrow cannot read from where they are (s3a://, say)."""

@@ -24,8 +24,8 @@ from spark_jobs.workload_activity.extract import (
     day_has_files,
     day_path,
     declared_group_keys,
+    read_day_files,
     read_delay_samples,
-    read_files,
     read_footers,
     read_records,
 )
@@ -126,9 +126,7 @@ def _report(
             f"{len(files.not_read)} files hold only records that other files hold: not read; {len(files.copy_free)} of"
             f" {len(files.copy_free) + len(files.searched)} files share no record with another: copies are looked for in the rest"
         )
-        # Either may be None, not both: a day without files is an empty table of copy-free records.
-        records = read_files(spark, files.searched) if files.searched else None
-        distinct_records = read_files(spark, files.copy_free) if files.copy_free or not files.searched else None
+        records, distinct_records = read_day_files(spark, files)
         delays, said = sums.result()
         log.detail(said)
         log.stage("computing the report")
