@@ -50,6 +50,7 @@ def _supervise_workers(config: Config) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> None:
     import uvicorn
+    from uvicorn.config import LOG_LEVELS
 
     from app.migrate import upgrade
     from app.redis.embedded import EmbeddedRedis
@@ -75,6 +76,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
         "timeout_graceful_shutdown": settings.shutdown_grace_seconds,
         "log_level": settings.log_level,
         "log_config": _log_config(settings.log_level),
+        # Off where its lines would be dropped: uvicorn builds each request's line before the level is looked at.
+        "access_log": LOG_LEVELS.get(settings.log_level.lower(), logging.INFO) <= logging.INFO,
     }
     try:
         if settings.workers > 1 and balances_tcp_connections():
