@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
@@ -34,6 +34,7 @@ from spark_jobs.manager import select_order
 from spark_jobs.manager.select_order import RankedClass
 
 T = TypeVar("T")
+R = TypeVar("R")
 # Requests' metadata read per round trip when the held and the in-flight requests are compared.
 READ_CHUNK = 1000
 
@@ -102,6 +103,14 @@ def ended_members(k: AeKeys, groups: Mapping[str, GroupCap], records: Iterable[R
     return freed
 
 
+async def _each(call: Callable[[Sequence[T]], Awaitable[list[R]]], parts: Sequence[Sequence[T]]) -> list[R]:
+    """`call`'s results for each part, in order: the parts' calls at once (a Redis Cluster's groups), and the one
+    part of one Redis awaited as it is (gathered, each call was a task of its own: two per grouped select)."""
+    if len(parts) == 1:
+        return await call(parts[0])
+    return [result for part in await asyncio.gather(*(call(part) for part in parts)) for result in part]
+
+
 class ResourceGroups(StorePart):
     def __init__(self, base: StoreBase) -> None:
         super().__init__(base)
@@ -140,7 +149,7 @@ class ResourceGroups(StorePart):
                     self.short.discard(grant.group.name)
             return grants
 
-        return [grant for part in await asyncio.gather(*(take(part) for part in self._calls(groups))) for grant in part]
+        return await _each(take, self._calls(groups))
 
     async def settle(self, settlements: Sequence[Settlement]) -> list[int]:
         """Groups' slots settled (Settlement); returns each group's count after, in order."""
@@ -153,7 +162,7 @@ class ResourceGroups(StorePart):
                 int(count) for count in await self.scripts.run(specs.GROUP_SETTLE([], [], key_groups=[keys], arg_groups=[args, members]))
             ]
 
-        return [count for part in await asyncio.gather(*(run(part) for part in self._calls(settlements))) for count in part]
+        return await _each(run, self._calls(settlements))
 
     async def settle_slots(self, group: GroupCap, reservation: str, slots: int, hold: Sequence[str], release: Sequence[str] = ()) -> int:
         """One group's slots settled (Settlement); returns its count after."""
