@@ -1,7 +1,7 @@
 """Where a single-request lifecycle's time goes: py-spy samples the service's processes under the single-request load
 of bench/lifecycle.py, and Redis counts the commands it ran per lifecycle.
 
-    .venv/bin/python bench/profile_lifecycle.py [--seconds 15] [--durability strict|fast] [--workers 2]
+    .venv/bin/python bench/profile_lifecycle.py [--seconds 15] [--durability strict|fast] [--workers 2] [--resource-groups]
     .venv/bin/python bench/profile_lifecycle.py --smoke     # seconds: 1 s under py-spy, 50 lifecycles, 1 worker
 
 The service (`wlm serve`, --workers uvicorn workers), its Redis, py-spy and the load generator share this machine's cores,
@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _http import HttpClient  # noqa: E402
 from _service import Service, machine  # noqa: E402
 from _smoke import above_zero, conclude, parse_args  # noqa: E402
-from lifecycle import ONLINE, QM, Tally, connect_server, let_go, run_phase, select, setup  # noqa: E402
+from lifecycle import ONLINE, POLICY, QM, Tally, connect_server, grouped_policy, let_go, run_phase, select, setup  # noqa: E402
 
 HEADLINE = (
     "lifecycles_per_s_single_under_py_spy",
@@ -167,7 +167,7 @@ async def load(
     service: Service, args: argparse.Namespace, profile: Path, py_spy: str, tally: Tally
 ) -> tuple[float, dict[str, float], dict[str, float]]:
     seconds, warm_up = args.seconds, args.warm_up
-    qm, server = await setup(service.url)
+    qm, server = await setup(service.url, grouped_policy() if args.resource_groups else POLICY)
     status, body = await qm.post("/v1/connections", QM)
     assert status == 201, body
     qm_token = body["token"]
@@ -210,6 +210,7 @@ def main() -> None:
     parser.add_argument("--durability", choices=("strict", "fast"), help="WLM_DURABILITY (default: the service's)")
     parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes of the service")
     parser.add_argument("--lifecycles", type=int, default=2000, help="lifecycles, one after another, whose Redis commands are counted")
+    parser.add_argument("--resource-groups", action="store_true", help="every class in a resource group of its own (as lifecycle.py)")
     parser.add_argument("--output", type=Path, help="where to keep the raw stacks (default: a new scratch directory)")
     args = parse_args(parser, SMOKE)
     if args.seconds <= args.warm_up:
@@ -231,6 +232,7 @@ def main() -> None:
         "seconds": args.seconds,
         "durability": args.durability or "default",
         "workers": args.workers,
+        "resource_groups": args.resource_groups,
         "cpu_ms_per_lifecycle": cpu,
         "redis_commands_per_lifecycle": commands,
         **analyse(profile),
