@@ -19,7 +19,8 @@ slots never lapse on their own, since a request's lease is renewed while it runs
 from __future__ import annotations
 
 import asyncio
-import uuid
+import itertools
+import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, cast
@@ -120,6 +121,10 @@ class ResourceGroups(StorePart):
         # On a Redis Cluster a script's keys share one slot, and each group's are in a slot of their own.
         self._call_per_group = isinstance(base.redis, RedisCluster)
         self._keys: dict[str, GroupKeys] = {}
+        # A reservation's name, unique among every process's: this process's random name and a count (a uuid4 per
+        # select cost 1.7 µs, timeit).
+        self._process = secrets.token_hex(8) + "."
+        self._reservations = itertools.count()
 
     def group_keys(self, name: str) -> GroupKeys:
         if (keys := self._keys.get(name)) is None:
@@ -135,7 +140,7 @@ class ResourceGroups(StorePart):
 
     async def take_slots(self, groups: Sequence[GroupCap], want: int, hold_ms: int, channel: str) -> list[Grant]:
         """Up to `want` slots of each group for one select, reserved for `hold_ms`."""
-        reservation = uuid.uuid4().hex
+        reservation = f"{self._process}{next(self._reservations)}"
 
         async def take(part: Sequence[GroupCap]) -> list[Grant]:
             keys = [key for group in part for key in self.group_keys(group.name).all]
