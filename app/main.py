@@ -61,6 +61,7 @@ from app.web.custom_methods import DeprecationMiddleware
 from app.web.guards import BodyLimitMiddleware, HotPathsMiddleware, RejectNulMiddleware
 from app.web.http_metrics import MetricsMiddleware
 from app.web.shutdown import ShutdownNotice, given_on_stop_signals
+from app.web.telemetry import telemetry_config
 from app.what_if.router import router as what_if_router
 from app.what_if.runner import WhatIfRunner
 from app.work.lifecycle_services import WorkServices
@@ -230,6 +231,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         "service class, and manage servers so the most important goals are met first.",
         lifespan=lifespan,
         generate_unique_id_function=operation_id,
+        telemetry=telemetry_config(),
     )
     app.state.settings = settings = settings or get_settings()
     install_error_handlers(app)
