@@ -45,7 +45,13 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        body = _BoundedBody(scope, receive, send, self.limits.get((scope["method"], scope["path"]), self.default))
+        limit = self.limits.get((scope["method"], scope["path"]), self.default)
+        declared, streaming = _framing(scope)
+        if not streaming and declared <= limit:
+            # The HTTP parser frames a body of declared length: it cannot outgrow it, so nothing need watch it.
+            await self.app(scope, receive, send)
+            return
+        body = _BoundedBody(scope, receive, send, limit, declared, streaming)
         if body.declared > body.limit:
             await body.refuse()
             return
@@ -62,12 +68,13 @@ class _BoundedBody:
     kept open, it would have uvicorn read the rest, however long, only to discard it. The rest of a body of declared
     length, within its limit, is left for uvicorn to drain, and the connection stays open."""
 
-    def __init__(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+    def __init__(self, scope: Scope, receive: Receive, send: Send, limit: int, declared: int, streaming: bool) -> None:
         self.scope = scope
         self._receive = receive
         self._send = send
         self.limit = limit
-        self.declared, self.streaming = _framing(scope)  # streaming: a chunked body, until it is read to its end
+        self.declared = declared
+        self.streaming = streaming  # a chunked body, until it is read to its end
         self.received = 0
         self.started = self.refused = False
 
