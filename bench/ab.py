@@ -61,7 +61,12 @@ class Checkout:
         print(f"{self.commit}: its runtime dependencies differ from this checkout's: making a venv for it", flush=True)
         venv = self.dir / ".venv"
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "-e", str(self.dir)], check=True)
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "-e"]
+        # The SDK first, from the commit's own tree, as the Makefile installs it: the service depends on wlm-client,
+        # which no index has.
+        if (self.dir / "sdk" / "python" / "pyproject.toml").exists():
+            subprocess.run([*pip, str(self.dir / "sdk" / "python")], check=True)
+        subprocess.run([*pip, str(self.dir)], check=True)
         return venv / "bin" / "wlm"
 
     def run(self, bench: str, arguments: list[str], own_script: bool) -> dict[str, object]:
