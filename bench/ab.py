@@ -7,8 +7,8 @@ falls on both alike.
 A and B are each checked out in a git worktree of their own (`a-<commit>`, `b-<commit>` in a scratch directory, so
 A and B may be the same commit), removed at the end, also when a run fails. Both run the benchmark
 script of the current checkout, so the load is the same and only the service's code differs: the service of a
-commit is that worktree's `app` (PYTHONPATH), on this venv when the commit's runtime dependencies are the same as
-the current checkout's, else on a venv made for it in its worktree (`--own-script` runs each commit's own script
+commit is that worktree's `app` (PYTHONPATH), on this venv when it has each of the commit's runtime dependencies in
+a version the commit allows, else on a venv made for it in its worktree (`--own-script` runs each commit's own script
 instead). The pairs alternate their order (A B, B A, A B, ...). Arguments after `--` go to the benchmark.
 
 Printed: each numeric figure's median per commit and the ratio B / A (median of the pairs' ratios, and their least
@@ -29,7 +29,10 @@ import tempfile
 import tomllib
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from importlib import metadata
 from pathlib import Path
+
+from packaging.requirements import Requirement
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _service import ROOT, machine  # noqa: E402
@@ -47,18 +50,30 @@ def runtime_dependencies(pyproject: str) -> list[str]:
     return sorted(tomllib.loads(pyproject)["project"]["dependencies"])
 
 
+def installed_here(requirements: list[str]) -> bool:
+    """Whether this venv has each of `requirements` (for this platform) in a version it allows."""
+    for text in requirements:
+        requirement = Requirement(text)
+        if requirement.marker is not None and not requirement.marker.evaluate():
+            continue
+        try:
+            installed = metadata.version(requirement.name)
+        except metadata.PackageNotFoundError:
+            return False
+        if not requirement.specifier.contains(installed, prereleases=True):
+            return False
+    return True
+
+
 class Checkout:
     """A commit in its own worktree, with the `wlm` command its service runs as."""
 
     def __init__(self, commit: str, directory: Path) -> None:
         self.commit, self.dir = commit, directory
-        same = runtime_dependencies((self.dir / "pyproject.toml").read_text()) == runtime_dependencies(
-            (ROOT / "pyproject.toml").read_text()
-        )
-        self.wlm = VENV_WLM if same else self._own_venv()
+        self.wlm = VENV_WLM if installed_here(runtime_dependencies((self.dir / "pyproject.toml").read_text())) else self._own_venv()
 
     def _own_venv(self) -> Path:
-        print(f"{self.commit}: its runtime dependencies differ from this checkout's: making a venv for it", flush=True)
+        print(f"{self.commit}: this venv lacks a runtime dependency of it (or its version): making a venv for it", flush=True)
         venv = self.dir / ".venv"
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "-e"]
