@@ -46,15 +46,15 @@ class BodyLimitMiddleware:
             await self.app(scope, receive, send)
             return
         limit = self.limits.get((scope["method"], scope["path"]), self.default)
-        declared, streaming = _framing(scope)
-        if not streaming and declared <= limit:
-            # The HTTP parser frames a body of declared length: it cannot outgrow it, so nothing need watch it.
+        declared, chunked = _framing(scope)
+        if declared is not None and declared > limit:
+            await _BoundedBody(scope, receive, send, limit, chunked).refuse()
+            return
+        if declared is not None and not chunked and scope.get("http_version") in _FRAMED_VERSIONS:
+            # HTTP/1's parser frames a body by the length it declares: it cannot outgrow it, so nothing need watch it.
             await self.app(scope, receive, send)
             return
-        body = _BoundedBody(scope, receive, send, limit, declared, streaming)
-        if body.declared > body.limit:
-            await body.refuse()
-            return
+        body = _BoundedBody(scope, receive, send, limit, chunked)
         try:
             await self.app(scope, body.receive, body.send)
         except PayloadTooLarge:
@@ -63,17 +63,16 @@ class BodyLimitMiddleware:
 
 
 class _BoundedBody:
-    """One request's body as the application reads it, refused once it passes `limit`. The refusal closes the
-    connection, as does any answer given before a chunked body's end (a caller refused before its body is read):
-    kept open, it would have uvicorn read the rest, however long, only to discard it. The rest of a body of declared
-    length, within its limit, is left for uvicorn to drain, and the connection stays open."""
+    """One request's body as the application reads it, refused once it passes `limit`: a chunked body, or one whose
+    length its headers do not state readably. The refusal closes the connection, as does any answer given before a
+    chunked body's end (a caller refused before its body is read): kept open, it would have uvicorn read the rest,
+    however long, only to discard it."""
 
-    def __init__(self, scope: Scope, receive: Receive, send: Send, limit: int, declared: int, streaming: bool) -> None:
+    def __init__(self, scope: Scope, receive: Receive, send: Send, limit: int, streaming: bool) -> None:
         self.scope = scope
         self._receive = receive
         self._send = send
         self.limit = limit
-        self.declared = declared
         self.streaming = streaming  # a chunked body, until it is read to its end
         self.received = 0
         self.started = self.refused = False
@@ -105,12 +104,20 @@ class _BoundedBody:
         await error_response(error, {"connection": "close"})(self.scope, self._receive, self._send)
 
 
-def _framing(scope: Scope) -> tuple[int, bool]:
-    """The body's Content-Length (0 without one), and whether it is sent chunked instead."""
-    length, chunked = 0, False
+# The HTTP versions whose requests carry a body only as their Content-Length or chunked encoding say (HTTP/2's may
+# stream without either).
+_FRAMED_VERSIONS = ("1.0", "1.1")
+
+
+def _framing(scope: Scope) -> tuple[int | None, bool]:
+    """The body's Content-Length (0 without one; None where it cannot be read: httptools passes a trailing space on),
+    and whether it is sent chunked instead."""
+    length: int | None = 0
+    chunked = False
     for name, value in scope["headers"]:
         if name == b"content-length":
-            length = int(value) if value.isdigit() else 0
+            value = value.strip()
+            length = int(value) if value.isdigit() else None
         elif name == b"transfer-encoding":
             chunked = True
     return length, chunked

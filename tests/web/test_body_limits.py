@@ -154,3 +154,58 @@ async def test_oversized_bodies_do_not_grow_the_process(service: ServiceProcess)
         peak, after = _memory_bytes(pid, "VmHWM"), _memory_bytes(pid, "VmRSS")
         assert peak - before < MOST_GROWTH_BYTES, f"RSS {before >> 20} MiB before, peak {peak >> 20} MiB, {after >> 20} MiB after"
         assert (await http.get("/healthz")).status_code == 200
+
+
+# The limit on its own, as an ASGI application's first layer, with the headers a parser may pass on as they came.
+async def _through_the_limit(headers: list[tuple[bytes, bytes]], body: bytes, http_version: str = "1.1") -> tuple[int, int]:
+    """The status answered and how many bytes the application read, for `body` sent in chunks of 10 bytes under
+    `headers`, with a limit of 100 bytes."""
+    from app.web.guards import BodyLimitMiddleware
+
+    read = 0
+
+    async def application(scope: dict, receive: object, send: object) -> None:  # type: ignore[type-arg]
+        nonlocal read
+        while True:
+            message = await receive()  # type: ignore[operator]
+            read += len(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        await send({"type": "http.response.start", "status": 200, "headers": []})  # type: ignore[operator]
+        await send({"type": "http.response.body", "body": b""})  # type: ignore[operator]
+
+    chunks = [body[i : i + 10] for i in range(0, len(body), 10)] or [b""]
+    messages = [{"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)]
+    statuses: list[int] = []
+
+    async def receive() -> dict:  # type: ignore[type-arg]
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:  # type: ignore[type-arg]
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    scope = {"type": "http", "method": "POST", "path": "/", "http_version": http_version, "headers": headers}
+    await BodyLimitMiddleware(application, {}, 100)(scope, receive, send)  # type: ignore[arg-type]
+    return statuses[0], read
+
+
+@pytest.mark.parametrize("length", [b"2000 ", b"2000\t", b" 2000"])
+async def test_a_length_with_blanks_is_read_and_refused(length: bytes) -> None:
+    """httptools passes a Content-Length's trailing blanks on: the length is still the length."""
+    assert await _through_the_limit([(b"content-length", length)], b"x" * 2000) == (413, 0)
+
+
+async def test_an_unreadable_length_has_its_body_watched() -> None:
+    status, read = await _through_the_limit([(b"content-length", b"20x0")], b"x" * 2000)
+    assert status == 413 and read <= 110
+
+
+async def test_a_body_without_http_1_framing_is_watched() -> None:
+    """HTTP/2 may stream a body with neither a Content-Length nor chunked encoding."""
+    status, read = await _through_the_limit([], b"x" * 2000, http_version="2")
+    assert status == 413 and read <= 110
+
+
+async def test_a_declared_body_within_its_limit_passes() -> None:
+    assert await _through_the_limit([(b"content-length", b"50")], b"x" * 50) == (200, 50)
