@@ -2,8 +2,9 @@
 
 FastAPI looks on every request whether a tracer, meter or logger provider has been set since (three lookups and type
 checks: 1.1 % of the service's samples on the single-request lifecycle, bench/profile_lifecycle.py). The service
-decides once, as it makes its application: a provider an OpenTelemetry SDK set by then (`opentelemetry-instrument
-wlm serve`, or code that runs before) turns that signal on, as FastAPI would have; one set later is not seen.
+decides as it makes its application: a provider an OpenTelemetry SDK set by then (`opentelemetry-instrument wlm
+serve`, or code that runs before) turns that signal on, as FastAPI would have; a signal off then stays off, and costs
+no look per request.
 """
 
 from __future__ import annotations

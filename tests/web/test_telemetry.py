@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 from opentelemetry import _logs, metrics, trace
 
-from app.web.telemetry import is_set, telemetry_config
+from app.web.telemetry import _STAND_INS, is_set, telemetry_config
+
+
+def test_the_stand_ins_are_fastapi_s() -> None:
+    """Copied from FastAPI's private list: were they to drift apart, a signal would count as set and FastAPI's own
+    per-request look would come back."""
+    from fastapi.telemetry import _api
+
+    assert _STAND_INS == _api._DEFERRED_PROVIDERS
 
 
 def test_the_stand_ins_are_not_set_and_a_provider_is() -> None:
@@ -13,6 +21,12 @@ def test_the_stand_ins_are_not_set_and_a_provider_is() -> None:
     assert not is_set(metrics.get_meter_provider())
     assert not is_set(_logs.get_logger_provider())
     assert is_set(trace.NoOpTracerProvider()) and is_set(metrics.NoOpMeterProvider())
+
+
+@pytest.fixture(autouse=True)
+def _fastapi_not_configuring(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever the caller's environment says."""
+    monkeypatch.delenv("FASTAPI_OTEL_AUTO_CONFIGURE", raising=False)
 
 
 def test_without_an_sdk_every_signal_is_off() -> None:
