@@ -107,8 +107,8 @@ def ended_members(k: AeKeys, groups: Mapping[str, GroupCap], records: Iterable[R
 async def _each(call: Callable[[Sequence[T]], Awaitable[list[R]]], parts: Sequence[Sequence[T]]) -> list[R]:
     """`call`'s results for each part, in order: the parts' calls at once (a Redis Cluster's groups), and the one
     part of one Redis awaited as it is (gathered, each call was a task of its own: two per grouped select)."""
-    if len(parts) == 1:
-        return await call(parts[0])
+    if len(parts) <= 1:
+        return await call(parts[0]) if parts else []
     return [result for part in await asyncio.gather(*(call(part) for part in parts)) for result in part]
 
 
