@@ -257,6 +257,12 @@ class AeKeys:
         """A placeholder key of the same slot for items without an idempotency key (never written)."""
         return f"{self.tag}:idem:-"
 
+    @cached_property
+    def member_prefix(self) -> str:
+        """A request's token (of its first life) up to its id: its member in a resource group follows it
+        (app/queues/resource_groups.py `member_of`; group_member in lua/includes/groups.lua)."""
+        return self.token("")
+
     def token(self, request_id: str, life: int = 1) -> str:
         """A request's token; a server is given one that names the life it selected past the first (a dead letter
         retried lives again under its id): an end or begin from an earlier life then cannot reach this one."""

@@ -61,6 +61,17 @@ class Settlement:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupsInCall:
+    """The resource groups a select or an end takes and settles in its own call, on one Redis (select_grouped.lua,
+    end_grouped.lua): their keys, per class of the call its group's number (0: none), per group its max_in_flight
+    (0: no cap)."""
+
+    keys: list[str]
+    group_of_class: list[int]
+    max_in_flight: list[int]
+
+
+@dataclass(frozen=True, slots=True)
 class GroupFigures:
     in_flight: int  # held and reserved
     capped_ms: int  # how long its work has waited on the cap, in all (while capped, up to now)
@@ -90,8 +101,8 @@ def preferred_order(config: AeConfig, grants: Sequence[Grant]) -> list[tuple[str
 def member_of(k: AeKeys, request_id: str, meta: RequestMeta) -> str:
     """A request's member in its group, from its metadata (as selected, or its work record): one delivery of one life
     of it, so a request given back and selected again is another member, and a late release of the old one frees
-    nothing of the new."""
-    return f"{k.token(request_id)}|{int(meta.life)}|{int(meta.deliveries)}"
+    nothing of the new. (group_member in lua/includes/groups.lua makes the same.)"""
+    return f"{k.member_prefix}{request_id}|{int(meta.life)}|{int(meta.deliveries)}"
 
 
 def ended_members(k: AeKeys, groups: Mapping[str, GroupCap], records: Iterable[RequestMeta]) -> dict[GroupCap, list[str]]:
@@ -130,6 +141,21 @@ class ResourceGroups(StorePart):
         if (keys := self._keys.get(name)) is None:
             keys = self._keys[name] = GroupKeys(self.prefix, name)
         return keys
+
+    def settled_in_call(self, groups: Sequence[GroupCap]) -> bool:
+        """Whether a select takes and settles `groups` in its own script call (select_grouped.lua): on one Redis,
+        unless a group has a min_in_flight (then the class order waits on the groups' counts: `preferred_order`)."""
+        return not self._call_per_group and all(group.min_in_flight is None for group in groups)
+
+    def in_call(self, classes: Sequence[str], group_of: Mapping[str, GroupCap]) -> GroupsInCall | None:
+        """The groups of `classes` (class -> group: `group_of`) for a select or an end to settle in its own call, on
+        one Redis; None on a Redis Cluster (each group's keys are in a slot of their own)."""
+        if self._call_per_group:
+            return None
+        number: dict[GroupCap, int] = {}
+        of_class = [0 if (group := group_of.get(sc)) is None else number.setdefault(group, len(number) + 1) for sc in classes]
+        keys = [key for group in number for key in self.group_keys(group.name).all]
+        return GroupsInCall(keys, of_class, [group.max_in_flight or 0 for group in number])
 
     def _calls(self, items: Sequence[T]) -> list[Sequence[T]]:
         """`items` (of one group each) split into script calls: a call per group on a Redis Cluster, one for all on

@@ -24,20 +24,37 @@ INSERT = ScriptSpec.of(
     "notify_channel, wake_prefix, idempotency_ttl_s, backlog_limit, queues, metas; per queue: queue, service_class; per meta: meta; "
     "per item: id, queue_number, meta_number, payload, idempotency_key",
 )
+_SELECT_KEYS = (
+    f"req, payload, depth, leases, inflight, servers, seen, records, exits, {_TOMBSTONE_KEYS}, samples, assign, retire, swept, "
+    f"served, waiters, served_at, dead, dead_at, buckets, histograms, promotion; {_PER_CLASS_QUEUES}"
+)
+_END_KEYS = f"req, payload, leases, inflight, records, exits, {_TOMBSTONE_KEYS}, samples, dead, dead_at, buckets, histograms"
 SELECT = ScriptSpec.of(
     "select",
-    f"req, payload, depth, leases, inflight, servers, seen, records, exits, {_TOMBSTONE_KEYS}, samples, assign, retire, swept, "
-    f"served, waiters, served_at, dead, dead_at, buckets, histograms, promotion; {_PER_CLASS_QUEUES}",
+    _SELECT_KEYS,
     "server, lease_ms, max_items, tombstone_ms, samples_ms, dead_keep_ms, waiter, promotion_ms, promotion_share, ends; "
     f"{_PER_END}; per class: class; per class: tier; optionally per class: group; per group: slots",
 )
 SELECT_AND_BEGIN = SELECT.named("select_and_begin")
+SELECT_GROUPED = ScriptSpec.of(
+    "select_grouped",
+    f"{_SELECT_KEYS}; {_GROUP_KEYS}",
+    "server, lease_ms, max_items, tombstone_ms, samples_ms, dead_keep_ms, waiter, promotion_ms, promotion_share, ends, groups, "
+    f"member_prefix, channel; {_PER_END}; per class: class; per class: tier; per class: group; per group: max_in_flight",
+)
+SELECT_AND_BEGIN_GROUPED = SELECT_GROUPED.named("select_and_begin_grouped")
 BEGIN = ScriptSpec.of("begin", f"req, leases, {_TOMBSTONE_KEYS}", "id, server, lease_ms, life")
 EXTEND = ScriptSpec.of("extend", "req, leases, seen", "server, lease_ms")
 END = ScriptSpec.of(
     "end",
-    f"req, payload, leases, inflight, records, exits, {_TOMBSTONE_KEYS}, samples, dead, dead_at, buckets, histograms",
+    _END_KEYS,
     f"server, tombstone_ms, samples_ms, dead_keep_ms; {_PER_END}",
+)
+END_GROUPED = ScriptSpec.of(
+    "end_grouped",
+    f"{_END_KEYS}; {_GROUP_KEYS}",
+    f"server, tombstone_ms, samples_ms, dead_keep_ms, ends, member_prefix; {_PER_END}; per class: class; per class: group; "
+    "per group: max_in_flight",
 )
 DELETE_QUEUED = ScriptSpec.of("delete_queued", _REMOVAL_KEYS, "queue_manager, id, tombstone_ms")
 PURGE_QUEUED = ScriptSpec.of("purge_queued", _REMOVAL_KEYS, "queue_manager, cursor, page, tombstone_ms")
@@ -95,9 +112,12 @@ SPECS = (
     INSERT,
     SELECT,
     SELECT_AND_BEGIN,
+    SELECT_GROUPED,
+    SELECT_AND_BEGIN_GROUPED,
     BEGIN,
     EXTEND,
     END,
+    END_GROUPED,
     DELETE_QUEUED,
     PURGE_QUEUED,
     REASSIGN_EXPIRED,

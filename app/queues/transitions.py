@@ -15,7 +15,15 @@ from app.queues.base import AeConfig, GroupCap, StoreBase
 from app.queues.codes import ReturnCode
 from app.queues.keys import AeKeys, queue_name
 from app.queues.request_meta import RequestMeta
-from app.queues.resource_groups import ResourceGroups, ended_members, group_by_class, groups_of, member_of, preferred_order
+from app.queues.resource_groups import (
+    GroupsInCall,
+    ResourceGroups,
+    ended_members,
+    group_by_class,
+    groups_of,
+    member_of,
+    preferred_order,
+)
 from app.queues.sweep import SweptQueues, removal_keys
 
 # Each select brings back at most this many blobs before it answers (with what it has, possibly nothing).
@@ -171,12 +179,15 @@ class RequestQueues(StoreBase):
         """End `ends`, then select (and begin, if `begin`), in one script call. When the queue to take from goes on
         in the database, its next blob comes back and the select is tried again (the ends were applied). A
         long-polling server's `waiter` is listed for inserts to wake when nothing was selected, and unlisted
-        otherwise (wake in lua/includes/wake.lua). Classes in resource groups take their groups' slots first
-        (resource_groups.py)."""
+        otherwise (wake in lua/includes/wake.lua). Classes in resource groups take their groups' slots in the same
+        call on one Redis (select_grouped.lua), else before it and settle them after (resource_groups.py)."""
         groups = groups_of(config)
-        if not groups:
+        if not groups or self.groups.settled_in_call(groups):
             order = list(zip(config.class_order, config.tiers, strict=True))
-            return await self._select(k, order, config.completion_time_ms, server_id, max_items, begin=begin, ends=ends, waiter=waiter)
+            in_call = self.groups.in_call(config.class_order, group_by_class(config)) if groups else None
+            return await self._select(
+                k, order, config.completion_time_ms, server_id, max_items, begin=begin, ends=ends, waiter=waiter, in_call=in_call
+            )
         group_of = group_by_class(config)
         ended: list[EndResult] = []
         if ends and self.groups.short.intersection(group.name for group in groups):
@@ -221,15 +232,24 @@ class RequestQueues(StoreBase):
         ends: Sequence[EndArgs] = (),
         waiter: str = "",
         budgets: Budgets = NO_BUDGETS,
+        in_call: GroupsInCall | None = None,
     ) -> SelectResult:
         """`select` in the class order given (each class with its tier: see select.lua), with the groups' `budgets`
-        if any."""
+        if any, or the groups it takes and settles itself (`in_call`: select_grouped.lua)."""
         keys = [k.req, k.payload, k.depth, k.leases, k.inflight, k.servers, k.seen, k.records, k.exits, *k.tombstone_keys, k.samples]
         keys += [k.assign, k.retire, k.swept, k.served, k.waiters, k.served_at, k.dead, k.dead_at, k.buckets, k.histograms]
         keys.append(k.promotion)
-        class_queues = k.class_queues([sc for sc, _ in order])
-        spec = specs.SELECT_AND_BEGIN if begin else specs.SELECT
         classes, tiers = [sc for sc, _ in order], [tier for _, tier in order]
+        key_groups: list[Sequence[str]] = [k.class_queues(classes)]
+        group_args: list[Sequence[Any]] = [budgets.group_of_class, budgets.slots]
+        fixed_after: list[Any] = []
+        if in_call is None:
+            spec = specs.SELECT_AND_BEGIN if begin else specs.SELECT
+        else:
+            spec = specs.SELECT_AND_BEGIN_GROUPED if begin else specs.SELECT_GROUPED
+            key_groups.append(in_call.keys)
+            group_args = [in_call.group_of_class, in_call.max_in_flight]
+            fixed_after = [len(in_call.max_in_flight), k.member_prefix, k.notify_channel]
         ended: list[EndResult] | None = None
         for _ in range(UNSWEEPS_PER_SELECT + 1):
             args: list[Any] = [
@@ -243,9 +263,10 @@ class RequestQueues(StoreBase):
                 self.promotion_ms,
                 self.promotion_share,
                 len(ends),
+                *fixed_after,
             ]
-            arg_groups: list[Sequence[Any]] = [_end_args(ends), classes, tiers, budgets.group_of_class, budgets.slots]
-            flat = await self.scripts.call(spec(keys, args, key_groups=[class_queues], arg_groups=arg_groups))
+            arg_groups: list[Sequence[Any]] = [_end_args(ends), classes, tiers, *group_args]
+            flat = await self.scripts.call(spec(keys, args, key_groups=key_groups, arg_groups=arg_groups))
             status, after_ends = ReturnCode(int(flat[0])), 2 + 2 * int(flat[1])
             if ended is None:
                 ended = _end_results(flat[2:after_ends])
@@ -279,10 +300,19 @@ class RequestQueues(StoreBase):
         self, k: AeKeys, server_id: int, ends: Sequence[EndArgs], groups: Mapping[str, GroupCap] | None = None
     ) -> list[EndResult]:
         """End requests of one server; each succeeds or fails on its own. Those of a class in `groups` (class ->
-        its resource group) free their slots."""
+        its resource group) free their slots: in the same call on one Redis (end_grouped.lua)."""
         keys = [k.req, k.payload, k.leases, k.inflight, k.records, k.exits, *k.tombstone_keys, k.samples, k.dead, k.dead_at]
         keys += [k.buckets, k.histograms]
         args = [server_id, self.tombstone_ms, self.samples_ms, self.dead_letter_ms]
+        in_call = self.groups.in_call(list(groups), groups) if groups else None
+        if in_call is not None:
+            call = specs.END_GROUPED(
+                keys,
+                [*args, len(ends), k.member_prefix],
+                key_groups=[in_call.keys],
+                arg_groups=[_end_args(ends), list(groups or ()), in_call.group_of_class, in_call.max_in_flight],
+            )
+            return _end_results(await self.scripts.run(call))
         results = _end_results(await self.scripts.run(specs.END(keys, args, arg_groups=[_end_args(ends)])))
         if groups:
             await self.groups.release_ended(k, groups, [result.record for result in results if result.code is ReturnCode.OK])

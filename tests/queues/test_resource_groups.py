@@ -1,6 +1,8 @@
 """Resource groups in the queue store, on real Redis: a select takes no more of a group than its free slots and
 takes other work instead; ends free slots, and so does the scheduler's pass for work given back; a place the cap
-refused is woken when a slot is freed. (The class order for a group under its minimum: test_group_order.py.)"""
+refused is woken when a slot is freed. Each on one Redis both ways a select settles its groups: in its own call
+(select_grouped.lua) and, where a group has a min_in_flight, taken before and settled after (group_take.lua,
+group_settle.lua). (The class order for a group under its minimum: test_group_order.py.)"""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ from dataclasses import replace
 import pytest
 from redis.asyncio import RedisCluster
 
-from app.queues.base import GroupCap
+from app.queues.base import AeConfig, GroupCap
+from app.queues.codes import ReturnCode
+from app.queues.resource_groups import group_by_class
 from app.queues.store import QueueStore
 from app.queues.transitions import EndArgs
 from app.redis.topology import close_redis, open_redis
@@ -23,7 +27,19 @@ from tests.waiting import eventually
 pytestmark = pytest.mark.asyncio
 
 CAPPED = GroupCap("CAPPED", max_in_flight=2, min_in_flight=None)
+# With a min_in_flight the class order waits on the group's count: the select takes its slots before and settles
+# them after, in calls of their own. (ONLINE is the most important class either way.)
+FLOORED = replace(CAPPED, min_in_flight=1)
 GROUPED = replace(CONFIG, backlog_limit=100, class_ranks=(1, 3), class_groups=(CAPPED, None))
+
+
+@pytest.fixture(params=[CAPPED, FLOORED], ids=["in_one_call", "take_select_settle"])
+def capped(request) -> GroupCap:
+    return request.param
+
+
+def _grouped(group: GroupCap) -> AeConfig:
+    return replace(GROUPED, class_groups=(group, None))
 
 
 async def _queued(store: QueueStore, k, service_class: str, count: int) -> list[str]:
@@ -34,38 +50,41 @@ async def _in_flight(store: QueueStore) -> int:
     return (await store.groups.figures([CAPPED]))[0].in_flight
 
 
-async def test_a_select_takes_no_more_than_the_group_s_free_slots_and_other_work_instead(store, k):
+async def test_a_select_takes_no_more_than_the_group_s_free_slots_and_other_work_instead(store, k, capped):
+    grouped = _grouped(capped)
     online, batch = await _queued(store, k, "ONLINE", 5), await _queued(store, k, "BATCH", 3)
     for server in (SERVER, OTHER_SERVER):
         await store.register_server(k, server, worker_tasks=10, worker_weight=1, overflow=False)
-    first = await store.select(k, GROUPED, SERVER, 10, begin=False)
+    first = await store.select(k, grouped, SERVER, 10, begin=False)
     assert [item.id for item in first.items] == [*online[:2], *batch]
     assert await _in_flight(store) == 2
-    second = await store.select(k, GROUPED, OTHER_SERVER, 10, begin=False)
+    second = await store.select(k, grouped, OTHER_SERVER, 10, begin=False)
     assert second.items == []  # the group is full and nothing else waits
     # An end frees its slot: the next select takes the next of the group's work.
-    [ended] = await store.end(k, SERVER, [EndArgs(online[0], "completed")], {"ONLINE": CAPPED})
+    [ended] = await store.end(k, SERVER, [EndArgs(online[0], "completed")], {"ONLINE": capped})
     assert ended.record["outcome"] == "completed" and await _in_flight(store) == 1
-    third = await store.select(k, GROUPED, OTHER_SERVER, 10, begin=False)
+    third = await store.select(k, grouped, OTHER_SERVER, 10, begin=False)
     assert [item.id for item in third.items] == [online[2]] and await _in_flight(store) == 2
 
 
-async def test_ends_in_the_select_free_their_slots_for_it(store, k):
+async def test_ends_in_the_select_free_their_slots_for_it(store, k, capped):
+    grouped = _grouped(capped)
     online = await _queued(store, k, "ONLINE", 4)
     await store.register_server(k, SERVER, worker_tasks=2, worker_weight=1, overflow=False)
-    taken = await store.select(k, GROUPED, SERVER, 2, begin=True)
+    taken = await store.select(k, grouped, SERVER, 2, begin=True)
     assert [item.id for item in taken.items] == online[:2]
-    again = await store.select(k, GROUPED, SERVER, 2, begin=True, ends=[EndArgs(item.id, "completed") for item in taken.items])
+    again = await store.select(k, grouped, SERVER, 2, begin=True, ends=[EndArgs(item.id, "completed") for item in taken.items])
     assert [result.code for result in again.ended] == [0, 0]
     assert [item.id for item in again.items] == online[2:] and await _in_flight(store) == 2
 
 
-async def test_work_given_back_keeps_its_slot_until_the_scheduler_s_pass_frees_it(store, k):
+async def test_work_given_back_keeps_its_slot_until_the_scheduler_s_pass_frees_it(store, k, capped):
+    grouped = _grouped(capped)
     await _queued(store, k, "ONLINE", 3)
     await store.register_server(k, SERVER, worker_tasks=2, worker_weight=1, overflow=False)
-    held = (await store.select(k, GROUPED, SERVER, 2, begin=False)).items
+    held = (await store.select(k, grouped, SERVER, 2, begin=False)).items
     assert len(held) == 2
-    reassigned = await store.reassign(k, GROUPED, server_id=SERVER)  # the server died: its work goes back
+    reassigned = await store.reassign(k, grouped, server_id=SERVER)  # the server died: its work goes back
     assert reassigned.requeued == 2
     members = await store.groups.held_members(CAPPED.name)
     assert len(members) == 2 and sorted(await store.groups.stale_members(members)) == sorted(members)
@@ -73,22 +92,23 @@ async def test_work_given_back_keeps_its_slot_until_the_scheduler_s_pass_frees_i
     assert await _in_flight(store) == 0
     # Taken again, they are other members (another delivery), not stale.
     await store.register_server(k, OTHER_SERVER, worker_tasks=2, worker_weight=1, overflow=False)
-    again = (await store.select(k, GROUPED, OTHER_SERVER, 2, begin=False)).items
+    again = (await store.select(k, grouped, OTHER_SERVER, 2, begin=False)).items
     assert {item.meta["deliveries"] for item in again} == {2}
     assert await store.groups.stale_members(await store.groups.held_members(CAPPED.name)) == []
 
 
-async def test_a_place_the_cap_refused_is_woken_when_a_slot_is_freed(store, k):
+async def test_a_place_the_cap_refused_is_woken_when_a_slot_is_freed(store, k, capped):
+    grouped = _grouped(capped)
     online = await _queued(store, k, "ONLINE", 3)
     for server in (SERVER, OTHER_SERVER):
         await store.register_server(k, server, worker_tasks=2, worker_weight=1, overflow=False)
-    assert len((await store.select(k, GROUPED, SERVER, 2, begin=False)).items) == 2
+    assert len((await store.select(k, grouped, SERVER, 2, begin=False)).items) == 2
     pubsub = store.redis.pubsub()
     await pubsub.subscribe(k.notify_channel)
     try:
         await eventually(lambda: _subscribed(pubsub), what="the subscription")
-        assert (await store.select(k, GROUPED, OTHER_SERVER, 2, begin=False)).items == []
-        await store.end(k, SERVER, [EndArgs(online[0], "completed")], {"ONLINE": CAPPED})
+        assert (await store.select(k, grouped, OTHER_SERVER, 2, begin=False)).items == []
+        await store.end(k, SERVER, [EndArgs(online[0], "completed")], {"ONLINE": capped})
         message = await eventually(lambda: pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1), what="a wake-up")
         assert message["channel"] == k.notify_channel and message["data"] == "1"
     finally:
@@ -100,13 +120,14 @@ async def _subscribed(pubsub) -> bool:
     return message is not None and message["type"] == "subscribe"
 
 
-async def test_the_time_on_the_cap_grows_while_a_select_is_refused(store, k):
+async def test_the_time_on_the_cap_grows_while_a_select_is_refused(store, k, capped):
+    grouped = _grouped(capped)
     await _queued(store, k, "ONLINE", 3)
     for server in (SERVER, OTHER_SERVER):
         await store.register_server(k, server, worker_tasks=2, worker_weight=1, overflow=False)
-    await store.select(k, GROUPED, SERVER, 2, begin=False)
+    await store.select(k, grouped, SERVER, 2, begin=False)
     assert (await store.groups.figures([CAPPED]))[0].capped_ms == 0
-    await store.select(k, GROUPED, OTHER_SERVER, 2, begin=False)
+    await store.select(k, grouped, OTHER_SERVER, 2, begin=False)
     first = (await store.groups.figures([CAPPED]))[0].capped_ms
     await eventually(lambda: _capped_longer(store, first), what="the time on the cap growing")
 
@@ -136,23 +157,31 @@ def _scripts_called(store: QueueStore, monkeypatch) -> list[str]:
     return called
 
 
-async def test_concurrent_selects_reach_the_cap_exactly(store, k):
+@pytest.mark.parametrize("floor", [None, 1], ids=["in_one_call", "take_select_settle"])
+async def test_concurrent_selects_reach_the_cap_exactly(store, k, floor):
     await _queued(store, k, "ONLINE", 8)
     servers = range(20, 26)
     for server in servers:
         await store.register_server(k, server, worker_tasks=2, worker_weight=1, overflow=False)
-    results = await asyncio.gather(*(store.select(k, _with(ROOMY), server, 2, begin=True) for server in servers))
+    config = _with(replace(ROOMY, min_in_flight=floor))
+    results = await asyncio.gather(*(store.select(k, config, server, 2, begin=True) for server in servers))
     assert sum(len(result.items) for result in results) == ROOMY.max_in_flight
     assert await _in_flight(store) == ROOMY.max_in_flight
 
 
-async def test_a_select_its_groups_grant_in_full_ends_and_settles_in_three_calls(store, k, monkeypatch):
+@pytest.mark.parametrize(
+    ("floor", "calls"),
+    [(None, ["select_and_begin_grouped"]), (1, ["group_take", "select_and_begin", "group_settle"])],
+    ids=["in_one_call", "take_select_settle"],
+)
+async def test_a_select_its_groups_grant_in_full_ends_and_settles_in_one_call_or_three(store, k, monkeypatch, floor, calls):
     online = await _queued(store, k, "ONLINE", 4)
     await store.register_server(k, SERVER, worker_tasks=2, worker_weight=1, overflow=False)
-    taken = await store.select(k, _with(ROOMY), SERVER, 2, begin=True)
+    config = _with(replace(ROOMY, min_in_flight=floor))
+    taken = await store.select(k, config, SERVER, 2, begin=True)
     called = _scripts_called(store, monkeypatch)
-    again = await store.select(k, _with(ROOMY), SERVER, 2, begin=True, ends=[EndArgs(item.id, "completed") for item in taken.items])
-    assert called == ["group_take", "select_and_begin", "group_settle"]  # the ends in the select's script
+    again = await store.select(k, config, SERVER, 2, begin=True, ends=[EndArgs(item.id, "completed") for item in taken.items])
+    assert called == calls  # the ends in the select's script
     assert [result.code for result in again.ended] == [0, 0] and [item.id for item in again.items] == online[2:]
     # The ends' slots were freed with the settle: only what the second select took is held.
     held = await store.groups.held_members(ROOMY.name)
@@ -168,15 +197,15 @@ async def cluster_store(shared_cluster: LocalCluster, blobs) -> AsyncIterator[Qu
     await close_redis(redis)
 
 
-async def test_a_select_takes_and_settles_every_group_s_slots_in_one_call_each(store, monkeypatch):
-    await _one_call_per_slot(store, monkeypatch)
+async def test_on_one_redis_a_select_takes_and_settles_every_group_in_its_own_call(store, monkeypatch):
+    await _calls_per_group(store, monkeypatch)
 
 
 async def test_on_a_cluster_each_group_s_slots_take_a_call_of_their_own(cluster_store, monkeypatch):
-    await _one_call_per_slot(cluster_store, monkeypatch)
+    await _calls_per_group(cluster_store, monkeypatch)
 
 
-async def _one_call_per_slot(store: QueueStore, monkeypatch) -> None:
+async def _calls_per_group(store: QueueStore, monkeypatch) -> None:
     k = store.keys("LOCAL", "PAYROLL")
     single = GroupCap("SINGLE", max_in_flight=1, min_in_flight=None)
     config = replace(GROUPED, class_groups=(ROOMY, single))
@@ -184,40 +213,65 @@ async def _one_call_per_slot(store: QueueStore, monkeypatch) -> None:
     await store.register_server(k, SERVER, worker_tasks=10, worker_weight=1, overflow=False)
     called = _scripts_called(store, monkeypatch)
     taken = await store.select(k, config, SERVER, 10, begin=True)
-    calls = 2 if isinstance(store.redis, RedisCluster) else 1  # on a cluster, each group's keys in a slot of their own
-    assert called == ["group_take"] * calls + ["select_and_begin"] + ["group_settle"] * calls
+    if isinstance(store.redis, RedisCluster):  # each group's keys in a slot of their own
+        assert called == ["group_take"] * 2 + ["select_and_begin"] + ["group_settle"] * 2
+    else:
+        assert called == ["select_and_begin_grouped"]
     assert [item.id for item in taken.items] == [*online, batch[0]]
     assert [figures.in_flight for figures in await store.groups.figures([ROOMY, single])] == [2, 1]
+    called.clear()
+    ended = await store.end(k, SERVER, [EndArgs(item.id, "completed") for item in taken.items], group_by_class(config))
+    assert [result.code for result in ended] == [0, 0, 0]
+    assert called == (["end", "group_settle", "group_settle"] if isinstance(store.redis, RedisCluster) else ["end_grouped"])
+    assert [figures.in_flight for figures in await store.groups.figures([ROOMY, single])] == [0, 0]
+
+
+async def test_a_select_refused_frees_the_slots_of_its_ends_in_its_own_call(store, k, monkeypatch):
+    """The ends apply whatever the select's answer (here: the server is surplus): their slots are freed with them."""
+    online = await _queued(store, k, "ONLINE", 3)
+    await store.register_server(k, SERVER, worker_tasks=2, worker_weight=1, overflow=False)
+    taken = await store.select(k, GROUPED, SERVER, 2, begin=True)
+    assert await _in_flight(store) == 2
+    await store.environments.retire_servers(k, [SERVER])
+    called = _scripts_called(store, monkeypatch)
+    result = await store.select(k, GROUPED, SERVER, 2, begin=True, ends=[EndArgs(taken.items[0].id, "completed")])
+    assert result.status is ReturnCode.SERVER_SURPLUS and [end.code for end in result.ended] == [ReturnCode.OK]
+    assert called == ["select_and_begin_grouped"]
+    assert await store.groups.held_members(CAPPED.name) == [f"{k.token(online[1])}|1|1"]
 
 
 async def test_a_group_short_of_the_select_s_ask_ends_first_so_its_ends_free_slots_for_it(store, k, monkeypatch):
+    """Taken before the select (a group with a min_in_flight), a group's slots do not yet count the select's ends."""
+    floored = _grouped(FLOORED)
     online = await _queued(store, k, "ONLINE", 4)
     await store.register_server(k, SERVER, worker_tasks=2, worker_weight=1, overflow=False)
-    taken = await store.select(k, GROUPED, SERVER, 2, begin=True)  # the group's cap, 2, reached
+    taken = await store.select(k, floored, SERVER, 2, begin=True)  # the group's cap, 2, reached
     called = _scripts_called(store, monkeypatch)
-    again = await store.select(k, GROUPED, SERVER, 2, begin=True, ends=[EndArgs(item.id, "completed") for item in taken.items])
+    again = await store.select(k, floored, SERVER, 2, begin=True, ends=[EndArgs(item.id, "completed") for item in taken.items])
     assert called == ["group_take", "end", "group_settle", "group_take", "select_and_begin", "group_settle"]
     assert [result.code for result in again.ended] == [0, 0]
     assert [item.id for item in again.items] == online[2:] and await _in_flight(store) == 2
 
 
 async def test_after_a_group_came_short_a_select_carrying_ends_ends_first(store, k, monkeypatch):
+    floored = _grouped(FLOORED)
     online = await _queued(store, k, "ONLINE", 6)
     for server in (SERVER, OTHER_SERVER):
         await store.register_server(k, server, worker_tasks=2, worker_weight=1, overflow=False)
-    taken = await store.select(k, GROUPED, SERVER, 2, begin=True)
-    assert (await store.select(k, GROUPED, OTHER_SERVER, 2, begin=True)).items == []  # the take came short
+    taken = await store.select(k, floored, SERVER, 2, begin=True)
+    assert (await store.select(k, floored, OTHER_SERVER, 2, begin=True)).items == []  # the take came short
     called = _scripts_called(store, monkeypatch)
-    again = await store.select(k, GROUPED, SERVER, 2, begin=True, ends=[EndArgs(item.id, "completed") for item in taken.items])
-    assert called == ["end", "group_settle", "group_take", "select_and_begin", "group_settle"]  # no take wasted
+    again = await store.select(k, floored, SERVER, 2, begin=True, ends=[EndArgs(item.id, "completed") for item in taken.items])
+    assert called == ["end_grouped", "group_take", "select_and_begin", "group_settle"]  # no take wasted
     assert [item.id for item in again.items] == online[2:4] and await _in_flight(store) == 2
 
 
 async def test_a_crash_between_take_and_settle_counts_no_slot_twice_once_reconciled(store, k, monkeypatch):
     """The select runs (its ends applied, its work taken) and its process dies before the settle: the ends' slots
     stay held and the work taken is counted by the reservation only (over the truth, never under), until the
-    scheduler's pass frees the ended and holds the taken; when the reservation lapses, the count is the truth."""
-    config = _with(ROOMY, completion_time_ms=1_000)  # the reservations lapse a completion time after the take
+    scheduler's pass frees the ended and holds the taken; when the reservation lapses, the count is the truth. (A
+    group with a min_in_flight: in one call, a select and its groups' slots change together or not at all.)"""
+    config = _with(replace(ROOMY, min_in_flight=1), completion_time_ms=1_000)  # reservations lapse a completion time after
     online = await _queued(store, k, "ONLINE", 6)
     for server in (SERVER, OTHER_SERVER):
         await store.register_server(k, server, worker_tasks=2, worker_weight=1, overflow=False)

@@ -106,8 +106,9 @@ async def test_a_group_under_its_minimum_is_served_before_work_of_its_importance
 
 async def test_work_whose_select_lost_its_settle_is_held_by_the_scheduler_s_pass(client, app, monkeypatch):
     """The select script ran and the settle never did (its process lost Redis): the work it took is counted by the
-    select's reservation only, until the scheduler's pass holds it, which it does before the reservation lapses."""
-    world = await make_world(client, grouped_policy([{"name": "PAIR", "max_in_flight": 2}], ONLINE="PAIR"))
+    select's reservation only, until the scheduler's pass holds it, which it does before the reservation lapses. (A
+    group with a min_in_flight settles after the select; on one Redis, one without settles in the select's call.)"""
+    world = await make_world(client, grouped_policy([{"name": "PAIR", "max_in_flight": 2, "min_in_flight": 1}], ONLINE="PAIR"))
     server, other = await world.server(), await world.server()
     for n in range(2):
         await world.insert({"n": n})

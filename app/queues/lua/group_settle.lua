@@ -13,33 +13,19 @@ local member = 1 + 5 * groups
 local result = {OK}
 local now = now_ms()
 for g = 1, groups do
-  local held, reserved, blocked, capped = KEYS[4 * g - 3], KEYS[4 * g - 2], KEYS[4 * g - 1], KEYS[4 * g]
   local at = 5 * g - 4
-  local reservation, slots, max = ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
+  local place = group_places(4 * g - 3, 1, at + 2)[1]
+  local reservation, slots = ARGV[at], tonumber(ARGV[at + 1])
   local holding, releasing = tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4])
   local reserving
-  if slots > 0 and redis.call('ZREM', reserved, reservation .. ':' .. slots) == 1 then
-    reserving = redis.call('HINCRBY', capped, 'reserved', -slots)
+  if slots > 0 and redis.call('ZREM', place.reserved, reservation .. ':' .. slots) == 1 then
+    reserving = redis.call('HINCRBY', place.capped, 'reserved', -slots)
   end
-  local members, gone = {}, {}
-  for i = member, member + holding - 1 do append_pair(members, now, ARGV[i]) end
-  in_chunks('ZADD', held, members)
+  for i = member, member + holding - 1 do place.hold[#place.hold + 1] = ARGV[i] end
   member = member + holding
-  for i = member, member + releasing - 1 do gone[#gone + 1] = ARGV[i] end
-  local released = in_chunks('ZREM', held, gone)
+  for i = member, member + releasing - 1 do place.release[#place.release + 1] = ARGV[i] end
   member = member + releasing
-  -- Lapsed reservations still count here (over the truth, not under) until the next take drops them.
-  reserving = reserving or tonumber(redis.call('HGET', capped, 'reserved') or 0)
-  local count = redis.call('ZCARD', held) + reserving
-  local freed = released + slots - holding
-  if freed > 0 and (max == 0 or count < max) then
-    uncapped(capped, now)
-    local channels = redis.call('SMEMBERS', blocked)
-    if #channels > 0 then
-      redis.call('DEL', blocked)
-      for _, channel in ipairs(channels) do redis.call('PUBLISH', channel, freed) end
-    end
-  end
-  result[#result + 1] = count
+  release_ended({place})
+  result[#result + 1] = settled(place, place.released + slots - holding, reserving, now)
 end
 return result

@@ -4,7 +4,7 @@
 -- into held requests or gives back; a process that dies between the two leaves its reservations to lapse (a
 -- completion time), and the scheduler's pass holds the work it selected meanwhile before they do (unheld_members in
 -- app/queues/resource_groups.py). On a Redis Cluster each call takes one group's (its keys share a slot); on one
--- Redis, every group of the select in one call.
+-- Redis, every group of the select in one call, where a group has a min_in_flight (select_grouped.lua otherwise).
 -- KEYS: per group: held, reserved, blocked, capped
 -- ARGV: want, reservation, hold_ms, channel; per group: max_in_flight
 -- INCLUDES: groups
@@ -14,21 +14,11 @@
 local want, reservation, hold_ms, channel = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local now = now_ms()
 local result = {OK}
-for g = 1, #KEYS / 4 do
-  local held, reserved, blocked, capped = KEYS[4 * g - 3], KEYS[4 * g - 2], KEYS[4 * g - 1], KEYS[4 * g]
-  local max = tonumber(ARGV[4 + g])
-  local count = redis.call('ZCARD', held) + reserved_slots(reserved, capped, now)
-  local granted = want
-  if max > 0 then granted = math.max(0, math.min(want, max - count)) end
+for _, place in ipairs(group_places(1, #KEYS / 4, 5)) do
+  local granted, count = grant(place, want, channel, now)
   if granted > 0 then
-    redis.call('ZADD', reserved, now + hold_ms, reservation .. ':' .. granted)
-    redis.call('HINCRBY', capped, 'reserved', granted)
-  end
-  if granted < want then
-    redis.call('SADD', blocked, channel)
-    redis.call('HSETNX', capped, 'since', now)
-  else
-    uncapped(capped, now)
+    redis.call('ZADD', place.reserved, now + hold_ms, reservation .. ':' .. granted)
+    redis.call('HINCRBY', place.capped, 'reserved', granted)
   end
   result[#result + 1] = granted
   result[#result + 1] = count

@@ -89,8 +89,10 @@ end
 -- here, so the set stays bounded whether or not anyone evaluates it (and an evaluation reads at most that many).
 -- Each end is counted in its class period's histograms too (`histograms`).
 -- k needs req, payload, leases, inflight, records, exits, done, tombs, samples, dead, dead_at, buckets, histograms.
+-- `ended_one`, if given, is called with each request ended and its metadata (its resource group's slot: releasing
+-- in includes/groups.lua).
 local END_ARITY = 6
-local function end_held(k, server, now, tombstone_ms, samples_ms, dead_keep_ms, first, last, result)
+local function end_held(k, server, now, tombstone_ms, samples_ms, dead_keep_ms, first, last, result, ended_one)
   local ended, later, ids, now_text = 0, ending_later(), {}, string.format('%d', now)
   local count, write_histograms = histograms(k)
   for i = first, last, END_ARITY do ids[#ids + 1] = ARGV[i] end
@@ -131,6 +133,7 @@ local function end_held(k, server, now, tombstone_ms, samples_ms, dead_keep_ms, 
       append_pair(later.samples, now_text, string.format('%s|%d|%d|%d|%s', meta.sc, now - meta.inserted, selected - meta.inserted,
         now - selected, id))
       count(meta.sc, now - meta.inserted, selected - meta.inserted, now - selected)
+      if ended_one then ended_one(id, meta) end
       ended = ended + 1
     end
   end

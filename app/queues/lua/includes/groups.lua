@@ -1,4 +1,5 @@
--- Resource groups (group_take.lua, group_settle.lua): the time a group's work waited on its cap ends here.
+-- Resource groups (app/queues/resource_groups.py): a group's slots granted (group_take.lua, and a select on one
+-- Redis), settled (group_settle.lua, and a select or an end on one Redis), and the time its work waited on its cap.
 -- INCLUDES: base
 
 local function uncapped(capped_key, now)
@@ -21,4 +22,79 @@ local function reserved_slots(reserved, capped, now)
     return redis.call('HINCRBY', capped, 'reserved', -slots)
   end
   return tonumber(redis.call('HGET', capped, 'reserved') or 0)
+end
+
+-- Per group, its keys from KEYS `first_key` on (held, reserved, blocked, capped each) and its max_in_flight (0: no
+-- cap) from ARGV `first_max` on; with what a call grants, holds and releases of it.
+local function group_places(first_key, count, first_max)
+  local places = {}
+  for g = 1, count do
+    local at = first_key + 4 * (g - 1)
+    places[g] = {held = KEYS[at], reserved = KEYS[at + 1], blocked = KEYS[at + 2], capped = KEYS[at + 3],
+      max = tonumber(ARGV[first_max + g - 1]), granted = 0, released = 0, hold = {}, release = {}}
+  end
+  return places
+end
+
+-- Up to `want` slots of a group for a select (group_take.lua reserves them; a select on one Redis uses them in the
+-- same call): returns them and the group's count before. A place (its notify `channel`) granted less than it
+-- wanted is woken when a slot of the group is freed (settled).
+local function grant(place, want, channel, now)
+  local count = redis.call('ZCARD', place.held) + reserved_slots(place.reserved, place.capped, now)
+  local granted = want
+  if place.max > 0 then granted = math.max(0, math.min(want, place.max - count)) end
+  if granted < want then
+    redis.call('SADD', place.blocked, channel)
+    redis.call('HSETNX', place.capped, 'since', now)
+  else
+    uncapped(place.capped, now)
+  end
+  return granted, count
+end
+
+-- A group's slots after a select or an end: its `hold` members held from now, and `freed` slots (given back or
+-- released) wake the places its cap refused if it is under its cap. `reserving`: its reserved slots after, when the
+-- caller knows them. Returns its count after.
+local function settled(place, freed, reserving, now)
+  local members = {}
+  for _, member in ipairs(place.hold) do append_pair(members, now, member) end
+  in_chunks('ZADD', place.held, members)
+  -- Lapsed reservations still count here (over the truth, not under) until the next take drops them.
+  reserving = reserving or tonumber(redis.call('HGET', place.capped, 'reserved') or 0)
+  local count = redis.call('ZCARD', place.held) + reserving
+  if freed > 0 and (place.max == 0 or count < place.max) then
+    uncapped(place.capped, now)
+    local channels = redis.call('SMEMBERS', place.blocked)
+    if #channels > 0 then
+      redis.call('DEL', place.blocked)
+      for _, channel in ipairs(channels) do redis.call('PUBLISH', channel, freed) end
+    end
+  end
+  return count
+end
+
+-- A request's member in its group (member_of in app/queues/resource_groups.py): one delivery of one life of it.
+local function group_member(member_prefix, id, meta)
+  return string.format('%s%s|%d|%d', member_prefix, id, meta.life or 1, meta.deliveries or 0)
+end
+
+-- On one Redis a select or an end frees the slots of the requests it ends in the same call (select_work,
+-- end_grouped.lua). Returns the function end_held calls with each request it ended: its member goes on its group's
+-- `release`. ARGV: the classes'
+-- names from `first_class` on and their groups' numbers (0: none) from `first_group` on, `count` of each.
+local function releasing(places, member_prefix, first_class, first_group, count)
+  local by_class = {}
+  for i = 0, count - 1 do
+    local place = places[tonumber(ARGV[first_group + i])]
+    if place then by_class[ARGV[first_class + i]] = place end
+  end
+  return function(id, meta)
+    local place = by_class[meta.sc]
+    if place then place.release[#place.release + 1] = group_member(member_prefix, id, meta) end
+  end
+end
+
+-- The members on each group's `release` freed now: counted in `released`.
+local function release_ended(places)
+  for _, place in ipairs(places) do place.released = place.released + in_chunks('ZREM', place.held, place.release) end
 end

@@ -1,10 +1,11 @@
 -- Select work for a server (select.lua, select_and_begin.lua), after ending what it asks to end (IWM4STEN) in the
 -- same call: the most important class first, its home class (the one the manager gave it, if any) first among
 -- equals; dependent before independent, FIFO within; ahead of them, a request past the promotion time
--- (starved_class). `begin_now`: the selected requests are begun at once (IWM4STBG).
--- KEYS and ARGV as select.lua's header names them.
--- INCLUDES: end_held, wake, promotion
-local function select_work(begin_now)
+-- (starved_class). `begin_now`: the selected requests are begun at once (IWM4STBG). `grouped`: the classes' resource
+-- groups are taken and settled in this call (select_grouped.lua), not before and after it.
+-- KEYS and ARGV as select.lua's and select_grouped.lua's headers name them.
+-- INCLUDES: end_held, wake, promotion, groups
+local function select_work(begin_now, grouped)
   local k = {req = KEYS[1], payload = KEYS[2], depth = KEYS[3], leases = KEYS[4], inflight = KEYS[5], servers = KEYS[6],
     seen = KEYS[7], records = KEYS[8], exits = KEYS[9], done = KEYS[10], tombs = {KEYS[11], KEYS[12], KEYS[13], KEYS[14]},
     samples = KEYS[15], assign = KEYS[16], retire = KEYS[17], swept = KEYS[18], served = KEYS[19], waiters = KEYS[20],
@@ -12,10 +13,34 @@ local function select_work(begin_now)
   local FIRST_LIST = 27
   local now, server, lease_ms, max_items = now_ms(), ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
   local waiter, promotion_ms, promotion_share, ends = ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
-  local first_class = 11 + END_ARITY * ends
+  local group_count = grouped and tonumber(ARGV[11]) or 0
+  local first_end = grouped and 14 or 11
+  local first_class = first_end + END_ARITY * ends
+  local class_count = (#KEYS - FIRST_LIST + 1) / 4 - group_count
+  local first_tier = first_class + class_count
+  -- Resource groups, when the environment's classes are in some: after the tiers, per class its group's number
+  -- (0: none), then per group the slots it granted this select (app/queues/resource_groups.py), or, `grouped`, its
+  -- max_in_flight: this call grants them (includes/groups.lua), after its ends freed theirs.
+  local first_group = first_tier + class_count
+  local group_of, slots_left, places, ended_one = {}, {}, {}, nil
+  if grouped then
+    places = group_places(FIRST_LIST + 4 * class_count, group_count, first_group + class_count)
+    ended_one = releasing(places, ARGV[12], first_class, first_group, class_count)
+  end
+  if ARGV[first_group] then
+    for i = 0, class_count - 1 do group_of[i] = tonumber(ARGV[first_group + i]) end
+    for g = 1, grouped and 0 or #ARGV - first_group - class_count + 1 do
+      slots_left[g] = tonumber(ARGV[first_group + class_count + g - 1])
+    end
+  end
 
   local result = {OK, ends}
-  end_held(k, server, now, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), 11, first_class - 1, result)
+  end_held(k, server, now, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), first_end, first_class - 1, result, ended_one)
+  release_ended(places)
+  -- Each group's slots after the select: held by what it took, the rest of its grant given back, its ends' freed.
+  local function settle_groups()
+    for _, place in ipairs(places) do settled(place, place.released + place.granted - #place.hold, nil, now) end
+  end
 
   -- A long-polling server's `waiter` ('' when the server does not wait) is listed when it is to wait for
   -- work (nothing selected, or an overflow server not needed yet), and unlisted otherwise.
@@ -31,6 +56,7 @@ local function select_work(begin_now)
   end
 
   local function refuse(status, ...)
+    settle_groups()
     listing(status == OVERFLOW_NOT_NEEDED)
     result[1] = status
     for _, value in ipairs({...}) do result[#result + 1] = value end
@@ -60,27 +86,21 @@ local function select_work(begin_now)
   -- Class positions (0-based) in the order to look at them: the order given (most important first), except that the
   -- server's home class comes first among the classes of its tier (the ARGV after the names: equal tiers are
   -- adjacent). A home never puts a class before a more important one: docs/scheduler.md, "Which work a server takes".
-  local class_count = (#KEYS - FIRST_LIST + 1) / 4
-  local first_tier = first_class + class_count
   local classes, home = {}, redis.call('HGET', k.assign, server)
   local tier_start = 1
   for i = 0, class_count - 1 do
     if i > 0 and ARGV[first_tier + i] ~= ARGV[first_tier + i - 1] then tier_start = i + 1 end
     if ARGV[first_class + i] == home then table.insert(classes, tier_start, i) else classes[#classes + 1] = i end
   end
-  -- Resource groups (app/queues/resource_groups.py), when the environment's classes are in some: after the tiers,
-  -- per class its group's number (0: none), then per group the slots it granted this select.
-  local group_of, slots_left = {}, {}
-  local first_group = first_tier + class_count
-  if ARGV[first_group] then
-    for i = 0, class_count - 1 do group_of[i] = tonumber(ARGV[first_group + i]) end
-    for g = 1, #ARGV - first_group - class_count + 1 do slots_left[g] = tonumber(ARGV[first_group + class_count + g - 1]) end
+  for g, place in ipairs(places) do
+    place.granted = grant(place, want, ARGV[13], now)
+    slots_left[g] = place.granted
   end
 
   -- Takes up to `want - got` requests from the front of one queue; the rear joins the front when the front is empty
   -- and nothing of the queue is in the database. Returns false when the queue's next requests are in the database.
   -- The requests are popped, read, written and given their payloads a command each for all of them.
-  local function take(class, queue, front, rear, limit, promoted)
+  local function take(class, queue, front, rear, limit, promoted, hold)
     local blocked, metas, leases, ids, slots = false, {}, {}, {}, {}
     -- A score as text, formatted once: a number would be formatted (%.17g) for each request.
     local lease_end = string.format('%d', now + lease_ms)
@@ -112,6 +132,7 @@ local function select_work(begin_now)
             append_pair(metas, id, encoded)
             append_pair(leases, lease_end, id)
             ids[#ids + 1] = id
+            if hold then hold[#hold + 1] = group_member(ARGV[12], id, meta) end
             result[#result + 1] = id
             result[#result + 1] = encoded
             result[#result + 1] = false  -- its payload, read below
@@ -139,11 +160,12 @@ local function select_work(begin_now)
     local group = group_of[position] or 0
     -- A class whose group granted no slot (at its cap) is passed over for the next eligible work.
     if group > 0 then limit = math.min(limit, got + slots_left[group]) end
+    local hold = places[group] and places[group].hold
     for part, kind in ipairs({'dep', 'ind'}) do
       local base = FIRST_LIST + 4 * position + 2 * (part - 1)
       local queue = class .. ':' .. kind
       local before = got
-      local open = got < limit and take(class, queue, KEYS[base], KEYS[base + 1], limit, promoted)
+      local open = got < limit and take(class, queue, KEYS[base], KEYS[base + 1], limit, promoted, hold)
       if group > 0 then slots_left[group] = slots_left[group] - (got - before) end
       if got < limit and not open then return queue end
     end
@@ -168,6 +190,7 @@ local function select_work(begin_now)
     redis.call('HINCRBY', k.inflight, server, got)
     redis.call('HSET', k.served_at, server, now)
   end
+  settle_groups()
   listing(got == 0)
   return result
 end

@@ -1,0 +1,16 @@
+-- Select work for a server as select.lua does, its environment's classes in resource groups whose slots this call
+-- takes and settles itself (includes/groups.lua), on one Redis: the ends free their slots first, so that they count
+-- here; each group grants up to what the server wants within its max_in_flight; what is taken is held, the rest
+-- given back, and the places its cap refused are woken when slots were freed under it. (On a Redis Cluster a group's
+-- keys are in a slot of their own, and where a group has a min_in_flight the class order depends on its count before
+-- the select: there group_take.lua and group_settle.lua run before and after select.lua.)
+-- KEYS: req, payload, depth, leases, inflight, servers, seen, records, exits, done, done_0, done_1, done_2, done_3,
+--       samples, assign, retire, swept, served, waiters, served_at, dead, dead_at, buckets, histograms, promotion;
+--       per class: dep_front, dep_rear, ind_front, ind_rear; per group: held, reserved, blocked, capped
+-- ARGV: server, lease_ms, max_items, tombstone_ms, samples_ms, dead_keep_ms, waiter, promotion_ms, promotion_share,
+--       ends, groups, member_prefix, channel; per end: id, outcome, result, error, dead_letter, life; per class: class;
+--       per class: tier; per class: group; per group: max_in_flight
+-- INCLUDES: select_work
+-- groups: how many; member_prefix: a request's token up to its id (AeKeys.member_prefix); channel: the environment's
+-- notify channel. Per class its group's number (0: none); max_in_flight: 0 for no cap. Returns as select.lua.
+return select_work(false, true)
