@@ -44,7 +44,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 import uvloop
@@ -145,21 +145,32 @@ async def let_go(server: HttpClient, token: str, held: list[str]) -> int:
     return ended
 
 
+class Load(NamedTuple):
+    """A phase's load: coroutines inserting and selecting, and the requests per insert (twice that) and select."""
+
+    producers: int
+    servers: int
+    batch: int
+
+
+SINGLE = Load(producers=8, servers=16, batch=1)
+BATCHED = Load(producers=2, servers=4, batch=250)
+
+
 async def run_phase(
     qm: HttpClient,
     server: HttpClient,
     qm_token: str,
     tally: Tally,
+    load: Load,
     *,
-    producers: int,
-    servers: int,
-    batch: int,
     seconds: float,
     warm_up: float,
     service: Service | None = None,
 ) -> tuple[float, CpuSeconds | None]:
-    """Lifecycles ended per second while producers and servers run flat out for `seconds` (after `warm_up`), and
-    the CPU the `service` used per lifecycle meanwhile (ms)."""
+    """Lifecycles ended per second while `load`'s producers and servers run flat out for `seconds` (after
+    `warm_up`), and the CPU the `service` used per lifecycle meanwhile (ms)."""
+    producers, servers, batch = load
     stop = asyncio.Event()
     ended = inserted = 0
     # Producers stay this far ahead of the servers: a steady state, not a backlog growing for the run.
@@ -379,14 +390,10 @@ async def throughput_phases(
     qm: HttpClient, server: HttpClient, qm_token: str, tally: Tally, args: argparse.Namespace, service: Service
 ) -> dict[str, Any]:
     """The single and batch phases' figures."""
-    single, single_cpu = await run_phase(
-        qm, server, qm_token, tally, producers=8, servers=16, batch=1, seconds=args.seconds, warm_up=args.warm_up, service=service
-    )
+    single, single_cpu = await run_phase(qm, server, qm_token, tally, SINGLE, seconds=args.seconds, warm_up=args.warm_up, service=service)
     assert single_cpu is not None
     print(f"single: {single:,.0f} lifecycles/s; CPU per lifecycle {single_cpu}", flush=True)
-    batch, batch_cpu = await run_phase(
-        qm, server, qm_token, tally, producers=2, servers=4, batch=250, seconds=args.seconds, warm_up=args.warm_up, service=service
-    )
+    batch, batch_cpu = await run_phase(qm, server, qm_token, tally, BATCHED, seconds=args.seconds, warm_up=args.warm_up, service=service)
     assert batch_cpu is not None
     print(f"batch:  {batch:,.0f} lifecycles/s; CPU per lifecycle {batch_cpu}", flush=True)
     return {

@@ -1,7 +1,8 @@
 """Where a single-request lifecycle's time goes: py-spy samples the service's processes under the single-request load
-of bench/lifecycle.py, and Redis counts the commands it ran per lifecycle.
+of bench/lifecycle.py (`--batch`: its batch phase's load), and Redis counts the commands it ran per single lifecycle.
 
     .venv/bin/python bench/profile_lifecycle.py [--seconds 15] [--durability strict|fast] [--workers 2] [--resource-groups]
+                                                [--batch]
     .venv/bin/python bench/profile_lifecycle.py --smoke     # seconds: 1 s under py-spy, 50 lifecycles, 1 worker
 
 The service (`wlm serve`, --workers uvicorn workers), its Redis, py-spy and the load generator share this machine's cores,
@@ -40,10 +41,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _http import HttpClient  # noqa: E402
 from _service import Service, machine  # noqa: E402
 from _smoke import above_zero, conclude, parse_args  # noqa: E402
-from lifecycle import ONLINE, POLICY, QM, Tally, connect_server, grouped_policy, let_go, run_phase, select, setup  # noqa: E402
+from lifecycle import (  # noqa: E402
+    BATCHED,
+    ONLINE,
+    POLICY,
+    QM,
+    SINGLE,
+    Load,
+    Tally,
+    connect_server,
+    grouped_policy,
+    let_go,
+    run_phase,
+    select,
+    setup,
+)
 
 HEADLINE = (
-    "lifecycles_per_s_single_under_py_spy",
+    "lifecycles_per_s_under_py_spy",
     "cpu_ms_per_lifecycle",
     "redis_commands_per_lifecycle",
     "samples",
@@ -142,14 +157,12 @@ async def commands_per_lifecycle(
 
 
 async def cpu_per_lifecycle(
-    service: Service, qm: HttpClient, server: HttpClient, qm_token: str, tally: Tally, seconds: float, warm_up: float
+    service: Service, qm: HttpClient, server: HttpClient, qm_token: str, tally: Tally, phase: Load, seconds: float, warm_up: float
 ) -> dict[str, float]:
     """CPU milliseconds per lifecycle of the service (its processes but Redis), Redis and this load generator, over
-    a single-request phase without py-spy."""
+    a phase of `phase`'s load without py-spy."""
     generator_before, started = time.process_time(), time.monotonic()
-    rate, cpu_ms = await run_phase(
-        qm, server, qm_token, tally, producers=8, servers=16, batch=1, seconds=seconds, warm_up=warm_up, service=service
-    )
+    rate, cpu_ms = await run_phase(qm, server, qm_token, tally, phase, seconds=seconds, warm_up=warm_up, service=service)
     generator = time.process_time() - generator_before
     assert cpu_ms is not None
     lifecycles = rate * seconds  # the generator's CPU includes run_phase's warm-up and drain: a few percent high
@@ -167,13 +180,14 @@ async def load(
     service: Service, args: argparse.Namespace, profile: Path, py_spy: str, tally: Tally
 ) -> tuple[float, dict[str, float], dict[str, float]]:
     seconds, warm_up = args.seconds, args.warm_up
+    phase = BATCHED if args.batch else SINGLE
     qm, server = await setup(service.url, grouped_policy() if args.resource_groups else POLICY)
     status, body = await qm.post("/v1/connections", QM)
     assert status == 201, body
     qm_token = body["token"]
     gc.freeze()
-    await run_phase(qm, server, qm_token, tally, producers=8, servers=16, batch=1, seconds=FIRST_WARM_UP * warm_up, warm_up=warm_up)
-    cpu = await cpu_per_lifecycle(service, qm, server, qm_token, tally, seconds, warm_up)
+    await run_phase(qm, server, qm_token, tally, phase, seconds=FIRST_WARM_UP * warm_up, warm_up=warm_up)
+    cpu = await cpu_per_lifecycle(service, qm, server, qm_token, tally, phase, seconds, warm_up)
     # py-spy samples the whole phase: its own warm-up, the measured seconds and the drain.
     recorder = await asyncio.create_subprocess_exec(
         py_spy,
@@ -193,7 +207,7 @@ async def load(
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )
-    rate, _ = await run_phase(qm, server, qm_token, tally, producers=8, servers=16, batch=1, seconds=seconds - warm_up, warm_up=warm_up)
+    rate, _ = await run_phase(qm, server, qm_token, tally, phase, seconds=seconds - warm_up, warm_up=warm_up)
     _, errors = await recorder.communicate()
     if recorder.returncode != 0 or not profile.exists():
         raise RuntimeError(f"py-spy failed ({recorder.returncode}): {errors.decode(errors='replace')[-2000:]}")
@@ -211,6 +225,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes of the service")
     parser.add_argument("--lifecycles", type=int, default=2000, help="lifecycles, one after another, whose Redis commands are counted")
     parser.add_argument("--resource-groups", action="store_true", help="every class in a resource group of its own (as lifecycle.py)")
+    parser.add_argument("--batch", action="store_true", help="the batch phase's load (inserts of 500, selects of 250)")
     parser.add_argument("--output", type=Path, help="where to keep the raw stacks (default: a new scratch directory)")
     args = parse_args(parser, SMOKE)
     if args.seconds <= args.warm_up:
@@ -228,11 +243,12 @@ def main() -> None:
     finally:
         service.stop()
     figures = {
-        "lifecycles_per_s_single_under_py_spy": round(rate),
+        "lifecycles_per_s_under_py_spy": round(rate),
         "seconds": args.seconds,
         "durability": args.durability or "default",
         "workers": args.workers,
         "resource_groups": args.resource_groups,
+        "load": "batch" if args.batch else "single",
         "cpu_ms_per_lifecycle": cpu,
         "redis_commands_per_lifecycle": commands,
         **analyse(profile),
@@ -247,7 +263,7 @@ def main() -> None:
     checks = {
         f"every accepted request ended ({tally.ended} of {tally.accepted})": tally.ended == tally.accepted,
         "py-spy took samples": bool(figures["by_part_pct"]),
-        **above_zero(figures, ["lifecycles_per_s_single_under_py_spy"]),
+        **above_zero(figures, ["lifecycles_per_s_under_py_spy"]),
         **above_zero(cpu, cpu),
         **above_zero(commands, ["all"]),
     }
