@@ -2,14 +2,16 @@
 environment, node and replica.
 
 A group's count lives in a slot of its own (GroupKeys), since its classes' queues are in every environment's
-slot: on a Redis Cluster no one script can count the group and select. So a select of an environment whose
-classes are in groups takes the groups' slots first (group_take.lua, each a reservation that lapses), selects
-within them (select_work in lua/includes/select_work.lua skips a class whose group granted nothing, and takes no
-more of a group than it granted), then settles (group_settle.lua): the slots it used hold its requests until they
-end, the others are given back, and the requests the select ended free theirs. That is three calls (on a Redis
-Cluster, the take and the settle a call per group) when every group grants all the select asks; a select
-carrying ends whose group comes short ends them first, so that the slots they free count for it. An end on its
-own frees its request's slot after it. The scheduler's pass reconciles the rest: a held member no longer selected
+slot. On one Redis a select takes, uses and settles its groups' slots in its own script call (select_grouped.lua;
+`in_call`), and an end frees its requests' slots in its own (end_grouped.lua). On a Redis Cluster no one script can
+count the group and select, nor can it on one Redis where a group has a min_in_flight (the class order waits on the
+group's count: `preferred_order`). There a select takes the groups' slots first (group_take.lua, each a reservation
+that lapses), selects within them (select_work in lua/includes/select_work.lua skips a class whose group granted
+nothing, and takes no more of a group than it granted), then settles (group_settle.lua): the slots it used hold its
+requests until they end, the others are given back, and the requests the select ended free theirs. That is three
+calls (on a Redis Cluster, the take and the settle a call per group) when every group grants all the select asks; a
+select carrying ends whose group comes short ends them first, so that the slots they free count for it. An end on
+its own frees its request's slot after it. The scheduler's pass reconciles the rest: a held member no longer selected
 or begun (`stale_members`: given back when its lease expired or its server died, or ended where the release was
 lost) is freed, once held a few passes (shorter work never costs the pass a read); and a request in flight that no
 group holds (`unheld_members`: its select's settle was lost) is held before the select's reservation lapses. Held
