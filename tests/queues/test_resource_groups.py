@@ -115,6 +115,26 @@ async def test_a_place_the_cap_refused_is_woken_when_a_slot_is_freed(store, k, c
         await pubsub.aclose()
 
 
+async def test_a_place_the_cap_refused_is_woken_by_a_select_whose_ends_free_slots(store, k, capped):
+    grouped = _grouped(capped)
+    online = await _queued(store, k, "ONLINE", 3)
+    for server in (SERVER, OTHER_SERVER):
+        await store.register_server(k, server, worker_tasks=2, worker_weight=1, overflow=False)
+    taken = await store.select(k, grouped, SERVER, 2, begin=True)
+    pubsub = store.redis.pubsub()
+    await pubsub.subscribe(k.notify_channel)
+    try:
+        await eventually(lambda: _subscribed(pubsub), what="the subscription")
+        assert (await store.select(k, grouped, OTHER_SERVER, 2, begin=False)).items == []  # at the cap: listed
+        # Both ends free their slots and the select takes one of them: one slot is left under the cap.
+        again = await store.select(k, grouped, SERVER, 1, begin=True, ends=[EndArgs(item.id, "completed") for item in taken.items])
+        assert [item.id for item in again.items] == [online[2]] and await _in_flight(store) == 1
+        message = await eventually(lambda: pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1), what="a wake-up")
+        assert message["channel"] == k.notify_channel and int(message["data"]) > 0
+    finally:
+        await pubsub.aclose()
+
+
 async def _subscribed(pubsub) -> bool:
     message = await pubsub.get_message(timeout=0.1)
     return message is not None and message["type"] == "subscribe"

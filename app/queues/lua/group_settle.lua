@@ -26,6 +26,6 @@ for g = 1, groups do
   for i = member, member + releasing - 1 do place.release[#place.release + 1] = ARGV[i] end
   member = member + releasing
   release_ended({place})
-  result[#result + 1] = settled(place, place.released + slots - holding, reserving, now)
+  result[#result + 1] = settled(place, place.released + slots - holding, reserving, now, true)
 end
 return result

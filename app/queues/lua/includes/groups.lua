@@ -25,7 +25,8 @@ local function reserved_slots(reserved, capped, now)
 end
 
 -- Per group, its keys from KEYS `first_key` on (held, reserved, blocked, capped each) and its max_in_flight (0: no
--- cap) from ARGV `first_max` on; with what a call grants, holds and releases of it.
+-- cap) from ARGV `first_max` on; with what a call does to it: `granted` (and `asked`, `count` before, `uncapped` by
+-- the grant), members to `hold`, members to `release` and how many of them were `released`.
 local function group_places(first_key, count, first_max)
   local places = {}
   for g = 1, count do
@@ -37,8 +38,8 @@ local function group_places(first_key, count, first_max)
 end
 
 -- Up to `want` slots of a group for a select (group_take.lua reserves them; a select on one Redis uses them in the
--- same call): returns them and the group's count before. A place (its notify `channel`) granted less than it
--- wanted is woken when a slot of the group is freed (settled).
+-- same call): returns them and the group's count before, which `place` keeps for settled in the same call. A place
+-- (its notify `channel`) granted less than it wanted is woken when a slot of the group is freed (settled).
 local function grant(place, want, channel, now)
   local count = redis.call('ZCARD', place.held) + reserved_slots(place.reserved, place.capped, now)
   local granted = want
@@ -48,22 +49,31 @@ local function grant(place, want, channel, now)
     redis.call('HSETNX', place.capped, 'since', now)
   else
     uncapped(place.capped, now)
+    place.uncapped = true
   end
+  place.count = count
   return granted, count
 end
 
 -- A group's slots after a select or an end: its `hold` members held from now, and `freed` slots (given back or
 -- released) wake the places its cap refused if it is under its cap. `reserving`: its reserved slots after, when the
--- caller knows them. Returns its count after.
-local function settled(place, freed, reserving, now)
+-- caller knows them. Returns its count after when it freed any or is `counted`.
+local function settled(place, freed, reserving, now, counted)
   local members = {}
   for _, member in ipairs(place.hold) do append_pair(members, now, member) end
   in_chunks('ZADD', place.held, members)
-  -- Lapsed reservations still count here (over the truth, not under) until the next take drops them.
-  reserving = reserving or tonumber(redis.call('HGET', place.capped, 'reserved') or 0)
-  local count = redis.call('ZCARD', place.held) + reserving
+  if freed <= 0 and not counted then return nil end
+  local count
+  if place.count then
+    -- Granted in this call: its count then, and what the call held since (its ends were freed before the grant).
+    count = place.count + #place.hold
+  else
+    -- Lapsed reservations still count here (over the truth, not under) until the next take drops them.
+    reserving = reserving or tonumber(redis.call('HGET', place.capped, 'reserved') or 0)
+    count = redis.call('ZCARD', place.held) + reserving
+  end
   if freed > 0 and (place.max == 0 or count < place.max) then
-    uncapped(place.capped, now)
+    if not place.uncapped then uncapped(place.capped, now) end
     local channels = redis.call('SMEMBERS', place.blocked)
     if #channels > 0 then
       redis.call('DEL', place.blocked)

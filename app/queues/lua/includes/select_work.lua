@@ -37,9 +37,12 @@ local function select_work(begin_now, grouped)
   local result = {OK, ends}
   end_held(k, server, now, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), first_end, first_class - 1, result, ended_one)
   release_ended(places)
-  -- Each group's slots after the select: held by what it took, the rest of its grant given back, its ends' freed.
+  -- Each group's slots after the select: held by what it took, the rest of its grant given back, its ends' freed
+  -- (a group the select neither asked nor freed a slot of is left as it is).
   local function settle_groups()
-    for _, place in ipairs(places) do settled(place, place.released + place.granted - #place.hold, nil, now) end
+    for _, place in ipairs(places) do
+      if place.asked or place.released > 0 then settled(place, place.released + place.granted - #place.hold, nil, now) end
+    end
   end
 
   -- A long-polling server's `waiter` ('' when the server does not wait) is listed when it is to wait for
@@ -92,9 +95,15 @@ local function select_work(begin_now, grouped)
     if i > 0 and ARGV[first_tier + i] ~= ARGV[first_tier + i - 1] then tier_start = i + 1 end
     if ARGV[first_class + i] == home then table.insert(classes, tier_start, i) else classes[#classes + 1] = i end
   end
-  for g, place in ipairs(places) do
-    place.granted = grant(place, want, ARGV[13], now)
-    slots_left[g] = place.granted
+  if grouped then
+    -- A group grants its slots when the select first looks at one of its classes, for what the server still wants:
+    -- one it never reaches is not asked (nor refused, nor given anything back).
+    setmetatable(slots_left, {__index = function(left, g)
+      local place = places[g]
+      place.granted, place.asked = grant(place, want - got, ARGV[13], now), true
+      left[g] = place.granted
+      return place.granted
+    end})
   end
 
   -- Takes up to `want - got` requests from the front of one queue; the rear joins the front when the front is empty
