@@ -22,7 +22,7 @@ from pathlib import Path
 
 import duckdb
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH: bench/ab.py's commit
 
 from bench._duckdb_report import BUCKETS, PERCENTILES, delay_query, report_query  # noqa: E402
 from spark_jobs.workload_activity.database_rows import read_policy_versions, replace_date  # noqa: E402

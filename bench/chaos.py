@@ -202,7 +202,7 @@ import pyarrow.parquet as pq
 import redis
 import uvloop
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH: bench/ab.py's commit
 
 from app.processes import die_with_parent
 from app.queues.keys import AeKeys, parse_token

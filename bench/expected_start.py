@@ -49,7 +49,7 @@ import pyarrow.compute as pc
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # the app, for the work records
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # the app, for the work records (after PYTHONPATH: ab.py's commit)
 from _http import HttpClient
 from _records import without_record
 from _service import ADMIN_KEY, Service, machine

@@ -42,7 +42,7 @@ import httpx
 import pyarrow.compute as pc
 import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH: bench/ab.py's commit
 
 from app.events.advisories import events_key  # noqa: E402
 from app.redis.embedded import EmbeddedRedis  # noqa: E402

@@ -83,7 +83,7 @@ from rq.job import Job
 from rq.registry import FailedJobRegistry
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # the app, for bench/_records.py
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # the app, for bench/_records.py (after PYTHONPATH: ab.py's commit)
 from _attainment import ClassAttainment, attainment
 from _http import HttpClient
 from _records import ends, without_record

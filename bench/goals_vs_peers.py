@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # the app, for bench/_records.py
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # the app, for bench/_records.py (after PYTHONPATH: ab.py's commit)
 from _attainment import ClassAttainment, goal_judge, judged_attainment, worst_waits
 from _keda import LIST_LENGTH, equal_attainment, keda_label, list_lengths
 from _lifetimes import alive_at, server_seconds

@@ -497,7 +497,7 @@ def main() -> None:
 def replica_phases(args: argparse.Namespace, durability: dict[str, str], tally: Tally) -> dict[str, float]:
     """The same phases with the service on a Redis (fsyncing as the service's own would in the same mode) that has a
     replica, attached before the service starts."""
-    sys.path.insert(0, str(ROOT))
+    sys.path.append(str(ROOT))
     from app.redis.embedded import EmbeddedRedis
     from tests.redis_cluster import replica_of
 
@@ -518,7 +518,7 @@ def cluster_phases(masters: int, args: argparse.Namespace, durability: dict[str,
     """The same phases with the service on a Redis Cluster of `masters` (its nodes fsync as the service's Redis would
     in the same mode; their CPU counts as Redis's). One environment's queues live on one master, so on this machine
     the figure is the cost per lifecycle of the cluster client, not the cluster's capacity."""
-    sys.path.insert(0, str(ROOT))
+    sys.path.append(str(ROOT))
     from tests.redis_cluster import redis_cluster
 
     print(f"on a Redis Cluster of {masters} masters:", flush=True)

@@ -37,7 +37,7 @@ from pathlib import Path
 import httpx
 import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH: bench/ab.py's commit
 
 from app.queues.keys import AeKeys
 from bench._service import Service, admin_setup, example_policy, machine, process_tree

@@ -50,7 +50,7 @@ from pathlib import Path
 import httpx
 from redis.crc import key_slot
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH: bench/ab.py's commit
 
 from app.queues.keys import AeKeys
 from bench._records import without_record

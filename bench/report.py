@@ -48,7 +48,7 @@ import duckdb
 import httpx
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH: bench/ab.py's commit
 
 from bench import _delay_data  # noqa: E402
 from bench._duckdb_report import delay_query, report_query  # noqa: E402

@@ -38,7 +38,7 @@ from pathlib import Path
 import uvloop
 from redis.asyncio import Redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH: bench/ab.py's commit
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _http import HttpClient  # noqa: E402

@@ -36,7 +36,7 @@ import httpx
 import redis
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH: bench/ab.py's commit
 
 from app.queues.keys import AeKeys  # noqa: E402
 from app.redis.embedded import EmbeddedRedis  # noqa: E402

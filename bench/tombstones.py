@@ -27,7 +27,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH: bench/ab.py's commit
 
 from app.config import Settings
 from app.queues.base import AeConfig

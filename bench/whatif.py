@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # the app and the jobs' pure functions
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # the app and the jobs' pure functions (after PYTHONPATH: ab.py's commit)
 import _in_process
 from _lifetimes import server_seconds
 from _service import ROOT, WLM, Service, machine, process_tree
