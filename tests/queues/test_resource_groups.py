@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from redis.asyncio import RedisCluster
@@ -103,16 +104,11 @@ async def test_a_place_the_cap_refused_is_woken_when_a_slot_is_freed(store, k, c
     for server in (SERVER, OTHER_SERVER):
         await store.register_server(k, server, worker_tasks=2, worker_weight=1, overflow=False)
     assert len((await store.select(k, grouped, SERVER, 2, begin=False)).items) == 2
-    pubsub = store.redis.pubsub()
-    await pubsub.subscribe(k.notify_channel)
-    try:
-        await eventually(lambda: _subscribed(pubsub), what="the subscription")
-        assert (await store.select(k, grouped, OTHER_SERVER, 2, begin=False)).items == []
+
+    async def end_one() -> None:
         await store.end(k, SERVER, [EndArgs(online[0], "completed")], {"ONLINE": capped})
-        message = await eventually(lambda: pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1), what="a wake-up")
-        assert message["channel"] == k.notify_channel and message["data"] == "1"
-    finally:
-        await pubsub.aclose()
+
+    assert (await _wake_after(store, k, grouped, end_one))["data"] == "1"
 
 
 async def test_a_place_the_cap_refused_is_woken_by_a_select_whose_ends_free_slots(store, k, capped):
@@ -121,16 +117,27 @@ async def test_a_place_the_cap_refused_is_woken_by_a_select_whose_ends_free_slot
     for server in (SERVER, OTHER_SERVER):
         await store.register_server(k, server, worker_tasks=2, worker_weight=1, overflow=False)
     taken = await store.select(k, grouped, SERVER, 2, begin=True)
+
+    async def select_ending_both() -> None:
+        # Both ends free their slots and the select takes one of them: one slot is left under the cap.
+        again = await store.select(k, grouped, SERVER, 1, begin=True, ends=[EndArgs(item.id, "completed") for item in taken.items])
+        assert [item.id for item in again.items] == [online[2]] and await _in_flight(store) == 1
+
+    assert int((await _wake_after(store, k, grouped, select_ending_both))["data"]) > 0
+
+
+async def _wake_after(store: QueueStore, k, grouped: AeConfig, act: Callable[[], Awaitable[None]]) -> dict[str, Any]:
+    """The wake-up published on the environment's notify channel after `act`, once another server's select found the
+    group at its cap (and was listed as refused)."""
     pubsub = store.redis.pubsub()
     await pubsub.subscribe(k.notify_channel)
     try:
         await eventually(lambda: _subscribed(pubsub), what="the subscription")
-        assert (await store.select(k, grouped, OTHER_SERVER, 2, begin=False)).items == []  # at the cap: listed
-        # Both ends free their slots and the select takes one of them: one slot is left under the cap.
-        again = await store.select(k, grouped, SERVER, 1, begin=True, ends=[EndArgs(item.id, "completed") for item in taken.items])
-        assert [item.id for item in again.items] == [online[2]] and await _in_flight(store) == 1
+        assert (await store.select(k, grouped, OTHER_SERVER, 2, begin=False)).items == []
+        await act()
         message = await eventually(lambda: pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1), what="a wake-up")
-        assert message["channel"] == k.notify_channel and int(message["data"]) > 0
+        assert message["channel"] == k.notify_channel
+        return message
     finally:
         await pubsub.aclose()
 
