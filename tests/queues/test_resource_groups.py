@@ -123,7 +123,19 @@ async def test_a_place_the_cap_refused_is_woken_by_a_select_whose_ends_free_slot
         again = await store.select(k, grouped, SERVER, 1, begin=True, ends=[EndArgs(item.id, "completed") for item in taken.items])
         assert [item.id for item in again.items] == [online[2]] and await _in_flight(store) == 1
 
-    assert int((await _wake_after(store, k, grouped, select_ending_both))["data"]) > 0
+    assert (await _wake_after(store, k, grouped, select_ending_both))["data"] == "2"  # the two ends' slots
+
+
+async def test_a_select_granted_less_than_it_wants_does_not_wake_itself(store, k):
+    """A grant given back in the same call was never seen by anyone: the place refused in part stays listed to be
+    woken when a slot is freed, rather than woken by its own call (it would select again at once, and again)."""
+    await _queued(store, k, "ONLINE", 1)
+    for server in (SERVER, OTHER_SERVER):
+        await store.register_server(k, server, worker_tasks=2, worker_weight=1, overflow=False)
+    assert len((await store.select(k, GROUPED, SERVER, 2, begin=True)).items) == 1  # one slot of 2 left
+    # Granted 1 of the 2 it wants, it finds the queue empty and gives the slot back.
+    assert (await store.select(k, GROUPED, OTHER_SERVER, 2, begin=False)).items == []
+    assert await store.redis.smembers(store.groups.group_keys(CAPPED.name).blocked) == {k.notify_channel}
 
 
 async def _wake_after(store: QueueStore, k, grouped: AeConfig, act: Callable[[], Awaitable[None]]) -> dict[str, Any]:

@@ -37,11 +37,12 @@ local function select_work(begin_now, grouped)
   local result = {OK, ends}
   end_held(k, server, now, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), first_end, first_class - 1, result, ended_one)
   release_ended(places)
-  -- Each group's slots after the select: held by what it took, the rest of its grant given back, its ends' freed
-  -- (a group the select neither asked nor freed a slot of is left as it is).
+  -- Each group's slots after the select: held by what it took, its ends' freed (a group the select neither asked nor
+  -- freed a slot of is left as it is). The rest of its grant was never seen outside this call: only the ends' slots
+  -- are freed for the places the cap refused (counting the rest woke this very place when it was refused in part).
   local function settle_groups()
     for _, place in ipairs(places) do
-      if place.asked or place.released > 0 then settled(place, place.released + place.granted - #place.hold, nil, now) end
+      if place.asked or place.released > 0 then settled(place, place.released, nil, now) end
     end
   end
 
@@ -96,8 +97,8 @@ local function select_work(begin_now, grouped)
     if ARGV[first_class + i] == home then table.insert(classes, tier_start, i) else classes[#classes + 1] = i end
   end
   if grouped then
-    -- A group grants its slots when the select first looks at one of its classes, for what the server still wants:
-    -- one it never reaches is not asked (nor refused, nor given anything back).
+    -- A group grants its slots when the select first looks at one of its classes, for what the server still wants
+    -- (starved_class looks at every grouped class when the promotion bucket is due: then each group is asked).
     setmetatable(slots_left, {__index = function(left, g)
       local place = places[g]
       place.granted, place.asked = grant(place, want - got, ARGV[13], now), true
