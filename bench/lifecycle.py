@@ -17,9 +17,11 @@ Each phase also reports the CPU the service's processes and its Redis used per l
 far less with this machine's hour than the rates do. `--redis-cluster 3` runs the single, batch and latency phases
 again with the service on a 3-master Redis Cluster started here, and reports them beside one Redis's (`cluster_*`).
 `--redis-replica` runs them again on a Redis started here with a replica of it (`replica_*`): in strict mode each
-insert then waits until the replica has it (WAIT); the replica's CPU counts as Redis's. `--resource-groups` runs
-them again on a fresh service whose policy puts every service class in a resource group of its own, with a cap no
-phase reaches (`groups_*`): the cost of the groups' slots per lifecycle. `--setting NAME=VALUE` (repeatable) gives the
+insert then waits until the replica has it (WAIT); the replica's CPU counts as Redis's. `--resource-groups` compares
+two services started for it, one whose policy puts every service class in a resource group of its own with a cap no
+phase reaches, one without (`groups_*`): the cost of the groups' slots per lifecycle. They run side by side, each
+phase in `--rounds` rounds that alternate which goes first, so both see the same hour (two services one after the
+other spread 0.77-1.02 in the ratio of their 6 s phases); each ratio is the median of its rounds'. `--setting NAME=VALUE` (repeatable) gives the
 service a setting (WLM_NAME), e.g. `--setting sample_interval_ms=3600000` for runs without the delay sampling duty.
 
 Every run checks that each request the service accepted (in every phase, on every service) was ended, that each RQ
@@ -37,24 +39,33 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import itertools
-import json
+import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import redis
 import uvloop
-import yaml
 from rq import Queue
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _http import HttpClient  # noqa: E402
 from _latency_phases import Breakdown, show  # noqa: E402
-from _service import ADMIN_KEY, ROOT, RQ_SERIALIZER, CpuSeconds, Service, machine, rq_workers  # noqa: E402
+from _lifecycle_phases import (  # noqa: E402
+    BATCHED,
+    POLICY,
+    QM,
+    SINGLE,
+    Tally,
+    grouped_policy,
+    latency_phase,
+    run_phase,
+    setup,
+)
+from _service import ROOT, RQ_SERIALIZER, CpuSeconds, Service, machine, rq_workers  # noqa: E402
 from _smoke import above_zero, conclude, parse_args  # noqa: E402
 
 HEADLINE = (
@@ -70,257 +81,7 @@ HEADLINE = (
 )
 LATENCY_HEADLINE = ("insert_to_select_p50_ms", "insert_to_select_p99_ms")
 SMOKE = {"seconds": 0.5, "warm_up": 0.25, "rq_jobs": 20, "workers": 1}
-POLICY = (
-    (ROOT / "examples" / "policy.yaml")
-    .read_text()
-    .replace("backlog_limit: 100000", "backlog_limit: 10000000")
-    .replace("max: 8,", "max: 64,")
-)
-# Every class in a resource group of its own, capped where no phase comes (the mechanism's cost, not the cap's).
-GROUP_CAP = 1_000_000
-ONLINE = {"userid": "ATM01"}
-QM = {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BENCH"}
-# The latency phase's last selects come within a long poll of the last insert; more means requests went missing.
-LATENCY_SETTLE_SECONDS = 30.0
 RQ_DEADLINE_SECONDS = 300.0
-# How long a phase's window may outlast its seconds while no lifecycle has ended in it (run_phase).
-FIRST_LIFECYCLE_DEADLINE_S = 60.0
-
-
-@dataclass
-class Tally:
-    """Requests the service accepted (answered 201) and ended (listed in a select's `ended`, or answered by an end),
-    over every phase of a run: a run checks that each accepted request ended, so no rate counts a request lost."""
-
-    accepted: int = 0
-    ended: int = 0
-
-
-def grouped_policy() -> str:
-    document = yaml.safe_load(POLICY)
-    document["resource_groups"] = [{"name": sc["name"], "max_in_flight": GROUP_CAP} for sc in document["service_classes"]]
-    for sc in document["service_classes"]:
-        sc["resource_group"] = sc["name"]
-    return json.dumps(document)
-
-
-async def setup(url: str, policy: str = POLICY) -> tuple[HttpClient, HttpClient]:
-    admin = HttpClient(url, ADMIN_KEY)
-    status, body = await admin.request("PUT", "/v1/policy", policy, content_type="application/yaml")
-    assert status == 200, body
-    keys = []
-    for name, roles, permits in (("bench-qm", ["queue_manager"], []), ("bench-server", ["server"], ["CB.**"])):
-        await admin.post("/v1/principals", {"name": name, "roles": roles, "permits": permits})
-        keys.append((await admin.post("/v1/api-keys", {"principal": name}))[1]["key"])
-    await admin.close()
-    return HttpClient(url, keys[0]), HttpClient(url, keys[1])
-
-
-async def connect_server(server: HttpClient, tasks: int) -> str:
-    status, body = await server.post(
-        "/v1/connections",
-        {"role": "server", "subsystem_type": "CB", "subsystem_name": "BENCH", "application_environment": "PAYROLL", "worker_tasks": tasks},
-    )
-    assert status == 201, body
-    return body["token"]
-
-
-async def select(server: HttpClient, body: dict[str, object]) -> tuple[int, list[str]]:
-    """One select: how many requests it ended, and the tokens of those it took."""
-    status, result = await server.post("/v1/work/select", body)
-    assert status in (200, 204), result
-    if status == 204:
-        return 0, []
-    return len(result["ended"]), [item["token"] for item in result["items"]]
-
-
-async def let_go(server: HttpClient, token: str, held: list[str]) -> int:
-    """End what a stopping server holds: in a select (which takes at most one more, begun) and that one on its own;
-    how many ended."""
-    ended, held = await select(server, {"connect_token": token, "max_items": 1, "begin": True, "end": [{"token": t} for t in held]})
-    for request in held:
-        status, body = await server.post(f"/v1/work/{request}/end", {"connect_token": token})
-        assert status == 200, body
-        ended += 1
-    return ended
-
-
-class Load(NamedTuple):
-    """A phase's load: coroutines inserting and selecting, and the requests per insert (twice that) and select."""
-
-    producers: int
-    servers: int
-    batch: int
-
-
-SINGLE = Load(producers=8, servers=16, batch=1)
-BATCHED = Load(producers=2, servers=4, batch=250)
-
-
-async def run_phase(
-    qm: HttpClient,
-    server: HttpClient,
-    qm_token: str,
-    tally: Tally,
-    load: Load,
-    *,
-    seconds: float,
-    warm_up: float,
-    service: Service | None = None,
-) -> tuple[float, CpuSeconds | None]:
-    """Lifecycles ended per second while `load`'s producers and servers run flat out for `seconds` (after
-    `warm_up`), and the CPU the `service` used per lifecycle meanwhile (ms)."""
-    producers, servers, batch = load
-    stop = asyncio.Event()
-    ended = inserted = 0
-    # Producers stay this far ahead of the servers: a steady state, not a backlog growing for the run.
-    most_ahead = max(servers * batch * 4, 1000)
-    tokens = [await connect_server(server, batch) for _ in range(servers)]
-
-    async def produce() -> None:
-        nonlocal inserted
-        while not stop.is_set():
-            if inserted - ended > most_ahead:
-                await asyncio.sleep(0.001)
-                continue
-            if batch == 1:
-                status, body = await qm.post(
-                    "/v1/work",
-                    {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": {"n": 1}},
-                )
-            else:
-                items = [{"classification": ONLINE, "payload": {"n": i}} for i in range(batch * 2)]
-                status, body = await qm.post(
-                    "/v1/work:batch", {"connect_token": qm_token, "application_environment": "PAYROLL", "items": items}
-                )
-            assert status == 201, body
-            inserted += 1 if batch == 1 else len(items)
-
-    async def serve(token: str) -> None:
-        nonlocal ended
-        held: list[str] = []
-        while not stop.is_set():
-            done, held = await select(
-                server,
-                {"connect_token": token, "wait_seconds": 0.5, "max_items": batch, "begin": True, "end": [{"token": t} for t in held]},
-            )
-            ended += done
-        last = await let_go(server, token, held)
-        ended += last  # not `+= await`: that reads `ended` before the await, losing what others add meanwhile
-
-    tasks = [asyncio.create_task(produce()) for _ in range(producers)] + [asyncio.create_task(serve(t)) for t in tokens]
-    await asyncio.sleep(warm_up)
-    start_count, started = ended, time.perf_counter()
-    cpu_before = service.cpu_seconds() if service else None
-    await asyncio.sleep(seconds)
-    # A smoke run's half second can pass under a heavy load before the first lifecycle ends (seen at load 17): the
-    # window then lasts until one has, within a deadline, so that its figures measure something.
-    deadline = time.monotonic() + FIRST_LIFECYCLE_DEADLINE_S
-    while ended == start_count and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    lifecycles = ended - start_count
-    rate = lifecycles / (time.perf_counter() - started)
-    cpu_ms = (service.cpu_seconds() - cpu_before).per(lifecycles) if service and cpu_before else None
-    stop.set()
-    await asyncio.gather(*tasks)
-    tally.accepted += inserted
-    drained = await drain(server, batch)
-    tally.ended += ended + drained
-    for token in tokens:
-        await server.request("DELETE", f"/v1/connections/{token}")
-    return rate, cpu_ms
-
-
-async def drain(server: HttpClient, batch: int) -> int:
-    """End whatever a phase left queued, so the next phase starts from an empty queue; how many ended."""
-    token = await connect_server(server, batch)
-    ended, held = 0, list[str]()
-    while True:
-        done, taken = await select(server, {"connect_token": token, "max_items": batch, "begin": True, "end": [{"token": t} for t in held]})
-        ended += done
-        if not (done or taken):
-            break
-        held = taken
-    await server.request("DELETE", f"/v1/connections/{token}")
-    return ended
-
-
-async def latency_phase(
-    qm: HttpClient,
-    server: HttpClient,
-    qm_token: str,
-    tally: Tally,
-    rate: float,
-    seconds: float,
-    warm_up: float,
-    service: Service,
-    breakdown: Breakdown | None = None,
-) -> tuple[list[float], CpuSeconds]:
-    """Insert -> select latencies (ms) of an open-loop producer at `rate` per second, and the CPU the `service` used
-    per request (ms) from the first insert to the last select; each measured request's phases in `breakdown`."""
-    samples: list[float] = []
-    numbers = itertools.count()
-    selected = inserted = ended = 0
-    stop = asyncio.Event()
-    tokens = [await connect_server(server, 1) for _ in range(8)]
-
-    async def serve(token: str) -> None:
-        nonlocal selected, ended
-        held: list[str] = []
-        while not stop.is_set():
-            status, result, timing = await server.timed_request(
-                "POST", "/v1/work/select", {"connect_token": token, "wait_seconds": 1, "begin": True, "end": [{"token": t} for t in held]}
-            )
-            assert status in (200, 204), result
-            held = []
-            if status == 200:
-                now = time.time()
-                ended += len(result["ended"])
-                selected += len(result["items"])
-                # Requests of the warm-up carry no timestamp: taken, not measured.
-                samples.extend((now - item["payload"]["t"]) * 1000 for item in result["items"] if "t" in item["payload"])
-                if breakdown is not None:
-                    for item in result["items"]:
-                        if "n" in item["payload"]:
-                            breakdown.selected(item["payload"]["n"], now, timing)
-                held = [item["token"] for item in result["items"]]
-        last = await let_go(server, token, held)
-        ended += last
-
-    async def insert(measured: bool) -> None:
-        nonlocal inserted
-        payload = {"t": time.time(), "n": next(numbers)} if measured else {"warm-up": True}
-        status, body, timing = await qm.timed_request(
-            "POST",
-            "/v1/work",
-            {"connect_token": qm_token, "application_environment": "PAYROLL", "classification": ONLINE, "payload": payload},
-        )
-        assert status == 201, body
-        inserted += 1
-        if breakdown is not None and measured:
-            breakdown.inserted(payload["n"], payload["t"], time.time(), timing)  # type: ignore[arg-type]
-
-    servers = [asyncio.create_task(serve(t)) for t in tokens]
-    inserts = []
-    cpu_before = service.cpu_seconds()
-    # The warm-up (new servers' first calls, connections opened) is not measured: steady state is.
-    interval, next_at = 1 / rate, time.perf_counter()
-    measured_from, deadline = next_at + warm_up, next_at + warm_up + seconds
-    while next_at < deadline:
-        inserts.append(asyncio.create_task(insert(next_at >= measured_from)))
-        next_at += interval
-        await asyncio.sleep(max(0, next_at - time.perf_counter()))
-    await asyncio.gather(*inserts)
-    settle_by = time.monotonic() + LATENCY_SETTLE_SECONDS
-    while selected < inserted and time.monotonic() < settle_by:
-        await asyncio.sleep(0.01)
-    stop.set()
-    await asyncio.gather(*servers)
-    tally.accepted += inserted
-    tally.ended += ended
-    for token in tokens:
-        await server.request("DELETE", f"/v1/connections/{token}")
-    return samples, (service.cpu_seconds() - cpu_before).per(len(inserts))
 
 
 def rq_phase(redis_url: str, jobs: int, workers: int) -> tuple[float, int]:
@@ -346,11 +107,8 @@ def percentile(samples: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
-async def main_async(service: Service, args: argparse.Namespace, tally: Tally, policy: str = POLICY) -> dict[str, Any]:
-    qm, server = await setup(service.url, policy)
-    status, body = await qm.post("/v1/connections", QM)
-    assert status == 201, body
-    qm_token = body["token"]
+async def main_async(service: Service, args: argparse.Namespace, tally: Tally) -> dict[str, Any]:
+    qm, server, qm_token = await connected(service.url, POLICY)
     # The load generator's own collector pauses would show up as the service's latency.
     gc.freeze()
     figures: dict[str, Any] = {}
@@ -358,14 +116,7 @@ async def main_async(service: Service, args: argparse.Namespace, tally: Tally, p
         figures = await throughput_phases(qm, server, qm_token, tally, args, service)
     rate = args.latency_rate or figures["lifecycles_per_s_single"] / 2
     breakdown = Breakdown() if args.breakdown else None
-    # Nor any collection of this process while it times requests (a full one took 250 ms on a busy machine, on every
-    # request in flight): what the phase leaves is collected after it.
-    gc.collect()
-    gc.disable()
-    try:
-        samples, latency_cpu = await latency_phase(qm, server, qm_token, tally, rate, args.seconds, args.warm_up, service, breakdown)
-    finally:
-        gc.enable()
+    samples, latency_cpu = await uncollected_latency(qm, server, qm_token, tally, rate, args, service, breakdown)
     assert samples, "the latency phase measured no request"
     p50, p99 = percentile(samples, 50), percentile(samples, 99)
     print(
@@ -384,6 +135,26 @@ async def main_async(service: Service, args: argparse.Namespace, tally: Tally, p
         "service_cpu_ms_latency": round(latency_cpu.service, 4),
         "redis_cpu_ms_latency": round(latency_cpu.redis, 4),
     }
+
+
+async def uncollected_latency(
+    qm: HttpClient,
+    server: HttpClient,
+    qm_token: str,
+    tally: Tally,
+    rate: float,
+    args: argparse.Namespace,
+    service: Service,
+    breakdown: Breakdown | None = None,
+) -> tuple[list[float], CpuSeconds]:
+    """The latency phase with no collection of this process while it times requests (a full one took 250 ms on a busy
+    machine, on every request in flight): what the phase leaves is collected after it."""
+    gc.collect()
+    gc.disable()
+    try:
+        return await latency_phase(qm, server, qm_token, tally, rate, args.seconds, args.warm_up, service, breakdown)
+    finally:
+        gc.enable()
 
 
 async def throughput_phases(
@@ -406,11 +177,11 @@ async def throughput_phases(
     }
 
 
-def phases(service: Service, args: argparse.Namespace, tally: Tally, policy: str = POLICY) -> dict[str, float]:
+def phases(service: Service, args: argparse.Namespace, tally: Tally) -> dict[str, float]:
     """The single, batch and latency phases on `service`, which is stopped after them."""
     try:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:  # the event loop the service runs on too
-            return runner.run(main_async(service, args, tally, policy))
+            return runner.run(main_async(service, args, tally))
     finally:
         service.stop()
 
@@ -430,7 +201,10 @@ def main() -> None:
         "--redis-cluster", type=int, metavar="MASTERS", help="run the phases again on a Redis Cluster of this many masters, started here"
     )
     parser.add_argument("--redis-replica", action="store_true", help="run the phases again on a Redis with a replica, started here")
-    parser.add_argument("--resource-groups", action="store_true", help="run the phases again with every class in a resource group")
+    parser.add_argument(
+        "--resource-groups", action="store_true", help="compare every class in a resource group with none, side by side (--rounds)"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="--resource-groups: each phase's rounds per side")
     parser.add_argument("--latency-only", action="store_true", help="run the latency phase alone (at --latency-rate)")
     parser.add_argument(
         "--breakdown", action="store_true", help="the latency phase's requests phase by phase (the service's WLM_TIMING_HEADER on)"
@@ -467,14 +241,7 @@ def main() -> None:
         figures["cluster_vs_one_single"] = round(on_cluster["lifecycles_per_s_single"] / figures["lifecycles_per_s_single"], 3)
         figures["cluster_vs_one_batch"] = round(on_cluster["lifecycles_per_s_batch"] / figures["lifecycles_per_s_batch"], 3)
     if args.resource_groups:
-        print("with every class in a resource group:", flush=True)
-        grouped = phases(Service(workers=args.workers, **durability), args, tally, grouped_policy())
-        figures |= {f"groups_{name}": value for name, value in grouped.items()}
-        for phase in ("single", "batch"):
-            figures[f"groups_vs_none_{phase}"] = round(grouped[f"lifecycles_per_s_{phase}"] / figures[f"lifecycles_per_s_{phase}"], 3)
-            figures[f"groups_vs_none_service_cpu_{phase}"] = round(
-                grouped[f"service_cpu_ms_{phase}"] / figures[f"service_cpu_ms_{phase}"], 3
-            )
+        figures |= groups_side_by_side(args, durability, tally)
     if args.redis_replica:
         replicated = replica_phases(args, durability, tally)
         figures |= {f"replica_{name}": value for name, value in replicated.items()}
@@ -492,6 +259,76 @@ def main() -> None:
         ),
     }
     conclude({**figures, "durability": args.durability or "default", "settings": args.setting}, checks, args.smoke)
+
+
+def groups_side_by_side(args: argparse.Namespace, durability: dict[str, str], tally: Tally) -> dict[str, Any]:
+    """Every class in a resource group against none, on two services started for it, one phase at a time in rounds
+    that alternate which goes first (none, groups; groups, none; ...): both see the same hour, and each ratio is the
+    median of its rounds' (one round's: the two phases next to each other). Then the latency phase on the grouped one."""
+    print(f"resource groups against none, side by side ({args.rounds} rounds a phase, alternating):", flush=True)
+    with ExitStack() as stack:
+        none = Service(workers=args.workers, **durability)
+        stack.callback(none.stop)
+        groups = Service(workers=args.workers, **durability)
+        stack.callback(groups.stop)
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:  # the event loop the service runs on too
+            return runner.run(alternate_rounds(none, groups, args, tally))
+
+
+async def alternate_rounds(none: Service, groups: Service, args: argparse.Namespace, tally: Tally) -> dict[str, Any]:
+    sides = {"none": (none, await connected(none.url, POLICY)), "groups": (groups, await connected(groups.url, grouped_policy()))}
+    gc.freeze()
+    figures: dict[str, Any] = {}
+    for phase, load in (("single", SINGLE), ("batch", BATCHED)):
+        rates: dict[str, list[float]] = {"none": [], "groups": []}
+        cpus: dict[str, list[CpuSeconds]] = {"none": [], "groups": []}
+        for round_ in range(args.rounds):
+            for side in ("none", "groups") if round_ % 2 == 0 else ("groups", "none"):
+                service, (qm, server, qm_token) = sides[side]
+                rate, cpu = await run_phase(qm, server, qm_token, tally, load, seconds=args.seconds, warm_up=args.warm_up, service=service)
+                assert cpu is not None
+                rates[side].append(rate)
+                cpus[side].append(cpu)
+                print(f"  {phase} round {round_ + 1}, {side}: {rate:,.0f} lifecycles/s; CPU per lifecycle {cpu}", flush=True)
+        figures |= side_by_side_figures(phase, rates, cpus)
+    service, (qm, server, qm_token) = sides["groups"]
+    rate = args.latency_rate or figures["groups_lifecycles_per_s_single"] / 2
+    samples, _ = await uncollected_latency(qm, server, qm_token, tally, rate, args, service)
+    assert samples, "the grouped latency phase measured no request"
+    for qm, server, _ in (side for _, side in sides.values()):
+        await qm.close()
+        await server.close()
+    return figures | {
+        "groups_insert_to_select_p50_ms": round(percentile(samples, 50), 2),
+        "groups_insert_to_select_p99_ms": round(percentile(samples, 99), 2),
+    }
+
+
+def side_by_side_figures(phase: str, rates: dict[str, list[float]], cpus: dict[str, list[CpuSeconds]]) -> dict[str, float]:
+    """One phase's figures from its rounds: each side's mean rate and CPU per lifecycle, and the grouped side's ratios
+    to none's as the median of the rounds' ratios."""
+
+    def median_ratio(of: list[float], to: list[float]) -> float:
+        return round(statistics.median(g / n for g, n in zip(of, to, strict=True)), 3)
+
+    totals = {side: [cpu.service + cpu.redis for cpu in cpus[side]] for side in cpus}
+    return {
+        f"groups_lifecycles_per_s_{phase}": round(statistics.mean(rates["groups"])),
+        f"groups_baseline_lifecycles_per_s_{phase}": round(statistics.mean(rates["none"])),
+        f"groups_service_cpu_ms_{phase}": round(statistics.mean(cpu.service for cpu in cpus["groups"]), 4),
+        f"groups_redis_cpu_ms_{phase}": round(statistics.mean(cpu.redis for cpu in cpus["groups"]), 4),
+        f"groups_vs_none_{phase}": median_ratio(rates["groups"], rates["none"]),
+        f"groups_vs_none_service_cpu_{phase}": median_ratio([c.service for c in cpus["groups"]], [c.service for c in cpus["none"]]),
+        f"groups_vs_none_cpu_{phase}": median_ratio(totals["groups"], totals["none"]),
+    }
+
+
+async def connected(url: str, policy: str) -> tuple[HttpClient, HttpClient, str]:
+    """A service set up with `policy`: its queue manager's and server's clients, and the queue manager's connection."""
+    qm, server = await setup(url, policy)
+    status, body = await qm.post("/v1/connections", QM)
+    assert status == 201, body
+    return qm, server, body["token"]
 
 
 def replica_phases(args: argparse.Namespace, durability: dict[str, str], tally: Tally) -> dict[str, float]:

@@ -39,9 +39,7 @@ from redis.asyncio import Redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _http import HttpClient  # noqa: E402
-from _service import Service, machine  # noqa: E402
-from _smoke import above_zero, conclude, parse_args  # noqa: E402
-from lifecycle import (  # noqa: E402
+from _lifecycle_phases import (  # noqa: E402
     BATCHED,
     ONLINE,
     POLICY,
@@ -56,6 +54,8 @@ from lifecycle import (  # noqa: E402
     select,
     setup,
 )
+from _service import Service, machine  # noqa: E402
+from _smoke import above_zero, conclude, parse_args  # noqa: E402
 
 HEADLINE = (
     "lifecycles_per_s_under_py_spy",

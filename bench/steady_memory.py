@@ -42,9 +42,9 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _http import HttpClient  # noqa: E402
+from _lifecycle_phases import ONLINE, QM, connect_server, drain, let_go, select, setup  # noqa: E402
 from _service import CpuSeconds, Service, machine  # noqa: E402
 from _smoke import above_zero, conclude, parse_args  # noqa: E402
-from lifecycle import ONLINE, QM, connect_server, drain, let_go, select, setup  # noqa: E402
 
 from app.config import Settings  # noqa: E402
 from app.queues.keys import TOMBSTONE_BUCKETS, AeKeys  # noqa: E402

@@ -26,6 +26,15 @@ MARKER = "BENCH_SMOKE_RUN"  # not WLM_: the benchmarks pass on their environment
 SMOKE_TIMEOUT_S = 280
 # How each benchmark is called in smoke mode (those not listed: `--smoke` alone).
 ARGUMENTS = {"ab": ["lifecycle", "HEAD", "HEAD", "--pairs", "1", "--", "--smoke"]}
+# Options whose code a plain smoke run does not reach, each a smoke run of its own: the benchmark, its arguments and
+# the figures they add to its headline.
+VARIANTS = {
+    "lifecycle --resource-groups": (
+        "lifecycle",
+        ["--smoke", "--resource-groups", "--rounds", "2"],
+        ("groups_vs_none_single", "groups_vs_none_cpu_single", "groups_vs_none_batch", "groups_insert_to_select_p99_ms"),
+    ),
+}
 
 
 def benchmarks() -> list[str]:
@@ -87,14 +96,20 @@ def test_every_benchmark_declares_its_headline() -> None:
         assert headline(name)
 
 
+def smoke_runs() -> list[object]:
+    """Each benchmark's smoke run, then the variants'."""
+    plain = [pytest.param(name, ARGUMENTS.get(name, ["--smoke"]), (), id=name) for name in benchmarks()]
+    return plain + [pytest.param(*variant, id=label) for label, variant in VARIANTS.items()]
+
+
 @pytest.mark.timeout(SMOKE_TIMEOUT_S + 30)
-@pytest.mark.parametrize("name", benchmarks())
-def test_smoke(name: str) -> None:
+@pytest.mark.parametrize(("name", "arguments", "added"), smoke_runs())
+def test_smoke(name: str, arguments: list[str], added: tuple[str, ...]) -> None:
     run_id = uuid.uuid4().hex
     env = os.environ | {MARKER: run_id}
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, str(BENCH / f"{name}.py"), *ARGUMENTS.get(name, ["--smoke"])],
+        [sys.executable, str(BENCH / f"{name}.py"), *arguments],
         cwd=BENCH.parent,
         env=env,
         capture_output=True,
@@ -108,7 +123,7 @@ def test_smoke(name: str) -> None:
     figures = json.loads(last)
     assert isinstance(figures, dict), last
     assert figures.get("smoke") is True, last
-    missing = [key for key in headline(name) if key not in figures]
+    missing = [key for key in (*headline(name), *added) if key not in figures]
     assert not missing, f"headline figures missing from the last line: {missing}\n{last}"
     # A process that got SIGTERM as the benchmark stopped may still be on its way out.
     try:
