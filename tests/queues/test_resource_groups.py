@@ -130,12 +130,25 @@ async def test_a_select_granted_less_than_it_wants_does_not_wake_itself(store, k
     """A grant given back in the same call was never seen by anyone: the place refused in part stays listed to be
     woken when a slot is freed, rather than woken by its own call (it would select again at once, and again)."""
     await _queued(store, k, "ONLINE", 1)
+    await store.register_server(k, SERVER, worker_tasks=3, worker_weight=1, overflow=False)
+    # Granted the group's 2 slots of the 3 it wants, it takes the one request queued and gives the other slot back.
+    assert len((await store.select(k, GROUPED, SERVER, 3, begin=False)).items) == 1
+    assert await store.redis.smembers(store.groups.group_keys(CAPPED.name).blocked) == {k.notify_channel}
+
+
+async def test_a_select_that_finds_none_of_a_group_s_work_leaves_the_group_alone(store, k):
+    """A group at its cap does not list a select that has none of its work to wait for, nor count the time as its
+    work's wait on the cap; once such work is queued, a select is refused by the cap and listed."""
+    await _queued(store, k, "ONLINE", 2)
     for server in (SERVER, OTHER_SERVER):
         await store.register_server(k, server, worker_tasks=2, worker_weight=1, overflow=False)
-    assert len((await store.select(k, GROUPED, SERVER, 2, begin=True)).items) == 1  # one slot of 2 left
-    # Granted 1 of the 2 it wants, it finds the queue empty and gives the slot back.
+    assert len((await store.select(k, GROUPED, SERVER, 2, begin=True)).items) == 2  # the group at its cap
+    blocked, capped = store.groups.group_keys(CAPPED.name).blocked, store.groups.group_keys(CAPPED.name).capped
     assert (await store.select(k, GROUPED, OTHER_SERVER, 2, begin=False)).items == []
-    assert await store.redis.smembers(store.groups.group_keys(CAPPED.name).blocked) == {k.notify_channel}
+    assert await store.redis.smembers(blocked) == set() and await store.redis.hget(capped, "since") is None
+    await _queued(store, k, "ONLINE", 1)
+    assert (await store.select(k, GROUPED, OTHER_SERVER, 2, begin=False)).items == []
+    assert await store.redis.smembers(blocked) == {k.notify_channel} and await store.redis.hget(capped, "since") is not None
 
 
 async def _wake_after(store: QueueStore, k, grouped: AeConfig, act: Callable[[], Awaitable[None]]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from redis.asyncio import RedisCluster
 
 from app.errors import AppError, Conflict, Fenced, NotFound, TooManyRequests
 from app.queues.codes import ReturnCode
@@ -69,6 +70,22 @@ async def test_select_takes_the_most_important_class_first(store, k):
     assert [item.id for item in result.items] == [online, batch]
     assert [item.meta["state"] for item in result.items] == ["s", "s"]
     assert await store.redis.hget(k.inflight, str(SERVER)) == "2"
+
+
+async def test_a_class_with_no_list_is_passed_over_with_one_look(store, k):
+    """A class none of whose lists exists costs a select one EXISTS: no pop, and no look for swept queues while
+    nothing of the environment is swept. (The first select looks at the queues' heads for promotion: the second
+    does not, nothing being due.)"""
+    await store.register_server(k, SERVER, worker_tasks=5, worker_weight=1, overflow=False)
+    (online,) = await queued(store, k, service_class="ONLINE")
+    assert [item.id for item in (await store.select(k, CONFIG, SERVER, 5, begin=False)).items] == [online]
+    # On a cluster, the statistics of the master of the environment's slot.
+    node = {"target_nodes": store.redis.get_node_from_key(k.req)} if isinstance(store.redis, RedisCluster) else {}
+    await store.redis.config_resetstat(**node)
+    assert (await store.select(k, CONFIG, SERVER, 5, begin=False)).items == []
+    stats = await store.redis.info("commandstats", **node)
+    assert stats["cmdstat_exists"]["calls"] == len(CONFIG.class_order)
+    assert not {"cmdstat_lpop", "cmdstat_hexists"} & stats.keys()
 
 
 async def test_select_and_begin_begins_what_it_selects(store, k):

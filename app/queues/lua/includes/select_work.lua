@@ -107,6 +107,14 @@ local function select_work(begin_now, grouped)
     end})
   end
 
+  -- Whether this part of a queue goes on in the database (its blob to come back first): looked up only where the
+  -- environment has anything swept, which it reads once per call.
+  local any_swept = nil
+  local function swept_part(queue)
+    if any_swept == nil then any_swept = redis.call('HLEN', k.swept) > 0 end
+    return any_swept and redis.call('HEXISTS', k.swept, queue) == 1
+  end
+
   -- Takes up to `want - got` requests from the front of one queue; the rear joins the front when the front is empty
   -- and nothing of the queue is in the database. Returns false when the queue's next requests are in the database.
   -- The requests are popped, read, written and given their payloads a command each for all of them.
@@ -117,7 +125,7 @@ local function select_work(begin_now, grouped)
     while got < limit do
       local popped = redis.call('LPOP', front, limit - got)
       if not popped then
-        if redis.call('HEXISTS', k.swept, queue) == 1 then
+        if swept_part(queue) then
           blocked = true
           break
         end
@@ -167,12 +175,21 @@ local function select_work(begin_now, grouped)
   -- requests are in the database, if it stopped there.
   local function take_class(position, limit, promoted)
     local class = ARGV[first_class + position]
+    local first = FIRST_LIST + 4 * position
+    -- A class none of whose lists exists (an empty list is no key) and none of whose queues goes on in the database
+    -- has nothing to take: one command rather than a pop and two lookups per queue. Nor is its group asked for a
+    -- slot: a select that found nothing asked every group of the environment, and one at its cap listed the select
+    -- as waiting on it (and counted the time as capped) with no work of the group to wait for.
+    if redis.call('EXISTS', KEYS[first], KEYS[first + 1], KEYS[first + 2], KEYS[first + 3]) == 0
+        and not swept_part(class .. ':dep') and not swept_part(class .. ':ind') then
+      return nil
+    end
     local group = group_of[position] or 0
     -- A class whose group granted no slot (at its cap) is passed over for the next eligible work.
     if group > 0 then limit = math.min(limit, got + slots_left[group]) end
     local hold = places[group] and places[group].hold
     for part, kind in ipairs({'dep', 'ind'}) do
-      local base = FIRST_LIST + 4 * position + 2 * (part - 1)
+      local base = first + 2 * (part - 1)
       local queue = class .. ':' .. kind
       local before = got
       local open = got < limit and take(class, queue, KEYS[base], KEYS[base + 1], limit, promoted, hold)
