@@ -53,13 +53,14 @@ class Grant:
 @dataclass(frozen=True, slots=True)
 class Settlement:
     """What one settle does to a group's slots (group_settle.lua): a reservation's `slots` settled, `hold` held and
-    the rest given back; `release` freed."""
+    the rest given back (which wakes places its cap refused, but the select's own, `channel`); `release` freed."""
 
     group: GroupCap
     reservation: str = ""
     slots: int = 0
     hold: Sequence[str] = ()
     release: Sequence[str] = ()
+    channel: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +190,7 @@ class ResourceGroups(StorePart):
 
         async def run(part: Sequence[Settlement]) -> list[int]:
             keys = [key for s in part for key in self.group_keys(s.group.name).all]
-            args = [v for s in part for v in (s.reservation, s.slots, s.group.max_in_flight or 0, len(s.hold), len(s.release))]
+            args = [v for s in part for v in (s.reservation, s.slots, s.group.max_in_flight or 0, len(s.hold), len(s.release), s.channel)]
             members = [member for s in part for member in (*s.hold, *s.release)]
             return [
                 int(count) for count in await self.scripts.run(specs.GROUP_SETTLE([], [], key_groups=[keys], arg_groups=[args, members]))
@@ -203,11 +204,18 @@ class ResourceGroups(StorePart):
         return count
 
     async def settle_all(
-        self, grants: Sequence[Grant], taken: Mapping[GroupCap, Sequence[str]], freed: Mapping[GroupCap, Sequence[str]]
+        self,
+        grants: Sequence[Grant],
+        taken: Mapping[GroupCap, Sequence[str]],
+        freed: Mapping[GroupCap, Sequence[str]],
+        channel: str,
     ) -> None:
         """One select's grants settled: each group holds the members `taken` in it, gives back the rest of its
-        reservation and frees the members of its requests the select ended (`freed`)."""
-        await self.settle([Settlement(g.group, g.reservation, g.granted, taken.get(g.group, ()), freed.get(g.group, ())) for g in grants])
+        reservation and frees the members of its requests the select ended (`freed`); `channel` is the select's
+        place's."""
+        await self.settle(
+            [Settlement(g.group, g.reservation, g.granted, taken.get(g.group, ()), freed.get(g.group, ()), channel) for g in grants]
+        )
 
     async def release_ended(self, k: AeKeys, groups: Mapping[str, GroupCap], records: Iterable[RequestMeta]) -> None:
         """The slots of ended requests (their work records) freed, in their groups."""

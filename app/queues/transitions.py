@@ -199,7 +199,7 @@ class RequestQueues(StoreBase):
             # slots they free (with the reservation, given back) are taken again, so that they count for this select.
             ended = await self.end(k, server_id, ends)
             freed = ended_members(k, group_of, [result.record for result in ended if result.code is ReturnCode.OK])
-            await self.groups.settle_all(grants, {}, freed)
+            await self.groups.settle_all(grants, {}, freed, k.notify_channel)
             grants = await self.groups.take_slots(groups, max_items, config.completion_time_ms, k.notify_channel)
             ends = ()
         taken: dict[GroupCap, list[str]] = {}
@@ -217,7 +217,7 @@ class RequestQueues(StoreBase):
             released = ended_members(k, group_of, [end.record for end in result.ended if end.code is ReturnCode.OK])
         finally:
             # The slots used hold what was taken, the rest go back, and the ends' slots are freed: one call per group.
-            await self.groups.settle_all(grants, taken, released)
+            await self.groups.settle_all(grants, taken, released, k.notify_channel)
         return replace(result, ended=ended) if ended else result
 
     async def _select(

@@ -126,13 +126,14 @@ async def test_a_place_the_cap_refused_is_woken_by_a_select_whose_ends_free_slot
     assert (await _wake_after(store, k, grouped, select_ending_both))["data"] == "2"  # the two ends' slots
 
 
-async def test_a_select_granted_less_than_it_wants_does_not_wake_itself(store, k):
-    """A grant given back in the same call was never seen by anyone: the place refused in part stays listed to be
-    woken when a slot is freed, rather than woken by its own call (it would select again at once, and again)."""
+async def test_a_select_granted_less_than_it_wants_does_not_wake_itself(store, k, capped):
+    """The rest of a grant given back does not wake the select's own place, which found no more of the group's work:
+    it stays listed to be woken when a slot is freed, rather than woken by its own give-back (it would select again at
+    once, and again)."""
     await _queued(store, k, "ONLINE", 1)
     await store.register_server(k, SERVER, worker_tasks=3, worker_weight=1, overflow=False)
     # Granted the group's 2 slots of the 3 it wants, it takes the one request queued and gives the other slot back.
-    assert len((await store.select(k, GROUPED, SERVER, 3, begin=False)).items) == 1
+    assert len((await store.select(k, _grouped(capped), SERVER, 3, begin=False)).items) == 1
     assert await store.redis.smembers(store.groups.group_keys(CAPPED.name).blocked) == {k.notify_channel}
 
 
@@ -149,6 +150,27 @@ async def test_a_select_that_finds_none_of_a_group_s_work_leaves_the_group_alone
     await _queued(store, k, "ONLINE", 1)
     assert (await store.select(k, GROUPED, OTHER_SERVER, 2, begin=False)).items == []
     assert await store.redis.smembers(blocked) == {k.notify_channel} and await store.redis.hget(capped, "since") is not None
+
+
+async def test_a_reservation_given_back_wakes_a_place_refused_meanwhile_but_not_its_own(store):
+    """Between a take and its settle (the calls of a select on a cluster, or with a min_in_flight) the reservation
+    counts: a select of another place refused meanwhile is woken by its give-back; the own place stays listed."""
+    own, other = "notify:own", "notify:other"
+    pubsub = store.redis.pubsub()
+    await pubsub.subscribe(other)
+    try:
+        await eventually(lambda: _subscribed(pubsub), what="the subscription")
+        [grant] = await store.groups.take_slots([CAPPED], 3, 30_000, own)  # 2 of 3: the own place listed
+        assert grant.granted == 2
+        [refused] = await store.groups.take_slots([CAPPED], 1, 30_000, other)
+        assert refused.granted == 0
+        await store.groups.settle_all([refused], {}, {}, other)
+        await store.groups.settle_all([grant], {}, {}, own)  # nothing taken: both slots given back
+        message = await eventually(lambda: pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1), what="a wake-up")
+        assert message["channel"] == other and message["data"] == "2"
+        assert await store.redis.smembers(store.groups.group_keys(CAPPED.name).blocked) == {own}
+    finally:
+        await pubsub.aclose()
 
 
 async def _wake_after(store: QueueStore, k, grouped: AeConfig, act: Callable[[], Awaitable[None]]) -> dict[str, Any]:

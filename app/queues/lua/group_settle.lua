@@ -3,17 +3,18 @@
 -- ended requests (those the select ended among them) free theirs. When slots were freed below the cap, the places
 -- whose selects it refused are woken. On a Redis Cluster each call settles one group's; on one Redis, all of a select's.
 -- KEYS: per group: held, reserved, blocked, capped
--- ARGV: per group: reservation, slots, max_in_flight, holding, releasing; per member: member
+-- ARGV: per group: reservation, slots, max_in_flight, holding, releasing, channel; per member: member
 -- INCLUDES: groups
--- reservation: '' for none; max_in_flight: 0 for no cap. The members follow the groups' values: per group in order,
--- its `holding` members to hold, then its `releasing` members to free.
+-- reservation: '' for none; max_in_flight: 0 for no cap; channel: the notify channel of the select settling ('' for
+-- none). The members follow the groups' values: per group in order, its `holding` members to hold, then its
+-- `releasing` members to free.
 -- Returns {OK, per group: in flight after}.
 local groups = #KEYS / 4
-local member = 1 + 5 * groups
+local member = 1 + 6 * groups
 local result = {OK}
 local now = now_ms()
 for g = 1, groups do
-  local at = 5 * g - 4
+  local at = 6 * g - 5
   local place = group_places(4 * g - 3, 1, at + 2)[1]
   local reservation, slots = ARGV[at], tonumber(ARGV[at + 1])
   local holding, releasing = tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4])
@@ -26,6 +27,9 @@ for g = 1, groups do
   for i = member, member + releasing - 1 do place.release[#place.release + 1] = ARGV[i] end
   member = member + releasing
   release_ended({place})
-  result[#result + 1] = settled(place, place.released + slots - holding, reserving, now, true)
+  -- The rest of a reservation given back does not wake the select's own place: it found no more of the group's work
+  -- (else it would have used them), nor would another server of its place; a place refused meanwhile may have some.
+  local own = place.released == 0 and ARGV[at + 5] or nil
+  result[#result + 1] = settled(place, place.released + slots - holding, reserving, now, true, own)
 end
 return result

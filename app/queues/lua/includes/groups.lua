@@ -56,9 +56,10 @@ local function grant(place, want, channel, now)
 end
 
 -- A group's slots after a select or an end: its `hold` members held from now, and `freed` slots (given back or
--- released) wake the places its cap refused if it is under its cap. `reserving`: its reserved slots after, when the
--- caller knows them. Returns its count after when it freed any or is `counted`.
-local function settled(place, freed, reserving, now, counted)
+-- released) wake the places its cap refused if it is under its cap, but `own` (a channel; nil for none), which stays
+-- listed. `reserving`: its reserved slots after, when the caller knows them. Returns its count after when it freed
+-- any or is `counted`.
+local function settled(place, freed, reserving, now, counted, own)
   local members = {}
   for _, member in ipairs(place.hold) do append_pair(members, now, member) end
   in_chunks('ZADD', place.held, members)
@@ -74,10 +75,13 @@ local function settled(place, freed, reserving, now, counted)
   end
   if freed > 0 and (place.max == 0 or count < place.max) then
     if not place.uncapped then uncapped(place.capped, now) end
-    local channels = redis.call('SMEMBERS', place.blocked)
-    if #channels > 0 then
-      redis.call('DEL', place.blocked)
-      for _, channel in ipairs(channels) do redis.call('PUBLISH', channel, freed) end
+    local woken = {}
+    for _, channel in ipairs(redis.call('SMEMBERS', place.blocked)) do
+      if channel ~= own then woken[#woken + 1] = channel end
+    end
+    if #woken > 0 then
+      redis.call('SREM', place.blocked, unpack(woken))
+      for _, channel in ipairs(woken) do redis.call('PUBLISH', channel, freed) end
     end
   end
   return count
