@@ -21,8 +21,9 @@ insert then waits until the replica has it (WAIT); the replica's CPU counts as R
 two services started for it, one whose policy puts every service class in a resource group of its own with a cap no
 phase reaches, one without (`groups_*`): the cost of the groups' slots per lifecycle. They run side by side, each
 phase in `--rounds` rounds that alternate which goes first, so both see the same hour (two services one after the
-other spread 0.77-1.02 in the ratio of their 6 s phases); each ratio is the median of its rounds'. `--setting NAME=VALUE` (repeatable) gives the
-service a setting (WLM_NAME), e.g. `--setting sample_interval_ms=3600000` for runs without the delay sampling duty.
+other spread 0.77-1.02 in the ratio of their 6 s phases); each ratio is the median of its rounds'.
+`--setting NAME=VALUE` (repeatable) gives the service a setting (WLM_NAME), e.g. `--setting
+sample_interval_ms=3600000` for runs without the delay sampling duty.
 
 Every run checks that each request the service accepted (in every phase, on every service) was ended, that each RQ
 job finished, and that every figure is above 0; a failed check makes the exit status 1. `--smoke` runs the default
