@@ -8,9 +8,11 @@ rates move with the load far more than the groups move them).
 This process holds a queue store on a Redis of its own (embedded, used by nothing else), and runs the lifecycles of
 bench/lifecycle.py's single phase through it: 16 servers, each inserting one request, then selecting one (begun) and
 ending the one before in the same select; and of its batch phase: 4 servers selecting up to 250 and ending them in
-the next select. Each round runs them with none of the three classes in a resource group, then with each in a group
-of its own, capped where no run comes. Reported per lifecycle, the median over the rounds: this process's CPU (ms)
-and Redis's (INFO), with and without groups, and what the groups add. The last line is one JSON object of the
+the next select; and, as `empty`, its long-polling servers' selects that find nothing (about one in two of the
+single phase's over HTTP): 16 servers selecting one from an empty environment. Each round runs them with none of the
+three classes in a resource group, then with each in a group of its own, capped where no run comes. Reported per
+lifecycle (per select for `empty`), the median over the rounds: this process's CPU (ms) and Redis's (INFO), with and
+without groups, and what the groups add. The last line is one JSON object of the
 figures (those named in HEADLINE among them) and the checks that failed.
 """
 
@@ -39,12 +41,18 @@ from app.redis.embedded import EmbeddedRedis
 from bench._service import machine
 from bench._smoke import above_zero, conclude, parse_args
 
-HEADLINE = ("groups_added_ms_single", "groups_added_python_ms_single", "groups_added_redis_ms_single", "groups_added_ms_batch")
+HEADLINE = (
+    "groups_added_ms_single",
+    "groups_added_python_ms_single",
+    "groups_added_redis_ms_single",
+    "groups_added_ms_batch",
+    "groups_added_ms_empty",
+)
 SMOKE = {"lifecycles": 160, "rounds": 1}
 CLASSES = ("ONLINE", "BATCH", "REPORTS")
 NONE = AeConfig(class_order=CLASSES, completion_time_ms=60_000, backlog_limit=10**7, max_deliveries=2, class_ranks=(1, 2, 3))
 GROUPED = replace(NONE, class_groups=tuple(GroupCap(sc, 1_000_000, None) for sc in CLASSES))
-PHASES = {"single": (16, 1), "batch": (4, 250)}  # servers, items per select
+PHASES = {"single": (16, 1), "batch": (4, 250), "empty": (16, 1)}  # servers, items per select
 
 
 def new_request() -> NewRequest:
@@ -58,7 +66,8 @@ async def redis_cpu_s(redis: Redis) -> float:
 
 
 async def run(store: QueueStore, redis: Redis, config: AeConfig, phase: str, lifecycles: int) -> tuple[float, float]:
-    """This process's and Redis's CPU (ms) per lifecycle of `phase`, each server on a place of its own."""
+    """This process's and Redis's CPU (ms) per lifecycle of `phase` (per select for `empty`), each server on a place
+    of its own."""
     servers, batch = PHASES[phase]
     k = store.keys("LOCAL", f"P{uuid.uuid4().hex[:8]}")
     selects = max(2, lifecycles // (servers * batch))  # the first select of each server ends nothing
@@ -70,19 +79,23 @@ async def run(store: QueueStore, redis: Redis, config: AeConfig, phase: str, lif
 
     async def serve(server: int) -> int:
         held: list[str] = []
-        ended = 0
+        counted = 0  # lifecycles ended, or selects that found nothing
         for _ in range(selects):
+            if phase == "empty":
+                assert not (await store.select(k, config, server, batch, begin=True)).items
+                counted += 1
+                continue
             if batch == 1:
                 await store.insert(k, 1, [new_request()], config.backlog_limit)
             result = await store.select(k, config, server, batch, begin=True, ends=[EndArgs(i, "completed") for i in held])
-            ended += sum(1 for end in result.ended if end.code == 0)
+            counted += sum(1 for end in result.ended if end.code == 0)
             held = [item.id for item in result.items]
-        return ended
+        return counted
 
     python, redis_before = time.process_time(), await redis_cpu_s(redis)
-    ended = sum(await asyncio.gather(*(serve(server) for server in range(servers))))
+    counted = sum(await asyncio.gather(*(serve(server) for server in range(servers))))
     python, redis_ms = time.process_time() - python, await redis_cpu_s(redis) - redis_before
-    return python * 1000 / max(ended, 1), redis_ms * 1000 / max(ended, 1)
+    return python * 1000 / max(counted, 1), redis_ms * 1000 / max(counted, 1)
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, float]:
