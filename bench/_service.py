@@ -3,8 +3,10 @@ wait until it is ready, and stop it."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -101,7 +103,12 @@ class Service:
     ) -> None:
         """`redis_processes`: the pids of a Redis the service is given (WLM_REDIS_URL), whose CPU counts as its Redis's."""
         self.redis_processes = redis_processes
-        self.dir = directory or Path(tempfile.mkdtemp(prefix="wlm-bench-"))
+        if directory is None:
+            directory = Path(tempfile.mkdtemp(prefix="wlm-bench-"))
+            # A run's service leaves its Redis's AOF and its records there (about 500 MB after bench/lifecycle.py):
+            # gone when the benchmark ends, not piling up run after run (a benchmark may read them after stop()).
+            atexit.register(shutil.rmtree, directory, ignore_errors=True)
+        self.dir = directory
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
         self.workers = workers

@@ -104,9 +104,10 @@ def smoke_runs() -> list[object]:
 
 @pytest.mark.timeout(SMOKE_TIMEOUT_S + 30)
 @pytest.mark.parametrize(("name", "arguments", "added"), smoke_runs())
-def test_smoke(name: str, arguments: list[str], added: tuple[str, ...]) -> None:
+def test_smoke(name: str, arguments: list[str], added: tuple[str, ...], tmp_path: Path) -> None:
     run_id = uuid.uuid4().hex
-    env = os.environ | {MARKER: run_id}
+    # Its own temporary directory, to see what the run leaves there.
+    env = os.environ | {MARKER: run_id, "TMPDIR": str(tmp_path)}
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, str(BENCH / f"{name}.py"), *arguments],
@@ -125,6 +126,8 @@ def test_smoke(name: str, arguments: list[str], added: tuple[str, ...]) -> None:
     assert figures.get("smoke") is True, last
     missing = [key for key in (*headline(name), *added) if key not in figures]
     assert not missing, f"headline figures missing from the last line: {missing}\n{last}"
+    # A service's scratch directory (its Redis's AOF, its records: hundreds of MB after a full run) goes with the run.
+    assert not list(tmp_path.glob("wlm-bench-*")), f"left in the temporary directory: {sorted(p.name for p in tmp_path.iterdir())}"
     # A process that got SIGTERM as the benchmark stopped may still be on its way out.
     try:
         eventually_sync(lambda: not marked_processes(run_id), 10, what="every process of the run gone")
