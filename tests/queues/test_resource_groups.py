@@ -152,6 +152,18 @@ async def test_a_select_that_finds_none_of_a_group_s_work_leaves_the_group_alone
     assert await store.redis.smembers(blocked) == {k.notify_channel} and await store.redis.hget(capped, "since") is not None
 
 
+async def test_a_look_for_starved_work_asks_no_group_of_a_class_without_work(store, k):
+    """An environment's first select looks at every class's head for work to promote (starved_class): a group at its
+    cap (through another environment's work) is not asked for an empty class either."""
+    await _queued(store, k, "ONLINE", 2)
+    await store.register_server(k, SERVER, worker_tasks=2, worker_weight=1, overflow=False)
+    assert len((await store.select(k, GROUPED, SERVER, 2, begin=True)).items) == 2  # the group at its cap
+    other = store.keys("LOCAL", "BILLING")  # its promotion bucket not looked at yet: due
+    await store.register_server(other, OTHER_SERVER, worker_tasks=2, worker_weight=1, overflow=False)
+    assert (await store.select(other, GROUPED, OTHER_SERVER, 2, begin=False)).items == []
+    assert await store.redis.smembers(store.groups.group_keys(CAPPED.name).blocked) == set()
+
+
 async def test_a_reservation_given_back_wakes_a_place_refused_meanwhile_but_not_its_own(store):
     """Between a take and its settle (the calls of a select on a cluster, or with a min_in_flight) the reservation
     counts: a select of another place refused meanwhile is woken by its give-back; the own place stays listed."""

@@ -51,20 +51,28 @@ local function starved_class(k, bucket, classes, first_list, first_class, group_
   bucket.changed, bucket.due = true, now + after_ms
   for _, position in ipairs(classes) do
     local group = group_of[position] or 0
-    if group == 0 or slots_left[group] > 0 then
-      local inserted = nil
-      for part, kind in ipairs({'dep', 'ind'}) do
-        local base = first_list + 4 * position + 2 * (part - 1)
-        local queue = ARGV[first_class + position] .. ':' .. kind
-        local head = queue_head(k, queue, KEYS[base], KEYS[base + 1])
-        if head == false then return nil, queue end
-        if head and (inserted == nil or head.inserted < inserted) then inserted = head.inserted end
+    -- Its group is asked for slots only for a class with work (select_work asks lazily): a class whose group has
+    -- none left is skipped, and its swept front is not brought back for it.
+    local function open() return group == 0 or slots_left[group] > 0 end
+    local inserted, swept = nil, nil
+    for part, kind in ipairs({'dep', 'ind'}) do
+      local base = first_list + 4 * position + 2 * (part - 1)
+      local queue = ARGV[first_class + position] .. ':' .. kind
+      local head = queue_head(k, queue, KEYS[base], KEYS[base + 1])
+      if head == false then
+        swept = queue
+        break
       end
-      if inserted and first_with_work == nil then
+      if head and (inserted == nil or head.inserted < inserted) then inserted = head.inserted end
+    end
+    if swept then
+      if open() then return nil, swept end
+    elseif inserted and open() then
+      if first_with_work == nil then
         first_with_work = position
-      elseif inserted and inserted + after_ms > now then
+      elseif inserted + after_ms > now then
         bucket.due = math.min(bucket.due, inserted + after_ms)
-      elseif inserted and (oldest == nil or inserted < oldest) then
+      elseif oldest == nil or inserted < oldest then
         chosen, oldest = position, inserted
       end
     end
