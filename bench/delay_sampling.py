@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -154,6 +155,7 @@ def main() -> None:
         figures = asyncio.run(measure(settings, args.environments, args.seconds, args.idle_ticks))
     finally:
         redis.stop()
+        shutil.rmtree(directory, ignore_errors=True)
     counted, queues = figures["queues_in_rows"], figures["class_queues"]
     checks = {
         f"every class queue holding a request had it counted waiting for a server ({counted} of {queues})": counted == queues,

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import sys
 import tempfile
 import threading
@@ -224,6 +225,7 @@ def raw_redis_mb(requests: int, size: int) -> float:
     finally:
         client.close()
         server.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def swept_figures(redis_url: str) -> dict[str, int]:

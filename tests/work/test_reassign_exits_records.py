@@ -12,6 +12,7 @@ import pytest
 
 from app.work import records
 from app.work.exits import SIGNATURE_HEADER, verify
+from app.work.long_poll import POLL_FALLBACK_SECONDS
 from spark_jobs.contract.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER
 from tests.conftest import ADMIN
 from tests.redis_cluster import on_one_server_and_a_cluster  # noqa: F401 - the module runs on both
@@ -164,12 +165,14 @@ async def test_a_record_keeps_its_outbox_position_until_it_is_written(app):
 
 async def test_a_silent_server_is_taken_for_dead_and_its_work_given_back(client, app):
     world = await make_world(client)  # completion time 60 s: only the silence can bring the request back soon
-    app.state.wlm.settings.heartbeat_timeout_seconds = 1.5
+    # Three times the long poll's retry interval: a retry held up under load (1.5 s once failed so) still shows it alive.
+    app.state.wlm.settings.heartbeat_timeout_seconds = 3 * POLL_FALLBACK_SECONDS
     silent, alive = await world.server(), await world.server()
     queued = await world.insert({"n": 1})
     assert (await world.select(silent)).json()["items"][0]["token"] == queued["token"]
-    # `alive` long-polls (each retry, at most a second apart, shows it alive); `silent` does nothing.
-    got = (await world.select(alive, wait_seconds=6)).json()["items"][0]
+    # `alive` long-polls (each retry, at most a second apart, shows it alive); `silent` does nothing. The select
+    # returns once the work comes back; its wait is only the bound.
+    got = (await world.select(alive, wait_seconds=15)).json()["items"][0]
     assert got["token"] == queued["token"] and got["deliveries"] == 2
     listed = (await client.get("/v1/connections", headers=ADMIN, params={"role": "server"})).json()["items"]
     states = {item["state"]: item["disconnect_reason"] for item in listed}
