@@ -98,7 +98,7 @@ local function select_work(begin_now, grouped)
   end
   if grouped then
     -- A group grants its slots when the select first looks at one of its classes, for what the server still wants
-    -- (starved_class looks at every grouped class when the promotion bucket is due: then each group is asked).
+    -- (take_class and starved_class reach a class's group only when the class has work, or a swept front to bring back).
     setmetatable(slots_left, {__index = function(left, g)
       local place = places[g]
       place.granted, place.asked = grant(place, want - got, ARGV[13], now), true
