@@ -319,9 +319,9 @@ class GroupKeys:
 
     @cached_property
     def blocked(self) -> str:
-        """Notify channels of the places whose selects the cap refused (woken when a slot is freed); `capped`: how
-        long work waited on the cap, hash `since` (ms, while capped) and `total_ms`, and `reserved`: the slots of the
-        `reserved` members."""
+        """Notify channels of the places whose selects left the group's work for lack of slots (woken when one is
+        freed); `capped`: how long work waited on the cap, hash `since` (ms, while capped) and `total_ms`, and
+        `reserved`: the slots of the `reserved` members."""
         return f"{self.tag}:blocked"
 
     @cached_property

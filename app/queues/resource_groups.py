@@ -53,14 +53,15 @@ class Grant:
 @dataclass(frozen=True, slots=True)
 class Settlement:
     """What one settle does to a group's slots (group_settle.lua): a reservation's `slots` settled, `hold` held and
-    the rest given back (which wakes places its cap refused, but the select's own, `channel`); `release` freed."""
+    the rest given back; `release` freed (either wakes the places its cap refused); `short`: the notify channel of a
+    select that left the group's work for lack of slots, listed to be woken when one is freed."""
 
     group: GroupCap
     reservation: str = ""
     slots: int = 0
     hold: Sequence[str] = ()
     release: Sequence[str] = ()
-    channel: str = ""
+    short: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,14 +168,14 @@ class ResourceGroups(StorePart):
             return [[item] for item in items]
         return [items] if items else []
 
-    async def take_slots(self, groups: Sequence[GroupCap], want: int, hold_ms: int, channel: str) -> list[Grant]:
+    async def take_slots(self, groups: Sequence[GroupCap], want: int, hold_ms: int) -> list[Grant]:
         """Up to `want` slots of each group for one select, reserved for `hold_ms`."""
         reservation = f"{self._process}{next(self._reservations)}"
 
         async def take(part: Sequence[GroupCap]) -> list[Grant]:
             keys = [key for group in part for key in self.group_keys(group.name).all]
             caps = [group.max_in_flight or 0 for group in part]
-            flat = await self.scripts.run(specs.GROUP_TAKE([], [want, reservation, hold_ms, channel], key_groups=[keys], arg_groups=[caps]))
+            flat = await self.scripts.run(specs.GROUP_TAKE([], [want, reservation, hold_ms], key_groups=[keys], arg_groups=[caps]))
             grants = [Grant(group, reservation, int(flat[2 * i]), int(flat[2 * i + 1])) for i, group in enumerate(part)]
             for grant in grants:
                 if grant.granted < want:
@@ -190,7 +191,7 @@ class ResourceGroups(StorePart):
 
         async def run(part: Sequence[Settlement]) -> list[int]:
             keys = [key for s in part for key in self.group_keys(s.group.name).all]
-            args = [v for s in part for v in (s.reservation, s.slots, s.group.max_in_flight or 0, len(s.hold), len(s.release), s.channel)]
+            args = [v for s in part for v in (s.reservation, s.slots, s.group.max_in_flight or 0, len(s.hold), len(s.release), s.short)]
             members = [member for s in part for member in (*s.hold, *s.release)]
             return [
                 int(count) for count in await self.scripts.run(specs.GROUP_SETTLE([], [], key_groups=[keys], arg_groups=[args, members]))
@@ -208,13 +209,17 @@ class ResourceGroups(StorePart):
         grants: Sequence[Grant],
         taken: Mapping[GroupCap, Sequence[str]],
         freed: Mapping[GroupCap, Sequence[str]],
-        channel: str,
+        short: Mapping[GroupCap, str] | None = None,
     ) -> None:
         """One select's grants settled: each group holds the members `taken` in it, gives back the rest of its
-        reservation and frees the members of its requests the select ended (`freed`); `channel` is the select's
-        place's."""
+        reservation and frees the members of its requests the select ended (`freed`); the select's notify channel is
+        listed by the groups it was `short` of (Settlement)."""
+        short = short or {}
         await self.settle(
-            [Settlement(g.group, g.reservation, g.granted, taken.get(g.group, ()), freed.get(g.group, ()), channel) for g in grants]
+            [
+                Settlement(g.group, g.reservation, g.granted, taken.get(g.group, ()), freed.get(g.group, ()), short.get(g.group, ""))
+                for g in grants
+            ]
         )
 
     async def release_ended(self, k: AeKeys, groups: Mapping[str, GroupCap], records: Iterable[RequestMeta]) -> None:

@@ -102,9 +102,9 @@ DEAD_RETRY = ScriptSpec.of(
     "id, queue, position, notify_channel, wake_prefix",
 )
 DEAD_DISCARD = ScriptSpec.of("dead_discard", "dead, dead_at", "per request: id")
-GROUP_TAKE = ScriptSpec.of("group_take", _GROUP_KEYS, "want, reservation, hold_ms, channel; per group: max_in_flight")
+GROUP_TAKE = ScriptSpec.of("group_take", _GROUP_KEYS, "want, reservation, hold_ms; per group: max_in_flight")
 GROUP_SETTLE = ScriptSpec.of(
-    "group_settle", _GROUP_KEYS, "per group: reservation, slots, max_in_flight, holding, releasing, channel; per member: member"
+    "group_settle", _GROUP_KEYS, "per group: reservation, slots, max_in_flight, holding, releasing, short; per member: member"
 )
 
 SPECS = (

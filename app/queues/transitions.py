@@ -72,6 +72,7 @@ class SelectResult:
     items: list[Selected]
     status: ReturnCode  # OK, or why nothing could be selected (not registered, at capacity, overflow not needed, surplus)
     refusal: AppError | None  # the error `status` stands for
+    short: frozenset[int] = frozenset()  # the groups (numbers in the call) whose work it left for lack of slots
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,17 +194,18 @@ class RequestQueues(StoreBase):
         if ends and self.groups.short.intersection(group.name for group in groups):
             # A group that came short at its last take: the ends go first, so that the slots they free count here.
             ended, ends = await self.end(k, server_id, ends, group_of), ()
-        grants = await self.groups.take_slots(groups, max_items, config.completion_time_ms, k.notify_channel)
+        grants = await self.groups.take_slots(groups, max_items, config.completion_time_ms)
         if ends and any(grant.granted < max_items for grant in grants):
             # A group short of what the select asks: the ends go first after all, in a call of their own, and the
             # slots they free (with the reservation, given back) are taken again, so that they count for this select.
             ended = await self.end(k, server_id, ends)
             freed = ended_members(k, group_of, [result.record for result in ended if result.code is ReturnCode.OK])
-            await self.groups.settle_all(grants, {}, freed, k.notify_channel)
-            grants = await self.groups.take_slots(groups, max_items, config.completion_time_ms, k.notify_channel)
+            await self.groups.settle_all(grants, {}, freed)
+            grants = await self.groups.take_slots(groups, max_items, config.completion_time_ms)
             ends = ()
         taken: dict[GroupCap, list[str]] = {}
         released: dict[GroupCap, list[str]] = {}
+        short: dict[GroupCap, str] = {}
         try:
             order = preferred_order(config, grants)
             number = {grant.group.name: n for n, grant in enumerate(grants, 1)}
@@ -215,9 +217,11 @@ class RequestQueues(StoreBase):
                 if (group := group_of.get(item.meta.service_class)) is not None:
                     taken.setdefault(group, []).append(member_of(k, item.id, item.meta))
             released = ended_members(k, group_of, [end.record for end in result.ended if end.code is ReturnCode.OK])
+            short = {grant.group: k.notify_channel for grant in grants if number[grant.group.name] in result.short}
         finally:
-            # The slots used hold what was taken, the rest go back, and the ends' slots are freed: one call per group.
-            await self.groups.settle_all(grants, taken, released, k.notify_channel)
+            # The slots used hold what was taken, the rest go back, the ends' slots are freed, and the select is listed
+            # where it left a group's work for lack of slots: one call per group.
+            await self.groups.settle_all(grants, taken, released, short)
         return replace(result, ended=ended) if ended else result
 
     async def _select(
@@ -267,9 +271,9 @@ class RequestQueues(StoreBase):
             ]
             arg_groups: list[Sequence[Any]] = [_end_args(ends), classes, tiers, *group_args]
             flat = await self.scripts.call(spec(keys, args, key_groups=key_groups, arg_groups=arg_groups))
-            status, after_ends = ReturnCode(int(flat[0])), 2 + 2 * int(flat[1])
+            status, after_ends = ReturnCode(int(flat[0])), 3 + 2 * int(flat[1])
             if ended is None:
-                ended = _end_results(flat[2:after_ends])
+                ended = _end_results(flat[3:after_ends])
             rest = flat[after_ends:]
             if status is ReturnCode.FRONT_SWEPT:
                 await self.sweep.unsweep(k, str(rest[0]))
@@ -278,7 +282,8 @@ class RequestQueues(StoreBase):
             if status is not ReturnCode.OK:
                 return SelectResult(ended, [], status, lua_error(status, rest))
             items = [Selected(rest[i], RequestMeta.from_json(rest[i + 1]), rest[i + 2]) for i in range(0, len(rest), 3)]
-            return SelectResult(ended, items, status, None)
+            short = frozenset(int(number) for number in flat[2].split(",")) if flat[2] else frozenset()
+            return SelectResult(ended, items, status, None, short)
         assert ended is not None
         return SelectResult(ended, [], ReturnCode.OK, None)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -126,17 +127,6 @@ async def test_a_place_the_cap_refused_is_woken_by_a_select_whose_ends_free_slot
     assert (await _wake_after(store, k, grouped, select_ending_both))["data"] == "2"  # the two ends' slots
 
 
-async def test_a_select_granted_less_than_it_wants_does_not_wake_itself(store, k, capped):
-    """The rest of a grant given back does not wake the select's own place, which found no more of the group's work:
-    it stays listed to be woken when a slot is freed, rather than woken by its own give-back (it would select again at
-    once, and again)."""
-    await _queued(store, k, "ONLINE", 1)
-    await store.register_server(k, SERVER, worker_tasks=3, worker_weight=1, overflow=False)
-    # Granted the group's 2 slots of the 3 it wants, it takes the one request queued and gives the other slot back.
-    assert len((await store.select(k, _grouped(capped), SERVER, 3, begin=False)).items) == 1
-    assert await store.redis.smembers(store.groups.group_keys(CAPPED.name).blocked) == {k.notify_channel}
-
-
 async def test_a_select_that_finds_none_of_a_group_s_work_leaves_the_group_alone(store, k):
     """A group at its cap does not list a select that has none of its work to wait for, nor count the time as its
     work's wait on the cap; once such work is queued, a select is refused by the cap and listed."""
@@ -164,23 +154,94 @@ async def test_a_look_for_starved_work_asks_no_group_of_a_class_without_work(sto
     assert await store.redis.smembers(store.groups.group_keys(CAPPED.name).blocked) == set()
 
 
-async def test_a_reservation_given_back_wakes_a_place_refused_meanwhile_but_not_its_own(store):
+@pytest.mark.parametrize(("queued", "listed"), [(2, False), (3, True)], ids=["none_left", "work_left"])
+async def test_a_select_is_listed_only_where_it_left_the_group_s_work_for_lack_of_slots(store, k, capped, queued, listed):
+    """A select granted less than it wanted is listed to be woken by a freed slot only where it used every slot it
+    was granted and left the group's work queued; one that found no more of it is not."""
+    await _queued(store, k, "ONLINE", queued)
+    await store.register_server(k, SERVER, worker_tasks=1, worker_weight=1, overflow=False)
+    await store.register_server(k, OTHER_SERVER, worker_tasks=3, worker_weight=1, overflow=False)
+    assert len((await store.select(k, _grouped(capped), SERVER, 1, begin=False)).items) == 1
+    # Asking 3, it is granted the group's last slot and takes one request.
+    assert len((await store.select(k, _grouped(capped), OTHER_SERVER, 3, begin=False)).items) == 1
+    blocked = await store.redis.smembers(store.groups.group_keys(CAPPED.name).blocked)
+    assert blocked == ({k.notify_channel} if listed else set())
+
+
+async def test_idle_selects_of_one_place_do_not_wake_each_other(store, k, capped):
+    """Two long-polling servers of one place, neither with work of the group queued: one refused by the cap while the
+    other's reservation holds the slots is not listed, so the give-back wakes neither (each would select again at
+    once, overlap again, and again)."""
+    grouped, blocked = _grouped(capped), store.groups.group_keys(CAPPED.name).blocked
+    await _queued(store, k, "BATCH", 1)  # work of no group: the select takes it, not the group's
+    await store.register_server(k, OTHER_SERVER, worker_tasks=3, worker_weight=1, overflow=False)
+    async with _heard(store, k.notify_channel) as heard:
+        [grant] = await store.groups.take_slots([CAPPED], 3, 30_000)  # the other select's reservation: both slots
+        assert grant.granted == 2
+        assert len((await store.select(k, grouped, OTHER_SERVER, 3, begin=False)).items) == 1
+        assert await store.redis.smembers(blocked) == set()
+        await store.groups.settle_all([grant], {}, {})  # it found nothing: both slots given back
+        assert await heard() == []
+    assert await store.redis.hget(store.groups.group_keys(CAPPED.name).capped, "since") is None
+
+
+async def test_a_select_refused_for_work_is_woken_by_a_give_back(store, k, capped):
     """Between a take and its settle (the calls of a select on a cluster, or with a min_in_flight) the reservation
-    counts: a select of another place refused meanwhile is woken by its give-back; the own place stays listed."""
-    own, other = "notify:own", "notify:other"
+    counts: a select refused meanwhile with the group's work queued is listed, and the give-back wakes its place."""
+    grouped = _grouped(capped)
+    await _queued(store, k, "ONLINE", 1)
+    await store.register_server(k, OTHER_SERVER, worker_tasks=3, worker_weight=1, overflow=False)
+    async with _heard(store, k.notify_channel) as heard:
+        [grant] = await store.groups.take_slots([CAPPED], 3, 30_000)
+        assert (await store.select(k, grouped, OTHER_SERVER, 3, begin=False)).items == []
+        assert await store.redis.smembers(store.groups.group_keys(CAPPED.name).blocked) == {k.notify_channel}
+        await store.groups.settle_all([grant], {}, {})
+        assert await heard() == ["2"]
+
+
+async def test_a_select_refused_for_slots_freed_before_its_settle_is_woken_at_once(store, k, monkeypatch):
+    """A select that takes its groups' slots before it and settles after (here: a min_in_flight) may be refused by a
+    reservation given back before its settle: no freed slot is left to wake it, so its settle wakes its place."""
+    grouped = _grouped(FLOORED)
+    await _queued(store, k, "ONLINE", 1)
+    await store.register_server(k, OTHER_SERVER, worker_tasks=3, worker_weight=1, overflow=False)
+    [grant] = await store.groups.take_slots([CAPPED], 3, 30_000)
+    take_slots = store.groups.take_slots
+
+    async def refused_then_given_back(*args: Any) -> Any:
+        grants = await take_slots(*args)
+        await store.groups.settle_all([grant], {}, {})  # nothing listed yet: nobody to wake
+        return grants
+
+    monkeypatch.setattr(store.groups, "take_slots", refused_then_given_back)
+    async with _heard(store, k.notify_channel) as heard:
+        assert (await store.select(k, grouped, OTHER_SERVER, 3, begin=False)).items == []
+        assert await heard() == ["1"]
+    assert await store.redis.smembers(store.groups.group_keys(CAPPED.name).blocked) == set()
+
+
+SENTINEL = "heard-all"
+
+
+@asynccontextmanager
+async def _heard(store: QueueStore, channel: str) -> AsyncIterator[Callable[[], Awaitable[list[str]]]]:
+    """Subscribed to `channel`, a function returning what it heard so far: it publishes a sentinel and reads up to
+    it (one connection's messages arrive in order), so that hearing nothing needs no wait."""
     pubsub = store.redis.pubsub()
-    await pubsub.subscribe(other)
+    await pubsub.subscribe(channel)
+
+    async def heard() -> list[str]:
+        await store.redis.publish(channel, SENTINEL)
+        messages: list[str] = []
+        while True:
+            message = await eventually(lambda: pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1), what="the sentinel")
+            if message["data"] == SENTINEL:
+                return messages
+            messages.append(message["data"])
+
     try:
         await eventually(lambda: _subscribed(pubsub), what="the subscription")
-        [grant] = await store.groups.take_slots([CAPPED], 3, 30_000, own)  # 2 of 3: the own place listed
-        assert grant.granted == 2
-        [refused] = await store.groups.take_slots([CAPPED], 1, 30_000, other)
-        assert refused.granted == 0
-        await store.groups.settle_all([refused], {}, {}, other)
-        await store.groups.settle_all([grant], {}, {}, own)  # nothing taken: both slots given back
-        message = await eventually(lambda: pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1), what="a wake-up")
-        assert message["channel"] == other and message["data"] == "2"
-        assert await store.redis.smembers(store.groups.group_keys(CAPPED.name).blocked) == {own}
+        yield heard
     finally:
         await pubsub.aclose()
 

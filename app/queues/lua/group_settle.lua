@@ -1,12 +1,14 @@
 -- After a select (or an end), resource groups' slots settled (app/queues/resource_groups.py), per group: a
 -- reservation's slots become the requests the select took (held until they end), the rest are given back, and
 -- ended requests (those the select ended among them) free theirs. When slots were freed below the cap, the places
--- whose selects it refused are woken. On a Redis Cluster each call settles one group's; on one Redis, all of a select's.
+-- whose selects it refused are woken; a select that left the group's work for lack of slots is listed (or, slots
+-- having been freed meanwhile, woken). On a Redis Cluster each call settles one group's; on one Redis, all of a
+-- select's.
 -- KEYS: per group: held, reserved, blocked, capped
--- ARGV: per group: reservation, slots, max_in_flight, holding, releasing, channel; per member: member
+-- ARGV: per group: reservation, slots, max_in_flight, holding, releasing, short; per member: member
 -- INCLUDES: groups
--- reservation: '' for none; max_in_flight: 0 for no cap; channel: the notify channel of the select settling ('' for
--- none). The members follow the groups' values: per group in order, its `holding` members to hold, then its
+-- reservation: '' for none; max_in_flight: 0 for no cap; short: the notify channel of the select when it left the
+-- group's work for lack of slots ('' when not). The members follow the groups' values: per group in order, its `holding` members to hold, then its
 -- `releasing` members to free.
 -- Returns {OK, per group: in flight after}.
 local groups = #KEYS / 4
@@ -27,9 +29,7 @@ for g = 1, groups do
   for i = member, member + releasing - 1 do place.release[#place.release + 1] = ARGV[i] end
   member = member + releasing
   release_ended({place})
-  -- The rest of a reservation given back does not wake the select's own place: it found no more of the group's work
-  -- (else it would have used them), nor would another server of its place; a place refused meanwhile may have some.
-  local own = place.released == 0 and ARGV[at + 5] or nil
-  result[#result + 1] = settled(place, place.released + slots - holding, reserving, now, true, own)
+  local short = ARGV[at + 5] ~= '' and ARGV[at + 5] or nil
+  result[#result + 1] = settled(place, place.released + slots - holding, reserving, now, true, short)
 end
 return result

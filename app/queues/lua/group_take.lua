@@ -6,16 +6,16 @@
 -- app/queues/resource_groups.py). On a Redis Cluster each call takes one group's (its keys share a slot); on one
 -- Redis, every group of the select in one call, where a group has a min_in_flight (select_grouped.lua otherwise).
 -- KEYS: per group: held, reserved, blocked, capped
--- ARGV: want, reservation, hold_ms, channel; per group: max_in_flight
+-- ARGV: want, reservation, hold_ms; per group: max_in_flight
 -- INCLUDES: groups
--- max_in_flight: 0 for no cap; channel: the notify channel of the place asking.
--- Returns {OK, per group: granted, in flight before}. A place granted less than it wanted is woken when a slot of
--- that group is freed.
-local want, reservation, hold_ms, channel = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4]
+-- max_in_flight: 0 for no cap.
+-- Returns {OK, per group: granted, in flight before}. A select that leaves a group's work for lack of slots is listed
+-- by its settle (group_settle.lua), once it knows.
+local want, reservation, hold_ms = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local now = now_ms()
 local result = {OK}
-for _, place in ipairs(group_places(1, #KEYS / 4, 5)) do
-  local granted, count = grant(place, want, channel, now)
+for _, place in ipairs(group_places(1, #KEYS / 4, 4)) do
+  local granted, count = grant(place, want, now)
   if granted > 0 then
     redis.call('ZADD', place.reserved, now + hold_ms, reservation .. ':' .. granted)
     redis.call('HINCRBY', place.capped, 'reserved', granted)

@@ -12,9 +12,10 @@
 -- waiter: the server's if it long-polls ('' if not: see wake in includes/wake.lua). Per end: the six values
 -- end.lua takes. Classes in order of tier (lower: first). Groups, when the environment's classes are in resource
 -- groups: per class its group's number (0: none), then per group the slots it granted this select.
--- Returns {status, number of ends, per end: code, value (see end_held), then by status}: OK and per item: id, meta,
--- payload (possibly no items); SERVER_NOT_REGISTERED; WORKER_TASKS_EXHAUSTED and in flight, tasks: server at
+-- Returns {status, number of ends, short, per end: code, value (see end_held), then by status}: OK and per item: id,
+-- meta, payload (possibly no items); SERVER_NOT_REGISTERED; WORKER_TASKS_EXHAUSTED and in flight, tasks: server at
 -- capacity; OVERFLOW_NOT_NEEDED: overflow server while another server has capacity; SERVER_SURPLUS: the server is
 -- to end (0C14); FRONT_SWEPT and a queue name: that queue's front is empty and it goes on in the database, so its
 -- next blob must come back first (nothing behind it may be taken before). The ends apply whatever the status.
+-- short: the numbers of the groups whose work the select left for lack of slots, comma-separated ('' for none).
 return select_work(false)

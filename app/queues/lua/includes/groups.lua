@@ -2,8 +2,10 @@
 -- Redis), settled (group_settle.lua, and a select or an end on one Redis), and the time its work waited on its cap.
 -- INCLUDES: base
 
-local function uncapped(capped_key, now)
-  local since = redis.call('HGET', capped_key, 'since')
+-- The group no longer capped: the time since it was counted in `total_ms`. `since`: the field as the caller read it
+-- (false: absent), or nil to read it here.
+local function uncapped(capped_key, now, since)
+  if since == nil then since = redis.call('HGET', capped_key, 'since') end
   if since then
     redis.call('HINCRBY', capped_key, 'total_ms', now - tonumber(since))
     redis.call('HDEL', capped_key, 'since')
@@ -12,8 +14,12 @@ end
 
 -- A group's reserved slots: one member per select's reservation, `<reservation>:<slots>`, whose score is when it
 -- lapses, and their sum kept in `capped`'s field `reserved` (a member per slot cost a batched select hundreds of ZADDs
--- and ZREMs, and summing the members every call cost a single select as much). Lapsed ones are dropped here first.
-local function reserved_slots(reserved, capped, now)
+-- and ZREMs, and summing the members every call cost a single select as much). Lapsed ones are dropped here first;
+-- with no slot reserved there is no member to look at (a select on one Redis reserves none). `sum`: the field as the
+-- caller read it.
+local function reserved_slots(reserved, capped, now, sum)
+  sum = tonumber(sum or 0)
+  if sum == 0 then return 0 end
   local lapsed = redis.call('ZRANGEBYSCORE', reserved, '-inf', now)
   if #lapsed > 0 then
     local slots = 0
@@ -21,7 +27,7 @@ local function reserved_slots(reserved, capped, now)
     redis.call('ZREMRANGEBYSCORE', reserved, '-inf', now)
     return redis.call('HINCRBY', capped, 'reserved', -slots)
   end
-  return tonumber(redis.call('HGET', capped, 'reserved') or 0)
+  return sum
 end
 
 -- Per group, its keys from KEYS `first_key` on (held, reserved, blocked, capped each) and its max_in_flight (0: no
@@ -38,17 +44,14 @@ local function group_places(first_key, count, first_max)
 end
 
 -- Up to `want` slots of a group for a select (group_take.lua reserves them; a select on one Redis uses them in the
--- same call): returns them and the group's count before, which `place` keeps for settled in the same call. A place
--- (its notify `channel`) granted less than it wanted is woken when a slot of the group is freed (settled).
-local function grant(place, want, channel, now)
-  local count = redis.call('ZCARD', place.held) + reserved_slots(place.reserved, place.capped, now)
+-- same call): returns them and the group's count before, which `place` keeps for settled in the same call.
+local function grant(place, want, now)
+  local fields = redis.call('HMGET', place.capped, 'reserved', 'since')
+  local count = redis.call('ZCARD', place.held) + reserved_slots(place.reserved, place.capped, now, fields[1])
   local granted = want
   if place.max > 0 then granted = math.max(0, math.min(want, place.max - count)) end
-  if granted < want then
-    redis.call('SADD', place.blocked, channel)
-    redis.call('HSETNX', place.capped, 'since', now)
-  else
-    uncapped(place.capped, now)
+  if granted == want then
+    uncapped(place.capped, now, fields[2])
     place.uncapped = true
   end
   place.count = count
@@ -56,14 +59,18 @@ local function grant(place, want, channel, now)
 end
 
 -- A group's slots after a select or an end: its `hold` members held from now, and `freed` slots (given back or
--- released) wake the places its cap refused if it is under its cap, but `own` (a channel; nil for none), which stays
--- listed. `reserving`: its reserved slots after, when the caller knows them. Returns its count after when it freed
--- any or is `counted`.
-local function settled(place, freed, reserving, now, counted, own)
+-- released) wake the places its cap refused if it is under its cap. `short`: the notify channel of a select that left
+-- work of the group for lack of slots (nil for none): it is listed to be woken when a slot is freed, and the time
+-- counts as the group's work waiting on its cap; or, when slots were freed meanwhile (another select's, between its
+-- take and this settle), woken at once. (A select is not listed for a group whose work it did not find: two servers
+-- of one place, one refused while the other held the slots, would wake each other for nothing, again and again.)
+-- `reserving`: its reserved slots after, when the caller knows them. Returns its count after when it freed any, is
+-- `counted` or `short`.
+local function settled(place, freed, reserving, now, counted, short)
   local members = {}
   for _, member in ipairs(place.hold) do append_pair(members, now, member) end
   in_chunks('ZADD', place.held, members)
-  if freed <= 0 and not counted then return nil end
+  if freed <= 0 and not counted and not short then return nil end
   local count
   if place.count then
     -- Granted in this call: its count then, and what the call held since (its ends were freed before the grant).
@@ -73,15 +80,21 @@ local function settled(place, freed, reserving, now, counted, own)
     reserving = reserving or tonumber(redis.call('HGET', place.capped, 'reserved') or 0)
     count = redis.call('ZCARD', place.held) + reserving
   end
-  if freed > 0 and (place.max == 0 or count < place.max) then
+  local under = place.max == 0 or count < place.max
+  if freed > 0 and under then
     if not place.uncapped then uncapped(place.capped, now) end
-    local woken = {}
-    for _, channel in ipairs(redis.call('SMEMBERS', place.blocked)) do
-      if channel ~= own then woken[#woken + 1] = channel end
+    local channels = redis.call('SMEMBERS', place.blocked)
+    if #channels > 0 then
+      redis.call('DEL', place.blocked)
+      for _, channel in ipairs(channels) do redis.call('PUBLISH', channel, freed) end
     end
-    if #woken > 0 then
-      redis.call('SREM', place.blocked, unpack(woken))
-      for _, channel in ipairs(woken) do redis.call('PUBLISH', channel, freed) end
+  end
+  if short then
+    if under then
+      redis.call('PUBLISH', short, 1)
+    else
+      redis.call('SADD', place.blocked, short)
+      redis.call('HSETNX', place.capped, 'since', now)
     end
   end
   return count

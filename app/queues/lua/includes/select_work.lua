@@ -34,16 +34,23 @@ local function select_work(begin_now, grouped)
     end
   end
 
-  local result = {OK, ends}
+  -- result[3]: the groups (their numbers, comma-separated) whose work the select left for lack of slots.
+  local result = {OK, ends, ''}
+  local short = {}
   end_held(k, server, now, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), first_end, first_class - 1, result, ended_one)
   release_ended(places)
   -- Each group's slots after the select: held by what it took, its ends' freed (a group the select neither asked nor
-  -- freed a slot of is left as it is). The rest of its grant was never seen outside this call: only the ends' slots
-  -- are freed for the places the cap refused (counting the rest woke this very place when it was refused in part).
+  -- freed a slot of is left as it is), and the select listed where it left the group's work for lack of slots. The
+  -- rest of its grant was never seen outside this call: only the ends' slots are freed for the places the cap refused
+  -- (counting the rest woke this very place when it was refused in part).
   local function settle_groups()
-    for _, place in ipairs(places) do
-      if place.asked or place.released > 0 then settled(place, place.released, nil, now) end
+    for g, place in ipairs(places) do
+      if place.asked or place.released > 0 then settled(place, place.released, nil, now, nil, short[g] and ARGV[13]) end
     end
+    local numbers = {}
+    for g in pairs(short) do numbers[#numbers + 1] = g end
+    table.sort(numbers)
+    result[3] = table.concat(numbers, ',')
   end
 
   -- A long-polling server's `waiter` ('' when the server does not wait) is listed when it is to wait for
@@ -101,7 +108,7 @@ local function select_work(begin_now, grouped)
     -- (take_class and starved_class reach a class's group only when the class has work, or a swept front to bring back).
     setmetatable(slots_left, {__index = function(left, g)
       local place = places[g]
-      place.granted, place.asked = grant(place, want - got, ARGV[13], now), true
+      place.granted, place.asked = grant(place, want - got, now), true
       left[g] = place.granted
       return place.granted
     end})
@@ -171,22 +178,26 @@ local function select_work(begin_now, grouped)
     return not blocked
   end
 
+  -- Whether a class may have work: one of its lists exists (an empty list is no key; one may hold only deleted
+  -- requests), or one of its queues goes on in the database. One command rather than a pop and two lookups per queue.
+  local function has_work(first, class)
+    return redis.call('EXISTS', KEYS[first], KEYS[first + 1], KEYS[first + 2], KEYS[first + 3]) > 0
+      or swept_part(class .. ':dep') or swept_part(class .. ':ind')
+  end
+
   -- Takes from one class, dependent before independent, until `got` reaches `limit`; returns the queue whose next
   -- requests are in the database, if it stopped there.
   local function take_class(position, limit, promoted)
     local class = ARGV[first_class + position]
     local first = FIRST_LIST + 4 * position
-    -- A class none of whose lists exists (an empty list is no key) and none of whose queues goes on in the database
-    -- has nothing to take: one command rather than a pop and two lookups per queue. Nor is its group asked for a
-    -- slot: a select that found nothing asked every group of the environment, and one at its cap listed the select
-    -- as waiting on it (and counted the time as capped) with no work of the group to wait for.
-    if redis.call('EXISTS', KEYS[first], KEYS[first + 1], KEYS[first + 2], KEYS[first + 3]) == 0
-        and not swept_part(class .. ':dep') and not swept_part(class .. ':ind') then
-      return nil
-    end
+    -- A class with nothing to take is passed over, and its group not asked for a slot: a select that found nothing
+    -- asked every group of the environment.
+    if not has_work(first, class) then return nil end
     local group = group_of[position] or 0
-    -- A class whose group granted no slot (at its cap) is passed over for the next eligible work.
-    if group > 0 then limit = math.min(limit, got + slots_left[group]) end
+    -- A class whose group granted no slot (at its cap) is passed over for the next eligible work; where the group's
+    -- slots ran out before its work did, the select is listed to be woken when one is freed (settled).
+    local capped = false
+    if group > 0 and got + slots_left[group] < limit then limit, capped = got + slots_left[group], true end
     local hold = places[group] and places[group].hold
     for part, kind in ipairs({'dep', 'ind'}) do
       local base = first + 2 * (part - 1)
@@ -196,6 +207,7 @@ local function select_work(begin_now, grouped)
       if group > 0 then slots_left[group] = slots_left[group] - (got - before) end
       if got < limit and not open then return queue end
     end
+    if capped and got >= limit and has_work(first, class) then short[group] = true end
     return nil
   end
 
