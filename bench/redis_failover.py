@@ -11,9 +11,9 @@ each disturbing the other's figures: a smoke run's way, half the wall time) it s
 with a replica each (the redis-server the embedded default uses, every node with `appendfsync always`;
 tests/redis_cluster.py) and one `wlm serve` (--workers uvicorn workers) given the first master's URL. Eight
 producers insert `--rate` requests a second between them, each with its own idempotency key; four servers select
-(and begin) and end what they get. After `--load-seconds`, the master holding the PAYROLL queues is killed with
-SIGKILL; its replica takes over once the other masters have missed it for `--node-timeout-ms` (Redis's
-`cluster-node-timeout`). The load goes on as long again, then the servers take what is left: until every request
+(and begin) and end what they get. `--load-seconds` after the first request is accepted, the master holding the
+PAYROLL queues is killed with SIGKILL; its replica takes over once the other masters have missed it for
+`--node-timeout-ms` (Redis's `cluster-node-timeout`). The load goes on as long again, then the servers take what is left: until every request
 answered 201 has ended, or none came for DRAIN_IDLE_SECONDS since the last insert was answered (a lost one never
 comes, and an end whose answer the kill cut off is not known to have ended).
 
@@ -67,6 +67,9 @@ QM = {"role": "queue_manager", "subsystem_type": "CB", "subsystem_name": "BENCH"
 SERVER = {"role": "server", "subsystem_type": "CB", "subsystem_name": "BENCH", "application_environment": "PAYROLL", "worker_tasks": 4}
 DRAIN_IDLE_SECONDS = 10.0
 READY_SECONDS = 60.0  # from the kill: not ready, then ready again
+# The load's first accepted request, from its start: the seconds of load before the kill count from it, so that a
+# slow start (a busy machine's first requests) does not leave nothing accepted before the kill.
+FIRST_ACCEPTED_SECONDS = 60.0
 RECORDS_SECONDS = 30.0
 PRODUCERS = 8
 
@@ -173,6 +176,9 @@ async def run(service: Service, kill, load_seconds: float, rate: float) -> dict:
         qm_token = (await qm.post("/v1/connections", json=QM)).json()["token"]
     servers = [asyncio.create_task(load.serve()) for _ in range(4)]
     producers = [asyncio.create_task(load.produce(rate / PRODUCERS, qm_token)) for _ in range(PRODUCERS)]
+    deadline = time.monotonic() + FIRST_ACCEPTED_SECONDS
+    while not load.accepted and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
     await asyncio.sleep(load_seconds)
     kill()
     killed_at = time.monotonic()
