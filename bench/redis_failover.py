@@ -13,9 +13,9 @@ tests/redis_cluster.py) and one `wlm serve` (--workers uvicorn workers) given th
 producers insert `--rate` requests a second between them, each with its own idempotency key; four servers select
 (and begin) and end what they get. `--load-seconds` after the first request is accepted, the master holding the
 PAYROLL queues is killed with SIGKILL; its replica takes over once the other masters have missed it for
-`--node-timeout-ms` (Redis's `cluster-node-timeout`). The load goes on as long again, then the servers take what is left: until every request
-answered 201 has ended, or none came for DRAIN_IDLE_SECONDS since the last insert was answered (a lost one never
-comes, and an end whose answer the kill cut off is not known to have ended).
+`--node-timeout-ms` (Redis's `cluster-node-timeout`). The load goes on as long again, then the servers take what is
+left: until every request answered 201 has ended, or none came for DRAIN_IDLE_SECONDS since the last insert was
+answered (a lost one never comes, and an end whose answer the kill cut off is not known to have ended).
 
 In strict mode an insert is answered 201 once the master's replica has it too (WAIT): none answered should be lost.
 In fast mode, replication is asynchronous.
