@@ -255,6 +255,7 @@ class RequestQueues(StoreBase):
             group_args = [in_call.group_of_class, in_call.max_in_flight]
             fixed_after = [len(in_call.max_in_flight), k.member_prefix, k.notify_channel]
         ended: list[EndResult] | None = None
+        short: frozenset[int] = frozenset()
         for _ in range(UNSWEEPS_PER_SELECT + 1):
             args: list[Any] = [
                 server_id,
@@ -275,6 +276,7 @@ class RequestQueues(StoreBase):
             if ended is None:
                 ended = _end_results(flat[3:after_ends])
             rest = flat[after_ends:]
+            short = frozenset(int(number) for number in flat[2].split(",")) if flat[2] else frozenset()
             if status is ReturnCode.FRONT_SWEPT:
                 await self.sweep.unsweep(k, str(rest[0]))
                 ends = ()
@@ -282,10 +284,9 @@ class RequestQueues(StoreBase):
             if status is not ReturnCode.OK:
                 return SelectResult(ended, [], status, lua_error(status, rest))
             items = [Selected(rest[i], RequestMeta.from_json(rest[i + 1]), rest[i + 2]) for i in range(0, len(rest), 3)]
-            short = frozenset(int(number) for number in flat[2].split(",")) if flat[2] else frozenset()
             return SelectResult(ended, items, status, None, short)
         assert ended is not None
-        return SelectResult(ended, [], ReturnCode.OK, None)
+        return SelectResult(ended, [], ReturnCode.OK, None, short)
 
     async def unlist_waiter(self, k: AeKeys, waiter: str) -> None:
         """A long poll that ends without work takes its waiter off the list inserts wake."""

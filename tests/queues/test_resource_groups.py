@@ -166,6 +166,8 @@ async def test_a_select_is_listed_only_where_it_left_the_group_s_work_for_lack_o
     assert len((await store.select(k, _grouped(capped), OTHER_SERVER, 3, begin=False)).items) == 1
     blocked = await store.redis.smembers(store.groups.group_keys(CAPPED.name).blocked)
     assert blocked == ({k.notify_channel} if listed else set())
+    # Only work left waiting counts as waiting on the cap.
+    assert (await store.redis.hget(store.groups.group_keys(CAPPED.name).capped, "since") is not None) is listed
 
 
 async def test_idle_selects_of_one_place_do_not_wake_each_other(store, k, capped):
@@ -180,6 +182,7 @@ async def test_idle_selects_of_one_place_do_not_wake_each_other(store, k, capped
         assert grant.granted == 2
         assert len((await store.select(k, grouped, OTHER_SERVER, 3, begin=False)).items) == 1
         assert await store.redis.smembers(blocked) == set()
+        assert await store.redis.hget(store.groups.group_keys(CAPPED.name).capped, "since") is None
         await store.groups.settle_all([grant], {}, {})  # it found nothing: both slots given back
         assert await heard() == []
     assert await store.redis.hget(store.groups.group_keys(CAPPED.name).capped, "since") is None
@@ -218,6 +221,23 @@ async def test_a_select_refused_for_slots_freed_before_its_settle_is_woken_at_on
         assert (await store.select(k, grouped, OTHER_SERVER, 3, begin=False)).items == []
         assert await heard() == ["1"]
     assert await store.redis.smembers(store.groups.group_keys(CAPPED.name).blocked) == set()
+
+
+async def test_a_select_that_drops_lapsed_reservations_wakes_a_place_refused_behind_them(store, k):
+    """A reservation whose process died lapses; the next grant drops it, and the select, in its own call, frees its
+    slots for the places the cap refused as an end would, though it takes one of them itself."""
+    await _queued(store, k, "ONLINE", 1)
+    other = store.keys("LOCAL", "BILLING")
+    await store.insert(other, 1, [request("ONLINE")], GROUPED.backlog_limit)
+    for place in (k, other):
+        await store.register_server(place, SERVER, worker_tasks=2, worker_weight=1, overflow=False)
+    [dead] = await store.groups.take_slots([CAPPED], 2, 30_000)  # a process that dies before its settle
+    assert (await store.select(k, GROUPED, SERVER, 2, begin=False)).items == []
+    reserved = store.groups.group_keys(CAPPED.name).reserved
+    await store.redis.zadd(reserved, {f"{dead.reservation}:2": 0}, xx=True)  # its completion time has passed
+    async with _heard(store, k.notify_channel) as heard:
+        assert len((await store.select(other, GROUPED, SERVER, 2, begin=False)).items) == 1
+        assert await heard() == ["2"]
 
 
 SENTINEL = "heard-all"

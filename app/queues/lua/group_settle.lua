@@ -8,8 +8,8 @@
 -- ARGV: per group: reservation, slots, max_in_flight, holding, releasing, short; per member: member
 -- INCLUDES: groups
 -- reservation: '' for none; max_in_flight: 0 for no cap; short: the notify channel of the select when it left the
--- group's work for lack of slots ('' when not). The members follow the groups' values: per group in order, its `holding` members to hold, then its
--- `releasing` members to free.
+-- group's work for lack of slots ('' when not). The members follow the groups' values: per group in order, its
+-- `holding` members to hold, then its `releasing` members to free.
 -- Returns {OK, per group: in flight after}.
 local groups = #KEYS / 4
 local member = 1 + 6 * groups

@@ -15,19 +15,19 @@ end
 -- A group's reserved slots: one member per select's reservation, `<reservation>:<slots>`, whose score is when it
 -- lapses, and their sum kept in `capped`'s field `reserved` (a member per slot cost a batched select hundreds of ZADDs
 -- and ZREMs, and summing the members every call cost a single select as much). Lapsed ones are dropped here first;
--- with no slot reserved there is no member to look at (a select on one Redis reserves none). `sum`: the field as the
--- caller read it.
+-- with no slot reserved there is no member to look at (a select settled in its own call reserves none). `sum`: the
+-- field as the caller read it. Returns the slots reserved and those that lapsed.
 local function reserved_slots(reserved, capped, now, sum)
   sum = tonumber(sum or 0)
-  if sum == 0 then return 0 end
+  if sum == 0 then return 0, 0 end
   local lapsed = redis.call('ZRANGEBYSCORE', reserved, '-inf', now)
   if #lapsed > 0 then
     local slots = 0
     for _, member in ipairs(lapsed) do slots = slots + tonumber(string.match(member, ':(%d+)$')) end
     redis.call('ZREMRANGEBYSCORE', reserved, '-inf', now)
-    return redis.call('HINCRBY', capped, 'reserved', -slots)
+    return redis.call('HINCRBY', capped, 'reserved', -slots), slots
   end
-  return sum
+  return sum, 0
 end
 
 -- Per group, its keys from KEYS `first_key` on (held, reserved, blocked, capped each) and its max_in_flight (0: no
@@ -44,10 +44,13 @@ local function group_places(first_key, count, first_max)
 end
 
 -- Up to `want` slots of a group for a select (group_take.lua reserves them; a select on one Redis uses them in the
--- same call): returns them and the group's count before, which `place` keeps for settled in the same call.
+-- same call): returns them and the group's count before, which `place` keeps for settled in the same call, with the
+-- slots of the reservations that `lapsed` (a dead process's: freed here).
 local function grant(place, want, now)
   local fields = redis.call('HMGET', place.capped, 'reserved', 'since')
-  local count = redis.call('ZCARD', place.held) + reserved_slots(place.reserved, place.capped, now, fields[1])
+  local reserving, lapsed = reserved_slots(place.reserved, place.capped, now, fields[1])
+  local count = redis.call('ZCARD', place.held) + reserving
+  place.lapsed = lapsed
   local granted = want
   if place.max > 0 then granted = math.max(0, math.min(want, place.max - count)) end
   if granted == want then

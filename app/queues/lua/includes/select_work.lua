@@ -41,11 +41,13 @@ local function select_work(begin_now, grouped)
   release_ended(places)
   -- Each group's slots after the select: held by what it took, its ends' freed (a group the select neither asked nor
   -- freed a slot of is left as it is), and the select listed where it left the group's work for lack of slots. The
-  -- rest of its grant was never seen outside this call: only the ends' slots are freed for the places the cap refused
-  -- (counting the rest woke this very place when it was refused in part).
+  -- rest of its grant was never taken from anyone: only the ends' slots and those of lapsed reservations the grant
+  -- dropped are freed for the places the cap refused.
   local function settle_groups()
     for g, place in ipairs(places) do
-      if place.asked or place.released > 0 then settled(place, place.released, nil, now, nil, short[g] and ARGV[13]) end
+      if place.asked or place.released > 0 then
+        settled(place, place.released + (place.lapsed or 0), nil, now, nil, short[g] and ARGV[13])
+      end
     end
     local numbers = {}
     for g in pairs(short) do numbers[#numbers + 1] = g end
