@@ -251,12 +251,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RejectNulMiddleware)
     app.add_middleware(BodyLimitMiddleware, limits=_body_limits(settings), default=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware)
+    # A request's route is found by trying the routers in this order, each of its routes in turn (1–2 µs each), and
+    # FastAPI prepares a router's routes at the first request that passes them: the calls of a request's life first,
+    # then what every client and probe calls (in tests, which start an app each, ~1 ms per route prepared).
     for router in (
+        work_router,
+        connections_router,
         health_router,
         policy_router,
+        auth_router,
         environments_router,
-        connections_router,
-        work_router,
         servers_router,
         operator_router,
         reports_router,
@@ -264,7 +268,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         scheduler_router,
         events_router,
         sweeper_router,
-        auth_router,
         audit_router,
         dead_letters_router,
         resource_groups_router,
