@@ -19,8 +19,10 @@ from fastapi import FastAPI
 from redis.asyncio import Redis
 
 from app.config import Settings
+from app.db import Base
 from app.main import create_app
 from app.migrate import head_revision, upgrade
+from app.models import import_all_models
 from app.queues.scripts import queue_sources
 from app.redis.context import RedisContext
 from app.redis.embedded import EmbeddedRedis
@@ -110,19 +112,27 @@ def migrations_head() -> str | None:
 
 
 def _truncate_postgres(url: str, head: str | None) -> None:
+    import_all_models()
     with psycopg.connect(url, autocommit=True) as conn:
         [revision] = conn.execute("SELECT version_num FROM alembic_version").fetchone() or [None]
         if revision != head:  # an earlier test downgraded the schema
             upgrade(url)
         # An earlier test's app is gone, but a connection of its pool can outlive it until collected (seen: one
-        # left inside a transaction, and TRUNCATE waited for its lock for minutes). Nothing else may hold one now.
+        # left inside a transaction, and emptying waited for its lock for minutes). Nothing else may hold one now.
         conn.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
-        tables = [
-            row[0] for row in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'alembic_version'")
-        ]
-        conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
+        # Emptied row by row, dependents first, and the sequences restarted: what TRUNCATE ... RESTART IDENTITY does,
+        # in 11 ms instead of 60-80 (TRUNCATE makes each table's files anew; these hold a test's few rows).
+        listed = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'alembic_version'")
+        tables = {row[0] for row in listed}
+        ordered = [table.name for table in reversed(Base.metadata.sorted_tables)]
+        assert set(ordered) == tables, f"tables without a model, or models without a table: {set(ordered) ^ tables}"
+        with conn.transaction():
+            for table in ordered:
+                conn.execute(f'DELETE FROM "{table}"')
+            for [sequence] in conn.execute("SELECT sequencename FROM pg_sequences WHERE schemaname = 'public'").fetchall():
+                conn.execute(f'ALTER SEQUENCE "{sequence}" RESTART')
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
