@@ -1,7 +1,7 @@
 """No work starved, on the real service: under importance-1 work that keeps every server busy, requests of less
-important classes still end, each selected within the bound docs/scheduler.md states (counted in selects, so a
-slow machine cannot fail it); a promoted request's work record says so, /metrics counts it and the goal
-evaluation (the dashboard's per-class view) shows the count."""
+important classes still end, each selected within the bound docs/scheduler.md states (counted in selects and in
+the promotions ahead of it, so a slow machine cannot fail it); a promoted request's work record says so, /metrics
+counts it and the goal evaluation (the dashboard's per-class view) shows the count."""
 
 from __future__ import annotations
 
@@ -104,15 +104,20 @@ async def test_under_importance_1_load_on_every_server_less_important_work_ends_
     by_token = {row["token"]: row for row in rows}
     selects = sorted(row["selected_at"] for row in rows)
     # The bound, T + 1 / (share x select rate), counted in selects: once past T, a request waits for at most the
-    # 1 / share selects that earn a token. Allowed twice that, for the two servers' selects crossing.
-    waited = {}
+    # 1 / share selects that earn a token, and 1 / share more for each request promoted ahead of it (a stall of the
+    # selects, on a loaded machine, lets several pass T together; they share the bucket). Allowed twice that, for
+    # the two servers' selects crossing.
+    promoted_at = [row["selected_at"] for row in rows if row["promoted"]]
+    waited, allowed = {}, {}
     for token in load.low:
         low = by_token[token]
         past_promotion_time = low["inserted_at"] + timedelta(seconds=PROMOTION_S)
-        waited[low["service_class"], token] = sum(1 for at in selects if past_promotion_time < at < low["selected_at"])
+        key = low["service_class"], token
+        waited[key] = sum(1 for at in selects if past_promotion_time < at < low["selected_at"])
+        allowed[key] = 2 * (1 + sum(1 for at in promoted_at if past_promotion_time < at < low["selected_at"])) / SHARE
         assert low["promoted"] is True and low["outcome"] == "completed", low
     assert {service_class for service_class, _ in waited} == {"BATCH", "REPORTS"}
-    assert max(waited.values()) <= 2 / SHARE, waited
+    assert all(waited[key] <= allowed[key] for key in waited), (waited, allowed)
     assert not any(row["promoted"] for row in rows if row["service_class"] == "ONLINE")
 
 
