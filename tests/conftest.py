@@ -111,7 +111,7 @@ def migrations_head() -> str | None:
     return head_revision()
 
 
-def _truncate_postgres(url: str, head: str | None) -> None:
+def _empty_postgres(url: str, head: str | None) -> None:
     import_all_models()
     with psycopg.connect(url, autocommit=True) as conn:
         [revision] = conn.execute("SELECT version_num FROM alembic_version").fetchone() or [None]
@@ -143,7 +143,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         shutil.copyfile(request.getfixturevalue("sqlite_template"), tmp_path / "wlm.db")
         return f"sqlite:///{tmp_path / 'wlm.db'}"
     url: str = request.getfixturevalue("postgres_database")
-    _truncate_postgres(url, request.getfixturevalue("migrations_head"))
+    _empty_postgres(url, request.getfixturevalue("migrations_head"))
     return url
 
 
