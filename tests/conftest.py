@@ -106,16 +106,11 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
-def migrations_head() -> str | None:
-    return head_revision()
-
-
-def _empty_postgres(url: str, head: str | None) -> None:
+def _empty_postgres(url: str) -> None:
     import_all_models()
     with psycopg.connect(url, autocommit=True) as conn:
         [revision] = conn.execute("SELECT version_num FROM alembic_version").fetchone() or [None]
-        if revision != head:  # an earlier test downgraded the schema
+        if revision != head_revision():  # an earlier test downgraded the schema
             upgrade(url)
         # An earlier test's app is gone, but a connection of its pool can outlive it until collected (seen: one
         # left inside a transaction, and emptying waited for its lock for minutes). Nothing else may hold one now.
@@ -143,7 +138,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         shutil.copyfile(request.getfixturevalue("sqlite_template"), tmp_path / "wlm.db")
         return f"sqlite:///{tmp_path / 'wlm.db'}"
     url: str = request.getfixturevalue("postgres_database")
-    _empty_postgres(url, request.getfixturevalue("migrations_head"))
+    _empty_postgres(url)
     return url
 
 
