@@ -40,6 +40,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -75,9 +76,10 @@ SMOKE_REQUESTS = (2_000, 4_000)
 ENDED = re.compile(r"(\d+) ended requests")
 
 
-def install_policy() -> Service:
-    """A stopped service whose data directory's database holds the example policy, installed through the API."""
-    service = Service()
+def install_policy(directory: Path | None = None) -> Service:
+    """A stopped service whose data directory's database holds the example policy, installed through the API;
+    `directory`: the service's own (None: a scratch directory removed when the benchmark ends)."""
+    service = Service(directory=directory)
     try:
         response = httpx.put(
             f"{service.url}/v1/policy",
@@ -227,7 +229,8 @@ def main() -> None:
     # The smoke run maps no class-data archive: writing one at the first JVM's exit takes longer than the rest.
     settings = {"WLM_SPARK_CLASS_ARCHIVE": "false"} if args.smoke else {}
     print(f"machine: {machine()}; the job, its JVM and this process share the cores", flush=True)
-    service = install_policy()
+    # A kept directory is one the service did not make: it removes its own scratch directory at exit.
+    service = install_policy(Path(tempfile.mkdtemp(prefix="wlm-report-data-")) if args.keep_data else None)
     try:
         figures = measure(service.dir / "data", requests, runs, settings, warm_up=not args.smoke)
     finally:
