@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +26,8 @@ from spark_jobs.common.job_log import JobLog
 
 # Writing the class-data archive as the JVM exits took up to 40 s on 2 cores.
 JVM_EXIT_TIMEOUT_S = 300
+# How often the accumulator server is woken while it stops (stop_session).
+ACCUMULATOR_WAKE_S = 0.005
 
 
 def build_session(
@@ -138,7 +143,7 @@ def job_session(app_name: str, log: JobLog, driver: DriverSettings, *, may_write
         raise log.failed(error, reason=str(error.java_exception)) from error
     finally:
         try:
-            spark.stop()
+            stop_session(spark)
         finally:
             if starts_jvm:
                 if writes_archive:
@@ -146,6 +151,32 @@ def job_session(app_name: str, log: JobLog, driver: DriverSettings, *, may_write
                 exit_code = stop_jvm()
                 if archive is not None and archive.publish(exit_code):
                     log.detail(f"class-data archive written: {archive.path}")
+
+
+def stop_session(spark: SparkSession) -> None:
+    """`spark.stop()` without its wait of up to half a second (0.4–0.5 s seen, a thirtieth of a 10 million record
+    report): see stop_accumulator_server."""
+    stop_accumulator_server(spark.sparkContext)
+    spark.stop()
+
+
+def stop_accumulator_server(context: SparkContext) -> None:
+    """Stop PySpark's accumulator server of `context`, which these jobs do not use, at once: it sees a shutdown only
+    when its `serve_forever` polls again, every 0.5 s, and SparkContext.stop waits for that. It is told to stop here
+    and woken by connections it accepts and closes unread (its handler reads nothing once `server_shutdown` is set);
+    SparkContext.stop then finds it gone."""
+    server = getattr(context, "_accumulatorServer", None)
+    if server is None:
+        return
+    server.server_shutdown = True
+    stopping = threading.Thread(target=server.shutdown, name="accumulator-server-shutdown")
+    stopping.start()
+    while stopping.is_alive():
+        # A wake-up before the shutdown is asked for only makes the server poll again: so, until it has ended.
+        with contextlib.suppress(OSError), socket.socket(server.address_family) as wake:
+            wake.connect(server.server_address)
+        stopping.join(ACCUMULATOR_WAKE_S)
+    context._accumulatorServer = None  # type: ignore[assignment]  # PySpark's own attribute: it is stopped
 
 
 def stop_jvm() -> int | None:

@@ -6,7 +6,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_jobs.common.driver import DriverSettings
-from spark_jobs.common.session import build_session
+from spark_jobs.common.session import build_session, stop_session
 
 # A test interrupted by its timeout inside a call to the JVM leaves the shared session's gateway broken, and every
 # Spark test after it fails too (seen at load 17, where one job's test ran past the suite's 120 s): the timeout
@@ -26,4 +26,4 @@ def spark() -> Iterator[SparkSession]:
     session = build_session("wlm-tests", DriverSettings(master="local[2]"), shuffle_partitions=2)
     session.sparkContext.setLogLevel("ERROR")
     yield session
-    session.stop()
+    stop_session(session)
