@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from app.redis.script_spec import ScriptSpec
 
-# The six values of one end, as end_held (lua/includes/end_held.lua) reads them.
-_PER_END = "per end: id, outcome, result, error, dead_letter, life"
+# The seven values of one end, as end_held (lua/includes/end_held.lua) reads them.
+_PER_END = "per end: id, outcome, result, error, dead_letter, life, tombstone"
 _PER_CLASS_QUEUES = "per class: dep_front, dep_rear, ind_front, ind_rear"
 _TOMBSTONE_KEYS = "done, done_0, done_1, done_2, done_3"
 _REMOVAL_KEYS = f"req, payload, depth, records, exits, {_TOMBSTONE_KEYS}, holes"

@@ -25,6 +25,7 @@ from app.queues.resource_groups import (
     preferred_order,
 )
 from app.queues.sweep import SweptQueues, removal_keys
+from app.queues.tombstones import tombstone_field
 
 # Each select brings back at most this many blobs before it answers (with what it has, possibly nothing).
 UNSWEEPS_PER_SELECT = 3
@@ -102,12 +103,20 @@ class Budgets:
 NO_BUDGETS = Budgets([], [])
 
 
-def _end_args(ends: Sequence[EndArgs]) -> list[str | int]:
-    """Per end, the six values end_held (lua/includes/end_held.lua) reads."""
+def _end_args(ends: Sequence[EndArgs]) -> list[str | int | bytes]:
+    """Per end, the seven values end_held (lua/includes/end_held.lua) reads."""
     return [
         value
         for end in ends
-        for value in (end.request_id, end.outcome, end.result or "", end.error or "", "1" if end.dead_letter else "", end.life)
+        for value in (
+            end.request_id,
+            end.outcome,
+            end.result or "",
+            end.error or "",
+            "1" if end.dead_letter else "",
+            end.life,
+            tombstone_field(end.request_id),
+        )
     ]
 
 

@@ -16,6 +16,7 @@ from app.errors import Conflict
 from app.queues.codes import ReturnCode
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
+from app.queues.tombstones import tombstone_field
 from app.queues.transitions import EndArgs, EndResult
 from app.redis.topology import close_redis, is_cluster, open_redis
 from tests.queues.conftest import CONFIG, QUEUE_MANAGER, SERVER, request, tombstone_of
@@ -79,6 +80,23 @@ async def test_a_tombstone_is_a_binary_id_and_a_letter_in_its_bucket(store, k, r
     assert raw == {base64.urlsafe_b64decode(request_id): f"f{QUEUE_MANAGER}".encode()}
     assert await tombstone_of(store, k, request_id) == f"failed|{QUEUE_MANAGER}"
     assert not await store.redis.exists(k.done) and not await store.redis.exists(k.done_exp)
+
+
+# Ids of every form tombstone_field tells apart: as inserts make them, and each way of not being one (a character
+# outside the URL-safe alphabet, padding, too short or long, not ASCII, under 12 bytes).
+FIELD_FORMS = ["AZaz09-_Mn4yQ5_-", "AAAAAAAAAAAAAA==", "AAAAAAAAAAAA+/AA", "AAAAAAAAAAAAAA.A", "0123456789abcde", "ééééééé_", "short"]
+
+
+@pytest.mark.parametrize("request_id", FIELD_FORMS)
+async def test_the_field_the_service_sends_is_the_one_redis_looks_up(store, k, request_id):
+    """An end writes the field the service computed (app/queues/tombstones.py); a status read and a late end find it
+    by the field Redis computes (lua/includes/tombstones.lua): the two must agree for every form of id."""
+    await held(store, k, request_id)
+    await store.end(k, SERVER, [EndArgs(request_id, "completed")])
+    (bucket,) = [key for key in k.tombstones if await store.redis.exists(key)]
+    assert await store.redis.execute_command("HKEYS", bucket, NEVER_DECODE=True) == [tombstone_field(request_id)]
+    assert await tombstone_of(store, k, request_id) == f"completed|{QUEUE_MANAGER}"
+    assert await store.end(k, SERVER, [EndArgs(request_id, "completed")]) == [EndResult(ReturnCode.ALREADY_ENDED, "completed")]
 
 
 async def test_an_earlier_lifes_end_never_ends_the_current_one(store, k):

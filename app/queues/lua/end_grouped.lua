@@ -4,7 +4,7 @@
 -- KEYS: req, payload, leases, inflight, records, exits, done, done_0, done_1, done_2, done_3, samples, dead, dead_at,
 --       buckets, histograms; per group: held, reserved, blocked, capped
 -- ARGV: server, tombstone_ms, samples_ms, dead_keep_ms, ends, member_prefix; per end: id, outcome, result, error,
---       dead_letter, life; per class: class; per class: group; per group: max_in_flight
+--       dead_letter, life, tombstone; per class: class; per class: group; per group: max_in_flight
 -- INCLUDES: end_held, groups
 -- member_prefix: a request's token up to its id (AeKeys.member_prefix). Per class its group's number (0: none);
 -- max_in_flight: 0 for no cap. Returns as end.lua.

@@ -6,10 +6,10 @@
 --       samples, assign, retire, swept, served, waiters, served_at, dead, dead_at, buckets, histograms, promotion;
 --       per class: dep_front, dep_rear, ind_front, ind_rear
 -- ARGV: server, lease_ms, max_items, tombstone_ms, samples_ms, dead_keep_ms, waiter, promotion_ms, promotion_share,
---       ends; per end: id, outcome, result, error, dead_letter, life; per class: class; per class: tier; optionally
---       per class: group; per group: slots
+--       ends; per end: id, outcome, result, error, dead_letter, life, tombstone; per class: class; per class: tier;
+--       optionally per class: group; per group: slots
 -- INCLUDES: select_work
--- waiter: the server's if it long-polls ('' if not: see wake in includes/wake.lua). Per end: the six values
+-- waiter: the server's if it long-polls ('' if not: see wake in includes/wake.lua). Per end: the seven values
 -- end.lua takes. Classes in order of tier (lower: first). Groups, when the environment's classes are in resource
 -- groups: per class its group's number (0: none), then per group the slots it granted this select.
 -- Returns {status, number of ends, short, per end: code, value (see end_held), then by status}: OK and per item: id,

@@ -8,8 +8,8 @@
 --       samples, assign, retire, swept, served, waiters, served_at, dead, dead_at, buckets, histograms, promotion;
 --       per class: dep_front, dep_rear, ind_front, ind_rear; per group: held, reserved, blocked, capped
 -- ARGV: server, lease_ms, max_items, tombstone_ms, samples_ms, dead_keep_ms, waiter, promotion_ms, promotion_share,
---       ends, groups, member_prefix, channel; per end: id, outcome, result, error, dead_letter, life; per class: class;
---       per class: tier; per class: group; per group: max_in_flight
+--       ends, groups, member_prefix, channel; per end: id, outcome, result, error, dead_letter, life, tombstone;
+--       per class: class; per class: tier; per class: group; per group: max_in_flight
 -- INCLUDES: select_work
 -- groups: how many; member_prefix: a request's token up to its id (AeKeys.member_prefix); channel: the environment's
 -- notify channel. Per class its group's number (0: none); max_in_flight: 0 for no cap. Returns as select.lua.

@@ -81,7 +81,7 @@ end
 -- A server ends requests it holds (IWM4STEN), each judged on its own: one that can no longer be ended (its lease
 -- expired and it went to another server, or it already ended) does not stop the others. The ends are ARGV runs of
 -- END_ARITY (id, outcome, result JSON or '', error text or '', '1' to dead-letter a failed request or '', the life
--- its token names) from index `first` to `last`; per request, a code and a value are appended to `result`: OK and
+-- its token names, its tombstone's field: app/queues/tombstones.py) from index `first` to `last`; per request, a code and a value are appended to `result`: OK and
 -- the work record, UNKNOWN_WORK and '', ALREADY_ENDED and the outcome ('' for an earlier life's end: that life
 -- ended, and a dead letter retried lives again under the same id), NOT_HOLDER and ''.
 -- Each end is also a sample for goal evaluation: 'class|response ms|queue ms|execution ms|id' in the zset
@@ -91,7 +91,7 @@ end
 -- k needs req, payload, leases, inflight, records, exits, done, tombs, samples, dead, dead_at, buckets, histograms.
 -- `ended_one`, if given, is called with each request ended and its metadata (its resource group's slot: releasing
 -- in includes/groups.lua).
-local END_ARITY = 6
+local END_ARITY = 7
 local function end_held(k, server, now, tombstone_ms, samples_ms, dead_keep_ms, first, last, result, ended_one)
   local ended, later, ids, now_text = 0, ending_later(), {}, string.format('%d', now)
   local count, write_histograms = histograms(k)
@@ -123,7 +123,7 @@ local function end_held(k, server, now, tombstone_ms, samples_ms, dead_keep_ms, 
       if ARGV[i + 2] ~= '' then meta.result = ARGV[i + 2] end
       if ARGV[i + 3] ~= '' then meta.error = ARGV[i + 3] end
       result[#result + 1] = OK
-      result[#result + 1] = finish(k, id, meta, outcome, now, tombstone_ms, later, stored)
+      result[#result + 1] = finish(k, id, meta, outcome, now, tombstone_ms, later, stored, ARGV[i + 6])
       if ARGV[i + 4] == '1' and outcome == 'failed' then
         dead_letter(k, id, meta, redis.call('HGET', k.payload, id), 'failed', now, dead_keep_ms)
       end

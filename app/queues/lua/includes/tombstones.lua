@@ -27,7 +27,8 @@ local function sextet(b)
 end
 
 -- The field of an id: 12 bytes for an id as inserts make them (16 URL-safe base64 characters), else the id itself
--- when shorter than 12 bytes, else the id and ':' (so that no two ids share a field).
+-- when shorter than 12 bytes, else the id and ':' (so that no two ids share a field). The service makes the same for
+-- the ends it asks for (app/queues/tombstones.py; tests/queues/test_tombstones.py holds the two to each other).
 local function tombstone_field(id)
   if #id == 16 then
     local bytes = {}
@@ -58,13 +59,14 @@ local function tombstone_bucket(k, now, tombstone_ms)
   return k.tombs[n % TOMBSTONE_BUCKETS + 1], (n + 1) * width + tombstone_ms
 end
 
--- Tombstones written at `now`: `ended` is a flat list of id, outcome, queue manager ('' for none).
+-- Tombstones written at `now`: `ended` is a flat list of tombstone field (tombstone_field), outcome, queue manager
+-- ('' for none).
 local function write_tombstones(k, now, tombstone_ms, ended)
   if #ended == 0 then return end
   local key, expires = tombstone_bucket(k, now, tombstone_ms)
   local fields = {}
   for i = 1, #ended, 3 do
-    append_pair(fields, tombstone_field(ended[i]), tombstone_value(ended[i + 1], ended[i + 2]))
+    append_pair(fields, ended[i], tombstone_value(ended[i + 1], ended[i + 2]))
   end
   in_chunks('HSET', key, fields)
   redis.call('PEXPIREAT', key, expires)
