@@ -20,6 +20,12 @@ class HttpError(Exception):
 # The service (uvicorn) closes a connection idle for 5 s; one idle longer than this is not reused, so a request is
 # never sent on a connection the server is closing (and never needs a retry that could insert twice).
 MAX_IDLE_SECONDS = 3.0
+# A request the service has not answered this long after it was sent fails, named: waiting on, a benchmark hung until
+# its caller's own timeout took it, saying nothing of which request (seen once: the `ab` smoke run, after 280 s).
+# Far above any request a benchmark makes (long polls wait at most a second).
+REQUEST_DEADLINE_SECONDS = 60.0
+# How often the client looks for requests past their deadline: a look per client, not a timer per request.
+DEADLINE_LOOK_SECONDS = 1.0
 TIMING_HEADER = b"x-wlm-timing"  # app/web/timing.py
 
 
@@ -27,6 +33,8 @@ class _Connection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
         self.idle_since = time.monotonic()
+        self.sent_at = 0.0
+        self.past_deadline = False  # closed by HttpClient's look for requests past their deadline
 
     async def exchange(self, head: bytes, body: bytes) -> tuple[int, bytes, str | None]:
         """The status, the body and the service's timing header (WLM_TIMING_HEADER), if it sent one."""
@@ -48,13 +56,16 @@ class _Connection:
 
 class HttpClient:
     """Requests to one base URL with one bearer key; each request takes an idle connection or opens one, so
-    concurrent coroutines each get their own."""
+    concurrent coroutines each get their own. A request not answered within `deadline_s` raises HttpError."""
 
-    def __init__(self, url: str, key: str) -> None:
+    def __init__(self, url: str, key: str, deadline_s: float = REQUEST_DEADLINE_SECONDS) -> None:
         parts = urlsplit(url)
         self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
         self._auth = f"Authorization: Bearer {key}\r\n".encode()
         self._idle: list[_Connection] = []
+        self._busy: set[_Connection] = set()
+        self.deadline_s = deadline_s
+        self._deadlines: asyncio.Task[None] | None = None
 
     async def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> tuple[int, Any]:
         status, answer, _ = await self.timed_request(method, path, body, content_type)
@@ -71,11 +82,19 @@ class HttpClient:
             + b"\r\n"
         )
         connection = await self._connection()
+        if self._deadlines is None:
+            self._deadlines = asyncio.get_running_loop().create_task(self._close_past_deadline())
+        connection.sent_at = time.monotonic()
+        self._busy.add(connection)
         try:
             status, raw, timing = await connection.exchange(head, payload)
-        except BaseException:
+        except BaseException as error:
             connection.writer.close()
+            if connection.past_deadline:
+                raise HttpError(f"{method} {path}: no answer within {self.deadline_s:g} s") from error
             raise
+        finally:
+            self._busy.discard(connection)
         connection.idle_since = time.monotonic()
         self._idle.append(connection)
         return status, orjson.loads(raw) if raw else None, timing
@@ -91,7 +110,19 @@ class HttpClient:
     async def post(self, path: str, body: Any) -> tuple[int, Any]:
         return await self.request("POST", path, body)
 
+    async def _close_past_deadline(self) -> None:
+        """Close each connection whose request is past its deadline: its read ends, and the request fails, named."""
+        while True:
+            await asyncio.sleep(min(DEADLINE_LOOK_SECONDS, self.deadline_s))
+            now = time.monotonic()
+            for connection in [c for c in self._busy if now - c.sent_at > self.deadline_s]:
+                connection.past_deadline = True
+                connection.writer.transport.abort()
+
     async def close(self) -> None:
+        if self._deadlines is not None:
+            self._deadlines.cancel()
+            self._deadlines = None
         for connection in self._idle:
             connection.writer.close()
         self._idle.clear()
