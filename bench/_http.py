@@ -90,13 +90,16 @@ class HttpClient:
             status, raw, timing = await connection.exchange(head, payload)
         except BaseException as error:
             connection.writer.close()
-            if connection.past_deadline:
+            if connection.past_deadline and isinstance(error, Exception):  # a cancellation stays one
                 raise HttpError(f"{method} {path}: no answer within {self.deadline_s:g} s") from error
             raise
         finally:
             self._busy.discard(connection)
-        connection.idle_since = time.monotonic()
-        self._idle.append(connection)
+        if connection.past_deadline:
+            connection.writer.close()  # answered as its deadline closed it: not reused
+        else:
+            connection.idle_since = time.monotonic()
+            self._idle.append(connection)
         return status, orjson.loads(raw) if raw else None, timing
 
     async def _connection(self) -> _Connection:

@@ -40,21 +40,33 @@ async def server() -> AsyncIterator[tuple[str, list[float | None]]]:
     await listening.wait_closed()
 
 
-async def test_a_request_never_answered_fails_named_after_its_deadline(server):
+@pytest.fixture
+async def clients() -> AsyncIterator[list[HttpClient]]:
+    """The test's clients, closed after it however it ends (the tests share one event loop)."""
+    made: list[HttpClient] = []
+    yield made
+    for client in made:
+        await client.close()
+        assert client._deadlines is None
+
+
+async def test_a_request_never_answered_fails_named_after_its_deadline(server, clients):
     url, delays = server
     client = HttpClient(url, "key", deadline_s=0.2)
-    delays += [0, None]
+    clients.append(client)
+    delays += [0, None, 0]
     assert await client.request("GET", "/first") == (200, {})
     with pytest.raises(HttpError, match=r"POST /v1/work: no answer within 0.2 s"):
         await client.post("/v1/work", {"n": 1})
-    await client.close()
+    assert not client._idle  # the connection closed at the deadline is not reused
+    assert await client.request("GET", "/after") == (200, {})
 
 
-async def test_an_answer_within_the_deadline_is_taken_and_its_connection_kept(server):
+async def test_an_answer_within_the_deadline_is_taken_and_its_connection_kept(server, clients):
     url, delays = server
     client = HttpClient(url, "key", deadline_s=5)
+    clients.append(client)
     delays += [0.05, 0]
     assert await client.request("GET", "/slow") == (200, {})
     assert await client.request("GET", "/again") == (200, {})
     assert len(client._idle) == 1  # one connection, reused
-    await client.close()
