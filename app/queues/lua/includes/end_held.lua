@@ -81,9 +81,10 @@ end
 -- A server ends requests it holds (IWM4STEN), each judged on its own: one that can no longer be ended (its lease
 -- expired and it went to another server, or it already ended) does not stop the others. The ends are ARGV runs of
 -- END_ARITY (id, outcome, result JSON or '', error text or '', '1' to dead-letter a failed request or '', the life
--- its token names, its tombstone's field: app/queues/tombstones.py) from index `first` to `last`; per request, a code and a value are appended to `result`: OK and
--- the work record, UNKNOWN_WORK and '', ALREADY_ENDED and the outcome ('' for an earlier life's end: that life
--- ended, and a dead letter retried lives again under the same id), NOT_HOLDER and ''.
+-- its token names, its tombstone's field: app/queues/tombstones.py) from index `first` to `last`; per request, a code
+-- and a value are appended to `result`: OK and the work record, UNKNOWN_WORK and '', ALREADY_ENDED and the outcome
+-- ('' for an earlier life's end: that life ended, and a dead letter retried lives again under the same id),
+-- NOT_HOLDER and ''.
 -- Each end is also a sample for goal evaluation: 'class|response ms|queue ms|execution ms|id' in the zset
 -- k.samples, scored by its end; samples older than `samples_ms`, and all but the newest MAX_SAMPLES, are dropped
 -- here, so the set stays bounded whether or not anyone evaluates it (and an evaluation reads at most that many).
