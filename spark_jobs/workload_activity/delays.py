@@ -9,19 +9,16 @@ a row of them, has nulls; an interval sampled while the queue held no request ha
 
 The samples are rows per queue per minute, in a file per minute: few rows, many files. They are summed on the driver
 (`delay_sums`, Arrow), while the JVM starts, to a row per class queue and level, and those rows joined onto the
-report's as a table Spark knows whole (a local relation, broadcast). Read by Spark, the day's 1,440 files took three
+collected report's there too (`with_delays`). Read by Spark, the day's 1,440 files took three
 jobs and six stages more, and seconds; as an inline table of bound parameters (tables.py), 2,000 rows took a minute
 to plan."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import date
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from spark_jobs.contract.delay_samples import DEDUP_KEY, STATE_COLUMNS
 from spark_jobs.contract.report import WHOLE_DAY_MINUTES
@@ -68,21 +65,41 @@ def delay_sums(samples: pa.Table, report_date: date, interval_minutes: int) -> p
     return summed.rename_columns([name.removesuffix("_sum") for name in summed.column_names])
 
 
-def with_delays(report: DataFrame, sums: pa.Table | None, columns: Sequence[str]) -> DataFrame:
-    """`report`'s rows with their class queue's DELAY_COLUMNS at their level, from `sums` (`delay_sums`; nulls where
-    it has no row, and for every row without sums), as `columns` (the report's, then DELAY_COLUMNS)."""
+def null_delays() -> list[str]:
+    """DELAY_COLUMNS as typed nulls (SQL): the report's rows have them until `with_delays` fills them."""
+    return [f"CAST(NULL AS {_TYPES[name]}) AS {name}" for name in DELAY_COLUMNS]
+
+
+def with_delays(report: pa.Table, sums: pa.Table | None) -> pa.Table:
+    """The collected `report` (its DELAY_COLUMNS null), its rows in their order, with their class queue's
+    DELAY_COLUMNS at their level from `sums` (`delay_sums`; nulls where it has no row). Joined on the driver: the
+    report has a few thousand rows, and Spark took 0.3–1 s to plan the sums as a table and the join."""
     if sums is None or sums.num_rows == 0:
-        return report.selectExpr(*columns[: -len(DELAY_COLUMNS)], *(f"CAST(NULL AS {_TYPES[name]}) AS {name}" for name in DELAY_COLUMNS))
-    whole = " + ".join(STATE_COLUMNS)
-    delays = report.sparkSession.createDataFrame(sums).selectExpr(
-        *QUEUE,
-        "interval_minutes",
+        return report
+    key = [*QUEUE, "interval_minutes", "interval_start"]
+    states = [sums[state] for state in STATE_COLUMNS]
+    whole = states[0]
+    for state in states[1:]:
+        whole = pc.add(whole, state)
+    counted = pc.greater(whole, 0)
+    whole_double = whole.cast(pa.float64())
+    figures = {
+        **{name: sums[name] for name in (*QUEUE, "interval_minutes")},
         # As report_figures makes the report's interval_start (UTC wall time without a zone), so the two join.
-        "CAST(timestamp_micros(start_us) AS TIMESTAMP_NTZ) AS interval_start",
-        "samples AS delay_samples",
-        *(
-            f"IF(({whole}) > 0, 100.0D * {state} / ({whole}), NULL) AS {pct}"
-            for state, pct in zip(STATE_COLUMNS, STATE_PCT_COLUMNS, strict=True)
-        ),
-    )
-    return report.join(F.broadcast(delays), [*QUEUE, "interval_minutes", "interval_start"], "left").select(*columns)
+        "interval_start": sums["start_us"].cast(pa.timestamp("us")),
+        "delay_samples": sums["samples"],
+        **{
+            pct: pc.if_else(counted, pc.divide(pc.multiply(state.cast(pa.float64()), 100.0), whole_double), None)
+            for state, pct in zip(states, STATE_PCT_COLUMNS, strict=True)
+        },
+    }
+    schema = report.schema
+    delay_table = pa.table({name: column.cast(schema.field(name).type) for name, column in figures.items()})
+    # Only the keys are joined (a join carries no list column such as the buckets), each report row to at most one
+    # row of sums (one per class queue and level), then put back in the report's order.
+    rows = report.select(key).append_column("row", pa.array(range(report.num_rows), pa.int64()))
+    matched = rows.join(delay_table, key, join_type="left outer", use_threads=False).sort_by("row")
+    assert matched.num_rows == report.num_rows, "delay_sums has one row per class queue and level"
+    for name in DELAY_COLUMNS:
+        report = report.set_column(schema.get_field_index(name), schema.field(name), matched[name])
+    return report

@@ -18,7 +18,7 @@ from spark_jobs.common.job_log import JobLog
 from spark_jobs.common.session import job_session
 from spark_jobs.contract.report import WHOLE_DAY_MINUTES
 from spark_jobs.workload_activity.database_rows import read_policy_versions, replace_date
-from spark_jobs.workload_activity.delays import delay_sums
+from spark_jobs.workload_activity.delays import delay_sums, with_delays
 from spark_jobs.workload_activity.extract import (
     day_files,
     day_has_files,
@@ -54,16 +54,17 @@ def collect_report(
     progress: Callable[[str], None],
     delay_sums: pa.Table | None = None,
 ) -> tuple[StructType, pa.Table]:
-    """The report's schema and its rows (Arrow), every one named: if a file declared fewer groups than it holds (not
+    """The report's schema and its rows (Arrow), their delay columns of `delay_sums` (delays.with_delays; None:
+    null), every one named: if a file declared fewer groups than it holds (not
     one this project wrote), the groups are found in the records. The report is not cached for the Parquet write: that
     is made of the collected rows (load.write_parquet), where `cache()` analysed the plan again and built the cache
     (1.2–2 CPU s less a run, the output the same)."""
-    report = workload_activity(records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records, delay_sums)
+    report = workload_activity(records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records)
     table = report.toArrow()
     if declared_keys is not None and table.column("service_class").null_count:
         progress("a group no file declared: reading the records again to name the groups")
         return collect_report(records, goals, steps, report_date, interval_minutes, None, distinct_records, progress, delay_sums)
-    return report.schema, table
+    return report.schema, with_delays(table, delay_sums)
 
 
 def run(

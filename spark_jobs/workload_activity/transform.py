@@ -39,7 +39,6 @@ from datetime import UTC, date, datetime, timedelta
 from functools import reduce
 from typing import Any
 
-import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -53,7 +52,7 @@ from spark_jobs.contract.goals import (
 )
 from spark_jobs.contract.records import GROUP_KEYS
 from spark_jobs.contract.report import WHOLE_DAY_MINUTES, divides_the_day
-from spark_jobs.workload_activity.delays import DELAY_COLUMNS, with_delays
+from spark_jobs.workload_activity.delays import DELAY_COLUMNS, null_delays
 from spark_jobs.workload_activity.policy_goals import ActivationStep, GoalRow
 from spark_jobs.workload_activity.tables import GOAL_COLUMNS, GROUP, GROUP_ID, declared_groups, goal_table, group_table
 
@@ -361,6 +360,7 @@ def _figures(report_date: date) -> list[str]:
         f"{velocity} AS execution_velocity",
         f"{performance_index} AS performance_index",
         f"{goal_met_share} AS goal_met_share",
+        *null_delays(),
     ]
 
 
@@ -420,15 +420,14 @@ def workload_activity(
     interval_minutes: int = 15,
     declared_keys: Sequence[Mapping[str, Any]] | None = None,
     distinct_records: DataFrame | None = None,
-    delay_sums: pa.Table | None = None,
 ) -> DataFrame:
     """The report of `report_date`: one row per service class period of each AE, node, report class and policy
     version, per interval of `interval_minutes` and for the whole day. `records` are that day's work records (copies
     allowed; None: every record is in `distinct_records`), `goals` those of every policy version (goal_rows),
     `steps` the day's policy activations, `declared_keys` the group keys the records' files declare (None: found in
     the records),
-    `distinct_records` more records of the day known to share no request with any other record (see `cells`),
-    `delay_sums` the day's delay samples summed (delays.delay_sums; None: the delay columns are null)."""
+    `distinct_records` more records of the day known to share no request with any other record (see `cells`). Its
+    delay columns are null: the job fills them in the collected rows (delays.with_delays)."""
     if not divides_the_day(interval_minutes):
         raise ValueError(f"interval_minutes must divide a day (1..{WHOLE_DAY_MINUTES}), got {interval_minutes}")
     day_start, day_end = day_bounds(report_date)
@@ -453,5 +452,4 @@ def workload_activity(
         group_frame = group_table(spark, declared_groups(declared_keys, steps, goals))
     else:
         group_frame = groups(reduce(DataFrame.unionByName, [table for table in (rows, distinct_rows) if table is not None]), goal_frame)
-    report = report_figures(levels(cell_table, interval_minutes), group_frame, report_date)
-    return with_delays(report, delay_sums, REPORT_COLUMNS)
+    return report_figures(levels(cell_table, interval_minutes), group_frame, report_date)

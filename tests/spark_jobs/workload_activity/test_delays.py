@@ -9,15 +9,16 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import Row, SparkSession
 
 from app.servers.delay_records import merge_minutes, write
 from spark_jobs.contract.delay_samples import SCHEMA, STATE_COLUMNS
 from spark_jobs.workload_activity import extract
 from spark_jobs.workload_activity.delays import DELAY_COLUMNS, SAMPLE_COLUMNS, delay_sums
 from spark_jobs.workload_activity.extract import RECORDS_SCHEMA, read_delay_samples
+from spark_jobs.workload_activity.job import collect_report
 from spark_jobs.workload_activity.policy_goals import activation_steps, goal_rows
-from spark_jobs.workload_activity.transform import REPORT_COLUMNS, day_bounds, workload_activity
+from spark_jobs.workload_activity.transform import REPORT_COLUMNS, day_bounds
 from tests.spark_jobs.workload_activity.test_transform import DAY, MIDNIGHT, START, V1, record
 
 
@@ -165,7 +166,9 @@ def workload_activity_rows(spark: SparkSession, records: list[dict[str, Any]], s
     """The report's rows, its delay columns of `samples` (as read: SAMPLE_COLUMNS) summed as the job sums them."""
     sums = None if samples is None else delay_sums(samples.select(list(SAMPLE_COLUMNS)), DAY, 15)
     frame = spark.createDataFrame(records, RECORDS_SCHEMA)
-    return workload_activity(frame, goal_rows([V1]), activation_steps([V1], *day_bounds(DAY)), DAY, 15, delay_sums=sums).collect()
+    steps = activation_steps([V1], *day_bounds(DAY))
+    _, collected = collect_report(frame, goal_rows([V1]), steps, DAY, 15, None, None, lambda _: None, sums)
+    return [Row(**row) for row in collected.to_pylist()]
 
 
 def test_the_files_the_scheduler_writes_read_as_they_are(spark: SparkSession, tmp_path: Path) -> None:
