@@ -73,14 +73,14 @@ def null_delays() -> list[str]:
 def with_delays(report: pa.Table, sums: pa.Table | None) -> pa.Table:
     """The collected `report` (its DELAY_COLUMNS null), its rows in their order, with their class queue's
     DELAY_COLUMNS at their level from `sums` (`delay_sums`; nulls where it has no row). Joined on the driver: the
-    report has a few thousand rows, and Spark took 0.3–1 s to plan the sums as a table and the join."""
+    report has a few thousand rows, and Spark took 0.9–1 s of a slow hour to plan the sums as a table and the join."""
     if sums is None or sums.num_rows == 0:
         return report
     key = [*QUEUE, "interval_minutes", "interval_start"]
     states = [sums[state] for state in STATE_COLUMNS]
     whole = states[0]
     for state in states[1:]:
-        whole = pc.add(whole, state)
+        whole = pc.add_checked(whole, state)  # an overflow fails, as Spark's ANSI sum did
     counted = pc.greater(whole, 0)
     whole_double = whole.cast(pa.float64())
     figures = {
@@ -95,11 +95,12 @@ def with_delays(report: pa.Table, sums: pa.Table | None) -> pa.Table:
     }
     schema = report.schema
     delay_table = pa.table({name: column.cast(schema.field(name).type) for name, column in figures.items()})
-    # Only the keys are joined (a join carries no list column such as the buckets), each report row to at most one
+    # Only the keys are joined (Arrow's join takes no list column, such as the buckets), each report row to at most one
     # row of sums (one per class queue and level), then put back in the report's order.
     rows = report.select(key).append_column("row", pa.array(range(report.num_rows), pa.int64()))
     matched = rows.join(delay_table, key, join_type="left outer", use_threads=False).sort_by("row")
-    assert matched.num_rows == report.num_rows, "delay_sums has one row per class queue and level"
+    if matched.num_rows != report.num_rows:
+        raise ValueError("the delay sums must have one row per class queue and level (delay_sums)")
     for name in DELAY_COLUMNS:
         report = report.set_column(schema.get_field_index(name), schema.field(name), matched[name])
     return report

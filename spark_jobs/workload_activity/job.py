@@ -52,9 +52,9 @@ def collect_report(
     declared_keys: Sequence[Mapping[str, Any]] | None,
     distinct_records: DataFrame | None,
     progress: Callable[[str], None],
-    delay_sums: pa.Table | None = None,
+    sums: pa.Table | None = None,
 ) -> tuple[StructType, pa.Table]:
-    """The report's schema and its rows (Arrow), their delay columns of `delay_sums` (delays.with_delays; None:
+    """The report's schema and its rows (Arrow), their delay columns of the day's delay `sums` (delays.with_delays; None:
     null), every one named: if a file declared fewer groups than it holds (not
     one this project wrote), the groups are found in the records. The report is not cached for the Parquet write: that
     is made of the collected rows (load.write_parquet), where `cache()` analysed the plan again and built the cache
@@ -63,8 +63,8 @@ def collect_report(
     table = report.toArrow()
     if declared_keys is not None and table.column("service_class").null_count:
         progress("a group no file declared: reading the records again to name the groups")
-        return collect_report(records, goals, steps, report_date, interval_minutes, None, distinct_records, progress, delay_sums)
-    return report.schema, with_delays(table, delay_sums)
+        return collect_report(records, goals, steps, report_date, interval_minutes, None, distinct_records, progress, sums)
+    return report.schema, with_delays(table, sums)
 
 
 def run(

@@ -14,7 +14,7 @@ from pyspark.sql import Row, SparkSession
 from app.servers.delay_records import merge_minutes, write
 from spark_jobs.contract.delay_samples import SCHEMA, STATE_COLUMNS
 from spark_jobs.workload_activity import extract
-from spark_jobs.workload_activity.delays import DELAY_COLUMNS, SAMPLE_COLUMNS, delay_sums
+from spark_jobs.workload_activity.delays import DELAY_COLUMNS, SAMPLE_COLUMNS, delay_sums, with_delays
 from spark_jobs.workload_activity.extract import RECORDS_SCHEMA, read_delay_samples
 from spark_jobs.workload_activity.job import collect_report
 from spark_jobs.workload_activity.policy_goals import activation_steps, goal_rows
@@ -160,6 +160,38 @@ def test_every_report_class_of_a_class_period_gets_its_queue_figures(spark: Spar
         "ATM": 75.0,
         "TELLER": 75.0,
     }
+
+
+def test_the_collected_rows_keep_their_order_and_get_only_their_queue_s_figures() -> None:
+    """`with_delays` alone, on rows as the job collects them: an unmatched row first (a join puts it last), two
+    report classes of one class queue, a row without an environment's name (a null never matches, as in Spark's
+    join) beside a sample row without one, and the day's row; the rest of each row, its list column among it, as
+    it was."""
+    samples = [sample(0, using=3, busy_higher=1), {**sample(0, using=5), "application_environment": None}]
+    sums = delay_sums(table(samples).select(list(SAMPLE_COLUMNS)), DAY, 15)
+    places = [("PAYROLL", "VEL", 15, at(0)), ("PAYROLL", "FAST", 15, at(0)), ("PAYROLL", "FAST", 15, at(0))]
+    places += [(None, "FAST", 15, at(0)), ("PAYROLL", "FAST", 1440, START)]
+    count = len(places)
+    report = pa.table(
+        {
+            "application_environment": pa.array([place[0] for place in places], pa.string()),
+            "node": pa.array(["LOCAL"] * count, pa.string()),
+            "service_class": pa.array([place[1] for place in places], pa.string()),
+            "period": pa.array([1] * count, pa.int32()),
+            "report_class": pa.array(["", "ATM", "TELLER", "", ""], pa.string()),
+            "interval_minutes": pa.array([place[2] for place in places], pa.int32()),
+            "interval_start": pa.array([place[3] for place in places], pa.timestamp("us")),
+            "buckets": pa.array([[index] for index in range(count)], pa.list_(pa.int64())),
+            "delay_samples": pa.nulls(count, pa.int64()),
+            **{name: pa.nulls(count, pa.float64()) for name in DELAY_COLUMNS[1:]},
+        }
+    )
+    filled = with_delays(report, sums)
+    assert filled.schema == report.schema
+    assert filled.drop_columns(list(DELAY_COLUMNS)) == report.drop_columns(list(DELAY_COLUMNS))
+    figures = [{name: row[name] for name in DELAY_COLUMNS} for row in filled.to_pylist()]
+    fast = expected(240, using=75.0, busy_higher=25.0)
+    assert figures == [expected(None), fast, fast, expected(None), fast]
 
 
 def workload_activity_rows(spark: SparkSession, records: list[dict[str, Any]], samples: pa.Table | None) -> list[Any]:
