@@ -2,17 +2,55 @@
 
 from __future__ import annotations
 
+import os
+import uuid
 from datetime import date
+from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
+# What Spark's writer leaves beside its part file, and a reader may look for: the mark of a complete write.
+SUCCESS_MARK = "_SUCCESS"
+
 
 def write_parquet(spark: SparkSession, report: pa.Table, schema: StructType, output_uri: str, report_date: date) -> str:
-    """The collected `report` (its Spark `schema`) as one Parquet file under `output_uri`/date=YYYY-MM-DD (replacing a
-    rerun's), by Spark's writer, to any URI Spark writes. From Arrow, Spark knows the rows whole (a local relation):
-    no Python worker starts. (Made from collected Rows, it cost a Python worker's start, 2.5 s of a 40 s run.)"""
+    """The collected `report` (its Spark `schema`) as one Parquet file under `output_uri`/date=YYYY-MM-DD, replacing a
+    rerun's. A plain path is written by Arrow here (`replace_directory`); a URI (`hdfs://`, `s3a://`, `file://`, ...)
+    by Spark's writer, to any file system Spark writes. From Arrow, Spark knows the rows whole (a local relation): no
+    Python worker starts. (Made from collected Rows, it cost a Python worker's start, 2.5 s of a 40 s run; by Spark's
+    writer, a plain path took 0.4 s of a quiet run and 1.3 s of a slow one: a job, its rows sent as a task.)"""
     path = f"{output_uri.rstrip('/')}/date={report_date.isoformat()}"
-    spark.createDataFrame(report, schema).coalesce(1).write.mode("overwrite").parquet(path)
+    if "://" in output_uri:
+        spark.createDataFrame(report, schema).coalesce(1).write.mode("overwrite").parquet(path)
+    else:
+        replace_directory(Path(path), report)
     return path
+
+
+def replace_directory(directory: Path, report: pa.Table) -> None:
+    """`report` as the one part file of `directory` (made if missing), beside SUCCESS_MARK, as Spark's overwrite leaves
+    it: written under a hidden name (readers skip names that start with a dot), fsynced and renamed, then a rerun's
+    files removed. A reader never sees a part half written; one that lists the directory while it is replaced may
+    see the old part beside the new one, or neither, as with Spark's writer."""
+    directory.mkdir(parents=True, exist_ok=True)
+    name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+    temporary = directory / f".{name}.tmp"
+    pq.write_table(report, temporary, compression="snappy")
+    _fsync(temporary)
+    os.replace(temporary, directory / name)
+    for earlier in directory.iterdir():
+        if earlier.name != name and earlier.is_file():
+            earlier.unlink()
+    (directory / SUCCESS_MARK).touch()
+    _fsync(directory)
+
+
+def _fsync(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -4,14 +4,16 @@ to Parquet as Spark computed it."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pyspark.sql import SparkSession
 
 from spark_jobs.workload_activity.extract import RECORDS_SCHEMA
 from spark_jobs.workload_activity.job import collect_report
-from spark_jobs.workload_activity.load import write_parquet
+from spark_jobs.workload_activity.load import SUCCESS_MARK, write_parquet
 from spark_jobs.workload_activity.policy_goals import activation_steps, goal_rows
 from spark_jobs.workload_activity.transform import REPORT_COLUMNS, day_bounds, workload_activity
 from tests.spark_jobs.workload_activity.test_transform import DAY, V1, group_keys, record
@@ -40,17 +42,24 @@ def test_a_group_no_file_declared_is_named_from_the_records(spark: SparkSession)
     assert {(row["service_class"], row["ended_count"]) for row in complete if row["interval_minutes"] == 1440} == {("FAST", 1), ("PCT", 2)}
 
 
-def test_the_collected_report_is_written_with_the_reports_schema_and_rows(spark: SparkSession, tmp_path: Path) -> None:
+@pytest.mark.parametrize("as_uri", [False, True], ids=["path, by Arrow", "URI, by Spark's writer"])
+def test_the_collected_report_is_written_with_the_reports_schema_and_rows(spark: SparkSession, tmp_path: Path, as_uri: bool) -> None:
+    """Written twice, as a rerun writes: the second replaces the first, and Spark reads back the report's schema and rows."""
     frame = spark.createDataFrame(RECORDS, RECORDS_SCHEMA)
     goals, steps = goal_rows([V1]), activation_steps([V1], *day_bounds(DAY))
     schema, table = collect_report(frame, goals, steps, DAY, 15, group_keys(RECORDS), None, lambda _: None)
+    output = tmp_path.as_uri() if as_uri else str(tmp_path)
 
-    path = write_parquet(spark, table, schema, str(tmp_path), DAY)
+    write_parquet(spark, table.slice(0, 1), schema, output, DAY)
+    path = write_parquet(spark, table, schema, output, DAY)
 
-    assert path == f"{tmp_path}/date={DAY.isoformat()}"
+    assert path == f"{output}/date={DAY.isoformat()}"
     written = spark.read.parquet(path)
     computed = workload_activity(frame, goals, steps, DAY, 15, group_keys(RECORDS))
     # (Spark reads every Parquet column as nullable.)
     assert [(field.name, field.dataType) for field in written.schema] == [(field.name, field.dataType) for field in computed.schema]
     assert sorted(map(tuple, written.collect()), key=repr) == sorted(map(tuple, computed.collect()), key=repr)
-    assert len(list(Path(path).glob("*.parquet"))) == 1
+    directory = tmp_path / f"date={DAY.isoformat()}"
+    assert len(list(directory.glob("*.parquet"))) == 1
+    assert (directory / SUCCESS_MARK).exists()
+    assert not [name for name in os.listdir(directory) if name.endswith(".tmp")]
