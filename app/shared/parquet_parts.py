@@ -4,7 +4,6 @@ the copies that at-least-once writing leaves dropped."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Hashable, Iterable
 from datetime import UTC, datetime
@@ -12,6 +11,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from spark_jobs.common.durable_files import put_in_place
 
 
 def write_part(directory: Path, write: Callable[[Path], None], kind: str = "") -> Path:
@@ -22,9 +23,7 @@ def write_part(directory: Path, write: Callable[[Path], None], kind: str = "") -
     name = f"part-{int(datetime.now(UTC).timestamp() * 1000)}-{uuid.uuid4().hex[:12]}{f'-{kind}' if kind else ''}.parquet"
     temporary, final = directory / f".{name}.tmp", directory / name
     write(temporary)
-    _fsync(temporary)
-    os.replace(temporary, final)
-    _fsync(directory)
+    put_in_place(temporary, final)
     return final
 
 
@@ -32,14 +31,6 @@ def written_ms(part: Path) -> int | None:
     """When `part` was written (ms since the epoch), from its name; None for a file write_part did not name."""
     fields = part.name.split("-")
     return int(fields[1]) if len(fields) >= 3 and fields[0] == "part" and fields[1].isdigit() else None
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def read_parts(root: Path, schema: pa.Schema, copy_keys: Callable[[pa.Table], Iterable[Hashable]]) -> pa.Table:

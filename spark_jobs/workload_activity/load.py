@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from datetime import date
 from pathlib import Path
@@ -11,6 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
+
+from spark_jobs.common.durable_files import fsync, put_in_place
 
 # What Spark's writer leaves beside its part file, and a reader may look for: the mark of a complete write.
 SUCCESS_MARK = "_SUCCESS"
@@ -39,18 +40,9 @@ def replace_directory(directory: Path, report: pa.Table) -> None:
     name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
     temporary = directory / f".{name}.tmp"
     pq.write_table(report, temporary, compression="snappy")
-    _fsync(temporary)
-    os.replace(temporary, directory / name)
+    put_in_place(temporary, directory / name)
     for earlier in directory.iterdir():
         if earlier.name != name and earlier.is_file():
             earlier.unlink()
     (directory / SUCCESS_MARK).touch()
-    _fsync(directory)
-
-
-def _fsync(path: Path) -> None:
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+    fsync(directory)
