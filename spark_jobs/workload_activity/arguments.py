@@ -64,7 +64,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--records", help="records URI (default <WLM_DATA_DIR>/records)")
     parser.add_argument("--delay-samples", help="delay samples URI (default <WLM_DATA_DIR>/delay_samples)")
-    parser.add_argument("--output", help="report Parquet URI (default <WLM_DATA_DIR>/reports/workload_activity)")
+    parser.add_argument(
+        "--output",
+        help="where the report's Parquet goes: a path (written by the driver) or a URI such as hdfs:// or s3a:// (by Spark's"
+        " writer); default <WLM_DATA_DIR>/reports/workload_activity",
+    )
 
 
 def _environment(name: str) -> str | None:

@@ -44,13 +44,17 @@ def test_a_group_no_file_declared_is_named_from_the_records(spark: SparkSession)
 
 @pytest.mark.parametrize("as_uri", [False, True], ids=["path, by Arrow", "URI, by Spark's writer"])
 def test_the_collected_report_is_written_with_the_reports_schema_and_rows(spark: SparkSession, tmp_path: Path, as_uri: bool) -> None:
-    """Written twice, as a rerun writes: the second replaces the first, and Spark reads back the report's schema and rows."""
+    """Written as a rerun finds it: after Spark's writer (its part, `_SUCCESS` and their checksums) and a write that
+    died (its hidden part), the second write replaces all of it, and Spark reads back the report's schema and rows."""
     frame = spark.createDataFrame(RECORDS, RECORDS_SCHEMA)
     goals, steps = goal_rows([V1]), activation_steps([V1], *day_bounds(DAY))
     schema, table = collect_report(frame, goals, steps, DAY, 15, group_keys(RECORDS), None, lambda _: None)
     output = tmp_path.as_uri() if as_uri else str(tmp_path)
+    directory = tmp_path / f"date={DAY.isoformat()}"
 
-    write_parquet(spark, table.slice(0, 1), schema, output, DAY)
+    write_parquet(spark, table.slice(0, 1), schema, tmp_path.as_uri(), DAY)
+    assert [name for name in os.listdir(directory) if name.endswith(".crc")]
+    (directory / ".part-00000-died.snappy.parquet.tmp").write_bytes(b"half")
     path = write_parquet(spark, table, schema, output, DAY)
 
     assert path == f"{output}/date={DAY.isoformat()}"
@@ -59,7 +63,8 @@ def test_the_collected_report_is_written_with_the_reports_schema_and_rows(spark:
     # (Spark reads every Parquet column as nullable.)
     assert [(field.name, field.dataType) for field in written.schema] == [(field.name, field.dataType) for field in computed.schema]
     assert sorted(map(tuple, written.collect()), key=repr) == sorted(map(tuple, computed.collect()), key=repr)
-    directory = tmp_path / f"date={DAY.isoformat()}"
     assert len(list(directory.glob("*.parquet"))) == 1
     assert (directory / SUCCESS_MARK).exists()
     assert not [name for name in os.listdir(directory) if name.endswith(".tmp")]
+    if not as_uri:
+        assert sorted(name.endswith(".parquet") for name in os.listdir(directory)) == [False, True]
