@@ -16,6 +16,7 @@ to plan."""
 from __future__ import annotations
 
 from datetime import date
+from functools import reduce
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -78,9 +79,7 @@ def with_delays(report: pa.Table, sums: pa.Table | None) -> pa.Table:
         return report
     key = [*QUEUE, "interval_minutes", "interval_start"]
     states = [sums[state] for state in STATE_COLUMNS]
-    whole = states[0]
-    for state in states[1:]:
-        whole = pc.add_checked(whole, state)  # an overflow fails, as Spark's ANSI sum did
+    whole = reduce(pc.add_checked, states)  # an overflow fails, as Spark's ANSI sum did
     counted = pc.greater(whole, 0)
     whole_double = whole.cast(pa.float64())
     figures = {

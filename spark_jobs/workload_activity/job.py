@@ -54,11 +54,11 @@ def collect_report(
     progress: Callable[[str], None],
     sums: pa.Table | None = None,
 ) -> tuple[StructType, pa.Table]:
-    """The report's schema and its rows (Arrow), their delay columns of the day's delay `sums` (delays.with_delays; None:
-    null), every one named: if a file declared fewer groups than it holds (not
-    one this project wrote), the groups are found in the records. The report is not cached for the Parquet write: that
-    is made of the collected rows (load.write_parquet), where `cache()` analysed the plan again and built the cache
-    (1.2–2 CPU s less a run, the output the same)."""
+    """The report's schema and its rows (Arrow), their delay columns of the day's delay `sums` (delays.with_delays;
+    None: null), every one named: if a file declared fewer groups than it holds (not one this project wrote), the
+    groups are found in the records. The report is not cached for the Parquet write: that is made of the collected
+    rows (load.write_parquet), where `cache()` analysed the plan again and built the cache (1.2–2 CPU s less a run,
+    the output the same)."""
     report = workload_activity(records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records)
     table = report.toArrow()
     if declared_keys is not None and table.column("service_class").null_count:
