@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -11,6 +12,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from app.errors import closed_while_writing
+from app.redis.topology import primaries
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,8 @@ class Subscription:
         self._patterns = list(patterns)
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        # Whether Redis confirmed every channel and pattern since the connection was last seen lost.
+        self.confirmed = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._listen(), name=f"wlm-subscription-{self.name}")
@@ -80,8 +84,10 @@ class Subscription:
                             self._on_message(message)
                         elif message["type"] in ("subscribe", "psubscribe") and message["data"] == subscriptions:
                             retry_in = FIRST_RETRY_SECONDS
+                            self.confirmed = True
                             self._on_subscribed()
             except Exception as exc:
+                self.confirmed = False
                 if self._stopping:
                     return
                 # Redis going away (a restart, a failover, a killed connection) is expected: a line, not a traceback.
@@ -89,3 +95,72 @@ class Subscription:
                 log.warning("%s: subscription lost (%s); subscribing again in %.1f s", self.name, exc, retry_in, exc_info=not expected)
                 await asyncio.sleep(retry_in)
                 retry_in = min(retry_in * 2, MAX_RETRY_SECONDS)
+
+
+class OnEveryPrimary:
+    """Subscriptions to `patterns` on every primary of a cluster (on a standalone Redis, its one server), kept in step
+    with the primaries the client knows (looked at every RESYNC_SECONDS): `on_message(primary, message)` hears each
+    message once per primary it reached, with the primary it came through. What a PUBLISH answers counts the
+    publishing node's subscribers: subscribed on every primary, a listener is counted wherever the publisher runs."""
+
+    RESYNC_SECONDS = 5.0
+
+    def __init__(
+        self,
+        redis: Redis,
+        name: str,
+        on_message: Callable[[str, Message], None],
+        *,
+        patterns: Iterable[str],
+        on_subscribed: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.name = name
+        self._redis = redis
+        self._on_message = on_message
+        self._patterns = list(patterns)
+        self._on_subscribed = on_subscribed
+        self._subscriptions: dict[str, Subscription] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._resync()
+        self._task = asyncio.create_task(self._follow_primaries(), name=f"wlm-subscription-{self.name}-primaries")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.wait([self._task], timeout=5)
+        subscriptions, self._subscriptions = list(self._subscriptions.values()), {}
+        await asyncio.gather(*(subscription.stop() for subscription in subscriptions))
+
+    def listening(self) -> list[str]:
+        """The primaries whose subscription Redis has confirmed."""
+        return sorted(primary for primary, subscription in self._subscriptions.items() if subscription.confirmed)
+
+    def _heard(self, primary: str, message: Message) -> None:
+        self._on_message(primary, message)
+
+    def _resync(self) -> list[Subscription]:
+        """Subscribes on the primaries new to the client; returns the subscriptions of those no longer primaries."""
+        current = primaries(self._redis)
+        for primary, client in current.items():
+            if primary not in self._subscriptions:
+                subscription = Subscription(
+                    client,
+                    f"{self.name} on {primary or 'redis'}",
+                    functools.partial(self._heard, primary),
+                    patterns=self._patterns,
+                    on_subscribed=self._on_subscribed,
+                )
+                self._subscriptions[primary] = subscription
+                subscription.start()
+        return [self._subscriptions.pop(gone) for gone in set(self._subscriptions) - set(current)]
+
+    async def _follow_primaries(self) -> None:
+        # A failover or a new primary changes the client's slot map (redis-py reads it again after an error or a
+        # redirect); until then, a publisher's primary without this subscription answers 0 and its caller's fallback
+        # takes over (app/work/long_poll.py).
+        while True:
+            await asyncio.sleep(self.RESYNC_SECONDS)
+            for departed in self._resync():
+                await departed.stop()

@@ -6,8 +6,9 @@ its keys' slot. Every script's keys share one hash tag (app/queues/keys.py), so 
 
 Pub/sub stays classic on a cluster: a PUBLISH reaches the subscribers of every node (the cluster bus carries it),
 so a process subscribes on one node and hears everything. What a cluster changes there is PUBLISH's answer, which
-counts the publishing node's subscribers only: a wake-up for a process subscribed elsewhere looks unheard and also
-goes to the environment's channel (app/work/long_poll.py), one extra select per process, never a lost wake-up.
+counts the publishing node's subscribers only. Where that answer matters (a wake-up: is its process listening?),
+the process subscribes on every primary (`primaries`) and keeps, of the copies the bus brings, the one from the
+primary of the channel's slot (`slot_owner`): the script published it there, where the process is counted.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import ClusterNode
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import MovedError, ResponseError
+from redis.exceptions import MovedError, ResponseError, SlotNotCoveredError
 
 from app.errors import UNAVAILABLE, closed_while_writing
 
@@ -77,6 +78,19 @@ class ClusterClient(RedisCluster):
         """The slot cache learns where a redirected slot lives now, as redis-py's own calls teach it."""
         await self.nodes_manager.move_slot(redirect)
 
+    def primary_clients(self) -> dict[str, Redis]:
+        """A plain client of each primary the slot map knows now, by node name."""
+        return {node.name: self._client_of(node) for node in self.get_primaries()}
+
+    def owner_of(self, key: str) -> str | None:
+        """The name of the primary of `key`'s slot as the slot map knows it now (no call to Redis); None while the
+        slot is not covered."""
+        try:
+            node = self.nodes_manager.get_node_from_slot(self.keyslot(key))
+        except (SlotNotCoveredError, KeyError):  # (KeyError: a slot the map has no entry for, in redis-py 8.1)
+            return None
+        return node.name
+
     def knows_topology(self) -> bool:
         """Whether the slot map is read and not known stale (redis-py reads it again at its next call otherwise)."""
         return not self._initialize
@@ -114,6 +128,19 @@ class ClusterClient(RedisCluster):
         clients, self._node_clients = list(self._node_clients.values()), {}
         for client in clients:
             await client.aclose()
+
+
+STANDALONE = ""  # the one server's name in `primaries` and `slot_owner`
+
+
+def primaries(client: Redis) -> dict[str, Redis]:
+    """A client of each primary by name: a cluster's primaries, or a standalone server's one (named STANDALONE)."""
+    return client.primary_clients() if isinstance(client, ClusterClient) else {STANDALONE: client}
+
+
+def slot_owner(client: Redis, key: str) -> str | None:
+    """The name (as `primaries` gives it) of the primary that runs the scripts of `key`'s slot."""
+    return client.owner_of(key) if isinstance(client, ClusterClient) else STANDALONE
 
 
 async def close_redis(client: Redis) -> None:

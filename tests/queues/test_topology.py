@@ -20,8 +20,9 @@ from redis.crc import key_slot
 from app.config import Settings
 from app.queues.keys import AeKeys
 from app.queues.store import QueueStore
+from app.redis.broadcast import OnEveryPrimary
 from app.redis.durability import NotDurable
-from app.redis.topology import ClusterClient, close_redis, is_cluster, open_redis
+from app.redis.topology import ClusterClient, close_redis, is_cluster, open_redis, slot_owner
 from app.work import select as select_module
 from tests.conftest import ADMIN_KEY, client_of, running_app
 from tests.processes import ServiceProcess
@@ -146,6 +147,39 @@ async def test_subscriptions_outlive_the_cluster_client_s_own_resets(cluster_url
             node.close()
 
 
+async def test_a_listener_on_every_primary_is_counted_wherever_a_message_is_published(cluster_urls: list[str]) -> None:
+    """A cluster's PUBLISH counts the subscribers of the node it runs on: a listener subscribed on every primary is
+    counted by each. The cluster bus brings it one copy through each primary; the channel's slot names the primary
+    it was published on (as a script publishes a wake-up on its keys' primary)."""
+    client = await open_redis(cluster_urls[0], True, max_connections=10)
+    heard: list[tuple[str, str]] = []
+
+    def hear(primary: str, message: dict[str, str]) -> None:
+        heard.append((primary, message["channel"]))
+
+    listener = OnEveryPrimary(client, "test", hear, patterns=["{wlmtest-every:*}:ping"])
+    masters = [redis.Redis.from_url(url, decode_responses=True) for url in cluster_urls]
+    listener.start()
+    try:
+        await eventually(lambda: len(listener.listening()) == 3, what="the pattern confirmed on the three primaries")
+        for index, master in enumerate(masters):
+            channel = next(c for n in range(1000) if _master_of(c := f"{{wlmtest-every:{n}}}:ping") == index)
+            port = master.connection_pool.connection_kwargs["port"]
+            assert slot_owner(client, channel) == f"127.0.0.1:{port}"
+            assert [m.publish(channel, "x") for m in masters] == [1, 1, 1]  # counted wherever it was published
+
+            def copies(channel: str = channel) -> list[str]:
+                return sorted(primary for primary, heard_on in heard if heard_on == channel)
+
+            await eventually(lambda: len(copies()) == 9, what="each publish heard through every primary")
+            assert copies() == sorted(listener.listening() * 3)
+    finally:
+        await listener.stop()
+        await close_redis(client)
+        for master in masters:
+            master.close()
+
+
 @pytest.fixture
 async def replicas(cluster_urls: list[str], settings: Settings) -> AsyncIterator[list[tuple[FastAPI, httpx.AsyncClient]]]:
     """Two replicas on the cluster, the first given the first node's URL, the second the second's."""
@@ -186,6 +220,18 @@ async def test_two_replicas_serve_the_whole_lifecycle_over_three_masters(
         return all([await admin.zcard(k.waiters) == 1 for k in keys])
 
     await eventually(all_waiting, what="a listed waiter on every node")
+    # Each insert's wake-up reaches the second replica through its own channel, heard where the script ran (its
+    # primary): none looks unheard and goes to the environment's channel as well (app/work/long_poll.py).
+    waiting = second_app.state.wlm.dispatcher
+    await eventually(lambda: len(waiting._wake_ups.listening()) == 3, what="the wake-ups heard on every primary")
+    notified: list[str] = []
+    on_notify = waiting._notifications._on_message
+
+    def watch_notify(message: dict[str, str]) -> None:
+        notified.append(message["channel"])
+        on_notify(message)
+
+    monkeypatch.setattr(waiting._notifications, "_on_message", watch_notify)
     queued = {node: (await world.insert({"node": node}, node=node))["token"] for node in NODES}
     for node, poll in polls.items():
         answer = await asyncio.wait_for(poll, 10)
@@ -196,6 +242,10 @@ async def test_two_replicas_serve_the_whole_lifecycle_over_three_masters(
             "/v1/work/select", headers=world.server_key, json={"connect_token": servers[node], "end": [{"token": item["token"]}]}
         )
         assert ended.status_code in (200, 204), ended.text
+    marker = f"{waiting.prefix}:notify:NOWHERE:marker"  # heard after whatever was published before it
+    await admin.publish(marker, 0)
+    await eventually(lambda: marker in notified, what="the marker heard")
+    assert notified == [marker]
 
     # Each node's queue on its own master: every master holds keys of this service (the cluster is the session's).
     prefix = first_app.state.wlm.queues.prefix
