@@ -194,9 +194,8 @@ class AeKeys:
 
     @cached_property
     def wake_prefix(self) -> str:
-        """Followed by a process's id: the channel that wakes that process's listed waiters here (lua/includes/wake.lua).
-        It carries the hash tag: on a cluster the process keeps the copy from this slot's primary (app/work/long_poll.py)."""
-        return f"{self.tag}:wake:"
+        """Followed by a process's id: the channel that wakes that process's listed waiters (lua/includes/wake.lua)."""
+        return wake_prefix(self.prefix)
 
     def queue(self, service_class: str, dependent: bool) -> str:
         """A queue's front list: what selects take from."""
@@ -370,9 +369,9 @@ def notify_channel_pattern(prefix: str) -> str:
     return f"{prefix}:notify:*"
 
 
-def wake_pattern(prefix: str, process: str) -> str:
-    """Every wake channel of one process, in every environment (AeKeys.wake_prefix followed by the process's id)."""
-    return f"{{{prefix}:*}}:wake:{process}"
+def wake_prefix(prefix: str) -> str:
+    """A process's own wake channel is this followed by its id (AeKeys.wake_prefix)."""
+    return f"{prefix}:wake:"
 
 
 @lru_cache(maxsize=4096)

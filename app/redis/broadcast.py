@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from app.errors import closed_while_writing
-from app.redis.topology import primaries
+from app.redis.topology import primaries, slot_owner
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,7 @@ class Subscription:
         # The flag, not only the cancellation: redis-py (8.1) can lose a cancellation that arrives while it subscribes
         # (seen: a task cancelled 1 ms after it started read on for ever), or turn one into a connection error.
         self._stopping = True
+        self.confirmed = False
         if self._task is not None:
             self._task.cancel()
             await asyncio.wait([self._task], timeout=5)
@@ -97,11 +98,25 @@ class Subscription:
                 retry_in = min(retry_in * 2, MAX_RETRY_SECONDS)
 
 
+def keeper(owner: str | None, confirmed: Iterable[str]) -> str | None:
+    """Pure: the primary whose copy of a message is kept (OnEveryPrimary): the owner of the message's slot, where its
+    publisher ran, if the subscription there is confirmed; else the first confirmed one, since every subscription hears
+    every message; None with none confirmed."""
+    listening = sorted(confirmed)
+    return owner if owner in listening else next(iter(listening), None)
+
+
 class OnEveryPrimary:
-    """Subscriptions to `patterns` on every primary of a cluster (on a standalone Redis, its one server), kept in step
-    with the primaries the client knows (looked at every RESYNC_SECONDS): `on_message(primary, message)` hears each
-    message once per primary it reached, with the primary it came through. What a PUBLISH answers counts the
-    publishing node's subscribers: subscribed on every primary, a listener is counted wherever the publisher runs."""
+    """Subscriptions to `channels` and `patterns` on every primary of a cluster (on a standalone Redis, its one
+    server), kept in step with the primaries the client knows (looked at every RESYNC_SECONDS).
+
+    What a PUBLISH answers counts the subscribers of the node it ran on: subscribed on every primary, a listener is
+    counted wherever a script publishes. The cluster bus brings each message through every primary; `on_message`
+    hears one copy, the one through the primary of the message's slot (`slot_key` names a key of it), or through
+    another while that one is not subscribed (`keeper`): once each while the slot map and the subscriptions hold
+    still (as the map changes under a message, a copy may be kept twice or not at all, a wake-up more or a lost one
+    that the listener's fallback covers). `on_subscribed(primary)` runs each time a primary's subscription is
+    confirmed: what was published there while it was down may be lost."""
 
     RESYNC_SECONDS = 5.0
 
@@ -109,14 +124,18 @@ class OnEveryPrimary:
         self,
         redis: Redis,
         name: str,
-        on_message: Callable[[str, Message], None],
+        on_message: Callable[[Message], None],
         *,
-        patterns: Iterable[str],
-        on_subscribed: Callable[[], None] = lambda: None,
+        slot_key: Callable[[Message], str],
+        channels: Iterable[str] = (),
+        patterns: Iterable[str] = (),
+        on_subscribed: Callable[[str], None] = lambda primary: None,
     ) -> None:
         self.name = name
         self._redis = redis
         self._on_message = on_message
+        self._slot_key = slot_key
+        self._channels = list(channels)
         self._patterns = list(patterns)
         self._on_subscribed = on_subscribed
         self._subscriptions: dict[str, Subscription] = {}
@@ -130,6 +149,7 @@ class OnEveryPrimary:
         if self._task is not None:
             self._task.cancel()
             await asyncio.wait([self._task], timeout=5)
+        # A departed primary's subscription stays listed until it stopped: none is left running however stop comes.
         subscriptions, self._subscriptions = list(self._subscriptions.values()), {}
         await asyncio.gather(*(subscription.stop() for subscription in subscriptions))
 
@@ -138,10 +158,12 @@ class OnEveryPrimary:
         return sorted(primary for primary, subscription in self._subscriptions.items() if subscription.confirmed)
 
     def _heard(self, primary: str, message: Message) -> None:
-        self._on_message(primary, message)
+        # One subscription (a standalone server) hears each message once: no slot to look up.
+        if len(self._subscriptions) == 1 or primary == keeper(slot_owner(self._redis, self._slot_key(message)), self.listening()):
+            self._on_message(message)
 
-    def _resync(self) -> list[Subscription]:
-        """Subscribes on the primaries new to the client; returns the subscriptions of those no longer primaries."""
+    def _resync(self) -> list[str]:
+        """Subscribes on the primaries new to the client; returns those no longer primaries."""
         current = primaries(self._redis)
         for primary, client in current.items():
             if primary not in self._subscriptions:
@@ -149,18 +171,23 @@ class OnEveryPrimary:
                     client,
                     f"{self.name} on {primary or 'redis'}",
                     functools.partial(self._heard, primary),
+                    channels=self._channels,
                     patterns=self._patterns,
-                    on_subscribed=self._on_subscribed,
+                    on_subscribed=functools.partial(self._on_subscribed, primary),
                 )
                 self._subscriptions[primary] = subscription
                 subscription.start()
-        return [self._subscriptions.pop(gone) for gone in set(self._subscriptions) - set(current)]
+        return sorted(set(self._subscriptions) - set(current))
 
     async def _follow_primaries(self) -> None:
         # A failover or a new primary changes the client's slot map (redis-py reads it again after an error or a
-        # redirect); until then, a publisher's primary without this subscription answers 0 and its caller's fallback
-        # takes over (app/work/long_poll.py).
+        # redirect); until this follows, a primary without this subscription counts no listener here, and the
+        # publisher's fallback takes over (app/work/long_poll.py).
         while True:
             await asyncio.sleep(self.RESYNC_SECONDS)
-            for departed in self._resync():
-                await departed.stop()
+            try:
+                for departed in self._resync():
+                    await self._subscriptions[departed].stop()
+                    del self._subscriptions[departed]
+            except Exception:
+                log.exception("%s: could not follow the primaries", self.name)

@@ -5,10 +5,10 @@ cluster) and builds a cluster client for a cluster, which finds every node and s
 its keys' slot. Every script's keys share one hash tag (app/queues/keys.py), so every script runs on one node.
 
 Pub/sub stays classic on a cluster: a PUBLISH reaches the subscribers of every node (the cluster bus carries it),
-so a process subscribes on one node and hears everything. What a cluster changes there is PUBLISH's answer, which
-counts the publishing node's subscribers only. Where that answer matters (a wake-up: is its process listening?),
-the process subscribes on every primary (`primaries`) and keeps, of the copies the bus brings, the one from the
-primary of the channel's slot (`slot_owner`): the script published it there, where the process is counted.
+so a subscription on one node hears everything. What a cluster changes there is PUBLISH's answer, which counts the
+publishing node's subscribers only. Where that answer matters (a wake-up: is its process listening?), the process
+subscribes on every primary (`primaries`) and keeps, of the copies the bus brings, the one through the primary of
+the message's slot (`slot_owner`), where the script that published it ran (app/redis/broadcast.py, OnEveryPrimary).
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ async def cluster_enabled(client: Redis) -> bool:
 
 class ClusterClient(RedisCluster):
     """A Redis Cluster client whose pub/sub connections go to one primary, chosen when each subscribes: a
-    subscription that lost its node subscribes again on another (see the module's note). The primaries' clients
+    subscription that lost its node subscribes again on another (see the module's note); or to each primary, through
+    `primary_clients`. The primaries' clients
     it opens for that (and for `master_of`) live until `close_redis`: redis-py calls `aclose` itself to reset the
     cluster's topology (on CLUSTERDOWN, after MOVED), which must not end the subscriptions."""
 

@@ -6,21 +6,20 @@ connections).
 
 A select that finds nothing lists its waiter in Redis, in the same script call (so no insert can come between the
 look and the listing). An insert of n requests takes the n best listed waiters (highest worker weight first,
-overflow servers last, then the least recently served) and wakes each through its own process's channel for the
-environment: only the processes holding those servers run a select. The script learns from PUBLISH's answer whether
-the process still listens; a cluster's PUBLISH counts only the subscribers of the node it ran on, so a process
-subscribes to its wake channels on every primary and, of the copies the cluster bus brings it, keeps the one from
-the primary of the channel's slot, where the script ran (one copy kept, and no process taken for gone). A woken
-waiter takes its work with the select script, which re-checks capacity atomically; one that finds nothing left is
-listed again and waits again.
+overflow servers last, then the least recently served) and wakes each through its own process's channel: only the
+processes holding those servers run a select. The script learns from PUBLISH's answer whether the process still
+listens; a cluster's PUBLISH counts only the subscribers of the node it ran on, so a process subscribes on every
+primary and keeps, of the copies the cluster bus brings it, the one through the primary of the environment's slot
+(app/redis/broadcast.py, OnEveryPrimary). A woken waiter takes its work with the select script, which re-checks
+capacity atomically; one that finds nothing left is listed again and waits again.
 
 Work beyond the listed waiters wakes nobody (every waiting server is listed). What a process is woken for but no
 longer waits for (its server left, or is selecting already) goes to another free waiter of the process or to the
 environment's notify channel, which every process hears: each wakes its best free waiters, highest weight first and
 among equals the one served longest ago.
-So does a wake-up its waiter leaves without using (its select was refused, or its poll ended as it came). After the
-subscription was down, every waiter selects once. Waiters also retry once a second, so a lost wake-up delays,
-never strands.
+So does a wake-up its waiter leaves without using (its select was refused, or its poll ended as it came). After a
+primary's subscription was down, every waiter of its environments selects once. Waiters also retry once a second,
+so a lost wake-up delays, never strands.
 """
 
 from __future__ import annotations
@@ -37,8 +36,8 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from app.queues.keys import notify_channel, notify_channel_pattern, notify_channel_place, wake_pattern
-from app.redis.broadcast import Message, OnEveryPrimary, Subscription
+from app.queues.keys import ae_keys, notify_channel, notify_channel_pattern, notify_channel_place, wake_prefix
+from app.redis.broadcast import Message, OnEveryPrimary
 from app.redis.topology import slot_owner
 
 log = logging.getLogger(__name__)
@@ -82,6 +81,7 @@ class Dispatcher:
         self.process = secrets.token_hex(6)
         self._timed = timed
         self.prefix = prefix
+        self._wake_channel = wake_prefix(prefix) + self.process
         self._redis = redis
         self._waiters: dict[tuple[str, str], list[Waiter]] = {}
         self._named: dict[str, Waiter] = {}
@@ -90,24 +90,26 @@ class Dispatcher:
         self._serial = itertools.count()
         self._background: set[asyncio.Task[None]] = set()
         self._stopping = False
-        # While it is down, waiters fall back to polling; wake-ups published meanwhile are lost, so every waiter
-        # selects once when it is back (and the first time it is confirmed).
-        self._notifications = Subscription(
-            redis, "insert notifications", self._on_message, patterns=[notify_channel_pattern(prefix)], on_subscribed=self._wake_all
-        )
-        self._wake_ups = OnEveryPrimary(
-            redis, "wake-ups", self._on_wake_copy, patterns=[wake_pattern(prefix, self.process)], on_subscribed=self._wake_all
+        # While one is down, waiters fall back to polling; wake-ups published meanwhile are lost, so every waiter of
+        # the primary's environments selects once when it is back (and the first time it is confirmed).
+        self._notifications = OnEveryPrimary(
+            redis,
+            "insert notifications",
+            self._on_message,
+            slot_key=self._slot_key,
+            channels=[self._wake_channel],
+            patterns=[notify_channel_pattern(prefix)],
+            on_subscribed=self._wake_all_of,
         )
         # Set when the process is stopping: waiting selects answer at once, and none waits any more.
         self.draining = False
 
     async def start(self) -> None:
         self._notifications.start()
-        self._wake_ups.start()
 
     async def stop(self) -> None:
         self._stopping = True
-        await asyncio.gather(self._notifications.stop(), self._wake_ups.stop())
+        await self._notifications.stop()
         if self._background:
             _, late = await asyncio.wait(self._background, timeout=BACKGROUND_STOP_SECONDS)
             for task in late:
@@ -121,6 +123,13 @@ class Dispatcher:
         for waiters in self._waiters.values():
             for waiter in waiters:
                 self._wake(waiter)
+
+    def _wake_all_of(self, primary: str) -> None:
+        """Every waiter of the environments whose scripts run on `primary` (or whose primary is not known now)."""
+        for (node, ae), waiters in self._waiters.items():
+            if slot_owner(self._redis, ae_keys(self.prefix, node, ae).tag) in (primary, None):
+                for waiter in waiters:
+                    self._wake(waiter)
 
     def _wake(self, waiter: Waiter) -> None:
         if self._timed:
@@ -183,13 +192,19 @@ class Dispatcher:
         task.add_done_callback(self._background.discard)
 
     def _on_message(self, message: Message) -> None:
-        node, ae = notify_channel_place(self.prefix, str(message["channel"]))
-        self.notify(node, ae, int(message["data"]))
-
-    def _on_wake_copy(self, primary: str, message: Message) -> None:
-        # Only the copy from the primary the script published on: the others are the cluster bus's.
-        if slot_owner(self._redis, str(message["channel"])) == primary:
+        channel = str(message["channel"])
+        if channel == self._wake_channel:
             self._on_wake(str(message["data"]))
+        else:
+            node, ae = notify_channel_place(self.prefix, channel)
+            self.notify(node, ae, int(message["data"]))
+
+    def _slot_key(self, message: Message) -> str:
+        """A key of the environment a message is about: its notify channel's, or the one a wake-up names."""
+        channel = str(message["channel"])
+        if channel == self._wake_channel:
+            channel = parse_wake(str(message["data"]))[1]
+        return ae_keys(self.prefix, *notify_channel_place(self.prefix, channel)).tag
 
     def _on_wake(self, data: str) -> None:
         names, channel = parse_wake(data)

@@ -147,32 +147,44 @@ async def test_subscriptions_outlive_the_cluster_client_s_own_resets(cluster_url
             node.close()
 
 
-async def test_a_listener_on_every_primary_is_counted_wherever_a_message_is_published(cluster_urls: list[str]) -> None:
+async def test_a_listener_on_every_primary_is_counted_wherever_a_message_is_published_and_hears_it_once(
+    cluster_urls: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A cluster's PUBLISH counts the subscribers of the node it runs on: a listener subscribed on every primary is
-    counted by each. The cluster bus brings it one copy through each primary; the channel's slot names the primary
-    it was published on (as a script publishes a wake-up on its keys' primary)."""
+    counted by each. The cluster bus brings it a copy through each primary; it keeps the one through the primary of
+    the message's slot (as a script publishes a wake-up on its keys' primary)."""
     client = await open_redis(cluster_urls[0], True, max_connections=10)
-    heard: list[tuple[str, str]] = []
+    kept: list[str] = []
+    copies: list[tuple[str, str]] = []
+    listener = OnEveryPrimary(
+        client,
+        "test",
+        lambda message: kept.append(message["channel"]),
+        slot_key=lambda message: message["channel"],
+        patterns=["{wlmtest-every:*}:ping"],
+    )
+    heard = listener._heard
 
-    def hear(primary: str, message: dict[str, str]) -> None:
-        heard.append((primary, message["channel"]))
+    def every_copy(primary: str, message: dict[str, str]) -> None:
+        copies.append((primary, message["channel"]))
+        heard(primary, message)
 
-    listener = OnEveryPrimary(client, "test", hear, patterns=["{wlmtest-every:*}:ping"])
+    monkeypatch.setattr(listener, "_heard", every_copy)  # before start: each primary's subscription takes it
     masters = [redis.Redis.from_url(url, decode_responses=True) for url in cluster_urls]
     listener.start()
     try:
         await eventually(lambda: len(listener.listening()) == 3, what="the pattern confirmed on the three primaries")
         for index, master in enumerate(masters):
             channel = next(c for n in range(1000) if _master_of(c := f"{{wlmtest-every:{n}}}:ping") == index)
-            port = master.connection_pool.connection_kwargs["port"]
-            assert slot_owner(client, channel) == f"127.0.0.1:{port}"
+            owner = f"127.0.0.1:{master.connection_pool.connection_kwargs['port']}"
+            assert slot_owner(client, channel) == owner
             assert [m.publish(channel, "x") for m in masters] == [1, 1, 1]  # counted wherever it was published
 
-            def copies(channel: str = channel) -> list[str]:
-                return sorted(primary for primary, heard_on in heard if heard_on == channel)
+            def every_primary_heard(channel: str = channel) -> bool:
+                return sorted(primary for primary, heard_on in copies if heard_on == channel) == sorted(listener.listening() * 3)
 
-            await eventually(lambda: len(copies()) == 9, what="each publish heard through every primary")
-            assert copies() == sorted(listener.listening() * 3)
+            await eventually(every_primary_heard, what="each publish heard through every primary")
+            assert kept.count(channel) == 3  # once per publish
     finally:
         await listener.stop()
         await close_redis(client)
@@ -223,7 +235,7 @@ async def test_two_replicas_serve_the_whole_lifecycle_over_three_masters(
     # Each insert's wake-up reaches the second replica through its own channel, heard where the script ran (its
     # primary): none looks unheard and goes to the environment's channel as well (app/work/long_poll.py).
     waiting = second_app.state.wlm.dispatcher
-    await eventually(lambda: len(waiting._wake_ups.listening()) == 3, what="the wake-ups heard on every primary")
+    await eventually(lambda: len(waiting._notifications.listening()) == 3, what="subscribed on every primary")
     notified: list[str] = []
     on_notify = waiting._notifications._on_message
 
@@ -245,7 +257,7 @@ async def test_two_replicas_serve_the_whole_lifecycle_over_three_masters(
     marker = f"{waiting.prefix}:notify:NOWHERE:marker"  # heard after whatever was published before it
     await admin.publish(marker, 0)
     await eventually(lambda: marker in notified, what="the marker heard")
-    assert notified == [marker]
+    assert notified == [waiting._wake_channel] * 3 + [marker]  # each wake-up once, and none to every process
 
     # Each node's queue on its own master: every master holds keys of this service (the cluster is the session's).
     prefix = first_app.state.wlm.queues.prefix
@@ -288,12 +300,13 @@ async def test_a_standalone_redis_is_served(settings: Settings) -> None:
 
 
 async def test_a_killed_master_s_replica_takes_over_and_the_service_serves_on(
-    settings: Settings, tmp_path_factory: pytest.TempPathFactory, caplog: pytest.LogCaptureFixture
+    settings: Settings, tmp_path_factory: pytest.TempPathFactory, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """3 masters with a replica each; the master holding the queue is killed (SIGKILL). Inserts answer 503 while no
     node serves its slots (never 500), the service finds the promoted replica by itself, readiness comes back, and
     every insert answered 201 before the kill is served: strict mode answered each once the replica had it (with
-    the replica stopped, an insert is answered 503 not_durable)."""
+    the replica stopped, an insert is answered 503 not_durable). The long polls' wake-ups follow to the promoted
+    replica."""
     caplog.set_level(logging.WARNING)
     with redis_cluster(tmp_path_factory.mktemp("failover"), replicas=1, node_timeout_ms=1000) as cluster:
         update = {"redis_url": cluster.masters[0], "replica_wait_ms": 1000}
@@ -330,6 +343,27 @@ async def test_a_killed_master_s_replica_takes_over_and_the_service_serves_on(
             await eventually(lambda: _ready(client), 10, what="ready again")
             selected = (await world.select(server, max_items=100)).json()["items"]
             assert set(queued) <= {item["token"] for item in selected}
+
+            # The wake-ups' subscriptions follow the primaries: the promoted replica's, not the killed master's; a
+            # long poll is woken by the insert, not by its once-a-second retry.
+            dispatcher = app.state.wlm.dispatcher
+            killed = victim.removeprefix("redis://").removesuffix("/0")
+
+            def followed() -> bool:
+                listening = dispatcher._notifications.listening()
+                return len(listening) == 3 and killed not in listening
+
+            await eventually(followed, 30, what="subscribed on the three primaries after the failover")
+            monkeypatch.setattr(select_module, "POLL_FALLBACK_SECONDS", 60.0)
+            poll = asyncio.create_task(world.select(server, wait_seconds=20))
+
+            async def listed() -> bool:
+                return await app.state.wlm.redis.zcard(k.waiters) == 1
+
+            await eventually(listed, what="the long poll listed")
+            woken = await world.insert({"n": "woken"})
+            answer = await asyncio.wait_for(poll, 10)
+            assert [item["token"] for item in answer.json()["items"]] == [woken["token"]]
     assert [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR] == []
 
 
