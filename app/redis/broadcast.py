@@ -49,7 +49,9 @@ class Subscription:
         self._patterns = list(patterns)
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        # Whether Redis confirmed every channel and pattern since the connection was last seen lost.
+        # Whether Redis confirmed every channel and pattern since the connection was last seen lost. It stays set
+        # while redis-py reconnects and subscribes again by itself inside a read: the confirmations then run
+        # `on_subscribed` again.
         self.confirmed = False
 
     def start(self) -> None:
@@ -63,6 +65,13 @@ class Subscription:
         if self._task is not None:
             self._task.cancel()
             await asyncio.wait([self._task], timeout=5)
+
+    def _hand_over(self, message: Message) -> None:
+        # A message its listener cannot take is dropped with a traceback: the connection, and what comes after, stay.
+        try:
+            self._on_message(message)
+        except Exception:
+            log.exception("%s: a message on %s was not taken", self.name, message.get("channel"))
 
     async def _listen(self) -> None:
         # Each confirmation carries how many subscriptions the connection has: the last one completes it.
@@ -82,7 +91,7 @@ class Subscription:
                         if message is None:
                             continue
                         if message["type"] in ("message", "pmessage"):
-                            self._on_message(message)
+                            self._hand_over(message)
                         elif message["type"] in ("subscribe", "psubscribe") and message["data"] == subscriptions:
                             retry_in = FIRST_RETRY_SECONDS
                             self.confirmed = True
@@ -99,9 +108,9 @@ class Subscription:
 
 
 def keeper(owner: str | None, confirmed: Iterable[str]) -> str | None:
-    """Pure: the primary whose copy of a message is kept (OnEveryPrimary): the owner of the message's slot, where its
-    publisher ran, if the subscription there is confirmed; else the first confirmed one, since every subscription hears
-    every message; None with none confirmed."""
+    """Pure: the primary whose copy of a message is kept (OnEveryPrimary): the owner of the message's slot (where a
+    script that published it ran) if the subscription there is confirmed; else the first confirmed one, since every
+    subscription hears every message; None with none confirmed."""
     listening = sorted(confirmed)
     return owner if owner in listening else next(iter(listening), None)
 
@@ -116,7 +125,7 @@ class OnEveryPrimary:
     another while that one is not subscribed (`keeper`): once each while the slot map and the subscriptions hold
     still (as the map changes under a message, a copy may be kept twice or not at all, a wake-up more or a lost one
     that the listener's fallback covers). `on_subscribed(primary)` runs each time a primary's subscription is
-    confirmed: what was published there while it was down may be lost."""
+    confirmed: what it kept, or would have, while it was down may be lost."""
 
     RESYNC_SECONDS = 5.0
 
@@ -158,6 +167,8 @@ class OnEveryPrimary:
         return sorted(primary for primary, subscription in self._subscriptions.items() if subscription.confirmed)
 
     def _heard(self, primary: str, message: Message) -> None:
+        if primary not in self._subscriptions:  # a departed primary's, stopping
+            return
         # One subscription (a standalone server) hears each message once: no slot to look up.
         if len(self._subscriptions) == 1 or primary == keeper(slot_owner(self._redis, self._slot_key(message)), self.listening()):
             self._on_message(message)

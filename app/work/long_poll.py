@@ -125,9 +125,12 @@ class Dispatcher:
                 self._wake(waiter)
 
     def _wake_all_of(self, primary: str) -> None:
-        """Every waiter of the environments whose scripts run on `primary` (or whose primary is not known now)."""
+        """Every waiter of the environments whose messages `primary`'s subscription keeps, or may have kept while
+        another was down: those whose scripts run on it, and those whose primary is not known or not heard now."""
+        listening = self._notifications.listening()
         for (node, ae), waiters in self._waiters.items():
-            if slot_owner(self._redis, ae_keys(self.prefix, node, ae).tag) in (primary, None):
+            owner = slot_owner(self._redis, ae_keys(self.prefix, node, ae).tag)
+            if owner == primary or owner not in listening:
                 for waiter in waiters:
                     self._wake(waiter)
 
@@ -197,7 +200,9 @@ class Dispatcher:
             self._on_wake(str(message["data"]))
         else:
             node, ae = notify_channel_place(self.prefix, channel)
-            self.notify(node, ae, int(message["data"]))
+            count = str(message["data"])
+            if count.isdigit():  # (anyone may publish there: a count is all it takes)
+                self.notify(node, ae, int(count))
 
     def _slot_key(self, message: Message) -> str:
         """A key of the environment a message is about: its notify channel's, or the one a wake-up names."""

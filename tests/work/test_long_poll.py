@@ -183,6 +183,26 @@ async def test_a_wake_up_for_a_waiter_that_left_wakes_another_here_or_goes_to_ev
     there.dispatcher.unregister(theirs)
 
 
+async def test_a_notify_message_that_is_no_count_wakes_nobody_and_the_process_hears_on(
+    app: FastAPI, redis_admin: Redis, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Anyone may publish on a notify channel: what is not a count of wake-ups is dropped, and neither wakes a
+    waiter nor ends the subscription (which would wake every waiter when it is back)."""
+    here = _Watched(app.state.wlm.dispatcher, monkeypatch)
+    waiters = [Waiter("LOCAL", "PAYROLL", n, 1, False) for n in (1, 2)]
+    for waiter in waiters:
+        here.dispatcher.register(waiter)
+    await _heard_everything_before(redis_admin, settings, here)
+    channel = app.state.wlm.queues.keys("LOCAL", "PAYROLL").notify_channel
+    for data in ("hello", "-1", "", "1.5"):
+        await redis_admin.publish(channel, data)
+    await _heard_everything_before(redis_admin, settings, here)
+    assert here.heard.count(channel) == 4
+    assert not any(waiter.event.is_set() for waiter in waiters)
+    for waiter in waiters:
+        here.dispatcher.unregister(waiter)
+
+
 async def test_a_long_poll_is_listed_while_it_waits_and_unlisted_when_it_ends(
     app: FastAPI, world: World, redis_admin: Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
