@@ -55,9 +55,9 @@ async def cluster_enabled(client: Redis) -> bool:
 class ClusterClient(RedisCluster):
     """A Redis Cluster client whose pub/sub connections go to one primary, chosen when each subscribes: a
     subscription that lost its node subscribes again on another (see the module's note); or to each primary, through
-    `primary_clients`. The primaries' clients
-    it opens for that (and for `master_of`) live until `close_redis`: redis-py calls `aclose` itself to reset the
-    cluster's topology (on CLUSTERDOWN, after MOVED), which must not end the subscriptions."""
+    `primary_clients`. The primaries' clients it opens for that (and for `master_of`) live until `close_redis`:
+    redis-py calls `aclose` itself to reset the cluster's topology (on CLUSTERDOWN, after MOVED), which must not end
+    the subscriptions."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
