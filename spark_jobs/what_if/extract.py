@@ -4,6 +4,7 @@ token and life), narrowed to what a replay needs, and from the database the serv
 from __future__ import annotations
 
 from collections import Counter
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import date
 from functools import reduce
@@ -14,7 +15,7 @@ from sqlalchemy import select
 
 from spark_jobs.common.database import as_utc, database, reflected
 from spark_jobs.what_if.replay import RECORD_FIELDS, REPLAY_COLUMNS, TIMES
-from spark_jobs.workload_activity.extract import day_files, declared_group_keys, read_day_files, read_footers, read_records, record_types
+from spark_jobs.workload_activity.extract import day_files, day_footers, declared_group_keys, read_day_files, record_types
 from spark_jobs.workload_activity.transform import day_bounds
 
 # The records' columns the job reads.
@@ -32,13 +33,13 @@ class DayRecords:
     environments: list[str] | None = None
 
 
-def read_day(spark: SparkSession, records_uri: str, day: date) -> DayRecords:
-    """The day's records, of the files the nightly report reads (none that another file holds whole)."""
-    partition = read_records(spark, records_uri, day, WHAT_IF_TYPES)
-    footers = read_footers(partition.inputFiles())
+def read_day(session: Future[SparkSession], records_uri: str, day: date) -> DayRecords:
+    """The day's records, of the files the nightly report reads (none that another file holds whole); their files
+    are listed while `session` may still be starting (extract.day_footers)."""
+    footers = day_footers(records_uri, day, session)
     files = day_files(footers)
     declared = declared_group_keys([footer for footer in footers if footer.uri not in files.not_read])
-    searched, copy_free = read_day_files(spark, files, WHAT_IF_TYPES)
+    searched, copy_free = read_day_files(session.result(), files, WHAT_IF_TYPES)
     return DayRecords(searched, copy_free, None if declared is None else sorted({key["application_environment"] for key in declared}))
 
 

@@ -135,21 +135,21 @@ def run(
     if not day_has_files(records_uri, day):
         raise NoRecords(f"no_records: no work records of {day.isoformat()}")
     settings = settings or ManagerSettings()
-    versions = read_policy_versions(database_url)
-    worker_tasks = read_worker_tasks(database_url, day)
-    log.detail(f"{len(versions)} policy versions; worker tasks known for {len(worker_tasks)} environments")
-    inputs = ReplayInputs(
-        candidate=candidate,
-        recorded={version.version: version.definition for version in versions},
-        day_start=day_bounds(day)[0],
-        settings=settings,
-        start_latencies_s=start_latencies_s,
-        seed=seed,
-        interval_s=interval_minutes * 60.0,
-    )
-    with job_session("wlm-what-if", log, driver) as spark:
+    with job_session("wlm-what-if", log, driver) as starting:
+        versions = read_policy_versions(database_url)
+        worker_tasks = read_worker_tasks(database_url, day)
+        log.detail(f"{len(versions)} policy versions; worker tasks known for {len(worker_tasks)} environments")
+        inputs = ReplayInputs(
+            candidate=candidate,
+            recorded={version.version: version.definition for version in versions},
+            day_start=day_bounds(day)[0],
+            settings=settings,
+            start_latencies_s=start_latencies_s,
+            seed=seed,
+            interval_s=interval_minutes * 60.0,
+        )
         log.stage(f"reading the work records of {day}")
-        records = read_day(spark, records_uri, day)
+        records = read_day(starting, records_uri, day)
         rows = replay_rows(records, day, environment)
         names = environment_names(records, rows, environment)
         log.stage("replaying each application environment under the candidate (one Spark task each)")

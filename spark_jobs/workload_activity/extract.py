@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -80,6 +81,40 @@ def read_files(spark: SparkSession, uris: Sequence[str], types: dict[str, str] =
         return empty_table(spark, types)
     paths = [f"{parsed.scheme}://{parsed.netloc}{unquote(parsed.path)}" for parsed in map(urlparse, uris)]
     return spark.read.schema(_schema(types)).parquet(*paths)
+
+
+def local_day_files(records_uri: str, report_date: date) -> list[str] | None:
+    """The URIs of the day's files (as `DataFrame.inputFiles` names them) when its partition is a local directory,
+    listed as Spark lists one: names starting with `.`, or with `_` and without `=`, are not data, nor is a file
+    being copied. [] for a partition that does not exist; None elsewhere, or where the partition holds a directory:
+    Spark lists those (day_footers)."""
+    parsed = urlparse(day_path(records_uri, report_date))
+    if parsed.scheme not in ("", "file"):
+        return None
+    try:
+        entries = list(os.scandir(parsed.path))
+    except FileNotFoundError:
+        return []
+    except OSError:
+        return None
+    uris = []
+    for entry in entries:
+        name = entry.name
+        if name.startswith(".") or (name.startswith("_") and "=" not in name) or name.endswith("._COPYING_"):
+            continue
+        if entry.is_dir():
+            return None
+        uris.append(Path(os.path.abspath(entry.path)).as_uri())
+    return uris
+
+
+def day_footers(records_uri: str, report_date: date, session: Future[SparkSession]) -> list[Footer]:
+    """The footers of the day's files: a local partition is listed here, while the session may still be starting;
+    any other, by Spark once `session` has started."""
+    uris = local_day_files(records_uri, report_date)
+    if uris is None:
+        uris = read_records(session.result(), records_uri, report_date).inputFiles()
+    return read_footers(uris)
 
 
 def read_day_files(spark: SparkSession, files: DayFiles, types: dict[str, str] = RECORD_TYPES) -> tuple[DataFrame | None, DataFrame | None]:

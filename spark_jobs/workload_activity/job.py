@@ -21,13 +21,12 @@ from spark_jobs.workload_activity.database_rows import read_policy_versions, rep
 from spark_jobs.workload_activity.delays import delay_sums, with_delays
 from spark_jobs.workload_activity.extract import (
     day_files,
+    day_footers,
     day_has_files,
     day_path,
     declared_group_keys,
     read_day_files,
     read_delay_samples,
-    read_footers,
-    read_records,
 )
 from spark_jobs.workload_activity.load import write_parquet
 from spark_jobs.workload_activity.policy_goals import ActivationStep, GoalRow, activation_steps, goal_rows
@@ -110,15 +109,13 @@ def _report(
     driver: DriverSettings,
     interval_minutes: int,
 ) -> JobResult:
-    versions = read_policy_versions(database_url)
-    log.detail(f"{len(versions)} policy versions")
-    with job_session("wlm-workload-activity", log, driver, may_write_archive=day_has_files(records_uri, report_date)) as spark:
+    with job_session("wlm-workload-activity", log, driver, may_write_archive=day_has_files(records_uri, report_date)) as starting:
+        versions = read_policy_versions(database_url)
+        log.detail(f"{len(versions)} policy versions")
         log.stage(f"reading the work records of {report_date}")
-        log.detail(f"Spark {spark.version} on {spark.sparkContext.master}; reading {day_path(records_uri, report_date)}")
         goals = goal_rows(versions)
         steps = activation_steps(versions, *day_bounds(report_date))
-        day = read_records(spark, records_uri, report_date)
-        footers = read_footers(day.inputFiles())
+        footers = day_footers(records_uri, report_date, starting)
         declared_keys = declared_group_keys(footers)
         if declared_keys is None:
             log.detail("not every file declares its group keys: reading the records twice")
@@ -127,6 +124,8 @@ def _report(
             f"{len(files.not_read)} files hold only records that other files hold: not read; {len(files.copy_free)} of"
             f" {len(files.copy_free) + len(files.searched)} files share no record with another: copies are looked for in the rest"
         )
+        spark = starting.result()
+        log.detail(f"Spark {spark.version} on {spark.sparkContext.master}; reading {day_path(records_uri, report_date)}")
         records, distinct_records = read_day_files(spark, files)
         delays, said = sums.result()
         log.detail(said)

@@ -5,8 +5,10 @@ tell which files hold only records another file holds, and which can share no re
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -18,11 +20,13 @@ from spark_jobs.contract.records import GROUP_KEYS, SCHEMA
 from spark_jobs.workload_activity.extract import (
     Footer,
     day_files,
+    day_footers,
     day_has_files,
     day_path,
     declared_group_keys,
     files_of_copies,
     files_without_copies,
+    local_day_files,
     read_files,
     read_footer,
     read_footers,
@@ -114,6 +118,41 @@ def test_the_files_are_read_back_by_the_names_spark_gives_them(spark: SparkSessi
     assert ranged.outbox_ranges == [{"outbox": "{wlm:EAST:PAYROLL}", "first": 0, "last": 0}] and plain.outbox_ranges is None
     assert [row.service_class for row in read_files(spark, [ranged.uri]).collect()] == ["ONLINE"]
     assert read_files(spark, []).count() == 0
+
+
+def test_a_local_day_is_listed_as_spark_lists_it(spark: SparkSession, tmp_path: Path) -> None:
+    root = tmp_path / "a b%41 é"
+    day = Path(day_path(str(root), DAY))
+    for name in ("part 1%.parquet", "part-2.parquet", "_x=1.parquet", "_SUCCESS", ".hidden.parquet", "part-3.parquet._COPYING_"):
+        records_file(day / name, ("ONLINE", None))
+    (day / "_temporary").mkdir()  # hidden: neither lister looks inside
+    records_file(day / "_temporary" / "part-4.parquet", ("ONLINE", None))
+    listed = local_day_files(str(root), DAY)
+    assert listed is not None
+    # The same files (Spark leaves `=` and letters outside ASCII unescaped in its URIs, as.uri() does not).
+    assert paths(listed) == paths(read_records(spark, str(root), DAY).inputFiles())
+    assert {path.name for path in paths(listed)} == {"part 1%.parquet", "part-2.parquet", "_x=1.parquet"}
+    assert sorted(listed) == sorted(local_day_files(f"file://{root}", DAY) or [])
+    assert [row.service_class for row in read_files(spark, listed).collect()] == ["ONLINE"] * 3
+
+
+def paths(uris: list[str]) -> set[Path]:
+    return {Path(unquote(urlparse(uri).path)) for uri in uris}
+
+
+def test_a_day_that_local_listing_leaves_to_spark(spark: SparkSession, tmp_path: Path) -> None:
+    assert local_day_files(str(tmp_path), DAY) == []
+    assert local_day_files("s3a://bucket/records", DAY) is None
+    day = Path(day_path(str(tmp_path), DAY))
+    records_file(day / "part-1.parquet", ("ONLINE", None))
+    records_file(day / "hour=1" / "part-2.parquet", ("BATCH", None))
+    assert local_day_files(str(tmp_path), DAY) is None
+    session: Future[SparkSession] = Future()
+    session.set_result(spark)
+    assert paths([footer.uri for footer in day_footers(str(tmp_path), DAY, session)]) == {
+        day / "part-1.parquet",
+        day / "hour=1" / "part-2.parquet",
+    }
 
 
 def footer(name: str, *ranges: tuple[str, int, int], incarnation: str | None = "i1") -> Footer:
