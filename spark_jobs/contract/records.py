@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 from datetime import date
+from pathlib import Path
+from urllib.parse import urlparse
 
 import pyarrow as pa
 
@@ -50,6 +52,12 @@ DAY_PARTITION = "date="
 def day_path(records_uri: str, day: date) -> str:
     """The partition of `day`'s records (of the UTC date they ended on) under `records_uri`."""
     return f"{records_uri.rstrip('/')}/{DAY_PARTITION}{day.isoformat()}"
+
+
+def day_has_files(records_uri: str, report_date: date) -> bool:
+    """False when the day's partition is a local directory that does not exist (elsewhere: Spark will tell)."""
+    path = day_path(records_uri, report_date)
+    return urlparse(path).scheme not in ("", "file") or Path(urlparse(path).path).is_dir()
 
 
 def partition_day(name: str) -> date | None:

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from spark_jobs.common.driver import DriverSettings
 from spark_jobs.common.job_log import JobLog
 from spark_jobs.common.session import job_session
+from spark_jobs.contract.records import day_has_files
 from spark_jobs.contract.replay import REPLAY_QUALIFIERS
 from spark_jobs.what_if.arguments import NoRecords
 from spark_jobs.what_if.extract import DayRecords, read_day, read_worker_tasks, replay_rows
@@ -34,7 +35,6 @@ from spark_jobs.what_if.replay import (
     replay_task,
 )
 from spark_jobs.workload_activity.database_rows import read_policy_versions
-from spark_jobs.workload_activity.extract import day_has_files
 from spark_jobs.workload_activity.transform import day_bounds
 
 

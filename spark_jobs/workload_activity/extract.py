@@ -21,7 +21,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_jobs.contract.delay_samples import SCHEMA as DELAY_SAMPLES_SCHEMA
-from spark_jobs.contract.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER, SCHEMA, day_path
+from spark_jobs.contract.records import GROUP_KEYS, GROUP_KEYS_FOOTER, OUTBOX_RANGES_FOOTER, SCHEMA, day_has_files, day_path
 from spark_jobs.workload_activity.delays import SAMPLE_COLUMNS
 from spark_jobs.workload_activity.tables import empty_table
 from spark_jobs.workload_activity.transform import RECORD_COLUMNS
@@ -53,12 +53,6 @@ RECORDS_SCHEMA = _schema(RECORD_TYPES)
 SAMPLES_LISTINGS = 3
 # Footers are read a few at a time: from a remote store each read is a round trip.
 FOOTER_READERS = 8
-
-
-def day_has_files(records_uri: str, report_date: date) -> bool:
-    """False when the day's partition is a local directory that does not exist (elsewhere: Spark will tell)."""
-    path = day_path(records_uri, report_date)
-    return urlparse(path).scheme not in ("", "file") or Path(urlparse(path).path).is_dir()
 
 
 def read_records(spark: SparkSession, records_uri: str, report_date: date, types: dict[str, str] = RECORD_TYPES) -> DataFrame:

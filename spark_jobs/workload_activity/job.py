@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -10,19 +9,16 @@ from datetime import date
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from spark_jobs.common.driver import DriverSettings
 from spark_jobs.common.job_log import JobLog
-from spark_jobs.common.session import job_session
 from spark_jobs.contract.report import WHOLE_DAY_MINUTES
 from spark_jobs.workload_activity.database_rows import read_policy_versions, replace_date
 from spark_jobs.workload_activity.delays import delay_sums, with_delays
 from spark_jobs.workload_activity.extract import (
     day_files,
     day_footers,
-    day_has_files,
     day_path,
     declared_group_keys,
     read_day_files,
@@ -39,7 +35,6 @@ class JobResult:
     rows: int
     ended: int
     parquet: str
-    seconds: float
 
 
 def collect_report(
@@ -69,21 +64,21 @@ def collect_report(
 def run(
     report_date: date,
     *,
+    session: Future[SparkSession],
     records_uri: str,
     output_uri: str,
     database_url: str,
     log: JobLog,
-    driver: DriverSettings,
     interval_minutes: int = 15,
     delay_samples_uri: str | None = None,
 ) -> JobResult:
-    """The report of `report_date`; its delay columns from the delay samples under `delay_samples_uri` (None, or a
-    day without samples: nulls)."""
-    started = time.monotonic()
+    """The report of `report_date` on the `session` being started (session.job_session, entered before this module's
+    imports by arguments.run_from_arguments); its delay columns from the delay samples under `delay_samples_uri`
+    (None, or a day without samples: nulls)."""
     # Summed on the driver while the JVM starts (delays.py): Arrow computes without holding the GIL.
     with ThreadPoolExecutor(1) as pool:
         sums = pool.submit(_delay_sums, delay_samples_uri, report_date, interval_minutes)
-        return _report(report_date, started, sums, records_uri, output_uri, database_url, log, driver, interval_minutes)
+        return _report(report_date, session, sums, records_uri, output_uri, database_url, log, interval_minutes)
 
 
 def _delay_sums(samples_uri: str | None, report_date: date, interval_minutes: int) -> tuple[pa.Table | None, str]:
@@ -100,44 +95,43 @@ def _delay_sums(samples_uri: str | None, report_date: date, interval_minutes: in
 
 def _report(
     report_date: date,
-    started: float,
+    session: Future[SparkSession],
     sums: Future[tuple[pa.Table | None, str]],
     records_uri: str,
     output_uri: str,
     database_url: str,
     log: JobLog,
-    driver: DriverSettings,
     interval_minutes: int,
 ) -> JobResult:
-    with job_session("wlm-workload-activity", log, driver, may_write_archive=day_has_files(records_uri, report_date)) as starting:
-        versions = read_policy_versions(database_url)
-        log.detail(f"{len(versions)} policy versions")
-        log.stage(f"reading the work records of {report_date}")
-        goals = goal_rows(versions)
-        steps = activation_steps(versions, *day_bounds(report_date))
-        footers = day_footers(records_uri, report_date, starting)
-        declared_keys = declared_group_keys(footers)
-        if declared_keys is None:
-            log.detail("not every file declares its group keys: reading the records twice")
-        files = day_files(footers)
-        log.detail(
-            f"{len(files.not_read)} files hold only records that other files hold: not read; {len(files.copy_free)} of"
-            f" {len(files.copy_free) + len(files.searched)} files share no record with another: copies are looked for in the rest"
-        )
-        spark = starting.result()
-        log.detail(f"Spark {spark.version} on {spark.sparkContext.master}; reading {day_path(records_uri, report_date)}")
-        records, distinct_records = read_day_files(spark, files)
-        delays, said = sums.result()
-        log.detail(said)
-        log.stage("computing the report")
-        schema, table = collect_report(
-            records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records, log.detail, delays
-        )
-        rows = table.to_pylist()
-        ended = sum(row["ended_count"] for row in rows if row["interval_minutes"] == WHOLE_DAY_MINUTES)
-        log.detail(f"{len(rows)} report rows ({ended} ended requests)")
-        log.stage("writing the report")
-        parquet = write_parquet(spark, table, schema, output_uri, report_date)
-        replace_date(database_url, report_date, rows)
-        log.detail(f"written: {parquet} and the database's workload_reports for {report_date}")
-    return JobResult(report_date, len(rows), ended, parquet, time.monotonic() - started)
+    # Read while the JVM starts: the policy, the day's files and their footers.
+    versions = read_policy_versions(database_url)
+    log.detail(f"{len(versions)} policy versions")
+    log.stage(f"reading the work records of {report_date}")
+    goals = goal_rows(versions)
+    steps = activation_steps(versions, *day_bounds(report_date))
+    footers = day_footers(records_uri, report_date, session)
+    declared_keys = declared_group_keys(footers)
+    if declared_keys is None:
+        log.detail("not every file declares its group keys: reading the records twice")
+    files = day_files(footers)
+    log.detail(
+        f"{len(files.not_read)} files hold only records that other files hold: not read; {len(files.copy_free)} of"
+        f" {len(files.copy_free) + len(files.searched)} files share no record with another: copies are looked for in the rest"
+    )
+    spark = session.result()
+    log.detail(f"Spark {spark.version} on {spark.sparkContext.master}; reading {day_path(records_uri, report_date)}")
+    records, distinct_records = read_day_files(spark, files)
+    delays, said = sums.result()
+    log.detail(said)
+    log.stage("computing the report")
+    schema, table = collect_report(
+        records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records, log.detail, delays
+    )
+    rows = table.to_pylist()
+    ended = sum(row["ended_count"] for row in rows if row["interval_minutes"] == WHOLE_DAY_MINUTES)
+    log.detail(f"{len(rows)} report rows ({ended} ended requests)")
+    log.stage("writing the report")
+    parquet = write_parquet(spark, table, schema, output_uri, report_date)
+    replace_date(database_url, report_date, rows)
+    log.detail(f"written: {parquet} and the database's workload_reports for {report_date}")
+    return JobResult(report_date, len(rows), ended, parquet)

@@ -16,12 +16,11 @@ import pytest
 from pyspark.sql import SparkSession
 
 from app.work.records import OutboxOrigin, write, write_file
-from spark_jobs.contract.records import GROUP_KEYS, SCHEMA
+from spark_jobs.contract.records import GROUP_KEYS, SCHEMA, day_has_files
 from spark_jobs.workload_activity.extract import (
     Footer,
     day_files,
     day_footers,
-    day_has_files,
     day_path,
     declared_group_keys,
     files_of_copies,
