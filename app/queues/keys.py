@@ -194,7 +194,7 @@ class AeKeys:
 
     @cached_property
     def wake_prefix(self) -> str:
-        """Followed by a process's id: the channel that wakes that process's listed waiters (lua/includes/wake.lua)."""
+        """Followed by a listed waiter's process part: the channel that wakes it (lua/includes/wake.lua)."""
         return wake_prefix(self.prefix)
 
     def queue(self, service_class: str, dependent: bool) -> str:
@@ -370,7 +370,8 @@ def notify_channel_pattern(prefix: str) -> str:
 
 
 def wake_prefix(prefix: str) -> str:
-    """A process's own wake channel is this followed by its id (AeKeys.wake_prefix)."""
+    """A process's wake channels are this followed by its id, and on a cluster a primary's name
+    (app/work/long_poll.py, Dispatcher.wake_channel)."""
     return f"{prefix}:wake:"
 
 

@@ -116,11 +116,13 @@ def keeper(owner: str | None, confirmed: Iterable[str]) -> str | None:
 
 
 class OnEveryPrimary:
-    """Subscriptions to `channels` and `patterns` on every primary of a cluster (on a standalone Redis, its one
-    server), kept in step with the primaries the client knows (looked at every RESYNC_SECONDS).
+    """Subscriptions to `patterns` on every primary of a cluster (on a standalone Redis, its one server), and to a
+    channel of each primary's own (`own_channel(primary)`), kept in step with the primaries the client knows (looked
+    at every RESYNC_SECONDS).
 
-    What a PUBLISH answers counts the subscribers of the node it ran on: subscribed on every primary, a listener is
-    counted wherever a script publishes. The cluster bus brings each message through every primary; `on_message`
+    What a PUBLISH answers counts the subscribers of the node it ran on: a script that publishes to the own channel of
+    the primary it runs on counts this listener, and the copies the cluster bus brings the other primaries find
+    nobody listening there, so `on_message` hears it once. A pattern is heard through every primary: `on_message`
     hears one copy, the one through the primary of the message's slot (`slot_key` names a key of it), or through
     another while that one is not subscribed (`keeper`): once each while the slot map and the subscriptions hold
     still (as the map changes under a message, a copy may be kept twice or not at all, a wake-up more or a lost one
@@ -136,7 +138,7 @@ class OnEveryPrimary:
         on_message: Callable[[Message], None],
         *,
         slot_key: Callable[[Message], str],
-        channels: Iterable[str] = (),
+        own_channel: Callable[[str], str] | None = None,
         patterns: Iterable[str] = (),
         on_subscribed: Callable[[str], None] = lambda primary: None,
     ) -> None:
@@ -144,7 +146,7 @@ class OnEveryPrimary:
         self._redis = redis
         self._on_message = on_message
         self._slot_key = slot_key
-        self._channels = list(channels)
+        self._own_channel = own_channel
         self._patterns = list(patterns)
         self._on_subscribed = on_subscribed
         self._subscriptions: dict[str, Subscription] = {}
@@ -169,8 +171,12 @@ class OnEveryPrimary:
     def _heard(self, primary: str, message: Message) -> None:
         if primary not in self._subscriptions:  # a departed primary's, stopping
             return
-        # One subscription (a standalone server) hears each message once: no slot to look up.
-        if len(self._subscriptions) == 1 or primary == keeper(slot_owner(self._redis, self._slot_key(message)), self.listening()):
+        # A primary's own channel, or one subscription (a standalone server), hears each message once: no slot to look up.
+        if (
+            message["type"] == "message"
+            or len(self._subscriptions) == 1
+            or primary == keeper(slot_owner(self._redis, self._slot_key(message)), self.listening())
+        ):
             self._on_message(message)
 
     def _resync(self) -> list[str]:
@@ -182,7 +188,7 @@ class OnEveryPrimary:
                     client,
                     f"{self.name} on {primary or 'redis'}",
                     functools.partial(self._heard, primary),
-                    channels=self._channels,
+                    channels=[] if self._own_channel is None else [self._own_channel(primary)],
                     patterns=self._patterns,
                     on_subscribed=functools.partial(self._on_subscribed, primary),
                 )

@@ -7,8 +7,8 @@ its keys' slot. Every script's keys share one hash tag (app/queues/keys.py), so 
 Pub/sub stays classic on a cluster: a PUBLISH reaches the subscribers of every node (the cluster bus carries it),
 so a subscription on one node hears everything. What a cluster changes there is PUBLISH's answer, which counts the
 publishing node's subscribers only. Where that answer matters (a wake-up: is its process listening?), the process
-subscribes on every primary (`primaries`) and keeps, of the copies the bus brings, the one through the primary of
-the message's slot (`slot_owner`), where the script that published it ran (app/redis/broadcast.py, OnEveryPrimary).
+subscribes on every primary (`primaries`), to a channel of each primary's own, and a script publishes to the one of
+the primary of its slot (`slot_owner`), where it runs (app/redis/broadcast.py, OnEveryPrimary).
 """
 
 from __future__ import annotations

@@ -8,10 +8,12 @@ A select that finds nothing lists its waiter in Redis, in the same script call (
 look and the listing). An insert of n requests takes the n best listed waiters (highest worker weight first,
 overflow servers last, then the least recently served) and wakes each through its own process's channel: only the
 processes holding those servers run a select. The script learns from PUBLISH's answer whether the process still
-listens; a cluster's PUBLISH counts only the subscribers of the node it ran on, so a process subscribes on every
-primary and keeps, of the copies the cluster bus brings it, the one through the primary of the environment's slot
-(app/redis/broadcast.py, OnEveryPrimary). A woken waiter takes its work with the select script, which re-checks
-capacity atomically; one that finds nothing left is listed again and waits again.
+listens; a cluster's PUBLISH counts only the subscribers of the node it ran on, so a process has a wake channel on
+each primary, subscribed there alone, and a waiter is listed under the one of its environment's primary, where the
+scripts that wake it run: a wake-up is counted and heard once (app/redis/broadcast.py, OnEveryPrimary). One listed
+under a primary that no longer holds the slot (a failover, a slot moved) is not heard there: its wake-up goes to
+the environment's notify channel. A woken waiter takes its work with the select script, which re-checks capacity
+atomically; one that finds nothing left is listed again and waits again.
 
 Work beyond the listed waiters wakes nobody (every waiting server is listed). What a process is woken for but no
 longer waits for (its server left, or is selecting already) goes to another free waiter of the process or to the
@@ -38,7 +40,7 @@ from redis.exceptions import RedisError
 
 from app.queues.keys import ae_keys, notify_channel, notify_channel_pattern, notify_channel_place, wake_prefix
 from app.redis.broadcast import Message, OnEveryPrimary
-from app.redis.topology import slot_owner
+from app.redis.topology import STANDALONE, slot_owner
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +83,6 @@ class Dispatcher:
         self.process = secrets.token_hex(6)
         self._timed = timed
         self.prefix = prefix
-        self._wake_channel = wake_prefix(prefix) + self.process
         self._redis = redis
         self._waiters: dict[tuple[str, str], list[Waiter]] = {}
         self._named: dict[str, Waiter] = {}
@@ -97,7 +98,7 @@ class Dispatcher:
             "insert notifications",
             self._on_message,
             slot_key=self._slot_key,
-            channels=[self._wake_channel],
+            own_channel=self.wake_channel,
             patterns=[notify_channel_pattern(prefix)],
             on_subscribed=self._wake_all_of,
         )
@@ -139,9 +140,18 @@ class Dispatcher:
             waiter.woken_at = time.time()
         waiter.event.set()
 
+    def wake_channel(self, primary: str | None) -> str:
+        """This process's wake channel on `primary` (as lua/includes/wake.lua names it from a listed waiter): a
+        standalone server's is the process's own name; that of no known primary (`None`), a channel nobody hears."""
+        return wake_prefix(self.prefix) + self._listed_as(primary)
+
+    def _listed_as(self, primary: str | None) -> str:
+        return self.process if primary == STANDALONE else f"{self.process}@{primary or ''}"
+
     def register(self, waiter: Waiter) -> None:
         waiter.name = str(next(self._names))
-        waiter.member = f"{self.process}:{waiter.name}"
+        primary = slot_owner(self._redis, ae_keys(self.prefix, waiter.node, waiter.ae).tag)
+        waiter.member = f"{self._listed_as(primary)}:{waiter.name}"
         self._waiters.setdefault((waiter.node, waiter.ae), []).append(waiter)
         self._named[waiter.name] = waiter
 
@@ -196,7 +206,7 @@ class Dispatcher:
 
     def _on_message(self, message: Message) -> None:
         channel = str(message["channel"])
-        if channel == self._wake_channel:
+        if message["type"] == "message":  # a wake channel (the notify channels are a pattern's)
             self._on_wake(str(message["data"]))
         else:
             node, ae = notify_channel_place(self.prefix, channel)
@@ -205,11 +215,8 @@ class Dispatcher:
                 self.notify(node, ae, int(count))
 
     def _slot_key(self, message: Message) -> str:
-        """A key of the environment a message is about: its notify channel's, or the one a wake-up names."""
-        channel = str(message["channel"])
-        if channel == self._wake_channel:
-            channel = parse_wake(str(message["data"]))[1]
-        return ae_keys(self.prefix, *notify_channel_place(self.prefix, channel)).tag
+        """A key of the environment of a notify channel's message."""
+        return ae_keys(self.prefix, *notify_channel_place(self.prefix, str(message["channel"]))).tag
 
     def _on_wake(self, data: str) -> None:
         names, channel = parse_wake(data)

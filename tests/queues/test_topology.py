@@ -192,6 +192,37 @@ async def test_a_listener_on_every_primary_is_counted_wherever_a_message_is_publ
             master.close()
 
 
+async def test_a_primary_s_own_channel_is_counted_there_alone_and_heard_once(cluster_urls: list[str]) -> None:
+    """A channel of a primary's own is subscribed there alone: a PUBLISH on that primary counts the listener, one on
+    another counts nobody, and each reaches the listener once (the bus brings it to the primary where it listens)."""
+    client = await open_redis(cluster_urls[0], True, max_connections=10)
+    kept: list[tuple[str, str]] = []
+    listener = OnEveryPrimary(
+        client,
+        "test",
+        lambda message: kept.append((message["channel"], message["data"])),
+        slot_key=lambda message: message["channel"],
+        own_channel=lambda primary: f"wlmtest-own:{primary}",
+    )
+    masters = [redis.Redis.from_url(url, decode_responses=True) for url in cluster_urls]
+    listener.start()
+    try:
+        await eventually(lambda: len(listener.listening()) == 3, what="an own channel confirmed on each of the three primaries")
+        channels = [f"wlmtest-own:127.0.0.1:{master.connection_pool.connection_kwargs['port']}" for master in masters]
+        for channel, publisher in zip(channels, masters, strict=True):
+            assert [m.publish(channel, "x") for m in masters] == [1 if m is publisher else 0 for m in masters]
+        for channel, publisher in zip(channels, masters, strict=True):
+            publisher.publish(channel, "marker")
+        every = {(channel, data) for channel in channels for data in ("x", "marker")}
+        await eventually(lambda: set(kept) == every, what="every message and marker heard")
+        assert sorted(kept) == sorted([(channel, "x") for channel in channels] * 3 + [(channel, "marker") for channel in channels])
+    finally:
+        await listener.stop()
+        await close_redis(client)
+        for master in masters:
+            master.close()
+
+
 @pytest.fixture
 async def replicas(cluster_urls: list[str], settings: Settings) -> AsyncIterator[list[tuple[FastAPI, httpx.AsyncClient]]]:
     """Two replicas on the cluster, the first given the first node's URL, the second the second's."""
@@ -268,7 +299,10 @@ async def test_two_replicas_serve_the_whole_lifecycle_over_three_masters(
         with redis.Redis.from_url(url) as master:
             master.publish(marker, 0)
     await eventually(lambda: set(markers) <= set(notified), what="the markers heard")
-    assert sorted(notified) == sorted([waiting._wake_channel] * 3 + markers)  # each wake-up once, none to every process
+    # Each wake-up once, through the process's channel on its environment's primary; none to every process.
+    wake_channels = [waiting.wake_channel(slot_owner(admin, k.tag)) for k in keys]
+    assert len(set(wake_channels)) == 3
+    assert sorted(notified) == sorted(wake_channels + markers)
 
     # Each node's queue on its own master: every master holds keys of this service (the cluster is the session's).
     prefix = first_app.state.wlm.queues.prefix

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from redis.asyncio import Redis
 
 from app.config import Settings
+from app.redis.topology import STANDALONE
 from app.work import select as select_module
 from app.work.long_poll import Dispatcher, Waiter, parse_wake
 from tests.waiting import eventually
@@ -24,6 +25,14 @@ NO_FALLBACK_POLL = 60.0  # a waiter woken here was woken by a wake-up, not by it
 def test_a_wake_up_names_its_waiters_and_their_environment() -> None:
     assert parse_wake("3 17\nwlm:notify:LOCAL:PAYROLL") == (["3", "17"], "wlm:notify:LOCAL:PAYROLL")
     assert parse_wake("\nwlm:notify:LOCAL:PAYROLL") == ([], "wlm:notify:LOCAL:PAYROLL")
+
+
+def test_a_process_has_one_wake_channel_on_one_redis_and_one_per_primary_on_a_cluster() -> None:
+    dispatcher = Dispatcher(Redis(), "wlm")
+    own = f"wlm:wake:{dispatcher.process}"
+    assert dispatcher.wake_channel(STANDALONE) == own
+    assert dispatcher.wake_channel("10.0.0.1:7000") == f"{own}@10.0.0.1:7000" != dispatcher.wake_channel("10.0.0.1:7001")
+    assert dispatcher.wake_channel(None) not in (own, f"{own}@10.0.0.1:7000")  # a slot not covered: nobody hears it
 
 
 class _CountedEvent(asyncio.Event):

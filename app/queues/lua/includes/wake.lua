@@ -11,10 +11,11 @@ local function wake_rank(server, served_at)
 end
 
 -- Wakes up to `count` servers for new work of `channel`'s environment and node: the best listed waiters, through
--- their processes' channels (`wake_prefix` .. process). The share of a process no longer listening goes to `channel`,
--- which every process hears (and wakes its best free waiter for). Work beyond the listed waiters wakes nobody: a
--- long poll that found nothing is listed by the same script call, so every server waiting for work is listed (a
--- server busy at capacity, or selecting now, takes its next work when it next selects).
+-- their processes' channels (`wake_prefix` .. the member's part before its last colon: on a cluster the process's
+-- channel on the primary it listed the waiter on, app/work/long_poll.py). The share of a process not listening here
+-- goes to `channel`, which every process hears (and wakes its best free waiter for). Work beyond the listed waiters
+-- wakes nobody: a long poll that found nothing is listed by the same script call, so every server waiting for work
+-- is listed (a server busy at capacity, or selecting now, takes its next work when it next selects).
 local function wake(waiters_key, channel, wake_prefix, count)
   local listed = redis.call('ZPOPMIN', waiters_key, count)
   local per_process, processes = {}, {}
