@@ -132,6 +132,6 @@ def main(argv: list[str] | None = None) -> int:
         return exc.status
     finally:
         # The interpreter's exit collects every object the imports made: 0.24 s of a report's run (pandas', SQLAlchemy's,
-        # the CLI's own), 0.03 s frozen. What must be finished (files, the database, the JVM) is closed by its owner.
+        # the CLI's own), 0.04 s frozen. What must be finished (files, the database, the JVM) is closed by its owner.
         gc.freeze()
     return 0

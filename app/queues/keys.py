@@ -175,7 +175,7 @@ class AeKeys:
 
     @cached_property
     def waiters(self) -> str:
-        """Long-polling servers waiting for work here: zset `<process>:<waiter>` -> wake rank (lua/includes/wake.lua)."""
+        """Long-polling servers waiting for work here: zset `<process>[@<primary>]:<waiter>` -> wake rank (lua/includes/wake.lua)."""
         return f"{self.tag}:waiters"
 
     @cached_property

@@ -57,7 +57,7 @@ class Waiter:
     weight: int
     overflow: bool
     event: asyncio.Event = field(default_factory=asyncio.Event)
-    name: str = ""  # given by Dispatcher.register: `member` is `<process>:<name>` in Redis's list of waiters
+    name: str = ""  # given by Dispatcher.register: `member` is `<process>[@<primary>]:<name>` in Redis's list of waiters
     member: str = ""
     # A wake-up meant for this waiter alone (an insert took it off the list) that no select has used yet: one that
     # leaves unused, passes it on (Dispatcher.pass_on), or the work would wait for another's once-a-second retry.

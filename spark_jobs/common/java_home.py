@@ -108,8 +108,9 @@ def choose_java_home(configured: Path | None, environment: Mapping[str, str]) ->
 @contextmanager
 def java_home_for_launch(home: Path | None) -> Iterator[None]:
     """JAVA_HOME set to `home` while PySpark starts the driver's JVM, then as it was: PySpark starts that JVM with
-    this process's environment, the one way to choose its Java, and nothing else of this process should see it."""
-    if home is None:
+    this process's environment, the one way to choose its Java. Left alone where it already names `home` (a job
+    sets it before the thread that starts the JVM: session.job_session)."""
+    if home is None or os.environ.get("JAVA_HOME") == str(home):
         yield
         return
     before = os.environ.get("JAVA_HOME")

@@ -8,6 +8,7 @@ The log is appended to, never replaced: a rerun keeps the earlier runs' details 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 import traceback
@@ -15,6 +16,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Self, TextIO
+
+# A line JobLog writes (`_line`): the job's name, the seconds since the run started.
+_OWN_LINE = re.compile(r"\[\S+ +\d+\.\ds\] ")
 
 
 class JobFailed(Exception):
@@ -41,6 +45,11 @@ class JobLog:
 
     def _line(self, message: str) -> str:
         return f"[{self.job} {time.monotonic() - self.started:6.1f}s] {message}\n"
+
+    @staticmethod
+    def wrote(line: str) -> bool:
+        """Whether `line` of a log's file is one a JobLog wrote, not the driver JVM's (which writes there too)."""
+        return _OWN_LINE.match(line) is not None
 
     def stage(self, message: str) -> None:
         """A step of the run, for the user (stderr) and the log."""

@@ -103,11 +103,12 @@ def _start_jvm(options: Mapping[str, str], output: TextIO) -> None:
 
 
 def _last_words(path: Path, start: int, count: int = 2) -> list[str]:
-    """The last `count` lines written to `path` from `start` on, stack frames (indented) left out."""
+    """The last `count` lines the JVM wrote to `path` from `start` on, stack frames (indented) left out, and the lines
+    of the job, which writes there while the JVM starts (job_session), too."""
     with path.open("rb") as written:
         written.seek(start)
         lines = written.read().decode(errors="replace").splitlines()
-    return [line for line in lines if line.strip() and not line[0].isspace()][-count:]
+    return [line for line in lines if line.strip() and not line[0].isspace() and not JobLog.wrote(line)][-count:]
 
 
 @contextmanager
@@ -137,7 +138,9 @@ def job_session(app_name: str, log: JobLog, driver: DriverSettings, *, may_write
     on_java = f" on Java {java_version(runs_on) or '(version unknown)'}" if runs_on is not None else ""
     first_run = " (first run: it also writes the JVM's class archive, up to a minute longer)" if writes_archive else ""
     log.stage(f"starting Spark{on_java}{first_run}")
-    with ThreadPoolExecutor(1, thread_name_prefix="spark-session") as starter:
+    # JAVA_HOME is set here, before the session's thread starts, and kept until the JVM has stopped: changed while
+    # another thread reads the environment (a database driver's connect), the C library may fail.
+    with ThreadPoolExecutor(1, thread_name_prefix="spark-session") as starter, java_home_for_launch(java_home if starts_jvm else None):
         options = archive.java_options() if archive else ()
         starting = starter.submit(build_session, app_name, driver, driver_java_options=options, java_home=java_home, jvm_output=log.file)
         try:
@@ -148,8 +151,11 @@ def job_session(app_name: str, log: JobLog, driver: DriverSettings, *, may_write
         finally:
             try:
                 # Waits for a start still under way: a JVM is never left starting while the job ends.
-                if starting.exception() is None:
+                not_started = starting.exception()
+                if not_started is None:
                     stop_session(starting.result())
+                else:  # in the log even where the job failed first and never asked for the session
+                    log.detail(f"the session did not start: {not_started!r}")
             finally:
                 if starts_jvm:
                     if writes_archive:

@@ -78,28 +78,34 @@ def read_files(spark: SparkSession, uris: Sequence[str], types: dict[str, str] =
 
 
 def local_day_files(records_uri: str, report_date: date) -> list[str] | None:
-    """The URIs of the day's files (as `DataFrame.inputFiles` names them) when its partition is a local directory,
-    listed as Spark lists one: names starting with `.`, or with `_` and without `=`, are not data, nor is a file
-    being copied. [] for a partition that does not exist; None elsewhere, or where the partition holds a directory:
-    Spark lists those (day_footers)."""
+    """The URIs of the day's files (percent-encoded, as read_files and read_footer take them) when its partition is a
+    local directory, listed as Spark lists one: names starting with `.`, or with `_` and without `=` (but for Parquet's
+    `_metadata` and `_common_metadata`), are not data, nor is a file being copied or a link to nothing. [] for a
+    partition that does not exist; None elsewhere, or where the partition holds a directory: Spark lists those
+    (day_footers)."""
     parsed = urlparse(day_path(records_uri, report_date))
     if parsed.scheme not in ("", "file"):
         return None
     try:
-        entries = list(os.scandir(parsed.path))
+        uris = []
+        for entry in os.scandir(parsed.path):
+            if not _spark_lists(entry.name):
+                continue
+            if entry.is_dir():
+                return None
+            if entry.is_file():
+                uris.append(Path(os.path.abspath(entry.path)).as_uri())
     except FileNotFoundError:
         return []
     except OSError:
         return None
-    uris = []
-    for entry in entries:
-        name = entry.name
-        if name.startswith(".") or (name.startswith("_") and "=" not in name) or name.endswith("._COPYING_"):
-            continue
-        if entry.is_dir():
-            return None
-        uris.append(Path(os.path.abspath(entry.path)).as_uri())
     return uris
+
+
+def _spark_lists(name: str) -> bool:
+    """Whether Spark's listing of a directory keeps a file named `name` (HadoopFSUtils.shouldFilterOutPathName)."""
+    hidden = name.startswith(".") or (name.startswith("_") and "=" not in name) or name.endswith("._COPYING_")
+    return not hidden or name.startswith(("_metadata", "_common_metadata"))
 
 
 def day_footers(records_uri: str, report_date: date, session: Future[SparkSession]) -> list[Footer]:

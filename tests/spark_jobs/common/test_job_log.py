@@ -37,3 +37,14 @@ def test_a_rerun_appends_to_the_log(tmp_path: Path) -> None:
         with JobLog("a-job", path) as log:
             log.detail(run)
     assert [line.split("] ", 1)[1] for line in path.read_text().splitlines() if "started at" not in line] == ["first", "second"]
+
+
+def test_the_lines_a_job_log_wrote_are_told_from_the_jvm_s(tmp_path: Path) -> None:
+    path = tmp_path / "report.log"
+    with JobLog("workload-activity", path) as log:
+        log.detail("1 policy versions")
+        log.file.write("Error: Could not create the Java Virtual Machine.\n")
+        log.file.write("[0.012s][warning][cds] an archive that does not match\n")  # the JVM's own log, not the job's
+    job, error, jvm_log = path.read_text().splitlines()[1:]
+    assert JobLog.wrote(job)
+    assert not JobLog.wrote(error) and not JobLog.wrote(jvm_log)

@@ -1,15 +1,18 @@
-"""The accumulator server's quick stop (spark_jobs/common/session.py), on PySpark's own server: no JVM needed."""
+"""The accumulator server's quick stop (spark_jobs/common/session.py), on PySpark's own server, and what a JVM that
+did not start said: no JVM needed."""
 
 from __future__ import annotations
 
 import socket
 import struct
 import threading
+from pathlib import Path
 
 import pytest
 from pyspark.accumulators import _start_update_server
 
-from spark_jobs.common.session import stop_accumulator_server
+from spark_jobs.common.job_log import JobLog
+from spark_jobs.common.session import _last_words, stop_accumulator_server
 
 
 def _serving() -> set[threading.Thread]:
@@ -41,3 +44,15 @@ def test_the_accumulator_server_stops_whole_and_quietly(unix_socket: bool, jvm_c
         late.connect(address)
     held.close()
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_jvm_that_did_not_start_is_quoted_without_the_job_s_lines_written_meanwhile(tmp_path: Path) -> None:
+    path = tmp_path / "report.log"
+    with JobLog("workload-activity", path) as log:
+        log.detail("before the start")
+        start = path.stat().st_size
+        log.file.write("Error occurred during initialization of VM\n")
+        log.detail("1 policy versions")  # the job reads what needs no Spark while the JVM starts
+        log.file.write("Too small maximum heap\n\tat a frame\n")
+        log.detail("5 files hold only records that other files hold: not read")
+    assert _last_words(path, start) == ["Error occurred during initialization of VM", "Too small maximum heap"]

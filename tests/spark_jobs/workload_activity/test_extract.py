@@ -126,17 +126,27 @@ def test_a_local_day_is_listed_as_spark_lists_it(spark: SparkSession, tmp_path: 
         records_file(day / name, ("ONLINE", None))
     (day / "_temporary").mkdir()  # hidden: neither lister looks inside
     records_file(day / "_temporary" / "part-4.parquet", ("ONLINE", None))
+    for name in ("_metadata", "_common_metadata"):
+        pq.write_metadata(SCHEMA, day / name)
+    (day / "gone.parquet").symlink_to(day / "nowhere.parquet")
     listed = local_day_files(str(root), DAY)
     assert listed is not None
-    # The same files (Spark leaves `=` and letters outside ASCII unescaped in its URIs, as.uri() does not).
+    # The same files (Spark leaves `=` and letters outside ASCII unescaped in its URIs, as_uri() does not).
     assert paths(listed) == paths(read_records(spark, str(root), DAY).inputFiles())
-    assert {path.name for path in paths(listed)} == {"part 1%.parquet", "part-2.parquet", "_x=1.parquet"}
+    assert {path.name for path in paths(listed)} == {"part 1%.parquet", "part-2.parquet", "_x=1.parquet", "_metadata", "_common_metadata"}
     assert sorted(listed) == sorted(local_day_files(f"file://{root}", DAY) or [])
-    assert [row.service_class for row in read_files(spark, listed).collect()] == ["ONLINE"] * 3
+    assert [row.service_class for row in read_files(spark, listed).collect()] == ["ONLINE"] * 3  # (the metadata files hold no rows)
 
 
 def paths(uris: list[str]) -> set[Path]:
     return {Path(unquote(urlparse(uri).path)) for uri in uris}
+
+
+def test_a_local_day_s_footers_are_read_without_waiting_for_the_session(tmp_path: Path) -> None:
+    records_file(Path(day_path(str(tmp_path), DAY)) / "part-1.parquet", ("ONLINE", "ATMA"))
+    starting: Future[SparkSession] = Future()  # a session still starting: never asked for, or this would wait
+    [footer] = day_footers(str(tmp_path), DAY, starting)
+    assert footer.group_keys == [dict(zip(GROUP_KEYS, ("PAYROLL", "EAST", "ONLINE", 1, "ATMA", 1), strict=True))]
 
 
 def test_a_day_that_local_listing_leaves_to_spark(spark: SparkSession, tmp_path: Path) -> None:

@@ -1,10 +1,11 @@
 -- Waking long-polling servers when work comes (insert.lua, dead_retry.lua, give_back, select_work).
 -- INCLUDES: base
 
--- Long-polling servers that found nothing wait listed in KEYS waiters (a sorted set of `<process>:<waiter>`,
--- best first: non-overflow before overflow, higher worker weight first, then the least recently served: round robin
--- among equals), so that new work wakes the servers it is for in the process that holds them, and no other process
--- runs a select for nothing. `served_at`: when the server was last given work (ms; 0 for never).
+-- Long-polling servers that found nothing wait listed in KEYS waiters (a sorted set of
+-- `<process>[@<primary>]:<waiter>`, best first: non-overflow before overflow, higher worker weight first, then the
+-- least recently served: round robin among equals), so that new work wakes the servers it is for in the process that
+-- holds them, and no other process runs a select for nothing. `served_at`: when the server was last given work (ms;
+-- 0 for never).
 local function wake_rank(server, served_at)
   local rank = (server.overflow and 1001 or 0) + 1000 - (server.weight or 1)
   return rank + (served_at % 1e9) / 1e9  -- (it wraps every 11 days: a moment's unfairness)
