@@ -34,8 +34,10 @@ class Settings(BaseSettings):
     # so the replica promoted when the master dies has it; 503 not_durable if none confirms within this long. At
     # most 4 s: a Redis call unanswered for 5 s is taken for a lost connection.
     replica_wait_ms: int = Field(default=2_000, ge=1, le=4_000)
-    # Prefix of every Redis key, so several deployments can share one Redis.
-    redis_prefix: str = "wlm"
+    # Prefix of every Redis key, so several deployments can share one Redis. It is part of every key's hash tag
+    # (`{prefix:node:ae}`) and of the channel patterns processes subscribe to: a brace, a colon or a glob character
+    # (`*?[\`) would break them, so it is letters, digits, `_`, `.` and `-`.
+    redis_prefix: str = Field(default="wlm", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     # Redis connections per process; more concurrent requests wait for one rather than opening more.
     redis_max_connections: int = Field(default=64, ge=2)
     # Reassign expired requests, flush work records and call exits from this process.

@@ -54,6 +54,20 @@ def test_blocked_promotion_settings_out_of_range_are_refused_naming_them(monkeyp
     assert name.lower() in str(refused.value) and says in str(refused.value)
 
 
+@pytest.mark.parametrize("prefix", ["", "wlm*", "wlm{a}", "a:b", "w?", "[wlm]", "wl\\m", "é", "x" * 65])
+def test_a_redis_prefix_that_would_break_hash_tags_or_channel_patterns_is_refused(monkeypatch, prefix):
+    monkeypatch.setenv("WLM_REDIS_PREFIX", prefix)
+    with pytest.raises(ValidationError) as refused:
+        Settings(_env_file=None)
+    assert "redis_prefix" in str(refused.value)
+
+
+@pytest.mark.parametrize("prefix", ["wlm", "prod-eu.1", "WLM_test"])
+def test_a_redis_prefix_of_letters_digits_and_separators_is_taken(monkeypatch, prefix):
+    monkeypatch.setenv("WLM_REDIS_PREFIX", prefix)
+    assert Settings(_env_file=None).redis_prefix == prefix
+
+
 def test_the_service_refuses_to_start_with_a_promotion_share_out_of_range(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("WLM_")}
     env |= {"WLM_DATA_DIR": str(tmp_path / "data"), "WLM_BLOCKED_PROMOTION_SHARE": "2"}
