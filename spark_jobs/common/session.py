@@ -103,8 +103,8 @@ def _start_jvm(options: Mapping[str, str], output: TextIO) -> None:
 
 
 def _last_words(path: Path, start: int, count: int = 2) -> list[str]:
-    """The last `count` lines the JVM wrote to `path` from `start` on, stack frames (indented) left out, and the lines
-    of the job, which writes there while the JVM starts (job_session), too."""
+    """The last `count` lines the JVM wrote to `path` from `start` on: stack frames (indented) left out, and so are the
+    job's own lines (it writes to the same file while the JVM starts: job_session)."""
     with path.open("rb") as written:
         written.seek(start)
         lines = written.read().decode(errors="replace").splitlines()
