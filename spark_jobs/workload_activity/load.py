@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
-from pyspark.sql.types import StructType
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from spark_jobs.common.durable_files import fsync, put_in_place
 
@@ -18,8 +18,8 @@ from spark_jobs.common.durable_files import fsync, put_in_place
 SUCCESS_MARK = "_SUCCESS"
 
 
-def write_parquet(spark: SparkSession, report: pa.Table, schema: StructType, output_uri: str, report_date: date) -> str:
-    """The collected `report` (its Spark `schema`) as one Parquet file under `output_uri`/date=YYYY-MM-DD, replacing a
+def write_parquet(spark: SparkSession, report: pa.Table, output_uri: str, report_date: date) -> str:
+    """The collected `report` (figures.REPORT_SCHEMA) as one Parquet file under `output_uri`/date=YYYY-MM-DD, replacing a
     rerun's. A plain path is written by Arrow here (`replace_directory`); a URI (`hdfs://`, `s3a://`, `file:`, ...)
     by Spark's writer, to any file system Spark writes. From Arrow, Spark knows the rows whole (a local relation): no
     Python worker starts. (Made from collected Rows, it cost a Python worker's start, 2.5 s of a 40 s run; by Spark's
@@ -27,7 +27,9 @@ def write_parquet(spark: SparkSession, report: pa.Table, schema: StructType, out
     task.)"""
     path = f"{output_uri.rstrip('/')}/date={report_date.isoformat()}"
     if urlparse(output_uri).scheme:
-        spark.createDataFrame(report, schema).coalesce(1).write.mode("overwrite").parquet(path)
+        # A timestamp without a zone is Spark's timestamp_ntz, as the report's interval_start is.
+        written = spark.createDataFrame(report, from_arrow_schema(report.schema, prefer_timestamp_ntz=True))
+        written.coalesce(1).write.mode("overwrite").parquet(path)
     else:
         replace_directory(Path(path), report)
     return path

@@ -1,4 +1,5 @@
-"""The workload activity report as pure functions of DataFrames (no session, no I/O).
+"""The workload activity report's Spark side as pure functions of DataFrames (no session, no I/O): the records summed
+into cells, and the groups that name them; figures.py makes the report's rows of the collected cells.
 
 The figures follow the service's live goal evaluation (spark_jobs/manager/goals.py), by the buckets and fixed points both
 take from spark_jobs/contract/goals.py, so the nightly report and the live performance figures agree:
@@ -17,9 +18,9 @@ take from spark_jobs/contract/goals.py, so the nightly report and the live perfo
    into cells where they are read, and only the cells shuffled.
    The groups' names come from the group keys each file declares in its footer, hashed the same way; where they
    are not declared, from the distinct names of the records, a second read.
-3. Intervals and the whole day are rolled up from the cells. A window over each group's cells in bin order gives
-   the percentiles and, for goals without a response time (velocity, discretionary), the group's average that
-   their distribution is measured against.
+3. The cells are collected, and intervals and the whole day rolled up from them (figures.py): each level's cells in
+   bin order give the percentiles and, for goals without a response time (velocity, discretionary), the level's
+   average that their distribution is measured against.
 
 Precision: counts, sums, averages, standard deviations, velocity, the distribution of response time goals and
 their PI are exact. Percentiles (nearest rank) and the distribution of velocity and discretionary goals are
@@ -37,31 +38,24 @@ import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from functools import reduce
-from typing import Any
+from typing import Any, NamedTuple
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from spark_jobs.contract.goals import (
-    BUCKET_COUNT,
-    DISCRETIONARY_PI,
-    MAX_VELOCITY_PI,
     TOLERANT_BUCKET_LIMITS_PCT,
-    WITHIN_GOAL_BUCKETS,
-    bucket_pi,
 )
 from spark_jobs.contract.records import GROUP_KEYS
 from spark_jobs.contract.report import WHOLE_DAY_MINUTES, divides_the_day
-from spark_jobs.workload_activity.delays import DELAY_COLUMNS, null_delays
+from spark_jobs.workload_activity.figures import ADDITIVE, RESPONSE_TIME_GOALS
 from spark_jobs.workload_activity.policy_goals import ActivationStep, GoalRow
 from spark_jobs.workload_activity.tables import GOAL_COLUMNS, GROUP, GROUP_ID, declared_groups, goal_table, group_table
 
-REPORT_PERCENTILES = (50, 90, 99)
 # Response-time bins: exact below EXACT_BIN_LIMIT_MS, then each BIN_WIDTH (relative) wide.
 EXACT_BIN_LIMIT_MS = 100
 BIN_WIDTH = 0.01
 DELETED_OUTCOMES = ("deleted", "purged")
-RESPONSE_TIME_GOALS = ("average", "percentile")
 
 # What the job reads of a record (docs/work-records.md); Parquet hands over only these columns.
 RECORD_COLUMNS = (
@@ -78,46 +72,6 @@ RECORD_COLUMNS = (
     "queue_time_ms",
     "execution_time_ms",
     "life",
-)
-# Per cell (group, interval, bucket, response-time bin), summed at each level.
-_ADDITIVE = (
-    "ended",
-    "failed",
-    "deleted",
-    "abandoned",
-    "velocity_met",
-    "velocity_known",
-    "response_sum",
-    "response_squares",
-    "queue_sum",
-    "queue_squares",
-    "execution_sum",
-    "execution_squares",
-)
-
-# The report's columns, in the order of the `workload_reports` table.
-REPORT_COLUMNS = (
-    "report_date",
-    "interval_start",
-    "interval_minutes",
-    *GROUP,
-    "ended_count",
-    "failed_count",
-    "ended_per_s",
-    "deleted_count",
-    "abandoned_count",
-    "response_avg_ms",
-    "response_stddev_ms",
-    "queue_avg_ms",
-    "queue_stddev_ms",
-    "execution_avg_ms",
-    "execution_stddev_ms",
-    *(f"response_p{p}_ms" for p in REPORT_PERCENTILES),
-    "buckets",
-    "execution_velocity",
-    "performance_index",
-    "goal_met_share",
-    *DELAY_COLUMNS,
 )
 
 
@@ -278,141 +232,22 @@ def _cell_totals() -> list[Column]:
 
 
 def _sums() -> list[Column]:
-    return [F.expr(f"sum({name}) AS {name}") for name in _ADDITIVE]
+    return [F.expr(f"sum({name}) AS {name}") for name in ADDITIVE]
 
 
 def _summed_cells() -> list[Column]:
     return [*_sums(), F.expr("max(response_max) AS response_max")]
 
 
-def levels(cell_table: DataFrame, interval_minutes: int) -> DataFrame:
-    """The cells at each report level: by interval (the cells as they are), and for the whole day (interval 0 of
-    1440 minutes, the intervals summed). The cells are shuffled once more, by group, and each is taken twice, as a
-    cell of its interval and of the day, into one sum: that sum and the window after it (report_figures) find a
-    group's cells in one partition. (The day summed apart and unioned with the intervals took a stage and a shuffle
-    more, a second read of the cells, and 0.7 s more of a 10 million record day.)"""
-    if interval_minutes == WHOLE_DAY_MINUTES:
-        return cell_table.withColumn("interval_minutes", F.lit(interval_minutes))
-    as_levels = (
-        f"inline(array(named_struct('interval', interval, 'interval_minutes', {interval_minutes}),"
-        f" named_struct('interval', 0, 'interval_minutes', {WHOLE_DAY_MINUTES})))"
-    )
-    twice = cell_table.repartition("group_id").selectExpr("group_id", "bucket", "bin", *_ADDITIVE, "response_max", as_levels)
-    return twice.groupBy("group_id", "interval_minutes", "interval", "bucket", "bin").agg(*_summed_cells())
+class ReportQuery(NamedTuple):
+    """What Spark computes of a day's report: its `cells` (`cells`' columns) and its `groups` (`group_id` and GROUP:
+    the names and goal of each group, by the group keys the files declare or, without those, of the records)."""
+
+    cells: DataFrame
+    groups: DataFrame
 
 
-def _ratio(numerator: str, denominator: str) -> str:
-    return f"IF(({denominator}) > 0, ({numerator}) / ({denominator}), NULL)"
-
-
-def _stddev(squares: str, total: str, count: str) -> str:
-    mean = f"({total}) / ({count})"
-    return f"IF(({count}) > 0, sqrt(greatest(0.0D, ({squares}) / ({count}) - {mean} * {mean})), NULL)"
-
-
-def _percentile_pi(within: Sequence[str], percentile: str, total: str) -> str:
-    """The limit of the first bucket whose cumulative share reaches the percentile (integers multiplied out);
-    `within` are the cumulative counts (the requests in that bucket or a lower one)."""
-    cases = []
-    for index, count in enumerate(within):
-        cases.append(f"WHEN {count} * 100 >= ({percentile}) * ({total}) THEN {_double(bucket_pi(index))}")
-    return f"CASE WHEN ({total}) > 0 THEN CASE {' '.join(cases)} END END"
-
-
-def _figures(report_date: date) -> list[str]:
-    """The report's columns from the summed cells of a group and interval. The distribution comes summed up to
-    each bucket (`within_i`): the PI and the share that met the goal read it as it is, where from the bucket
-    counts each would be a sum of sums (the method that computes the figures had half as much source again:
-    154 KB against 102 KB, each addition with its overflow check)."""
-    within = [f"within_{i}" for i in range(BUCKET_COUNT)]
-    buckets = [within[0], *(f"{within[i]} - {within[i - 1]}" for i in range(1, BUCKET_COUNT))]
-    average = _ratio("response_sum", "ended")
-    velocity = _ratio("100.0D * execution_sum", "execution_sum + queue_sum")
-    performance_index = (
-        f"CASE WHEN goal_type = 'discretionary' THEN {_double(DISCRETIONARY_PI)}"
-        f" WHEN goal_type = 'average' THEN ({average}) / goal_ms"
-        f" WHEN goal_type = 'percentile' THEN ({_percentile_pi(within, 'goal_percentile', 'ended')})"
-        f" WHEN ({velocity}) * {_double(MAX_VELOCITY_PI)} <= goal_velocity THEN {_double(MAX_VELOCITY_PI)}"
-        f" ELSE goal_velocity / ({velocity}) END"
-    )
-    goal_met_share = (
-        f"CASE WHEN goal_type IN ({_sql_list(RESPONSE_TIME_GOALS)}) THEN {_ratio(within[WITHIN_GOAL_BUCKETS - 1], 'ended')}"
-        f" WHEN goal_type = 'velocity' THEN {_ratio('velocity_met', 'velocity_known')} END"
-    )
-    return [
-        f"DATE '{report_date.isoformat()}' AS report_date",
-        "interval_start",
-        "interval_minutes",
-        *GROUP,
-        "ended AS ended_count",
-        "failed AS failed_count",
-        "ended / (interval_minutes * 60.0D) AS ended_per_s",
-        "deleted AS deleted_count",
-        "abandoned AS abandoned_count",
-        f"{average} AS response_avg_ms",
-        f"{_stddev('response_squares', 'response_sum', 'ended')} AS response_stddev_ms",
-        f"{_ratio('queue_sum', 'ended')} AS queue_avg_ms",
-        f"{_stddev('queue_squares', 'queue_sum', 'ended')} AS queue_stddev_ms",
-        f"{_ratio('execution_sum', 'ended')} AS execution_avg_ms",
-        f"{_stddev('execution_squares', 'execution_sum', 'ended')} AS execution_stddev_ms",
-        *(f"response_p{p}_ms" for p in REPORT_PERCENTILES),
-        f"array({', '.join(buckets)}) AS buckets",
-        f"{velocity} AS execution_velocity",
-        f"{performance_index} AS performance_index",
-        f"{goal_met_share} AS goal_met_share",
-        *null_delays(),
-    ]
-
-
-def report_figures(level_table: DataFrame, group_table: DataFrame, report_date: date) -> DataFrame:
-    """One report row per group and interval of `levels`, named by `groups`. The cells are summed per level
-    (the window's partitioning, so no shuffle) and named after: the wide names are never a key of the many cells.
-    A group `group_table` lacks keeps its row, with null names and goal (the job checks for those)."""
-    # The window sorts its rows by their partition first: led by a hash of the level, the sort tells most rows
-    # apart by its 64-bit prefix alone (led by the group id, shared by a hundred levels, it compared whole rows).
-    # The bucket breaks a tie in bin order (0..13 and null: four bits).
-    level_key = ("level_order", "group_id", "interval_minutes", "interval")
-    by_bin = Window.partitionBy(*level_key).orderBy("bin_order")
-    whole_group = by_bin.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    up_to_here = by_bin.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    ended = F.col("ended")
-    ranked = level_table.withColumns(
-        {"level_order": F.expr("xxhash64(group_id, interval_minutes, interval)"), "bin_order": F.expr("bin * 16 + coalesce(bucket + 1, 0)")}
-    ).select(
-        "*",
-        F.sum(ended).over(whole_group).alias("group_ended"),
-        F.sum("response_sum").over(whole_group).alias("group_response_sum"),
-        F.sum(ended).over(up_to_here).alias("ended_up_to"),
-    )
-    # Goals without a response time measure their distribution against the group's average: theirs are the cells
-    # of ended requests without a bucket (`_narrow`).
-    bucket = F.coalesce(F.col("bucket"), F.expr(bucket_index("response_max", _ratio("group_response_sum", "group_ended"))))
-    # The smallest response with at least p% of the ended requests at or below it (nearest rank).
-    nearest_ranks = [
-        f"CAST(min(IF(ended > 0 AND ended_up_to * 100 >= group_ended * {p}, response_max, NULL)) AS DOUBLE) AS response_p{p}_ms"
-        for p in REPORT_PERCENTILES
-    ]
-    totals = (
-        ranked.withColumn("bucket", F.when(ended > 0, bucket))
-        .groupBy(*level_key)
-        .agg(
-            *_sums(),
-            *(F.expr(f"sum(IF(bucket <= {i}, ended, 0)) AS within_{i}") for i in range(BUCKET_COUNT)),
-            *map(F.expr, nearest_ranks),
-        )
-        .join(F.broadcast(group_table), "group_id", "left")
-        .withColumn(
-            "interval_start",
-            # UTC wall time without a zone: what a reader gets back does not depend on its own time zone.
-            F.timestamp_micros(
-                F.lit(_epoch_micros(day_bounds(report_date)[0])) + F.col("interval").cast("long") * F.col("interval_minutes") * 60_000_000
-            ).cast("timestamp_ntz"),
-        )
-    )
-    return totals.selectExpr(*_figures(report_date))
-
-
-def workload_activity(
+def report_query(
     records: DataFrame | None,
     goals: Sequence[GoalRow],
     steps: Sequence[ActivationStep],
@@ -420,14 +255,13 @@ def workload_activity(
     interval_minutes: int = 15,
     declared_keys: Sequence[Mapping[str, Any]] | None = None,
     distinct_records: DataFrame | None = None,
-) -> DataFrame:
-    """The report of `report_date`: one row per service class period of each AE, node, report class and policy
-    version, per interval of `interval_minutes` and for the whole day. `records` are that day's work records (copies
-    allowed; None: every record is in `distinct_records`), `goals` those of every policy version (goal_rows),
-    `steps` the day's policy activations, `declared_keys` the group keys the records' files declare (None: found in
-    the records),
-    `distinct_records` more records of the day known to share no request with any other record (see `cells`). Its
-    delay columns are null: the job fills them in the collected rows (delays.with_delays)."""
+) -> ReportQuery:
+    """The cells and groups of `report_date`'s report (figures.report_of_cells makes its rows of them): per service
+    class period of each AE, node, report class and policy version, and interval of `interval_minutes`. `records` are
+    that day's work records (copies allowed; None: every record is in `distinct_records`), `goals` those of every
+    policy version (goal_rows), `steps` the day's policy activations, `declared_keys` the group keys the records' files
+    declare (None: found in the records, a second read), `distinct_records` more records of the day known to share no
+    request with any other record (see `cells`)."""
     if not divides_the_day(interval_minutes):
         raise ValueError(f"interval_minutes must divide a day (1..{WHOLE_DAY_MINUTES}), got {interval_minutes}")
     day_start, day_end = day_bounds(report_date)
@@ -452,4 +286,4 @@ def workload_activity(
         group_frame = group_table(spark, declared_groups(declared_keys, steps, goals))
     else:
         group_frame = groups(reduce(DataFrame.unionByName, [table for table in (rows, distinct_rows) if table is not None]), goal_frame)
-    return report_figures(levels(cell_table, interval_minutes), group_frame, report_date)
+    return ReportQuery(cell_table, group_frame)

@@ -27,6 +27,7 @@ IMPORT_THE_JOB = textwrap.dedent(
     sys.meta_path.insert(0, ServiceOnly())
     import spark_jobs.workload_activity.__main__
     import spark_jobs.workload_activity.extract
+    import spark_jobs.workload_activity.figures
     import spark_jobs.workload_activity.job
     import spark_jobs.workload_activity.load
     import spark_jobs.workload_activity.policy_goals

@@ -14,8 +14,8 @@ from app.policy.models import PolicyVersion
 from app.reports.models import WorkloadReportRow
 from spark_jobs.common.database import sync_database_url
 from spark_jobs.workload_activity.database_rows import read_policy_versions, replace_date
+from spark_jobs.workload_activity.figures import REPORT_COLUMNS
 from spark_jobs.workload_activity.policy_goals import PolicyVersionInfo
-from spark_jobs.workload_activity.transform import REPORT_COLUMNS
 from tests.reports.conftest import DAY, report_row
 
 pytestmark = pytest.mark.asyncio

@@ -16,9 +16,10 @@ from spark_jobs.contract.delay_samples import SCHEMA, STATE_COLUMNS
 from spark_jobs.workload_activity import extract
 from spark_jobs.workload_activity.delays import DELAY_COLUMNS, SAMPLE_COLUMNS, delay_sums, with_delays
 from spark_jobs.workload_activity.extract import RECORDS_SCHEMA, read_delay_samples
+from spark_jobs.workload_activity.figures import REPORT_COLUMNS
 from spark_jobs.workload_activity.job import collect_report
 from spark_jobs.workload_activity.policy_goals import activation_steps, goal_rows
-from spark_jobs.workload_activity.transform import REPORT_COLUMNS, day_bounds
+from spark_jobs.workload_activity.transform import day_bounds
 from tests.spark_jobs.workload_activity.test_transform import DAY, MIDNIGHT, START, V1, record
 
 
@@ -199,7 +200,7 @@ def workload_activity_rows(spark: SparkSession, records: list[dict[str, Any]], s
     sums = None if samples is None else delay_sums(samples.select(list(SAMPLE_COLUMNS)), DAY, 15)
     frame = spark.createDataFrame(records, RECORDS_SCHEMA)
     steps = activation_steps([V1], *day_bounds(DAY))
-    _, collected = collect_report(frame, goal_rows([V1]), steps, DAY, 15, None, None, lambda _: None, sums)
+    collected = collect_report(frame, goal_rows([V1]), steps, DAY, 15, None, None, lambda _: None, sums)
     return [Row(**row) for row in collected.to_pylist()]
 
 

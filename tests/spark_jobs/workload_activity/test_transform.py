@@ -7,14 +7,15 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import Row, SparkSession
 
 from app.policy.schemas import AverageGoal, PercentileGoal, VelocityGoal
 from spark_jobs.contract.records import GROUP_KEYS
 from spark_jobs.manager.goals import evaluate
 from spark_jobs.workload_activity.extract import RECORDS_SCHEMA
+from spark_jobs.workload_activity.job import collect_report
 from spark_jobs.workload_activity.policy_goals import PolicyVersionInfo, activation_steps, goal_rows
-from spark_jobs.workload_activity.transform import day_bounds, workload_activity
+from spark_jobs.workload_activity.transform import day_bounds
 
 DAY = date(2026, 11, 20)
 MIDNIGHT = datetime(2026, 11, 20, tzinfo=UTC)
@@ -81,8 +82,8 @@ def report_rows(
     frame = None if records is None else spark.createDataFrame(records, RECORDS_SCHEMA)
     distinct_frame = None if distinct is None else spark.createDataFrame(distinct, RECORDS_SCHEMA)
     steps = activation_steps(versions, *day_bounds(DAY))
-    report = workload_activity(frame, goal_rows(versions), steps, DAY, interval_minutes, declared_keys, distinct_frame)
-    return report.collect()
+    report = collect_report(frame, goal_rows(versions), steps, DAY, interval_minutes, declared_keys, distinct_frame, lambda _: None)
+    return [Row(**row) for row in report.to_pylist()]
 
 
 def group_keys(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -270,14 +271,6 @@ def test_the_groups_declared_by_the_files_name_the_report_as_the_records_do(spar
         ("PCT", 2, ""),
         ("TWO", 1, "RPTS"),
     }
-
-
-def test_a_group_no_file_declared_keeps_its_row_without_names(spark: SparkSession) -> None:
-    records = [record("FAST", 100), record("PCT", 80), record("PCT", 120)]
-    rows = report_rows(spark, records, declared_keys=group_keys(records[:1]))
-    whole_day = {r.service_class: r for r in rows if r.interval_minutes == 1440}
-    assert whole_day.keys() == {"FAST", None}
-    assert (whole_day[None].ended_count, whole_day[None].response_avg_ms) == (2, 100)
 
 
 def test_records_of_other_days_are_left_out_and_an_empty_day_has_no_rows(spark: SparkSession) -> None:
