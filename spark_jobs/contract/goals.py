@@ -1,5 +1,5 @@
 """The response-time buckets and the fixed points of the performance index (PI), shared by the live goal
-evaluation (spark_jobs/manager/goals.py) and the nightly report (spark_jobs/workload_activity/transform.py), so that both
+evaluation (spark_jobs/manager/goals.py) and the nightly report (spark_jobs/workload_activity/transform.py and figures.py), so that both
 judge the same requests alike. Pure: no I/O."""
 
 from __future__ import annotations

@@ -32,7 +32,6 @@ QUEUE = ("application_environment", "node", "service_class", "period")
 # queue was sampled, summed) and each state's percentage ("using", "delay_<cause>", "unknown").
 STATE_PCT_COLUMNS = tuple(f"{state}_pct" if state in ("using", "unknown") else f"delay_{state}_pct" for state in STATE_COLUMNS)
 DELAY_COLUMNS = ("delay_samples", *STATE_PCT_COLUMNS)
-_TYPES = {"delay_samples": "BIGINT", **dict.fromkeys(STATE_PCT_COLUMNS, "DOUBLE")}
 _DAY_US = 86_400_000_000
 _MINUTE_US = 60_000_000
 
@@ -66,11 +65,6 @@ def delay_sums(samples: pa.Table, report_date: date, interval_minutes: int) -> p
     return summed.rename_columns([name.removesuffix("_sum") for name in summed.column_names])
 
 
-def null_delays() -> list[str]:
-    """DELAY_COLUMNS as typed nulls (SQL): the report's rows have them until `with_delays` fills them."""
-    return [f"CAST(NULL AS {_TYPES[name]}) AS {name}" for name in DELAY_COLUMNS]
-
-
 def with_delays(report: pa.Table, sums: pa.Table | None) -> pa.Table:
     """The collected `report` (its DELAY_COLUMNS null), its rows in their order, with their class queue's
     DELAY_COLUMNS at their level from `sums` (`delay_sums`; nulls where it has no row). Joined on the driver: the
@@ -84,7 +78,7 @@ def with_delays(report: pa.Table, sums: pa.Table | None) -> pa.Table:
     whole_double = whole.cast(pa.float64())
     figures = {
         **{name: sums[name] for name in (*QUEUE, "interval_minutes")},
-        # As report_figures makes the report's interval_start (UTC wall time without a zone), so the two join.
+        # As figures.py makes the report's interval_start (UTC wall time without a zone), so the two join.
         "interval_start": sums["start_us"].cast(pa.timestamp("us")),
         "delay_samples": sums["samples"],
         **{

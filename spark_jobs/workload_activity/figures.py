@@ -2,11 +2,11 @@
 and the whole day), the buckets, the nearest-rank percentiles and every figure of a row.
 
 The cells (transform.cells: per group, interval, bucket and response-time bin, the counts and sums of one copy of each
-record) are few beside the records: at most a level's response-time bins (about 1,800 up to a day; a 10 million record
-day of 24 groups has 725,000 cells) per group and interval, whatever the records. Spark sums the records into them;
+record) are few beside the records: about as many per group and interval as its response times have bins (about
+1,800 up to a day; a 10 million record day of 24 groups has 725,000 cells), whatever the records. Spark sums the records into them;
 this module takes them from there. In Spark, the levels' sums, a window over each level's cells in bin order and the
 rows' sums after it were a stage of their own, the report's slowest after the read (2.4–2.6 s of a fast hour's 10
-million record day, on two cores); here the same is a sort and a few passes over columns (0.35 s).
+million record day, on two cores); here the same is a sort and a few passes over columns (0.35–0.5 s).
 
 Figures are those of transform.py's module docstring: the same sums, the same buckets (the contract's tolerant limits),
 the same nearest rank; each computed as Spark computed it, in the same floating-point operations, so a row does not
@@ -79,7 +79,7 @@ REPORT_SCHEMA = pa.schema(
         *((name, pa.int64()) for name in ("deleted_count", "abandoned_count")),
         *((f"{figure}_{measure}_ms", pa.float64()) for figure in ("response", "queue", "execution") for measure in ("avg", "stddev")),
         *((f"response_p{p}_ms", pa.float64()) for p in REPORT_PERCENTILES),
-        pa.field("buckets", pa.list_(pa.int64()), nullable=False),
+        pa.field("buckets", pa.list_(pa.field("element", pa.int64())), nullable=False),  # as Spark names an array's items
         *((name, pa.float64()) for name in ("execution_velocity", "performance_index", "goal_met_share")),
         ("delay_samples", pa.int64()),
         *((name, pa.float64()) for name in DELAY_COLUMNS[1:]),
@@ -88,8 +88,11 @@ REPORT_SCHEMA = pa.schema(
 REPORT_COLUMNS = tuple(REPORT_SCHEMA.names)
 RESPONSE_TIME_GOALS = ("average", "percentile")
 _MINUTE_US = 60_000_000
-# Bucket and bin order a level's cells: the bin, then the bucket (0..13, or none) in its four low bits; none first.
-_NO_BIN = -1
+# No bucket (0..13): a request not ended by its server, or of a goal without a response time.
+_NO_BUCKET = -1
+# A level's cells are ordered by bin, then bucket (none first) in the four low bits; a cell without a bin first.
+_NO_BIN_ORDER = np.iinfo(np.int64).min
+_NO_RESPONSE = np.iinfo(np.int64).max
 
 # Columns as numpy arrays (integers, floats, booleans or, for names, objects).
 Array = npt.NDArray[Any]
@@ -135,8 +138,8 @@ def _ranked(levels: pa.Table) -> pa.Table:
     """Per level (group, interval_minutes, interval): its sums, the ended requests per bucket summed up to each bucket
     (`within_0`..`within_13`) and the nearest-rank percentiles. A goal without a response time has no bucket in its
     cells: its ended requests are bucketed by their cell's largest response against the level's average."""
-    bins, buckets = _values(levels, "bin", _NO_BIN), _values(levels, "bucket", _NO_BIN)
-    bin_order = np.where(bins == _NO_BIN, _NO_BIN, bins * 16 + buckets + 1)
+    buckets = _values(levels, "bucket", _NO_BUCKET)
+    bin_order = np.where(_valid(levels, "bin"), _values(levels, "bin") * 16 + buckets + 1, _NO_BIN_ORDER)
     group_ids, intervals, minutes = (_values(levels, name) for name in ("group_id", "interval", "interval_minutes"))
     order = np.lexsort((bin_order, intervals, minutes, group_ids))
     group_ids, intervals, minutes, buckets = group_ids[order], intervals[order], minutes[order], buckets[order]
@@ -151,16 +154,16 @@ def _ranked(levels: pa.Table) -> pa.Table:
         sums[name] = _sum_at(values, starts)
         valid[name] = np.logical_or.reduceat(_valid(levels, name)[order], starts)
     ended = _values(levels, "ended")[order]
-    response_max = _values(levels, "response_max", np.iinfo(np.int64).max)[order]
+    response_max = _values(levels, "response_max", _NO_RESPONSE)[order]
     has_max = _valid(levels, "response_max")[order]
     level_ended = sums["ended"]
     running = np.cumsum(ended)
     ended_up_to = running - (running[starts] - ended[starts])[level_of]
 
     average = _ratio(sums["response_sum"].astype(np.float64), level_ended, valid["response_sum"])[level_of]
-    own_bucket = np.where(buckets != _NO_BIN, buckets, _bucket_index(response_max.astype(np.float64), average, has_max))
-    bucket = np.where(ended > 0, own_bucket, _NO_BIN)
-    counted = bucket != _NO_BIN
+    own_bucket = np.where(buckets != _NO_BUCKET, buckets, _bucket_index(response_max.astype(np.float64), average, has_max))
+    bucket = np.where(ended > 0, own_bucket, _NO_BUCKET)
+    counted = bucket != _NO_BUCKET
     per_bucket = np.zeros((len(starts), BUCKET_COUNT), np.int64)
     np.add.at(per_bucket, (level_of[counted], bucket[counted]), ended[counted])
     within = np.cumsum(per_bucket, axis=1)
@@ -175,14 +178,15 @@ def _ranked(levels: pa.Table) -> pa.Table:
     for percentile in REPORT_PERCENTILES:
         # The smallest response with at least p% of the level's ended requests at or below it.
         reached = (ended > 0) & (ended_up_to * 100 >= level_ended[level_of] * percentile) & has_max
-        smallest = np.minimum.reduceat(np.where(reached, response_max, np.iinfo(np.int64).max), starts)
-        columns[f"response_p{percentile}_ms"] = pa.array(smallest.astype(np.float64), mask=smallest == np.iinfo(np.int64).max)
+        smallest = np.minimum.reduceat(np.where(reached, response_max, _NO_RESPONSE), starts)
+        columns[f"response_p{percentile}_ms"] = pa.array(smallest.astype(np.float64), mask=smallest == _NO_RESPONSE)
     return pa.table(columns)
 
 
 def _sum_at(values: Array, starts: Array) -> Array:
-    """`values` summed from each of `starts` to the next; an integer sum that would overflow raises, as Spark's did."""
-    if values.dtype.kind == "i" and np.abs(values.astype(np.float64)).sum() >= 2.0**62:
+    """`values` summed from each of `starts` to the next; an integer sum past 64 bits raises, as Spark's did (numpy's
+    and Arrow's wrap around; the day's sums were made of the intervals', which then pass it first)."""
+    if values.dtype.kind == "i" and np.abs(np.add.reduceat(values.astype(np.float64), starts)).max() >= 2.0**63:
         raise OverflowError("a report sum overflows 64 bits")
     return np.add.reduceat(values, starts)
 
@@ -212,7 +216,8 @@ def _named(ranked: pa.Table, groups: pa.Table) -> pa.Table:
 
 
 def _figures(levels: pa.Table, report_date: date) -> pa.Table:
-    """The report's columns of each level's sums (`_ranked`, `_named`), as transform.py's Spark columns computed them."""
+    """The report's columns of each level's sums (`_ranked`, `_named`), in the operations Spark's SQL computed them
+    in until this module took them over (transform.py's history)."""
     ended = _values(levels, "ended")
     known = {name: _valid(levels, name) for name in ADDITIVE}
     value = {name: _values(levels, name) for name in ADDITIVE}
@@ -230,7 +235,7 @@ def _figures(levels: pa.Table, report_date: date) -> pa.Table:
         with np.errstate(invalid="ignore"):
             spread = value[f"{name}_squares"] / ended.astype(np.float64) - mean * mean
         spread = np.where(known[f"{name}_squares"] & known[f"{name}_sum"], np.maximum(0.0, spread), 0.0)
-        return np.where(ended > 0, np.sqrt(np.maximum(spread, 0.0)), np.nan)
+        return np.where(ended > 0, np.sqrt(spread), np.nan)
 
     response_avg = average("response")
     both = value["execution_sum"] + value["queue_sum"]
@@ -283,12 +288,13 @@ def _performance_index(
     velocity: Array,
 ) -> Array:
     goal_ms = _nullable_float(levels, "goal_ms")
-    percentile = _nullable_float(levels, "goal_percentile")
+    percentile, has_percentile = _values(levels, "goal_percentile"), _valid(levels, "goal_percentile")
     goal_velocity = _nullable_float(levels, "goal_velocity")
-    # A percentile goal's PI: the limit of the first bucket whose share of the ended requests reaches the percentile.
+    # A percentile goal's PI: the limit of the first bucket whose share of the ended requests reaches the percentile
+    # (in integers, as Spark compared them).
     reached_pi = np.full(len(ended), np.nan)
     for index in reversed(range(BUCKET_COUNT)):
-        reached_pi = np.where(within[index] * 100.0 >= percentile * ended, bucket_pi(index), reached_pi)
+        reached_pi = np.where(has_percentile & (within[index] * 100 >= percentile * ended), bucket_pi(index), reached_pi)
     reached_pi = np.where(ended > 0, reached_pi, np.nan)
     with np.errstate(invalid="ignore", divide="ignore"):
         velocity_pi = np.where(velocity * MAX_VELOCITY_PI <= goal_velocity, MAX_VELOCITY_PI, goal_velocity / velocity)

@@ -50,9 +50,9 @@ def collect_report(
     sums: pa.Table | None = None,
 ) -> pa.Table:
     """The report's rows (figures.REPORT_SCHEMA), their delay columns of the day's delay `sums` (delays.with_delays;
-    None: null), every one named: Spark sums the records into cells, which are collected (a day's are at most its
-    groups × levels × response-time bins, however many its records: 725,000 cells, 94 MB, for 10 million records in
-    24 groups) and made the report's rows here (figures.report_of_cells). If a file declared fewer groups than it
+    None: null), every one named: Spark sums the records into cells, which are collected (a day's are about its
+    groups × intervals × response-time bins, however many its records: 725,000 cells, 94 MB, for 10 million records
+    in 24 groups) and made the report's rows here (figures.report_of_cells). If a file declared fewer groups than it
     holds (not one this project wrote), the groups are found in the records."""
     query = report_query(records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records)
     cells = query.cells.toArrow()

@@ -43,12 +43,10 @@ from typing import Any, NamedTuple
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from spark_jobs.contract.goals import (
-    TOLERANT_BUCKET_LIMITS_PCT,
-)
+from spark_jobs.contract.goals import TOLERANT_BUCKET_LIMITS_PCT
 from spark_jobs.contract.records import GROUP_KEYS
 from spark_jobs.contract.report import WHOLE_DAY_MINUTES, divides_the_day
-from spark_jobs.workload_activity.figures import ADDITIVE, RESPONSE_TIME_GOALS
+from spark_jobs.workload_activity.figures import ADDITIVE, CELL_KEY, RESPONSE_TIME_GOALS
 from spark_jobs.workload_activity.policy_goals import ActivationStep, GoalRow
 from spark_jobs.workload_activity.tables import GOAL_COLUMNS, GROUP, GROUP_ID, declared_groups, goal_table, group_table
 
@@ -170,21 +168,20 @@ def cells(rows: DataFrame | None, report_date: date, interval_minutes: int, dist
     counts and sums of one copy of each record; each cell once. `rows` may hold copies; `distinct_rows` are rows
     known to hold none, of a record of their own or of `rows`: summed as they are, without the shuffle of every row
     that dropping copies takes. One of the two may be None."""
-    cell_key = ("group_id", "interval", "bucket", "bin")
     parts = []
     if rows is not None:
         deduplicated = (
             _narrow(rows, report_date, interval_minutes)
             .repartition("group_id", "interval")
-            .dropDuplicates([*cell_key, "token_fingerprint"])
+            .dropDuplicates([*CELL_KEY, "token_fingerprint"])
         )
-        parts.append(deduplicated.groupBy(*cell_key).agg(*_cell_totals()))
+        parts.append(deduplicated.groupBy(*CELL_KEY).agg(*_cell_totals()))
     if distinct_rows is not None:
-        parts.append(_narrow(distinct_rows, report_date, interval_minutes).groupBy(*cell_key).agg(*_cell_totals()))
+        parts.append(_narrow(distinct_rows, report_date, interval_minutes).groupBy(*CELL_KEY).agg(*_cell_totals()))
     if len(parts) == 1:
         return parts[0]
     # A cell can come out of either part.
-    return parts[0].unionByName(parts[1]).groupBy(*cell_key).agg(*_summed_cells())
+    return parts[0].unionByName(parts[1]).groupBy(*CELL_KEY).agg(*_summed_cells())
 
 
 def _narrow(rows: DataFrame, report_date: date, interval_minutes: int) -> DataFrame:
@@ -200,7 +197,7 @@ def _narrow(rows: DataFrame, report_date: date, interval_minutes: int) -> DataFr
     return coded.selectExpr(
         "group_id",
         f"CAST(floor(({since_midnight_us}) / {interval_minutes * 60 * 1_000_000}) AS INT) AS interval",
-        # An ended request of a response time goal always has a bucket (report_figures tells the other goals by that).
+        # An ended request of a response time goal always has a bucket (figures._ranked tells the other goals by that).
         f"IF({ended} AND goal_type IN ({_sql_list(RESPONSE_TIME_GOALS)}), {bucket_index('response_time_ms', 'goal_ms')}, NULL) AS bucket",
         f"IF({ended}, {response_bin('response_time_ms')}, NULL) AS bin",
         # One copy per life: a retried dead letter lives again under its token (a file older than `life` has none).
@@ -231,12 +228,8 @@ def _cell_totals() -> list[Column]:
     ]
 
 
-def _sums() -> list[Column]:
-    return [F.expr(f"sum({name}) AS {name}") for name in ADDITIVE]
-
-
 def _summed_cells() -> list[Column]:
-    return [*_sums(), F.expr("max(response_max) AS response_max")]
+    return [*(F.expr(f"sum({name}) AS {name}") for name in ADDITIVE), F.expr("max(response_max) AS response_max")]
 
 
 class ReportQuery(NamedTuple):

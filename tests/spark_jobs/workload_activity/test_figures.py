@@ -9,8 +9,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from spark_jobs.contract.goals import DISCRETIONARY_PI
+from spark_jobs.contract.goals import DISCRETIONARY_PI, MAX_VELOCITY_PI
 from spark_jobs.workload_activity.figures import ADDITIVE, GROUP_SCHEMA, REPORT_SCHEMA, report_of_cells
+from spark_jobs.workload_activity.tables import GROUP_TYPES
 
 DAY = date(2026, 11, 20)
 CELL_TYPES = {
@@ -148,3 +149,34 @@ def test_a_sum_that_would_overflow_is_refused() -> None:
     table = cells(cell(1, 0, 40, bucket=0, response_sum=2**62), cell(1, 1, 40, bucket=0, response_sum=2**62))
     with pytest.raises(OverflowError):
         report_of_cells(table, groups(AVERAGE), DAY, 15)
+
+
+PERCENTILE = (4, "PCT", {"goal_type": "percentile", "goal_ms": 100, "goal_percentile": 90})
+
+
+def test_a_percentile_goal_s_index_is_the_limit_of_the_bucket_that_reaches_the_percentile() -> None:
+    # 9 of 10 within ≤120%: PI 1.2; then the 10th in >400% decides the 99th: 4.01, the overflow bucket's.
+    nine_of_ten = cells(cell(4, 0, 50, bucket=0, ended=8), cell(4, 0, 115, bucket=7), cell(4, 0, 500, bucket=13))
+    rows = rows_of(report_of_cells(nine_of_ten, groups(PERCENTILE), DAY, 15))
+    assert (rows[("PCT", 15, MIDNIGHT)]["performance_index"], rows[("PCT", 15, MIDNIGHT)]["goal_met_share"]) == (1.2, 0.8)
+    ninety_nine = (4, "PCT", {"goal_type": "percentile", "goal_ms": 100, "goal_percentile": 99})
+    assert rows_of(report_of_cells(nine_of_ten, groups(ninety_nine), DAY, 15))[("PCT", 15, MIDNIGHT)]["performance_index"] == 4.01
+
+
+def test_a_velocity_of_zero_is_the_largest_index() -> None:
+    only_waited = cell(2, 0, 100, queue_sum=100, execution_sum=0, velocity_known=1)
+    row = rows_of(report_of_cells(cells(only_waited), groups(VELOCITY), DAY, 15))[("VEL", 15, MIDNIGHT)]
+    assert (row["execution_velocity"], row["performance_index"], row["goal_met_share"]) == (0.0, MAX_VELOCITY_PI, 0.0)
+
+
+def test_a_level_s_cells_without_a_response_count_but_rank_nothing() -> None:
+    # Deleted requests (no bin, first in order) beside ended ones: the ranks are of the 4 ended requests alone.
+    table = cells(cell(1, 0, None, ended=0, deleted=3), cell(1, 0, 30, bucket=0, ended=2), cell(1, 0, 60, bucket=1, ended=2))
+    row = rows_of(report_of_cells(table, groups(AVERAGE), DAY, 15))[("AVG", 15, MIDNIGHT)]
+    assert (row["ended_count"], row["deleted_count"], row["response_p50_ms"], row["response_p90_ms"]) == (4, 3, 30.0, 60.0)
+    assert row["buckets"] == [2, 2, *[0] * 12]
+
+
+def test_the_group_columns_are_the_group_table_s() -> None:
+    spark_types = {"STRING": pa.string(), "INT": pa.int32(), "BIGINT": pa.int64()}
+    assert [(field.name, field.type) for field in GROUP_SCHEMA] == [(name, spark_types[kind]) for name, kind in GROUP_TYPES.items()]
