@@ -9,8 +9,8 @@ from datetime import date
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.pandas.types import from_arrow_schema
 
 from spark_jobs.common.job_log import JobLog
 from spark_jobs.contract.report import WHOLE_DAY_MINUTES
@@ -24,7 +24,7 @@ from spark_jobs.workload_activity.extract import (
     read_day_files,
     read_delay_samples,
 )
-from spark_jobs.workload_activity.figures import REPORT_SCHEMA, report_of_cells
+from spark_jobs.workload_activity.figures import report_of_cells
 from spark_jobs.workload_activity.load import write_parquet
 from spark_jobs.workload_activity.policy_goals import ActivationStep, GoalRow, activation_steps, goal_rows
 from spark_jobs.workload_activity.transform import day_bounds, report_query
@@ -48,44 +48,19 @@ def collect_report(
     distinct_records: DataFrame | None,
     progress: Callable[[str], None],
     sums: pa.Table | None = None,
-    *,
-    on_executors: bool = False,
 ) -> pa.Table:
     """The report's rows (figures.REPORT_SCHEMA), their delay columns of the day's delay `sums` (delays.with_delays;
-    None: null), every one named: Spark sums the records into cells, of which figures.report_of_cells makes the rows.
-    A day's cells are about its groups × intervals × response-time bins, however many its records (725,000 cells,
-    94 MB, for 10 million records in 24 groups): in one machine's Spark they are collected and the rows made here;
-    `on_executors` (a cluster), each group's cells are made its rows on an executor by the same function, and only
-    the rows collected, so a day of many groups never has all its cells in the driver's memory. If a file declared
-    fewer groups than it holds (not one this project wrote), the groups are found in the records."""
+    None: null), every one named: Spark sums the records into cells, which are collected (a day's are about its
+    groups × intervals × response-time bins, however many its records: 725,000 cells, 94 MB, for 10 million records
+    in 24 groups) and made the report's rows here (figures.report_of_cells). If a file declared fewer groups than it
+    holds (not one this project wrote), the groups are found in the records."""
     query = report_query(records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records)
-    if on_executors:
-
-        def rows_named_by(groups: pa.Table) -> pa.Table:
-            return _rows_on_executors(query.cells, groups, report_date, interval_minutes)
-
-    else:
-        cells = query.cells.toArrow()
-
-        def rows_named_by(groups: pa.Table) -> pa.Table:
-            return report_of_cells(cells, groups, report_date, interval_minutes)
-
-    report = rows_named_by(query.groups.toArrow())
-    if declared_keys is not None and report["service_class"].null_count:
+    cells = query.cells.toArrow()
+    groups = query.groups.toArrow()
+    if declared_keys is not None and cells.num_rows and not pc.all(pc.is_in(cells["group_id"], value_set=groups["group_id"])).as_py():
         progress("a group no file declared: reading the records again to name the groups")
-        report = rows_named_by(report_query(records, goals, steps, report_date, interval_minutes, None, distinct_records).groups.toArrow())
-    return with_delays(report, sums)
-
-
-def _rows_on_executors(cells: DataFrame, groups: pa.Table, report_date: date, interval_minutes: int) -> pa.Table:
-    """The report's rows of `cells` made on the executors, each group's cells at once (a Python task per group)."""
-
-    # Annotated: PySpark tells a function of a whole group's table from one of its batches by the annotations.
-    def rows_of_a_group(group_cells: pa.Table) -> pa.Table:
-        return report_of_cells(group_cells, groups, report_date, interval_minutes)
-
-    rows = cells.groupBy("group_id").applyInArrow(rows_of_a_group, from_arrow_schema(REPORT_SCHEMA, prefer_timestamp_ntz=True))
-    return rows.toArrow().cast(REPORT_SCHEMA)
+        groups = report_query(records, goals, steps, report_date, interval_minutes, None, distinct_records).groups.toArrow()
+    return with_delays(report_of_cells(cells, groups, report_date, interval_minutes), sums)
 
 
 def run(
@@ -151,12 +126,7 @@ def _report(
     delays, said = sums.result()
     log.detail(said)
     log.stage("computing the report")
-    # On a cluster, the executors make the rows (collect_report); in one machine's Spark the driver does, without the
-    # Python workers that would cost (session 37: more CPU than the stage they replace).
-    on_executors = not (spark.sparkContext.master or "local").startswith("local")
-    table = collect_report(
-        records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records, log.detail, delays, on_executors=on_executors
-    )
+    table = collect_report(records, goals, steps, report_date, interval_minutes, declared_keys, distinct_records, log.detail, delays)
     rows = table.to_pylist()
     ended = sum(row["ended_count"] for row in rows if row["interval_minutes"] == WHOLE_DAY_MINUTES)
     log.detail(f"{len(rows)} report rows ({ended} ended requests)")

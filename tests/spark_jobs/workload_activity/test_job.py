@@ -5,7 +5,6 @@ Parquet with the report's schema, by Arrow or by Spark's writer."""
 from __future__ import annotations
 
 import os
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -40,14 +39,13 @@ def _in_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda row: (row["interval_minutes"], row["interval_start"], row["service_class"] or ""))
 
 
-@pytest.mark.parametrize("on_executors", [False, True], ids=["rows made on the driver", "on the executors"])
-def test_a_group_no_file_declared_is_named_from_the_records(spark: SparkSession, on_executors: bool) -> None:
+def test_a_group_no_file_declared_is_named_from_the_records(spark: SparkSession) -> None:
     frame = spark.createDataFrame(RECORDS, RECORDS_SCHEMA)
     goals, steps = goal_rows([V1]), activation_steps([V1], *day_bounds(DAY))
     messages: list[str] = []
 
     def report_of(declared: list) -> list[dict[str, Any]]:
-        table = collect_report(frame, goals, steps, DAY, 15, declared, None, messages.append, on_executors=on_executors)
+        table = collect_report(frame, goals, steps, DAY, 15, declared, None, messages.append)
         assert table.schema == REPORT_SCHEMA
         return _in_order(table.to_pylist())
 
@@ -83,22 +81,3 @@ def test_the_collected_report_is_written_with_the_reports_schema_and_rows(spark:
     assert not [name for name in os.listdir(directory) if name.endswith(".tmp")]
     if not as_uri:
         assert sorted(name.endswith(".parquet") for name in os.listdir(directory)) == [False, True]
-
-
-def test_the_executors_make_the_rows_the_driver_makes(spark: SparkSession) -> None:
-    """A cluster's placement (each group's cells made its rows on an executor) against one machine's (the driver)."""
-    records = [
-        *(record(name, ms, ended=timedelta(minutes=at)) for name in ("FAST", "PCT", "VEL") for ms, at in ((40, 1), (90, 2), (300, 20))),
-        record("TWO", 2000, ended=timedelta(hours=3)),
-        record("FAST", 70, outcome="deleted"),
-    ]
-    frame = spark.createDataFrame(records, RECORDS_SCHEMA)
-    goals, steps = goal_rows([V1]), activation_steps([V1], *day_bounds(DAY))
-    driver, executors = (
-        _in_order(collect_report(frame, goals, steps, DAY, 15, group_keys(records), None, lambda _: None, on_executors=where).to_pylist())
-        for where in (False, True)
-    )
-    # Three classes in two intervals and one in a third, each also for the whole day.
-    assert len(driver) == 11
-    # (Sums of whole milliseconds' squares are exact in any order: every figure is equal.)
-    assert executors == driver
