@@ -31,6 +31,8 @@ from spark_jobs.contract.goals import (
     WITHIN_GOAL_BUCKETS,
     bucket_pi,
 )
+from spark_jobs.contract.records import GROUP_KEYS
+from spark_jobs.contract.records import SCHEMA as RECORD_SCHEMA
 from spark_jobs.contract.report import WHOLE_DAY_MINUTES
 from spark_jobs.workload_activity.delays import DELAY_COLUMNS
 
@@ -51,20 +53,13 @@ ADDITIVE = (
     "execution_squares",
 )
 CELL_KEY = ("group_id", "interval", "bucket", "bin")
-# A group: its names and goal (tables.GROUP_TYPES, in Arrow's types), by `group_id`.
+# A group: its names (as the records have them) and goal (tables.GROUP_TYPES, in Arrow's types), by `group_id`.
 GROUP_SCHEMA = pa.schema(
     [
-        ("application_environment", pa.string()),
-        ("node", pa.string()),
-        ("service_class", pa.string()),
-        ("period", pa.int32()),
-        ("report_class", pa.string()),
-        ("policy_version", pa.int32()),
+        *((name, RECORD_SCHEMA.field(name).type) for name in GROUP_KEYS),
         ("goal_type", pa.string()),
         ("goal_ms", pa.int64()),
-        ("goal_percentile", pa.int32()),
-        ("goal_velocity", pa.int32()),
-        ("importance", pa.int32()),
+        *((name, pa.int32()) for name in ("goal_percentile", "goal_velocity", "importance")),
     ]
 )
 # The report's columns, in the order of the `workload_reports` table.
