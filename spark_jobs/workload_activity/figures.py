@@ -6,7 +6,7 @@ record) are few beside the records: about as many per group and interval as its 
 1,800 up to a day; a 10 million record day of 24 groups has 725,000 cells), whatever the records. Spark sums the records into them;
 this module takes them from there. In Spark, the levels' sums, a window over each level's cells in bin order and the
 rows' sums after it were a stage of their own, the report's slowest after the read (2.4–2.6 s of a fast hour's 10
-million record day, on two cores); here the same is a sort and a few passes over columns (0.35–0.5 s).
+million record day, on two cores); here the same is a sort and a few passes over columns (0.35–0.58 s on a slow hour).
 
 Figures are those of transform.py's module docstring: the same sums, the same buckets (the contract's tolerant limits),
 the same nearest rank; each computed as Spark computed it, in the same floating-point operations, so a row does not
